@@ -1,0 +1,1 @@
+"""Built-in environment plugins, installed as `playground.envs`."""

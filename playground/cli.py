@@ -1,0 +1,170 @@
+"""The `playground` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from playground.host import Host, PluginLoadError, get_host
+from playground.rundir import RunDirError
+from playground.runner import RunConfig, RunConfigError, resolve_tasks, run
+
+DEFAULT_ENV = "textworld:custom"
+DEFAULT_AGENT = "noisy"
+DEFAULT_HARNESSES = ("base", "sentry")
+
+
+class CLIError(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+def parse_pairs(pairs: tuple[str, ...], option: str) -> dict[str, str]:
+    """Parse repeated KEY=VALUE options into a dict."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CLIError(f"{option} expects KEY=VALUE, got {pair!r}")
+        out[key] = _scalar(value)
+    return out
+
+
+def _scalar(value: str):
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+@click.group()
+@click.version_option(package_name="playground")
+def cli() -> None:
+    """playground: run agents on text benchmarks under failure-recovery harnesses."""
+
+
+@cli.command("run")
+@click.option("--env", "env_name", default=None, help=f"env or env:task_set [default: {DEFAULT_ENV}]")
+@click.option("--agent", default=None, help=f"agent name [default: {DEFAULT_AGENT}]")
+@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE", help="agent option (repeatable)")
+@click.option("--harness", "harnesses", multiple=True,
+              help="harness to run (repeatable; each runs the same tasks) [default: base, and sentry when installed]")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="harness parameter (repeatable)")
+@click.option("--episodes", type=click.IntRange(min=1), default=None, help="number of tasks from the split")
+@click.option("--split", default=None, help="task split (e.g. train, dev, test)")
+@click.option("--seed", type=int, default=0, show_default=True, help="run seed (episode seeds derive from it)")
+@click.option("--max-steps", type=click.IntRange(min=1), default=40, show_default=True, help="step budget per episode")
+@click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: runs/<time>]")
+@click.option("--playbook", default=None, help="playbook database for harnesses that use one")
+@click.option("--strict", is_flag=True, help="stop at the first plugin, env or agent error")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def run_command(env_name, agent, agent_options, harnesses, params, episodes, split, seed, max_steps, out,
+                playbook, strict, quiet) -> None:
+    """Run an agent on a task set under one or more harnesses and print a table."""
+    host = get_host()
+    env_name = env_name or DEFAULT_ENV
+    env, _, task_set = env_name.partition(":")
+    if not harnesses:
+        harnesses = tuple(h for h in DEFAULT_HARNESSES if h in host.harnesses)
+    try:
+        task_set, split, tasks = resolve_tasks(host, env, task_set or None, split, episodes)
+    except RunConfigError as exc:
+        raise CLIError(str(exc)) from None
+    out = out or str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
+    config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=agent or DEFAULT_AGENT,
+                       harnesses=list(dict.fromkeys(harnesses)), out=out, seed=seed, max_steps=max_steps,
+                       agent_options=parse_pairs(agent_options, "--agent-option"),
+                       params=parse_pairs(params, "--param"), playbook=playbook, strict=strict)
+    total = len(tasks) * len(config.harnesses)
+    click.echo(f"run: {env}:{task_set} split={split} tasks={len(tasks)} agent={config.agent} "
+               f"harnesses={','.join(config.harnesses)} -> {out}", err=True)
+    with click.progressbar(length=total, label="episodes", file=sys.stderr,
+                           show_pos=True, item_show_func=lambda s: s) as bar:
+        def progress(message: str, record: dict | None) -> None:
+            if record is None:
+                if not quiet:
+                    click.echo(f"  {message}", err=True)
+                return
+            if not quiet:
+                bar.update(1, f"{message}: {record['status']}")
+
+        try:
+            summary = run(host, config, progress)
+        except (RunConfigError, RunDirError, ValueError) as exc:
+            raise CLIError(str(exc)) from None
+    from playground.report import format_table
+
+    click.echo(format_table(summary))
+    click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
+
+
+@cli.command("envs")
+def envs_command() -> None:
+    """List envs and their task sets."""
+    for spec in get_host().envs:
+        click.echo(f"{spec.name}: {spec.description}  [plugin {spec.plugin}]")
+        for name, task_set in spec.provider.task_sets().items():
+            default = " (default)" if name == spec.provider.default_task_set else ""
+            click.echo(f"  {spec.name}:{name}{default}  splits: {', '.join(task_set.splits)}  - {task_set.description}")
+
+
+@cli.command("agents")
+def agents_command() -> None:
+    """List agents."""
+    for spec in get_host().agents:
+        click.echo(f"{spec.name}: {spec.description}  [plugin {spec.plugin}]")
+
+
+@cli.command("harnesses")
+def harnesses_command() -> None:
+    """List harnesses and the interventions each uses."""
+    host = get_host()
+    for spec in host.harnesses:
+        parts = ", ".join(spec.interventions) or "no interventions"
+        click.echo(f"{spec.name}: {spec.description} ({parts})  [plugin {spec.plugin}]")
+    for spec in host.interventions:
+        modes = f" modes: {', '.join(spec.modes)}" if spec.modes else ""
+        click.echo(f"  intervention {spec.name}: {spec.description}{modes}, cost in {spec.cost_unit}")
+
+
+@cli.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def plugins_command(as_json: bool) -> None:
+    """List plugins: where each came from, whether it loaded, which hooks it implements."""
+    records = get_host().records
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in records], indent=2, default=list))
+        return
+    for r in records:
+        click.echo(f"{r.name}  [{r.status}]  {r.source}")
+        if r.hooks:
+            click.echo(f"    hooks: {', '.join(r.hooks)}")
+        if r.error:
+            click.echo(f"    error: {r.error}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI; user errors print one line and exit with code 2."""
+    try:
+        get_host().add_commands(cli)
+        cli.main(args=argv, prog_name="playground", standalone_mode=False)
+        return 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.UsageError as exc:
+        where = f" (playground {exc.ctx.command.name})" if exc.ctx and exc.ctx.command else ""
+        click.echo(f"error: {exc.format_message()}{where}", err=True)
+        return 2
+    except (CLIError, PluginLoadError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

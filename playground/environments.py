@@ -1,0 +1,98 @@
+"""What an environment plugin provides: a text gymnasium env and a provider of task sets.
+
+An env plugin registers an `EnvProvider` (via the `register_envs` hook). The provider
+lists task sets and their splits, names the tasks of a split, and builds a fresh
+`TextEnv` per episode. The env follows gymnasium's API with text observations and
+text actions; `reset(seed=..., options={"task": task_id})` puts it in that task's
+initial state, the same every time.
+
+Keys every env puts in `info` (where it can): `goal`, `admissible_actions` (sorted),
+`valid_action` (for the last action), `won`, `lost`, `score`, `max_score`; and, only
+when the env was made with `expert=True`, `expert_plan` (for non-LLM agents).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import gymnasium
+from gymnasium import spaces
+
+MAX_TEXT = 1_000_000
+
+
+class TextEnv(gymnasium.Env):
+    """Base class for playground envs: text in, text out, optional snapshots.
+
+    Subclasses implement `reset` and `step` as in gymnasium. An env that can save and
+    restore its state sets `can_snapshot = True` and implements `snapshot()` and
+    `restore()`; the loop uses that for rollback (DART) and replay (AED).
+    """
+
+    metadata = {"render_modes": []}
+    can_snapshot: bool = False
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Text(max_length=MAX_TEXT)
+        self.action_space = spaces.Text(max_length=MAX_TEXT)
+
+    def snapshot(self) -> Any:
+        """Return an opaque copy of the current state (only if `can_snapshot`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot snapshot")
+
+    def restore(self, snapshot: Any) -> None:
+        """Put the env back into a state returned by `snapshot()`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restore")
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """A named set of tasks with disjoint splits.
+
+    `splits` maps a split name to its task ids, or to a function `count -> ids` for
+    generated sets whose splits are open-ended ranges of seeds.
+    """
+
+    name: str
+    description: str
+    splits: Mapping[str, tuple[str, ...] | Callable[[int], list[str]]]
+    default_split: str = "test"
+    default_count: int = 10
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def tasks(self, split: str, count: int | None = None) -> list[str]:
+        """Return the ids of the first `count` tasks of `split` (all for a fixed split)."""
+        if split not in self.splits:
+            raise KeyError(split)
+        source = self.splits[split]
+        if callable(source):
+            return list(source(count if count is not None else self.default_count))
+        ids = list(source)
+        return ids if count is None else ids[:count]
+
+
+class EnvProvider:
+    """Base class for what an env plugin registers: task sets plus an env factory."""
+
+    name: str = ""
+    description: str = ""
+    default_task_set: str = ""
+
+    def task_sets(self) -> Mapping[str, TaskSet]:
+        """Return the task sets this env offers, by name."""
+        raise NotImplementedError
+
+    def make(self, task_set: str, *, expert: bool = False, **options: Any) -> TextEnv:
+        """Build a fresh env for one episode on `task_set`.
+
+        `expert=True` asks for `info["expert_plan"]`. Import heavy packages here.
+        """
+        raise NotImplementedError
+
+    def prepare(self, task_set: str, task_ids: list[str], progress: Callable[[str], None] | None = None) -> None:
+        """Make sure the given tasks exist on disk (e.g. generate and cache games)."""
+
+    def describe(self, task_set: str) -> dict:
+        """Return what a trace header records: package version, data hash or seeds."""
+        return {"env": self.name, "task_set": task_set}

@@ -1,0 +1,241 @@
+"""The plugin host: loads built-in and third-party plugins and collects what they register.
+
+Built-in plugins are loaded exactly like third-party ones (entry-point group
+`playground`), through the same manager and the same failure isolation:
+
+* a plugin that fails to import or whose registration hook raises is reported by name
+  and skipped; `PLAYGROUND_STRICT_PLUGINS=1` (or `strict=True`) makes that fatal;
+* `PLAYGROUND_PLUGINS=a,b` loads only the plugins with those names;
+* `PLAYGROUND_TRACE_HOOKS=1` prints every hook call to stderr.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pluggy
+
+from playground import hookspecs
+from playground.environments import EnvProvider
+from playground.registry import (
+    AgentSpec,
+    EnvSpec,
+    HarnessSpec,
+    InterventionSpec,
+    ObserverSpec,
+    RegistrationError,
+    Registry,
+)
+
+ENTRY_POINT_GROUP = "playground"
+
+# Built-in plugins: name -> module. Loaded through the same path as entry points.
+BUILTIN_PLUGINS: dict[str, str] = {
+    "agents": "playground.agents",
+    "harnesses": "playground.harnesses",
+    "tiny": "playground.envs.tiny",
+    "textworld": "playground.envs.textworld",
+}
+
+REGISTRATION_HOOKS = (
+    "register_envs",
+    "register_agents",
+    "register_interventions",
+    "register_harnesses",
+    "register_observers",
+)
+
+
+class PluginLoadError(Exception):
+    """A plugin could not be loaded and strict mode is on."""
+
+
+@dataclass
+class PluginRecord:
+    """What `playground plugins` shows about one plugin."""
+
+    name: str
+    source: str  # "builtin: module" or "entry point: dist==version"
+    status: str  # "loaded", "failed", "skipped"
+    error: str = ""
+    hooks: tuple[str, ...] = ()
+
+
+def env_flag(name: str) -> bool:
+    """Return True when environment variable `name` is set to a true value."""
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def new_plugin_manager() -> pluggy.PluginManager:
+    """Return a plugin manager with the playground hookspecs (tracing if asked)."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    if env_flag("PLAYGROUND_TRACE_HOOKS"):
+        pm.trace.root.setwriter(sys.stderr.write)
+        pm.enable_tracing()
+    return pm
+
+
+def implemented_hooks(pm: pluggy.PluginManager, plugin: Any) -> tuple[str, ...]:
+    """Return the names of the hooks `plugin` implements, sorted."""
+    return tuple(sorted(caller.name for caller in pm.get_hookcallers(plugin) or ()))
+
+
+class Host:
+    """Loaded plugins plus the registries they filled."""
+
+    def __init__(self, strict: bool | None = None, allow: list[str] | None = None) -> None:
+        self.strict = env_flag("PLAYGROUND_STRICT_PLUGINS") if strict is None else strict
+        if allow is None:
+            allow_env = os.environ.get("PLAYGROUND_PLUGINS", "").strip()
+            allow = [a.strip() for a in allow_env.split(",") if a.strip()] if allow_env else None
+        self.allow = allow
+        self.pm = new_plugin_manager()
+        self.records: list[PluginRecord] = []
+        self.envs: Registry[EnvSpec] = Registry("env")
+        self.agents: Registry[AgentSpec] = Registry("agent")
+        self.interventions: Registry[InterventionSpec] = Registry("intervention")
+        self.harnesses: Registry[HarnessSpec] = Registry("harness")
+        self.observers: Registry[ObserverSpec] = Registry("observer")
+        self.commands_added = False
+
+    # -- loading -------------------------------------------------------------------------
+
+    def load(self, extra: dict[str, Any] | None = None) -> "Host":
+        """Load built-ins, entry points, and `extra` plugins (name -> module or object)."""
+        for name, module in BUILTIN_PLUGINS.items():
+            self._load_one(name, f"builtin: {module}", lambda module=module: importlib.import_module(module))
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = f"{ep.dist.name}=={ep.dist.version}" if ep.dist else "?"
+            self._load_one(ep.name, f"entry point: {dist} ({ep.value})", ep.load)
+        for name, plugin in (extra or {}).items():
+            self._load_one(name, "given", lambda plugin=plugin: plugin)
+        self._check_harnesses()
+        return self
+
+    def _load_one(self, name: str, source: str, loader: Callable[[], Any]) -> None:
+        if self.allow is not None and name not in self.allow:
+            self.records.append(PluginRecord(name, source, "skipped", "not in PLAYGROUND_PLUGINS"))
+            return
+        if any(r.name == name and r.status == "loaded" for r in self.records):
+            self._fail(PluginRecord(name, source, "failed"), "a plugin with this name is already loaded")
+            return
+        record = PluginRecord(name, source, "loaded")
+        try:
+            plugin = loader()
+            self.pm.register(plugin, name=name)
+        except Exception as exc:  # noqa: BLE001 - any failure of a plugin is isolated
+            self._fail(record, f"import failed: {type(exc).__name__}: {exc}")
+            return
+        record.hooks = implemented_hooks(self.pm, plugin)
+        self.records.append(record)
+        for hook_name in REGISTRATION_HOOKS:
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                if impl.plugin is plugin and not self._register_from(name, hook_name, impl.function):
+                    return
+
+    def _register_from(self, plugin_name: str, hook_name: str, function: Callable) -> bool:
+        register = self._register_callable(hook_name, plugin_name)
+        try:
+            function(register=register)
+            return True
+        except Exception as exc:  # noqa: BLE001
+            for registry in (self.envs, self.agents, self.interventions, self.harnesses, self.observers):
+                registry.remove_from_plugin(plugin_name)
+            self.pm.unregister(name=plugin_name)
+            record = next(r for r in self.records if r.name == plugin_name and r.status == "loaded")
+            self.records.remove(record)
+            self._fail(record, f"{hook_name} failed: {type(exc).__name__}: {exc}")
+            return False
+
+    def _fail(self, record: PluginRecord, error: str) -> None:
+        record.status, record.error = "failed", error
+        self.records.append(record)
+        if self.strict:
+            raise PluginLoadError(f"plugin {record.name!r} ({record.source}): {error}")
+        print(f"playground: plugin {record.name!r} skipped: {error}", file=sys.stderr)
+
+    def _register_callable(self, hook_name: str, plugin: str) -> Callable[..., None]:
+        if hook_name == "register_envs":
+
+            def register(provider: EnvProvider) -> None:
+                if not isinstance(provider, EnvProvider):
+                    raise RegistrationError(f"register_envs expects an EnvProvider, got {type(provider).__name__}")
+                self.envs.add(provider.name, EnvSpec(provider.name, provider, plugin))
+
+        elif hook_name == "register_agents":
+
+            def register(name, factory, description="", needs_expert=False):
+                self.agents.add(name, AgentSpec(name, factory, description, needs_expert, plugin))
+
+        elif hook_name == "register_interventions":
+
+            def register(name, factory, description="", modes=(), cost_unit="steps"):
+                self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin))
+
+        elif hook_name == "register_harnesses":
+
+            def register(name, interventions=(), params=None, description=""):
+                self.harnesses.add(name, HarnessSpec(name, tuple(interventions), dict(params or {}), description, plugin))
+
+        else:
+
+            def register(name, factory):
+                self.observers.add(name, ObserverSpec(name, factory, plugin))
+
+        return register
+
+    def _check_harnesses(self) -> None:
+        """Drop harnesses that name interventions no loaded plugin provides."""
+        for spec in list(self.harnesses):
+            missing = [i for i in spec.interventions if i not in self.interventions]
+            if missing:
+                self.harnesses._items.pop(spec.name)
+                self._fail(
+                    PluginRecord(f"{spec.plugin}:{spec.name}", f"harness from {spec.plugin}", "failed"),
+                    f"harness {spec.name!r} needs unknown intervention(s) {', '.join(missing)}",
+                )
+
+    def add_commands(self, cli) -> None:
+        """Let plugins add CLI subcommands (once); a failing plugin is reported, not fatal."""
+        if self.commands_added:
+            return
+        self.commands_added = True
+        for impl in self.pm.hook.register_commands.get_hookimpls():
+            try:
+                impl.function(cli=cli)
+            except Exception as exc:  # noqa: BLE001
+                name = self.pm.get_name(impl.plugin)
+                if self.strict:
+                    raise PluginLoadError(f"plugin {name!r}: register_commands failed: {exc}") from exc
+                print(f"playground: plugin {name!r} commands skipped: {exc}", file=sys.stderr)
+
+
+_HOST: Host | None = None
+
+
+def get_host() -> Host:
+    """Return the process-wide host, loading plugins on first use."""
+    global _HOST
+    if _HOST is None:
+        _HOST = Host().load()
+    return _HOST
+
+
+def reset_host() -> None:
+    """Forget the process-wide host (tests use this after changing the environment)."""
+    global _HOST
+    _HOST = None
+
+
+def format_exception(exc: BaseException) -> str:
+    """Return `Type: message` plus the last traceback line, for error records."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {exc}{where}"

@@ -1,0 +1,130 @@
+"""Counting: per-episode tallies from trace events, and the run summary from episode records.
+
+The loop only emits events; everything counted here is derived from them, so new
+metrics never need a change to the loop.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+
+class EpisodeTally:
+    """Counts what one episode's events show (fed event by event, as they are written)."""
+
+    def __init__(self) -> None:
+        self.invalid_actions = 0
+        self.detected_failures = 0
+        self.interventions: Counter[str] = Counter()
+        self.verified_recoveries = 0
+        self.unresolved_recoveries = 0
+        self.lessons_added = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    def add(self, event_type: str, data: dict[str, Any]) -> None:
+        """Count one event."""
+        if event_type == "step" and not data.get("valid_action", True):
+            self.invalid_actions += 1
+        elif event_type == "detection":
+            self.detected_failures += 1
+        elif event_type == "intervention":
+            self.interventions[str(data.get("kind", "?"))] += 1
+        elif event_type == "verification":
+            if data.get("verdict") == "resolved":
+                self.verified_recoveries += 1
+            else:
+                self.unresolved_recoveries += 1
+        elif event_type == "lesson":
+            self.lessons_added += 1
+        elif event_type == "proposal":
+            self.prompt_tokens += int(data.get("prompt_tokens") or 0)
+            self.completion_tokens += int(data.get("completion_tokens") or 0)
+
+    def as_record(self) -> dict[str, Any]:
+        """Return the counts as a JSON-ready dict."""
+        return {
+            "invalid_actions": self.invalid_actions,
+            "detected_failures": self.detected_failures,
+            "interventions": dict(self.interventions),
+            "verified_recoveries": self.verified_recoveries,
+            "unresolved_recoveries": self.unresolved_recoveries,
+            "lessons_added": self.lessons_added,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+
+
+def summarise_harness(records: list[dict]) -> dict[str, Any]:
+    """Return the summary.json entry for one harness from its episode records."""
+    n = len(records)
+    interventions: Counter[str] = Counter()
+    for r in records:
+        interventions.update(r.get("interventions", {}))
+    total = lambda key: sum(int(r.get(key, 0)) for r in records)  # noqa: E731
+    return {
+        "episodes": n,
+        "success_rate": sum(1 for r in records if r.get("won")) / n if n else 0.0,
+        "mean_steps": sum(r.get("steps", 0) for r in records) / n if n else 0.0,
+        "invalid_actions_per_episode": total("invalid_actions") / n if n else 0.0,
+        "detected_failures": total("detected_failures"),
+        "interventions": dict(sorted(interventions.items())),
+        "verified_recoveries": total("verified_recoveries"),
+        "lessons_added": total("lessons_added"),
+        "prompt_tokens": total("prompt_tokens"),
+        "completion_tokens": total("completion_tokens"),
+        "errors": sum(1 for r in records if r.get("status") == "error"),
+        "statuses": dict(sorted(Counter(r.get("status", "?") for r in records).items())),
+    }
+
+
+def summarise_run(env: str, agent: str, harnesses: list[str], records: Iterable[dict]) -> dict[str, Any]:
+    """Return the summary.json contract: env, agent, task count and one entry per harness."""
+    by_harness: dict[str, list[dict]] = {h: [] for h in harnesses}
+    tasks: set[str] = set()
+    for record in records:
+        by_harness.setdefault(record["harness"], []).append(record)
+        tasks.add(record["task_id"])
+    return {
+        "env": env,
+        "agent": agent,
+        "tasks": len(tasks),
+        "harnesses": {h: summarise_harness(rs) for h, rs in by_harness.items()},
+    }
+
+
+TABLE_COLUMNS = [
+    ("harness", None),
+    ("episodes", "episodes"),
+    ("success", "success_rate"),
+    ("steps", "mean_steps"),
+    ("invalid/ep", "invalid_actions_per_episode"),
+    ("detected", "detected_failures"),
+    ("interventions", "interventions"),
+    ("verified", "verified_recoveries"),
+    ("lessons", "lessons_added"),
+    ("errors", "errors"),
+]
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    """Return a plain-text table with one row per harness."""
+    rows = [[title for title, _ in TABLE_COLUMNS]]
+    for name, h in summary["harnesses"].items():
+        row = []
+        for title, key in TABLE_COLUMNS:
+            value = name if key is None else h.get(key)
+            if key == "success_rate":
+                value = f"{value:.0%}"
+            elif isinstance(value, float):
+                value = f"{value:.2f}"
+            elif isinstance(value, dict):
+                value = sum(value.values())
+            row.append(str(value))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

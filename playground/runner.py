@@ -1,0 +1,160 @@
+"""Runs a set of tasks under one or more harnesses into a resumable run directory.
+
+Each episode is an independent unit: its own env instance, agent object and harness
+plugin objects, built here from the registries. Episodes share nothing in memory, so
+the same `run_one_episode` can later be sent to worker processes unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from playground.episode_hooks import EpisodeHooks
+from playground.host import Host, format_exception
+from playground.loop import EpisodeConfig, run_episode
+from playground.report import EpisodeTally, summarise_run
+from playground.rundir import RunDir, episode_key
+from playground.traces import TraceWriter
+
+
+class RunConfigError(ValueError):
+    """The run was asked for something that does not exist; the message lists the choices."""
+
+
+@dataclass
+class RunConfig:
+    """Everything `playground run` was asked to do."""
+
+    env: str
+    task_set: str
+    split: str
+    tasks: list[str]
+    agent: str
+    harnesses: list[str]
+    out: str
+    seed: int = 0
+    max_steps: int = 40
+    agent_options: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    playbook: str | None = None
+    strict: bool = False
+
+
+def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None, count: int | None):
+    """Return (task_set, split, task ids) for an env, checking every name against the choices."""
+    try:
+        provider = host.envs.get(env).provider
+    except KeyError as exc:
+        raise RunConfigError(exc.args[0]) from None
+    sets = provider.task_sets()
+    task_set = task_set or provider.default_task_set
+    if task_set not in sets:
+        raise RunConfigError(f"unknown task set {task_set!r} for env {env!r}; choose from: {', '.join(sorted(sets))}")
+    chosen = sets[task_set]
+    split = split or chosen.default_split
+    if split not in chosen.splits:
+        raise RunConfigError(f"unknown split {split!r} for {env}:{task_set}; choose from: {', '.join(chosen.splits)}")
+    if count is not None and count < 1:
+        raise RunConfigError(f"--episodes must be at least 1, got {count}")
+    return task_set, split, chosen.tasks(split, count)
+
+
+def check_config(host: Host, config: RunConfig) -> None:
+    """Raise RunConfigError naming the first unknown agent or harness and the valid choices."""
+    for registry, names in ((host.agents, [config.agent]), (host.harnesses, config.harnesses)):
+        for name in names:
+            try:
+                registry.get(name)
+            except KeyError as exc:
+                raise RunConfigError(exc.args[0]) from None
+
+
+def episode_seed(run_seed: int, task_id: str) -> int:
+    """Return the seed of a task's episodes: the same for every harness of a run."""
+    digest = hashlib.sha256(f"{run_seed}:{task_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None) -> dict:
+    """Run every (task, harness) episode not yet finished in `config.out`; return the summary."""
+    check_config(host, config)
+    env_spec = host.envs.get(config.env)
+    agent_spec = host.agents.get(config.agent)
+    agent_spec.factory(**config.agent_options)  # fail early on bad agent options
+    rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12]})
+    run_id = rundir.config["run_id"]
+    notify = progress or (lambda message, record: None)
+    try:
+        env_spec.provider.prepare(config.task_set, config.tasks, lambda msg: notify(msg, None))
+        header_base = {**env_spec.provider.describe(config.task_set), "run_id": run_id, "agent": config.agent,
+                       "split": config.split}
+        for task_id in config.tasks:
+            for harness in config.harnesses:
+                key = episode_key(harness, task_id)
+                if rundir.is_finished(key):
+                    notify(f"{key} (done before)", rundir.records[key])
+                    continue
+                record = run_one_episode(host, config, run_id, rundir.trace_path(harness, task_id),
+                                         header_base, harness, task_id)
+                rundir.record(record)
+                notify(key, record)
+        summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],
+                                rundir.records.values())
+        summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps)
+        rundir.write_summary(summary)
+        return summary
+    finally:
+        rundir.close()
+
+
+def run_one_episode(host: Host, config: RunConfig, run_id: str, trace_path, header_base: dict,
+                    harness: str, task_id: str) -> dict:
+    """Build a fresh env, agent and harness plugins, play one episode, return its record."""
+    seed = episode_seed(config.seed, task_id)
+    spec = host.harnesses.get(harness)
+    params = {**spec.params, **config.params}
+    episode_id = f"{run_id}:{harness}:{task_id}"
+    tally = EpisodeTally()
+    trace = TraceWriter(trace_path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
+                                     "episode_id": episode_id, "params": params})
+
+    def emit(event_type: str, data: dict) -> None:
+        trace.emit(event_type, data)
+        tally.add(event_type, data)
+
+    started = time.perf_counter()
+    env = None
+    try:
+        env = host.envs.get(config.env).provider.make(config.task_set, expert=host.agents.get(config.agent).needs_expert)
+        agent = host.agents.get(config.agent).factory(**config.agent_options)
+        interventions = [(name, host.interventions.get(name).factory(params)) for name in spec.interventions]
+        observers = [(o.name, o.factory()) for o in host.observers]
+        hooks = EpisodeHooks(interventions, observers)
+        episode = EpisodeConfig(run_id, episode_id, config.env, task_id, harness, config.agent, seed,
+                                config.max_steps, config.playbook, params, config.strict)
+        result = run_episode(env, agent, hooks, episode, emit)
+        status, won, steps, error = result.status, result.won, result.steps, result.error
+    except Exception as exc:  # building the episode failed: record it, keep the run going
+        if config.strict:
+            raise
+        status, won, steps, error = "error", False, 0, f"episode setup failed: {format_exception(exc)}"
+        emit("error", {"message": error})
+        emit("end", {"status": status, "won": won, "steps": steps, "error": error})
+    finally:
+        trace.close()
+        if env is not None:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - closing a broken env must not hide the result
+                pass
+    return {
+        "key": episode_key(harness, task_id), "harness": harness, "task_id": task_id, "episode_id": episode_id,
+        "seed": seed, "status": status, "won": won, "steps": steps, "error": error,
+        "seconds": round(time.perf_counter() - started, 3),
+        "trace": str(trace_path.relative_to(trace_path.parents[2])),
+        **tally.as_record(),
+    }

@@ -1,0 +1,67 @@
+"""Episode traces: one append-only JSONL stream of typed events per episode.
+
+The first line is a `header` event naming the env, its package version, the task set's
+seeds or data hash, the task, harness and agent. Then come the loop's events: reset,
+checkpoint, proposal, detection, intervention, rollback, step, verification, lesson,
+error, end.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+EVENT_TYPES = frozenset({
+    "header", "reset", "checkpoint", "proposal", "detection", "intervention", "rollback",
+    "step", "verification", "lesson", "error", "end",
+})
+
+
+def json_line(record: dict) -> str:
+    """Return `record` as one JSON line (non-JSON values written with str())."""
+    return json.dumps(record, ensure_ascii=False, default=str) + "\n"
+
+
+class TraceWriter:
+    """Writes one episode's events to `path`, flushing each line as it is written.
+
+    Opening a trace starts it afresh: an episode that was interrupted is replayed from
+    its start, so its partial trace is replaced rather than appended to.
+    """
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "w", encoding="utf-8")
+        self.emit("header", header)
+
+    def emit(self, event_type: str, data: dict[str, Any]) -> None:
+        """Append one event of `event_type` with `data`."""
+        if event_type not in EVENT_TYPES:
+            raise ValueError(f"unknown trace event type {event_type!r}")
+        self._file.write(json_line({"type": event_type, "t": round(time.time(), 3), **data}))
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+
+def read_jsonl(path: Path) -> Iterator[dict]:
+    """Yield the records of a JSONL file, skipping a torn (unterminated) last line."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.endswith("\n"):
+                return  # written by a process killed mid-line
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+
+
+def read_trace(path: Path) -> list[dict]:
+    """Return all events of a trace file."""
+    return list(read_jsonl(path))

@@ -1,0 +1,1 @@
+"""Built-in intervention plugins, installed as `playground.plugins`."""
