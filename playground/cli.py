@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from playground.host import Host, PluginLoadError, get_host
+from playground.host import PluginLoadError, get_host
 from playground.rundir import RunDirError
-from playground.runner import RunConfig, RunConfigError, resolve_tasks, run
+from playground.runner import RunConfig, RunConfigError, check_config, resolve_tasks, run
 
 DEFAULT_ENV = "textworld:custom"
 DEFAULT_AGENT = "noisy"
@@ -78,22 +78,23 @@ def run_command(env_name, agent, agent_options, harnesses, params, episodes, spl
                        harnesses=list(dict.fromkeys(harnesses)), out=out, seed=seed, max_steps=max_steps,
                        agent_options=parse_pairs(agent_options, "--agent-option"),
                        params=parse_pairs(params, "--param"), playbook=playbook, strict=strict)
-    total = len(tasks) * len(config.harnesses)
+    try:
+        check_config(host, config)
+    except RunConfigError as exc:
+        raise CLIError(str(exc)) from None
     click.echo(f"run: {env}:{task_set} split={split} tasks={len(tasks)} agent={config.agent} "
                f"harnesses={','.join(config.harnesses)} -> {out}", err=True)
-    with click.progressbar(length=total, label="episodes", file=sys.stderr,
-                           show_pos=True, item_show_func=lambda s: s) as bar:
+    with click.progressbar(length=len(tasks) * len(config.harnesses), label="episodes", file=sys.stderr,
+                           show_pos=True, item_show_func=lambda s: s, hidden=quiet) as bar:
         def progress(message: str, record: dict | None) -> None:
             if record is None:
-                if not quiet:
-                    click.echo(f"  {message}", err=True)
-                return
-            if not quiet:
+                click.echo(f"  {message}", err=True)
+            else:
                 bar.update(1, f"{message}: {record['status']}")
 
         try:
             summary = run(host, config, progress)
-        except (RunConfigError, RunDirError, ValueError) as exc:
+        except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
     from playground.report import format_table
 

@@ -108,14 +108,15 @@ class Host:
     # -- loading -------------------------------------------------------------------------
 
     def load(self, extra: dict[str, Any] | None = None) -> "Host":
-        """Load built-ins, entry points, and `extra` plugins (name -> module or object)."""
+        """Load built-ins, entry points, and `extra` plugins (name -> module name, module or object)."""
         for name, module in BUILTIN_PLUGINS.items():
             self._load_one(name, f"builtin: {module}", lambda module=module: importlib.import_module(module))
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = f"{ep.dist.name}=={ep.dist.version}" if ep.dist else "?"
             self._load_one(ep.name, f"entry point: {dist} ({ep.value})", ep.load)
         for name, plugin in (extra or {}).items():
-            self._load_one(name, "given", lambda plugin=plugin: plugin)
+            loader = (lambda plugin=plugin: importlib.import_module(plugin)) if isinstance(plugin, str) else (lambda plugin=plugin: plugin)
+            self._load_one(name, f"given: {plugin if isinstance(plugin, str) else type(plugin).__name__}", loader)
         self._check_harnesses()
         return self
 

@@ -64,13 +64,17 @@ def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None,
 
 
 def check_config(host: Host, config: RunConfig) -> None:
-    """Raise RunConfigError naming the first unknown agent or harness and the valid choices."""
+    """Raise RunConfigError naming the first unknown agent or harness, or a bad agent option."""
     for registry, names in ((host.agents, [config.agent]), (host.harnesses, config.harnesses)):
         for name in names:
             try:
                 registry.get(name)
             except KeyError as exc:
                 raise RunConfigError(exc.args[0]) from None
+    try:
+        host.agents.get(config.agent).factory(**config.agent_options)
+    except (TypeError, ValueError) as exc:
+        raise RunConfigError(str(exc)) from None
 
 
 def episode_seed(run_seed: int, task_id: str) -> int:
@@ -83,8 +87,6 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary."""
     check_config(host, config)
     env_spec = host.envs.get(config.env)
-    agent_spec = host.agents.get(config.agent)
-    agent_spec.factory(**config.agent_options)  # fail early on bad agent options
     rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12]})
     run_id = rundir.config["run_id"]
     notify = progress or (lambda message, record: None)

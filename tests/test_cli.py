@@ -1,0 +1,113 @@
+"""The command line: runs, listings and every kind of bad input (exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from playground.cli import main
+from tests.conftest import run_cli
+
+
+def cli(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_run_on_tiny_writes_the_run_directory(capsys, tmp_path):
+    out = tmp_path / "run"
+    code, stdout, _ = cli(capsys, "run", "--env", "tiny", "--agent", "noisy", "--harness", "base",
+                          "--episodes", "4", "--out", str(out), "--quiet")
+    assert code == 0
+    assert "base" in stdout and "success" in stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["env"] == "tiny:default" and summary["agent"] == "noisy" and summary["tasks"] == 4
+    base = summary["harnesses"]["base"]
+    for key in ("episodes", "success_rate", "mean_steps", "invalid_actions_per_episode", "detected_failures",
+                "interventions", "verified_recoveries", "lessons_added", "prompt_tokens", "completion_tokens"):
+        assert key in base
+    assert base["episodes"] == 4
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert len(records) == 4
+    trace = [json.loads(line) for line in (out / records[0]["trace"]).read_text().splitlines()]
+    assert trace[0]["type"] == "header" and trace[0]["env"] == "tiny" and "version" in trace[0]
+    assert trace[-1]["type"] == "end"
+    assert {e["type"] for e in trace} >= {"reset", "proposal", "step", "end"}
+    config = json.loads((out / "config.json").read_text())
+    assert config["agent"] == "noisy" and config["harnesses"] == ["base"]
+
+
+def test_two_harnesses_run_the_same_tasks(capsys, tmp_path):
+    out = tmp_path / "run"
+    code, stdout, _ = cli(capsys, "run", "--env", "tiny", "--agent", "expert", "--harness", "base",
+                          "--harness", "base", "--episodes", "3", "--out", str(out), "--quiet")
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["harnesses"]) == ["base"] and summary["harnesses"]["base"]["success_rate"] == 1.0
+
+
+def test_rerun_resumes_and_skips_finished_episodes(capsys, tmp_path):
+    out = str(tmp_path / "run")
+    args = ["run", "--env", "tiny", "--agent", "noisy", "--episodes", "3", "--out", out, "--quiet"]
+    assert cli(capsys, *args)[0] == 0
+    before = (tmp_path / "run" / "episodes.jsonl").read_text()
+    assert cli(capsys, *args)[0] == 0
+    assert (tmp_path / "run" / "episodes.jsonl").read_text() == before
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--env", "nowhere"], "unknown env 'nowhere'; choose from: "),
+    (["--env", "tiny:nope"], "unknown task set 'nope' for env 'tiny'; choose from: default"),
+    (["--env", "tiny", "--split", "holdout"], "unknown split 'holdout'"),
+    (["--env", "tiny", "--agent", "wizard"], "unknown agent 'wizard'; choose from: "),
+    (["--env", "tiny", "--harness", "magic"], "unknown harness 'magic'; choose from: base"),
+    (["--env", "tiny", "--episodes", "many"], "'many' is not a valid integer"),
+    (["--env", "tiny", "--episodes", "0"], "--episodes"),
+    (["--env", "tiny", "--max-steps", "-3"], "--max-steps"),
+    (["--env", "tiny", "--agent-option", "novalue"], "--agent-option expects KEY=VALUE"),
+    (["--env", "tiny", "--agent", "noisy", "--agent-option", "colour=red"], "agent 'noisy' has no option 'colour'"),
+    (["--env", "tiny", "--agent", "noisy", "--agent-option", "invalid=lots"], "option 'invalid' expects float"),
+    (["--env", "tiny", "--bogus"], "No such option '--bogus'"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path, args, expected):
+    code, _, err = cli(capsys, "run", *args, "--out", str(tmp_path / "r"), "--quiet")
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("run:")]
+    assert len(lines) == 1, err
+    assert expected in lines[0]
+
+
+def test_unwritable_out_exits_2(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    code, _, err = cli(capsys, "run", "--env", "tiny", "--episodes", "1", "--out", str(blocker / "run"), "--quiet")
+    assert code == 2 and "cannot write to run directory" in err
+
+
+def test_resume_with_a_different_config_is_refused(capsys, tmp_path):
+    out = str(tmp_path / "run")
+    assert cli(capsys, "run", "--env", "tiny", "--episodes", "2", "--out", out, "--quiet")[0] == 0
+    code, _, err = cli(capsys, "run", "--env", "tiny", "--episodes", "2", "--seed", "7", "--out", out, "--quiet")
+    assert code == 2 and "different seed" in err
+
+
+def test_listings(capsys):
+    code, out, _ = cli(capsys, "envs")
+    assert code == 0 and "tiny:default" in out and "textworld:custom" in out
+    code, out, _ = cli(capsys, "agents")
+    assert code == 0 and "noisy" in out
+    code, out, _ = cli(capsys, "harnesses")
+    assert code == 0 and "base" in out
+    code, out, _ = cli(capsys, "plugins")
+    assert code == 0 and "hooks: register_agents" in out
+
+
+def test_help_does_not_import_heavy_engines():
+    result = run_cli("-c" if False else "--help")
+    assert result.returncode == 0
+    import subprocess, sys
+    probe = subprocess.run([sys.executable, "-c", "import sys; from playground.cli import main; "
+                            "main(['envs']); print('textworld' in sys.modules)"], capture_output=True, text=True)
+    assert probe.stdout.strip().endswith("False"), probe.stdout + probe.stderr

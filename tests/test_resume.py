@@ -1,0 +1,94 @@
+"""A run killed with SIGKILL resumes: no finished episode lost, none counted twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from playground.rundir import RunDir
+from tests.conftest import write_plugin_dist
+
+SLOW_AGENT = """
+import time
+from playground.hookspecs import hookimpl
+from playground.agents import ExpertAgent
+
+class SlowExpert(ExpertAgent):
+    def propose(self, view):
+        time.sleep(0.02)
+        return super().propose(view)
+
+@hookimpl
+def register_agents(register):
+    register("slow-expert", SlowExpert, needs_expert=True)
+"""
+
+
+def _records(out):
+    path = out / "episodes.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_loses_nothing_and_counts_nothing_twice(tmp_path):
+    root = write_plugin_dist(tmp_path / "site", "slow-agent", {"slow": SLOW_AGENT})
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "playground.cli", "run", "--env", "tiny", "--agent", "slow-expert",
+           "--harness", "base", "--episodes", "12", "--out", str(out), "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while len(_records(out)) < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = len(_records(out))
+    assert 3 <= killed_at < 12, "the run should have been killed part-way"
+    assert not (out / "summary.json").exists()
+
+    finished = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    records = _records(out)
+    keys = [r["key"] for r in records]
+    assert len(keys) == 12 and len(set(keys)) == 12
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["harnesses"]["base"]["episodes"] == 12
+    assert summary["harnesses"]["base"]["success_rate"] == 1.0
+    for record in records:  # every trace is complete: header first, end last, exactly once
+        events = [json.loads(line) for line in (out / record["trace"]).read_text().splitlines()]
+        assert events[0]["type"] == "header" and events[-1]["type"] == "end"
+        assert sum(e["type"] == "end" for e in events) == 1
+
+
+def test_a_torn_last_record_is_dropped_and_the_episode_rerun(tmp_path):
+    config = {"env": "tiny", "harnesses": ["base"]}
+    rundir = RunDir(tmp_path, config)
+    rundir.record({"key": "base/tiny-1", "won": True})
+    rundir.close()
+    with open(tmp_path / "episodes.jsonl", "a") as f:
+        f.write('{"key": "base/tiny-2", "wo')  # killed mid-write
+    rundir = RunDir(tmp_path, config)
+    assert rundir.is_finished("base/tiny-1") and not rundir.is_finished("base/tiny-2")
+    rundir.record({"key": "base/tiny-2", "won": True})
+    rundir.close()
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    assert [json.loads(line)["key"] for line in lines] == ["base/tiny-1", "base/tiny-2"]
+
+
+def test_a_second_process_cannot_use_a_busy_run_directory(tmp_path):
+    from playground.rundir import RunDirError
+
+    first = RunDir(tmp_path, {"env": "tiny", "harnesses": ["base"]})
+    try:
+        with pytest.raises(RunDirError, match="in use"):
+            RunDir(tmp_path, {"env": "tiny", "harnesses": ["base"]})
+    finally:
+        first.close()
