@@ -147,6 +147,20 @@ def plugins_command(as_json: bool) -> None:
             click.echo(f"    error: {r.error}")
 
 
+@cli.command("new-plugin")
+@click.argument("name")
+@click.option("--dir", "parent", default=".", show_default=True, help="folder to create the project in")
+def new_plugin_command(name: str, parent: str) -> None:
+    """Write a ready-to-install plugin project NAME (an intervention, a harness, a test)."""
+    from playground.scaffold import scaffold_plugin
+
+    try:
+        target = scaffold_plugin(name, Path(parent))
+    except (ValueError, OSError) as exc:
+        raise CLIError(str(exc)) from None
+    click.echo(f"created {target}; next: pip install -e {target} && playground harnesses && pytest {target}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one line and exit with code 2."""
     try:
