@@ -43,14 +43,6 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "textworld": "playground.envs.textworld",
 }
 
-REGISTRATION_HOOKS = (
-    "register_envs",
-    "register_agents",
-    "register_interventions",
-    "register_harnesses",
-    "register_observers",
-)
-
 
 class PluginLoadError(Exception):
     """A plugin could not be loaded and strict mode is on."""
@@ -136,13 +128,13 @@ class Host:
             return
         record.hooks = implemented_hooks(self.pm, plugin)
         self.records.append(record)
-        for hook_name in REGISTRATION_HOOKS:
+        registrars = self._registrars(name)
+        for hook_name, register in registrars.items():
             for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-                if impl.plugin is plugin and not self._register_from(name, hook_name, impl.function):
+                if impl.plugin is plugin and not self._register_from(name, hook_name, impl.function, register):
                     return
 
-    def _register_from(self, plugin_name: str, hook_name: str, function: Callable) -> bool:
-        register = self._register_callable(hook_name, plugin_name)
+    def _register_from(self, plugin_name: str, hook_name: str, function: Callable, register: Callable) -> bool:
         try:
             function(register=register)
             return True
@@ -162,35 +154,28 @@ class Host:
             raise PluginLoadError(f"plugin {record.name!r} ({record.source}): {error}")
         print(f"playground: plugin {record.name!r} skipped: {error}", file=sys.stderr)
 
-    def _register_callable(self, hook_name: str, plugin: str) -> Callable[..., None]:
-        if hook_name == "register_envs":
+    def _registrars(self, plugin: str) -> dict[str, Callable[..., None]]:
+        """Return the `register` callable handed to each registration hook of `plugin`."""
 
-            def register(provider: EnvProvider) -> None:
-                if not isinstance(provider, EnvProvider):
-                    raise RegistrationError(f"register_envs expects an EnvProvider, got {type(provider).__name__}")
-                self.envs.add(provider.name, EnvSpec(provider.name, provider, plugin))
+        def env(provider: EnvProvider) -> None:
+            if not isinstance(provider, EnvProvider):
+                raise RegistrationError(f"register_envs expects an EnvProvider, got {type(provider).__name__}")
+            self.envs.add(provider.name, EnvSpec(provider.name, provider, plugin))
 
-        elif hook_name == "register_agents":
+        def agent(name, factory, description="", needs_expert=False) -> None:
+            self.agents.add(name, AgentSpec(name, factory, description, needs_expert, plugin))
 
-            def register(name, factory, description="", needs_expert=False):
-                self.agents.add(name, AgentSpec(name, factory, description, needs_expert, plugin))
+        def intervention(name, factory, description="", modes=(), cost_unit="steps") -> None:
+            self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin))
 
-        elif hook_name == "register_interventions":
+        def harness(name, interventions=(), params=None, description="") -> None:
+            self.harnesses.add(name, HarnessSpec(name, tuple(interventions), dict(params or {}), description, plugin))
 
-            def register(name, factory, description="", modes=(), cost_unit="steps"):
-                self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin))
+        def observer(name, factory) -> None:
+            self.observers.add(name, ObserverSpec(name, factory, plugin))
 
-        elif hook_name == "register_harnesses":
-
-            def register(name, interventions=(), params=None, description=""):
-                self.harnesses.add(name, HarnessSpec(name, tuple(interventions), dict(params or {}), description, plugin))
-
-        else:
-
-            def register(name, factory):
-                self.observers.add(name, ObserverSpec(name, factory, plugin))
-
-        return register
+        return {"register_envs": env, "register_agents": agent, "register_interventions": intervention,
+                "register_harnesses": harness, "register_observers": observer}
 
     def _check_harnesses(self) -> None:
         """Drop harnesses that name interventions no loaded plugin provides."""
