@@ -133,6 +133,17 @@ def want_checkpoint(context: StepContext) -> bool | None:
 
 
 @hookspec
+def agent_notes(context: StepContext) -> str | list[str] | None:
+    """Decision input, fan-out: standing text shown to the agent with every proposal of this step.
+
+    Called once per step before the agent proposes. All notes are collected in plugin
+    order into `AgentView.notes`. This is how a harness puts material in the agent's
+    context unconditionally (e.g. a whole playbook, for an exposure control); prefer
+    `decide_intervention` messages for anything conditional on a failure.
+    """
+
+
+@hookspec
 def detect_failures(
     context: StepContext, proposal: Proposal
 ) -> Detection | list[Detection] | None:

@@ -191,15 +191,17 @@ def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, conte
     """Ask the agent, run detectors and the decision hook, re-asking while plugins say so."""
     message = None
     extras = {"expert_plan": info["expert_plan"]} if "expert_plan" in info else {}
+    notes = tuple(str(n) for n in hooks.collect("agent_notes", context=context))
     attempt = 0
     while True:
         view = AgentView(context.goal, context.observation, context.history, context.admissible_actions,
-                         context.step, message, extras)
+                         context.step, message, notes, extras)
         started = time.perf_counter()
         proposal: Proposal = _call("agent propose", agent.propose, view)
         emit("proposal", {"step": context.step, "attempt": attempt, "thought": proposal.thought,
                           "action": proposal.action, "finish": proposal.finish,
                           "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
+                          "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
                           "seconds": round(time.perf_counter() - started, 6)})
         context = replace(context, attempt=attempt)
         detections = hooks.collect("detect_failures", context=context, proposal=proposal)

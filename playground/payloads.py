@@ -56,6 +56,7 @@ class AgentView:
     admissible_actions: tuple[str, ...] | None
     step: int
     message: InterventionMessage | None = None
+    notes: tuple[str, ...] = ()  # standing text from `agent_notes` plugins
     # Env extras for non-LLM agents only (e.g. "expert_plan"); never put into a prompt.
     extras: Mapping[str, Any] = field(default_factory=dict)
 

@@ -53,7 +53,7 @@ def test_each_failure_mode_shows_up(mode):
 
 def _view(message=None, plan=("go east",)):
     return AgentView("Bring the red key", "You are in the hall.", (), ("go east", "look", "take old map"),
-                     0, message, {"expert_plan": list(plan)})
+                     0, message, extras={"expert_plan": list(plan)})
 
 
 def test_hard_repair_makes_it_choose_an_offered_action():
