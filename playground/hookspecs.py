@@ -43,7 +43,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def register_envs(register) -> None:
     """Register environment providers.
 
-    Call `register(provider)` with an object following `playground.envs_api.EnvProvider`
+    Call `register(provider)` with an object following `playground.environments.EnvProvider`
     (a `name`, the task sets it offers, and `make()` building a gymnasium env).
     Heavy imports belong inside `make()`, not at module import time.
     """

@@ -41,6 +41,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "harnesses": "playground.harnesses",
     "tiny": "playground.envs.tiny",
     "textworld": "playground.envs.textworld",
+    "sentry": "playground.plugins.sentry",
 }
 
 

@@ -96,21 +96,20 @@ class NoisyAgent:
         if self.rng.random() < chance:
             self._recover()
             return self._on_plan(planned, "Following the advice, I return to the plan")
-        return None
+        return self._failure_action(self.mode, view, planned)  # the advice did not land
 
     def _recover(self) -> None:
         self.mode, self.remaining = None, 0
 
     def _next(self, view: AgentView, planned: str | None) -> Proposal:
+        if self.mode is not None and self.remaining <= 0:
+            self._recover()  # the streak has run its course
         if self.mode is None:
             self._maybe_start_failure()
         if self.mode is None:
             return self._on_plan(planned, "Next step of the plan")
         self.remaining -= 1
-        mode = self.mode
-        if self.remaining <= 0:
-            self.mode = None
-        return self._failure_action(mode, view, planned)
+        return self._failure_action(self.mode, view, planned)
 
     def _maybe_start_failure(self) -> None:
         for mode in FAILURE_LABELS:

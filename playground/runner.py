@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable
 
 from playground.episode_hooks import EpisodeHooks
@@ -86,6 +87,8 @@ def episode_seed(run_seed: int, task_id: str) -> int:
 def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None) -> dict:
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary."""
     check_config(host, config)
+    if config.playbook is None:
+        config = replace(config, playbook=str(Path(config.out) / "playbook.sqlite"))
     env_spec = host.envs.get(config.env)
     rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12]})
     run_id = rundir.config["run_id"]

@@ -1,0 +1,80 @@
+"""TextWorld task sets and task ids (no textworld import here).
+
+A task id is `<task set>-<seed>`, e.g. `custom-20000`. The seed picks the game; its
+range picks the split: train 0-9999, dev 10000-19999, test 20000 and up.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from playground.environments import TaskSet
+
+SPLIT_STARTS = {"train": 0, "dev": 10_000, "test": 20_000}
+SPLIT_SIZE = 10_000
+SEEDS_TEXT = "train 0-9999, dev 10000-19999, test 20000+"
+
+# tw-cooking has its own food splits; each of our splits uses the matching one.
+COOKING_SPLITS = {"train": "train", "dev": "valid", "test": "test"}
+
+
+def _seeds(name: str, start: int) -> Callable[[int], list[str]]:
+    def ids(count: int) -> list[str]:
+        if count > SPLIT_SIZE:
+            raise ValueError(f"textworld: at most {SPLIT_SIZE} tasks per split, asked for {count}")
+        return [f"{name}-{start + i}" for i in range(count)]
+
+    return ids
+
+
+def _task_set(name: str, description: str, params: dict[str, Any]) -> TaskSet:
+    splits = {split: _seeds(name, start) for split, start in SPLIT_STARTS.items()}
+    return TaskSet(name, description, splits, default_split="test", default_count=10, params=params)
+
+
+TASK_SETS: dict[str, TaskSet] = {
+    "custom": _task_set(
+        "custom", "3 rooms, 6 objects, quest length 3",
+        {"challenge": "custom", "nb_rooms": 3, "nb_objects": 6, "quest_length": 3},
+    ),
+    "easy": _task_set(
+        "easy", "2 rooms, 4 objects, one-step quest (for small LLMs)",
+        {"challenge": "custom", "nb_rooms": 2, "nb_objects": 4, "quest_length": 1},
+    ),
+    "cooking": _task_set(
+        "cooking", "tw-cooking: 2-ingredient recipe, fetch 1, 6 rooms, open containers",
+        {"challenge": "tw-cooking", "recipe": 2, "take": 1, "go": 6, "open": True,
+         "cook": False, "cut": False, "drop": False, "recipe_seed": 0},
+    ),
+}
+
+
+def get_task_set(name: str) -> TaskSet:
+    """Return the task set called `name`; ValueError names the valid choices."""
+    try:
+        return TASK_SETS[name]
+    except KeyError:
+        raise ValueError(f"textworld: unknown task set {name!r}; choose from: {', '.join(sorted(TASK_SETS))}") from None
+
+
+def task_seed(task_set: str, task_id: str) -> int:
+    """Return the game seed of `task_id`; ValueError if it is not a task of `task_set`."""
+    match = re.fullmatch(rf"{re.escape(task_set)}-(0|[1-9][0-9]*)", str(task_id))
+    if match is None:
+        raise ValueError(f"textworld: unknown task id {task_id!r} for task set {task_set!r} "
+                         f"(expected '{task_set}-<seed>', e.g. '{task_set}-{SPLIT_STARTS['test']}')")
+    return int(match.group(1))
+
+
+def split_of(seed: int) -> str:
+    """Return the split a seed belongs to."""
+    return max((start, split) for split, start in SPLIT_STARTS.items() if seed >= start)[1]
+
+
+def generator_params(task_set: TaskSet, seed: int) -> dict[str, Any]:
+    """Return the generator settings for one game of `task_set`."""
+    params = dict(task_set.params)
+    if params["challenge"] == "tw-cooking":
+        params["split"] = COOKING_SPLITS[split_of(seed)]
+    return params
