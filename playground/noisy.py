@@ -65,10 +65,11 @@ class NoisyAgent:
         self.mode: str | None = None
         self.remaining = 0
         self.last_action = ""
+        self.loop_action = ""
 
     def reset(self, task_id: str, seed: int) -> None:
         self.rng = random.Random(f"noisy:{seed}:{task_id}")
-        self.mode, self.remaining, self.last_action = None, 0, ""
+        self.mode, self.remaining, self.last_action, self.loop_action = None, 0, "", ""
 
     @property
     def failure(self) -> tuple[str, str] | None:
@@ -99,7 +100,7 @@ class NoisyAgent:
         return self._failure_action(self.mode, view, planned)  # the advice did not land
 
     def _recover(self) -> None:
-        self.mode, self.remaining = None, 0
+        self.mode, self.remaining, self.loop_action = None, 0, ""
 
     def _next(self, view: AgentView, planned: str | None) -> Proposal:
         if self.mode is not None and self.remaining <= 0:
@@ -125,23 +126,30 @@ class NoisyAgent:
         return Proposal(thought=f"{why}: {planned}.", action=planned)
 
     def _failure_action(self, mode: str, view: AgentView, planned: str | None) -> Proposal:
+        """The action of a failure mode, with a thought that believes in it (no mismatch)."""
         target = planned or "the goal"
         admissible = sorted(view.admissible_actions or ())
         if mode == "invalid":
-            return Proposal(thought=f"I will {target}.", action=_misspell(planned or "look", self.rng))
+            action = _misspell(planned or "look", self.rng)
+            return Proposal(thought=f"I will {action}.", action=action)
         if mode == "malformed":
             return Proposal(thought=f"I will {target}.", action=f"Action: {target} >> now!!")
         if mode == "stop":
             return Proposal(thought="I think the task is done.", action="", finish=True)
-        if mode == "repeat" and self.last_action:
-            return Proposal(thought=f"I will {target}.", action=self.last_action)
+        if mode == "repeat":
+            if not self.loop_action:
+                idle = [a for a in admissible if a.startswith(STALL_VERBS)] or ["look"]
+                self.loop_action = self.rng.choice(idle)
+            return Proposal(thought=f"I should {self.loop_action} to be sure.", action=self.loop_action)
         if mode == "drift":
             drift = [a for a in admissible if a != planned and not a.startswith(STALL_VERBS + UNSAFE_VERBS)
                      and not _shares_object(a, planned, view.goal)]
             if drift:
-                return Proposal(thought=f"I will {target}.", action=self.rng.choice(drift))
+                action = self.rng.choice(drift)
+                return Proposal(thought=f"I will {action}.", action=action)
         stall = [a for a in admissible if a.startswith(STALL_VERBS)] or ["look"]
-        return Proposal(thought=f"Let me look around before I {target}.", action=self.rng.choice(stall))
+        action = self.rng.choice(stall)
+        return Proposal(thought=f"Let me {action} first.", action=action)
 
 
 def _misspell(action: str, rng: random.Random) -> str:

@@ -6,6 +6,7 @@ session into a temporary `PLAYGROUND_CACHE`.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from playground.envs.textworld import games
 from playground.envs.textworld.provider import TextWorldProvider
-from playground.envs.textworld.tasks import TASK_SETS, task_seed
+from playground.envs.textworld.tasks import TASK_SETS, params_hash, task_seed
 
 CUSTOM = "custom-20000"
 COOKING = "cooking-20000"
@@ -103,10 +104,17 @@ def test_describe():
 
 
 def test_cache_dir_is_read_at_call_time(monkeypatch, tmp_path):
+    folder = f"easy-{params_hash(TASK_SETS['easy'])}"
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
-    assert games.game_path("easy", "easy-3") == tmp_path / "textworld" / "easy" / "easy-3.z8"
+    assert games.game_path("easy", "easy-3") == tmp_path / "textworld" / folder / "easy-3.z8"
     monkeypatch.delenv("PLAYGROUND_CACHE")
-    assert games.game_path("easy", "easy-3") == Path.home() / ".cache/playground/textworld/easy/easy-3.z8"
+    assert games.game_path("easy", "easy-3") == Path.home() / ".cache/playground/textworld" / folder / "easy-3.z8"
+
+
+def test_other_generator_settings_get_another_cache_folder():
+    custom = TASK_SETS["custom"]
+    changed = dataclasses.replace(custom, params={**custom.params, "quest_length": 2})
+    assert params_hash(custom) != params_hash(changed)
 
 
 def test_failed_generation_leaves_nothing_behind(monkeypatch, tmp_path):
@@ -117,8 +125,8 @@ def test_failed_generation_leaves_nothing_behind(monkeypatch, tmp_path):
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "cache"))
     with pytest.raises(RuntimeError, match="generator crashed"):
         TextWorldProvider().prepare("easy", ["easy-7"])
-    folder = tmp_path / "cache" / "textworld" / "easy"
-    assert list(folder.iterdir()) == []
+    folder = games.game_path("easy", "easy-7").parent
+    assert folder.parent.parent == tmp_path / "cache" and list(folder.iterdir()) == []
 
 
 def test_clean_feedback_strips_banner_and_status_line():

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from playground.environments import TaskSet
-from playground.envs.textworld.tasks import generator_params, task_seed
+from playground.envs.textworld.tasks import generator_params, get_task_set, params_hash, task_seed
 
 GENERATE_SCRIPT = Path(__file__).with_name("generate.py")
 GENERATE_TIMEOUT_S = 600
@@ -27,8 +27,12 @@ def cache_root() -> Path:
 
 
 def game_path(task_set: str, task_id: str) -> Path:
-    """Return where the compiled game of `task_id` lives in the cache."""
-    return cache_root() / "textworld" / task_set / f"{task_id}.z8"
+    """Return where the compiled game of `task_id` lives in the cache.
+
+    The folder name carries a hash of the generator settings, so changing a task set's
+    settings never serves games generated with the old ones.
+    """
+    return cache_root() / "textworld" / f"{task_set}-{params_hash(get_task_set(task_set))}" / f"{task_id}.z8"
 
 
 def is_generated(path: Path) -> bool:

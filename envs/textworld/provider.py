@@ -9,7 +9,8 @@ import importlib.metadata
 from typing import Any, Callable, Mapping
 
 from playground.environments import EnvProvider, TaskSet, TextEnv
-from playground.envs.textworld.tasks import COOKING_SPLITS, SEEDS_TEXT, TASK_SETS, get_task_set, task_seed
+from playground.envs.textworld.tasks import (COOKING_SPLITS, SEEDS_TEXT, TASK_SETS, get_task_set, params_hash,
+                                             task_seed)
 
 
 class TextWorldProvider(EnvProvider):
@@ -49,4 +50,4 @@ class TextWorldProvider(EnvProvider):
         if generator["challenge"] == "tw-cooking":
             generator["split"] = dict(COOKING_SPLITS)  # cooking split used by each of ours
         return {"env": self.name, "task_set": task_set, "version": importlib.metadata.version("textworld"),
-                "generator": generator, "seeds": SEEDS_TEXT}
+                "generator": generator, "generator_hash": params_hash(chosen), "seeds": SEEDS_TEXT}

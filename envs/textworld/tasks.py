@@ -6,6 +6,8 @@ range picks the split: train 0-9999, dev 10000-19999, test 20000 and up.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from typing import Any, Callable
 
@@ -35,8 +37,8 @@ def _task_set(name: str, description: str, params: dict[str, Any]) -> TaskSet:
 
 TASK_SETS: dict[str, TaskSet] = {
     "custom": _task_set(
-        "custom", "3 rooms, 6 objects, quest length 3",
-        {"challenge": "custom", "nb_rooms": 3, "nb_objects": 6, "quest_length": 3},
+        "custom", "5 rooms, 10 objects, quest length 5",
+        {"challenge": "custom", "nb_rooms": 5, "nb_objects": 10, "quest_length": 5},
     ),
     "easy": _task_set(
         "easy", "2 rooms, 4 objects, one-step quest (for small LLMs)",
@@ -48,6 +50,12 @@ TASK_SETS: dict[str, TaskSet] = {
          "cook": False, "cut": False, "drop": False, "recipe_seed": 0},
     ),
 }
+
+
+def params_hash(task_set: TaskSet) -> str:
+    """Return a short hash of the generator settings (games with other settings are other games)."""
+    text = json.dumps(dict(task_set.params), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def get_task_set(name: str) -> TaskSet:

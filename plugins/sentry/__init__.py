@@ -1,0 +1,39 @@
+"""Sentry: test-time failure recovery with an external playbook of verified lessons.
+
+Registers the `sentry` and `validity-guard` interventions and the harnesses `sentry`,
+`sentry-no-soft`, `sentry-frozen`, `sentry-persistent` and `guard-only`.
+"""
+
+from playground.hookspecs import hookimpl
+
+
+def _sentry(params):
+    from playground.plugins.sentry.harness import SentryPlugin
+
+    return SentryPlugin(params)
+
+
+def _validity_guard(params):
+    from playground.plugins.sentry.harness import SentryPlugin
+
+    return SentryPlugin({**params, "screen": False, "soft_repair": False})
+
+
+@hookimpl
+def register_interventions(register):
+    """Register Sentry's interventions."""
+    register("sentry", _sentry, modes=("action_validity", "progress", "grounding"), cost_unit="steps",
+             description="detectors, hard and soft repair, lesson retrieval, recovery verifier, verified lessons")
+    register("validity-guard", _validity_guard, modes=("action_validity",), cost_unit="steps",
+             description="hard repair of invalid actions only: ranked valid actions, rewrite, fallback")
+
+
+@hookimpl
+def register_harnesses(register):
+    """Register Sentry's harness and its ablations."""
+    register("sentry", ["sentry"], description="Sentry: hard + soft repair, retrieval, verified lesson updates")
+    register("sentry-no-soft", ["sentry"], {"soft_repair": False}, description="Sentry with hard repair only")
+    register("sentry-frozen", ["sentry"], {"update_playbook": False}, description="Sentry retrieving, never updating")
+    register("sentry-persistent", ["sentry"], {"persistent": True},
+             description="Sentry plus the whole playbook in context every step (exposure control)")
+    register("guard-only", ["validity-guard"], description="the action-validity guard alone")

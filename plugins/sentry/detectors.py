@@ -1,0 +1,225 @@
+"""Sentry's rule-based failure detectors over the last W steps and the proposed action.
+
+Each detector is a function `(context, proposal, window) -> Detection | None`. Action
+validity is checked first; progress and grounding detectors only run on valid actions.
+Confidence is a rough prior for how often the rule is right, used by routing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from playground.payloads import Detection, Proposal, StepContext, Turn
+
+DETECTOR = "sentry"
+OBSERVE_VERBS = ("look", "inventory", "examine", "l", "i", "x", "check", "read")
+STOP_WORDS = {"the", "a", "an", "to", "from", "into", "in", "on", "with", "of", "and", "at", "for", "it", "i", "will",
+              "my", "me", "then", "next", "now", "this", "that", "is", "be", "should", "let", "plan", "step", "says", "one",
+              "you", "your", "there", "here", "some", "any", "all", "what", "which", "we", "our", "so", "if", "not"}
+MAX_ACTION_WORDS = 12
+INSTRUMENTAL_VERBS = ("go", "open", "close", "unlock", "lock")
+
+
+@dataclass(frozen=True)
+class Window:
+    """The last W turns of an episode plus what the detectors derive from them."""
+
+    turns: tuple[Turn, ...]
+    goal: str
+    seen_words: frozenset[str]  # words of the goal, every observation so far and the admissible actions
+    first_observation: str = ""  # the observation right after reset
+
+
+def make_window(context: StepContext, size: int, first_observation: str = "") -> Window:
+    """Return the last `size` turns and the text the agent has seen so far."""
+    seen = " ".join([context.goal, first_observation, context.observation, *(t.observation for t in context.history),
+                     *(context.admissible_actions or ())])
+    return Window(context.history[-size:], context.goal.lower(), frozenset(words(seen)), first_observation)
+
+
+def words(text: str) -> list[str]:
+    """Return the content words of a text (lowercase, no stop words)."""
+    return [w for w in re.findall(r"[a-z][a-z'-]*", text.lower()) if w not in STOP_WORDS]
+
+
+def object_words(action: str) -> set[str]:
+    """Return the words of an action past its verb."""
+    return set(words(action)[1:])
+
+
+def is_observation_only(action: str) -> bool:
+    """True for actions that only look (they change nothing in the world)."""
+    return action.strip().lower().split(" ", 1)[0] in OBSERVE_VERBS
+
+
+def _quote(turns: tuple[Turn, ...], proposal: Proposal) -> str:
+    steps = [f"step {t.step}: {t.action!r}" for t in turns[-3:]]
+    return "; ".join([*steps, f"proposed: {proposal.action!r}"])
+
+
+# -- action validity ------------------------------------------------------------------
+
+
+def detect_invalid_action(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+    """Unparseable actions, and actions not in the env's admissible list."""
+    if proposal.finish:
+        return None
+    action = proposal.action.strip()
+    if not action or "\n" in action or len(action.split()) > MAX_ACTION_WORDS or re.search(r"[<>{}|]|^action\s*:", action, re.I):
+        return Detection(DETECTOR, "action_validity", ("unparseable_action",), 1.0,
+                         f"unparseable action {proposal.action!r}", subtype="unparseable")
+    admissible = context.admissible_actions
+    if admissible is not None and action.lower() not in {a.lower() for a in admissible}:
+        verb = action.split(" ", 1)[0].lower()
+        subtype = "unknown_verb" if verb not in {a.split(" ", 1)[0] for a in admissible} else "bad_argument"
+        return Detection(DETECTOR, "action_validity", ("invalid_action",), 1.0,
+                         f"{action!r} is not among the {len(admissible)} admissible actions", subtype=subtype)
+    return None
+
+
+# -- progress ------------------------------------------------------------------------
+
+
+def detect_repetition(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+    """The same action proposed again from a state where it was already tried (a loop).
+
+    "Same state" means the observation before the earlier try equals the current one,
+    so repeating the action cannot bring anything new; an A-B-A-B cycle is caught too.
+    """
+    if proposal.finish or not window.turns:
+        return None
+    history = context.history
+    first = len(history) - len(window.turns)
+    before = [history[i - 1].observation if i > 0 else window.first_observation for i in range(first, len(history))]
+    tries = [t for t, pre in zip(window.turns, before) if t.action == proposal.action and pre == context.observation]
+    if not tries:
+        return None
+    actions = [t.action for t in window.turns]
+    cycle = len(actions) >= 3 and proposal.action == actions[-2] and actions[-1] == actions[-3] != proposal.action
+    confidence = min(0.95, 0.6 + 0.1 * len(tries) + (0.1 if cycle else 0.0))
+    return Detection(DETECTOR, "progress", ("repetition_or_looping",), confidence,
+                     f"{proposal.action!r} was already tried {len(tries)}x from this same situation; "
+                     + _quote(window.turns, proposal), subtype="cycle" if cycle else "repeat")
+
+
+def detect_stall(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+    """A streak of actions that change nothing (looking, invalid actions) with no score gain."""
+    recent = window.turns[-3:]
+    if proposal.finish or len(recent) < 3:
+        return None
+    idle = [not t.valid_action or is_observation_only(t.action) for t in recent]
+    scores = [t.score for t in recent if t.score is not None]
+    gained = len(scores) >= 2 and scores[-1] > scores[0]
+    if all(idle) and (not proposal.action or is_observation_only(proposal.action)) and not gained:
+        return Detection(DETECTOR, "progress", ("planning_stall",), 0.8,
+                         "four actions in a row that change nothing: " + _quote(recent, proposal), subtype="idle")
+    return None
+
+
+def detect_over_exploration(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+    """Wandering: many different moves and inspections in the window, at least two moves, no score gain."""
+    if proposal.finish or len(window.turns) < 5 or not _explores(proposal.action):
+        return None
+    actions = [t.action for t in window.turns] + [proposal.action]
+    exploring = [a for a in actions if _explores(a)]
+    scores = [t.score for t in window.turns if t.score is not None]
+    gained = len(scores) >= 2 and scores[-1] > scores[0]
+    moves = sum(a.startswith("go ") for a in exploring)
+    if len(exploring) >= 5 and len(set(exploring)) >= 4 and moves >= 2 and not gained:
+        return Detection(DETECTOR, "progress", ("over_exploration",), 0.65,
+                         f"{len(exploring)} of the last {len(actions)} actions only explore: " + _quote(window.turns, proposal),
+                         subtype="wander")
+    return None
+
+
+def _explores(action: str) -> bool:
+    return is_observation_only(action) or action.startswith("go ")
+
+
+def detect_early_stop(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+    """The agent declares the task done while the visible score says it is not."""
+    if not proposal.finish:
+        return None
+    if context.max_score is not None and context.score is not None and context.score < context.max_score:
+        return Detection(DETECTOR, "progress", ("termination_miscalibration",), 0.9,
+                         f"agent stops at score {context.score} of {context.max_score}", subtype="early_stop")
+    if not context.history:
+        return Detection(DETECTOR, "progress", ("termination_miscalibration",), 0.9,
+                         "agent stops before taking any action", subtype="early_stop")
+    return None
+
+
+# -- reasoning and grounding ---------------------------------------------------------
+
+
+def detect_hallucination(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+    """The action names things never seen in the goal, observations or admissible actions."""
+    unseen = sorted(w for w in object_words(proposal.action) if w not in window.seen_words)
+    if proposal.finish or not unseen:
+        return None
+    return Detection(DETECTOR, "grounding", ("hallucination",), 0.75,
+                     f"{proposal.action!r} names {', '.join(unseen)}, never observed", subtype="unseen_object")
+
+
+def detect_objective_drift(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+    """Handling unrelated things the goal never mentions, two steps out of the last three.
+
+    Moves, looks and access actions (open, close, unlock) are instrumental and never
+    count; the off-goal actions must touch different objects (a coherent sub-plan on
+    one object, like taking an ingredient from a fridge, is not drift).
+    """
+    goal_words = set(words(window.goal))
+
+    def off_goal(action: str) -> set[str]:
+        objs = object_words(action)
+        if not objs or is_observation_only(action) or action.split(" ", 1)[0] in INSTRUMENTAL_VERBS or objs & goal_words:
+            return set()
+        return objs
+
+    if proposal.finish or not off_goal(proposal.action):
+        return None
+    recent = [off_goal(a) for a in [t.action for t in window.turns[-2:]] + [proposal.action]]
+    scattered = [objs for objs in recent if objs]
+    if len(scattered) < 2 or any(a & b for i, a in enumerate(scattered) for b in scattered[i + 1:]):
+        return None
+    return Detection(DETECTOR, "grounding", ("objective_drift",), 0.7,
+                     "acting on unrelated objects the goal never mentions: " + _quote(window.turns, proposal),
+                     subtype="off_goal")
+
+
+def detect_reasoning_action_mismatch(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+    """The thought names a target the action does not touch."""
+    if proposal.finish or is_observation_only(proposal.action):
+        return None
+    entities = {w for a in [*(context.admissible_actions or ()),
+                                                      *(t.action for t in context.history if t.valid_action)]
+                                          for w in object_words(a)}
+    verbs = {a.split(" ", 1)[0] for a in (context.admissible_actions or ())} | set(words(proposal.action)[:1])
+    named = {w for w in words(proposal.thought) if w in entities and w not in verbs and len(w) > 2}
+    action_objects = object_words(proposal.action)
+    if named and action_objects and not (named & action_objects):
+        return Detection(DETECTOR, "grounding", ("reasoning_action_mismatch",), 0.6,
+                         f"thought names {', '.join(sorted(named))} but the action is {proposal.action!r}",
+                         subtype="target_mismatch")
+    return None
+
+
+Detector = Callable[[StepContext, Proposal, Window], Detection | None]
+VALIDITY_DETECTORS: tuple[Detector, ...] = (detect_invalid_action,)
+PROGRESS_DETECTORS: tuple[Detector, ...] = (detect_early_stop, detect_repetition, detect_stall, detect_over_exploration)
+GROUNDING_DETECTORS: tuple[Detector, ...] = (detect_hallucination, detect_objective_drift, detect_reasoning_action_mismatch)
+
+
+def run_detectors(context: StepContext, proposal: Proposal, window_size: int, screen: bool = True,
+                  first_observation: str = "") -> list[Detection]:
+    """Validity first; if the action is valid and `screen` is on, the progress and grounding rules.
+
+    `first_observation` is the observation after reset (the state before the first action).
+    """
+    window = make_window(context, window_size, first_observation)
+    invalid = [d for d in (f(context, proposal, window) for f in VALIDITY_DETECTORS) if d]
+    if invalid or not screen:
+        return invalid
+    return [d for d in (f(context, proposal, window) for f in PROGRESS_DETECTORS + GROUNDING_DETECTORS) if d]

@@ -1,0 +1,172 @@
+"""The Sentry episode plugin: detect, route to hard or soft repair, verify, learn.
+
+One object per episode. Routing: an invalid action gets a hard repair (a ranked view
+of the valid actions and a request to rewrite; if still invalid after the re-ask budget,
+the configured fallback). Otherwise a progress or grounding detection above the
+confidence threshold gets a soft repair (general advice, the last W steps, and at most
+k retrieved lessons of the same failure type), subject to a cooldown and a per-episode
+cap. Nothing detected: nothing retrieved. Soft repairs are watched by the verifier, and
+only verified ones become lessons in the playbook.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playground.hookspecs import hookimpl
+from playground.payloads import Decision, EpisodeEnd, EpisodeStart, StepContext, StepOutcome, Verification
+
+from playground.plugins.sentry.detectors import run_detectors
+from playground.plugins.sentry.lessons import summarise
+from playground.plugins.sentry.repair import hard_repair_message, rank_actions, soft_repair_message
+from playground.plugins.sentry.verifier import RecoveryVerifier
+
+DEFAULTS: dict[str, Any] = {
+    "window": 5,              # W: steps of local evidence
+    "k": 5,                   # lessons retrieved at most
+    "horizon": 10,            # H: cycles the verifier watches
+    "quiet_steps": 3,         # steps without the failure before a repair counts as resolved
+    "threshold": 0.6,         # minimum detection confidence for a soft repair
+    "cooldown": 2,            # steps after a soft repair with no new soft repair
+    "max_repairs": 10,        # soft repairs per episode at most
+    "top_actions": 12,        # actions offered by a hard repair
+    "fallback": "best",       # still invalid after the re-asks: "best" | "reask" | "give_up"
+    "max_reasks_per_step": 2,
+    "hard_repair": True,
+    "screen": True,           # run the progress and grounding detectors
+    "soft_repair": True,
+    "update_playbook": True,  # store verified lessons
+    "persistent": False,      # exposure control: the whole playbook in context every step
+}
+FALLBACKS = ("best", "reask", "give_up")
+NAME = "sentry"
+
+
+class SentryConfigError(ValueError):
+    """A Sentry parameter has a bad value."""
+
+
+def parse_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Return Sentry's parameters: the defaults overridden by the harness's params."""
+    merged = {**DEFAULTS, **{k: v for k, v in params.items() if k in DEFAULTS}}
+    for key, default in DEFAULTS.items():
+        if isinstance(default, bool) and not isinstance(merged[key], bool):
+            raise SentryConfigError(f"sentry parameter {key!r} must be true or false, got {merged[key]!r}")
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            if not isinstance(merged[key], (int, float)) or merged[key] < 0:
+                raise SentryConfigError(f"sentry parameter {key!r} must be a non-negative number, got {merged[key]!r}")
+    if merged["fallback"] not in FALLBACKS:
+        raise SentryConfigError(f"sentry parameter 'fallback' must be one of {', '.join(FALLBACKS)}, got {merged['fallback']!r}")
+    return merged
+
+
+class SentryPlugin:
+    """Per-episode Sentry state and its hook implementations (see module docstring)."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.p = parse_params(params)
+        self.verifier = RecoveryVerifier(int(self.p["horizon"]), int(self.p["quiet_steps"]))
+        self.playbook = None
+        self.start: EpisodeStart | None = None
+        self.soft_repairs = 0
+        self.last_soft_step: int | None = None
+        self.failing_actions: dict[int, str] = {}
+
+    # -- episode -------------------------------------------------------------------
+
+    @hookimpl
+    def episode_started(self, start: EpisodeStart) -> None:
+        self.start = start
+        self.verifier.start_episode(start.observation)
+        uses_playbook = self.p["soft_repair"] or self.p["persistent"]
+        if start.playbook and uses_playbook:
+            from playground.playbook import Playbook
+
+            self.playbook = Playbook(start.playbook)
+
+    @hookimpl
+    def episode_finished(self, end: EpisodeEnd) -> None:
+        if self.playbook is not None:
+            self.playbook.close()
+            self.playbook = None
+
+    # -- step ----------------------------------------------------------------------
+
+    @hookimpl
+    def agent_notes(self, context: StepContext):
+        if not self.p["persistent"] or self.playbook is None:
+            return None
+        lines = [f"- [{lesson.failure_type}: {', '.join(lesson.labels)}] when {lesson.trigger}: {lesson.principle}"
+                 for lesson in self.playbook.all()]
+        return "Playbook of lessons from earlier episodes:\n" + "\n".join(lines) if lines else None
+
+    @hookimpl
+    def detect_failures(self, context: StepContext, proposal):
+        return run_detectors(context, proposal, int(self.p["window"]), screen=bool(self.p["screen"]),
+                             first_observation=self.start.observation if self.start else "")
+
+    @hookimpl
+    def decide_intervention(self, context: StepContext, proposal, detections):
+        if context.attempt == 0:
+            self.verifier.note_detections(context.step, detections)
+        invalid = [d for d in detections if d.failure_type == "action_validity"]
+        if invalid and self.p["hard_repair"]:
+            return self._hard_repair(context, invalid[0])
+        if invalid or not self.p["soft_repair"] or context.attempt > 0:
+            return None
+        return self._soft_repair(context, proposal, detections)
+
+    def _hard_repair(self, context: StepContext, detection) -> Decision | None:
+        if context.attempt < int(self.p["max_reasks_per_step"]):
+            message = hard_repair_message(context, detection, int(self.p["top_actions"]))
+            return Decision(NAME, "hard_repair", message=message, detections=(detection,))
+        fallback = self.p["fallback"]
+        ranked = rank_actions(context, 1)
+        if fallback == "best" and ranked:
+            return Decision(NAME, "hard_repair_fallback", action=ranked[0], detections=(detection,))
+        if fallback == "give_up":
+            return Decision(NAME, "give_up", stop=True, detections=(detection,))
+        return None
+
+    def _soft_repair(self, context: StepContext, proposal, detections) -> Decision | None:
+        candidates = [d for d in detections if d.confidence >= float(self.p["threshold"])]
+        if not candidates or self.soft_repairs >= int(self.p["max_repairs"]):
+            return None
+        if self.last_soft_step is not None and context.step - self.last_soft_step <= int(self.p["cooldown"]):
+            return None
+        detection = max(candidates, key=lambda d: d.confidence)
+        lessons = self.playbook.retrieve(detection.failure_type, detection.labels, int(self.p["k"])) if self.playbook else []
+        message = soft_repair_message(context, detection, lessons, int(self.p["window"]))
+        ids = tuple(item.lesson.id for item in lessons)
+        self.verifier.watch(context.step, detection, ids, context.score)
+        self.failing_actions[context.step] = proposal.action
+        self.soft_repairs += 1
+        self.last_soft_step = context.step
+        return Decision(NAME, "soft_repair", message=message, detections=(detection,),
+                        details={"lessons": list(ids), "why": [item.reason for item in lessons]})
+
+    @hookimpl
+    def verify_recovery(self, outcome: StepOutcome):
+        results = []
+        for verdict in self.verifier.observe(outcome):
+            w = verdict.watch
+            lesson = None
+            if self.playbook is not None:
+                for lesson_id in w.lesson_ids:
+                    self.playbook.record_outcome(lesson_id, verified=True, helped=verdict.resolved)
+                if verdict.resolved and self.p["update_playbook"]:
+                    lesson = self._store_lesson(verdict)
+            results.append(Verification(NAME, w.repair_step, w.detection.failure_type,
+                                        "resolved" if verdict.resolved else "unresolved", verdict.evidence, lesson))
+        return results
+
+    def _store_lesson(self, verdict) -> dict:
+        draft = summarise(verdict, self.failing_actions.get(verdict.watch.repair_step, ""))
+        s = self.start
+        provenance = {"run": s.run_id, "env": s.env, "task": s.task_id, "episode": s.episode_id,
+                      "step": verdict.watch.repair_step}
+        lesson_id = self.playbook.add(draft.failure_type, draft.labels, draft.trigger, draft.principle,
+                                      subtype=draft.subtype, provenance=provenance)
+        return {"id": lesson_id, "failure_type": draft.failure_type, "labels": list(draft.labels),
+                "subtype": draft.subtype, "trigger": draft.trigger, "principle": draft.principle,
+                "provenance": provenance, "playbook": str(s.playbook)}

@@ -1,0 +1,60 @@
+"""Sentry's repair messages: the hard repair's ranked action view and the soft repair's advice."""
+
+from __future__ import annotations
+
+from playground.payloads import Detection, InterventionMessage, StepContext
+
+from playground.plugins.sentry.detectors import is_observation_only, object_words, words
+
+GENERAL_ADVICE = {
+    "invalid_action": "That action is not available here. Choose exactly one of the valid actions listed.",
+    "unparseable_action": "Your reply did not contain a single well-formed action. Reply with one valid action only.",
+    "wrong_schema": "The action does not follow the expected format. Use the format the task requires.",
+    "repetition_or_looping": "You are repeating actions that already produced their result. Do something that changes the situation.",
+    "planning_stall": "Your recent actions changed nothing. Pick the next concrete step of your plan that changes the world.",
+    "over_exploration": "You are exploring without acting on what you found. Act on the objects the goal needs.",
+    "termination_miscalibration": "The task is not finished yet. Check the goal: what remains to be done?",
+    "hallucination": "Your action refers to something you have not observed. Only act on things you have seen.",
+    "objective_drift": "You are acting on things the goal does not mention. Return to the objects the goal names.",
+    "reasoning_action_mismatch": "Your action does not do what your reasoning says. Make the action match your intended target.",
+}
+
+
+def rank_actions(context: StepContext, top: int = 12) -> list[str]:
+    """Rank the admissible actions: goal-term overlap up, recently done and looping actions down."""
+    goal_terms = set(words(context.goal))
+    recent = [t.action for t in context.history[-5:]]
+
+    def score(action: str) -> tuple[float, str]:
+        value = 2.0 * len(object_words(action) & goal_terms) + 0.5 * bool(set(words(action)[:1]) & goal_terms)
+        value -= 1.5 * recent.count(action)  # recency and loop penalty
+        value -= 0.5 if is_observation_only(action) else 0.0
+        return (-value, action)
+
+    return sorted(context.admissible_actions or (), key=score)[:top]
+
+
+def hard_repair_message(context: StepContext, detection: Detection, top: int) -> InterventionMessage:
+    """Tell the agent its action is invalid and offer the best-ranked valid actions."""
+    ranked = tuple(rank_actions(context, top))
+    lines = [f"Your action was rejected: {detection.evidence}.", GENERAL_ADVICE.get(detection.labels[0], ""),
+             "Valid actions, most promising first:", *(f"- {a}" for a in ranked)]
+    return InterventionMessage("hard_repair", "\n".join(l for l in lines if l), detection.failure_type, ranked,
+                               detection.labels)
+
+
+def soft_repair_message(context: StepContext, detection: Detection, lessons: list, window: int) -> InterventionMessage:
+    """Advice for the failure type, the last `window` steps as evidence, and the retrieved lessons."""
+    label = detection.labels[0]
+    lines = [f"A possible failure was detected ({detection.failure_type}: {', '.join(detection.labels)}).",
+             GENERAL_ADVICE.get(label, ""), f"Evidence: {detection.evidence}", "Your last steps:"]
+    for turn in context.history[-window:]:
+        first_line = turn.observation.strip().splitlines()[0] if turn.observation.strip() else ""
+        lines.append(f"- step {turn.step}: {turn.action} -> {first_line[:160]}")
+    if lessons:
+        lines.append("Lessons from earlier recoveries of this kind of failure:")
+        for item in lessons:
+            lines.append(f"- [{', '.join(item.lesson.labels)}] when {item.lesson.trigger}: {item.lesson.principle}")
+    lines.append("Continue the task: propose a corrected next action.")
+    labels = tuple(sorted({l for item in lessons for l in item.lesson.labels}))
+    return InterventionMessage("soft_repair", "\n".join(l for l in lines if l), detection.failure_type, (), labels)

@@ -1,0 +1,145 @@
+"""Sentry's rule-based detectors, routing, hard repair and verifier, without a playbook."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from playground.payloads import Detection, Proposal, StepContext, StepOutcome, Turn
+from playground.plugins.sentry.detectors import run_detectors
+from playground.plugins.sentry.harness import SentryPlugin
+from playground.plugins.sentry.repair import rank_actions
+from playground.plugins.sentry.verifier import RecoveryVerifier
+from playground.testing import ScriptedAgent, play, tiny_env
+
+GOAL = "Bring the red key to the hall and drop it there."
+ADMISSIBLE = ("examine old map", "go east", "inventory", "look", "take old map")
+
+
+def ctx(history=(), admissible=ADMISSIBLE, score=0.0, max_score=1.0, step=None) -> StepContext:
+    history = tuple(history)
+    return StepContext("r", "e", "tiny", "tiny-1", "sentry", len(history) if step is None else step, GOAL,
+                       "You are in the hall. You see an old map.", admissible, history, score, max_score)
+
+
+def turn(step, action, observation="ok", valid=True, score=0.0) -> Turn:
+    return Turn(step, "", action, observation, valid, 0.0, score)
+
+
+def labels(detections):
+    return {label for d in detections for label in d.labels}
+
+
+def test_invalid_and_unparseable_actions_are_checked_first():
+    assert labels(run_detectors(ctx(), Proposal("", "fly east"), 5)) == {"invalid_action"}
+    assert labels(run_detectors(ctx(), Proposal("", "Action: go east >>"), 5)) == {"unparseable_action"}
+    assert labels(run_detectors(ctx(), Proposal("", ""), 5)) == {"unparseable_action"}
+    assert run_detectors(ctx(), Proposal("", "go east"), 5) == []
+
+
+def test_repetition_and_cycles():
+    hall = "You are in the hall. You see an old map."
+    history = [turn(0, "look", hall)]
+    assert "repetition_or_looping" in labels(run_detectors(ctx(history), Proposal("", "look"), 5, first_observation=hall))
+    cycle = [turn(0, "go east", "kitchen"), turn(1, "go west", hall)]
+    found = run_detectors(ctx(cycle, admissible=("go east", "go west")), Proposal("", "go east"), 5, first_observation=hall)
+    assert "repetition_or_looping" in labels(found)
+    corridor = [turn(0, "go east", "kitchen")]  # the same move from a new place is progress, not a loop
+    ctx_kitchen = dataclasses.replace(ctx(corridor, admissible=("go east", "go west")), observation="kitchen")
+    assert run_detectors(ctx_kitchen, Proposal("", "go east"), 5, first_observation=hall) == []
+
+
+def test_stall_needs_a_streak_of_idle_actions():
+    idle = [turn(0, "look", "a"), turn(1, "inventory", "b"), turn(2, "examine old map", "c")]
+    assert "planning_stall" in labels(run_detectors(ctx(idle), Proposal("", "look"), 5))
+    busy = idle[:2] + [turn(2, "take old map", "taken")]
+    assert "planning_stall" not in labels(run_detectors(ctx(busy), Proposal("", "look"), 5))
+
+
+def test_early_stop_is_termination_miscalibration():
+    found = run_detectors(ctx([turn(0, "go east")], score=0.0), Proposal("done", "", finish=True), 5)
+    assert labels(found) == {"termination_miscalibration"}
+    assert run_detectors(ctx([turn(0, "go east")], score=1.0), Proposal("done", "", finish=True), 5) == []
+
+
+def test_hallucination_drift_and_mismatch():
+    found = run_detectors(ctx(admissible=None), Proposal("", "take golden sword"), 5)
+    assert "hallucination" in labels(found)
+    drift_history = [turn(0, "take old map", "You take the old map.")]
+    found = run_detectors(ctx(drift_history, admissible=("drop old map", "take blue mug", "take red key", "look")),
+                          Proposal("I will take the red key", "take blue mug"), 5)
+    assert {"objective_drift", "reasoning_action_mismatch"} <= labels(found)
+    same_object = run_detectors(ctx(drift_history, admissible=("drop old map", "take blue mug", "look")),
+                                Proposal("I will drop the old map", "drop old map"), 5)
+    assert "objective_drift" not in labels(same_object)
+
+
+def test_ranked_actions_prefer_goal_terms_and_penalise_recent_ones():
+    admissible = ("go east", "look", "take red key", "examine old map")
+    ranked = rank_actions(ctx([turn(0, "look"), turn(1, "look")], admissible=admissible))
+    assert ranked[0] == "take red key" and ranked[-1] == "look"
+    assert len(rank_actions(ctx(admissible=tuple(f"go {i}" for i in range(40))), top=12)) == 12
+
+
+def test_hard_repair_offers_valid_actions_then_falls_back():
+    agent = ScriptedAgent(["fly", "swim", "crawl"])
+    result = play(tiny_env(), agent, plugins=[SentryPlugin({})], task="tiny-4", max_steps=30)
+    kinds = [d["kind"] for d in result.of("intervention")]
+    assert kinds[:3] == ["hard_repair", "hard_repair", "hard_repair_fallback"]
+    assert agent.views[1].message.kind == "hard_repair" and agent.views[1].message.actions
+    assert result.of("step")[0]["valid_action"]
+
+
+def test_give_up_fallback_stops_the_episode():
+    result = play(tiny_env(), ScriptedAgent(["fly", "fly", "fly"]), plugins=[SentryPlugin({"fallback": "give_up"})],
+                  task="tiny-4")
+    assert result.result.status == "stopped"
+
+
+def test_soft_repair_only_after_a_detection_and_respects_cooldown_and_cap():
+    agent = ScriptedAgent(["look"] * 12)
+    result = play(tiny_env(), agent, plugins=[SentryPlugin({"cooldown": 2, "max_repairs": 2})], task="tiny-4",
+                  max_steps=14)
+    soft = [d for d in result.of("intervention") if d["kind"] == "soft_repair"]
+    assert len(soft) == 2
+    assert soft[1]["step"] - soft[0]["step"] > 2
+    assert result.of("detection")[0]["step"] >= 1  # nothing before there was anything to detect
+    quiet = play(tiny_env(), ScriptedAgent(), plugins=[SentryPlugin({})], task="tiny-4")
+    assert quiet.count("intervention") == 0 and quiet.result.won
+
+
+def _outcome(step, action, observation, valid=True, score=0.0, won=False, reward=0.0):
+    context = ctx(step=step)
+    return StepOutcome(context, Proposal("", action), observation, reward, won, False, valid, won, score, ADMISSIBLE)
+
+
+def test_verifier_resolves_after_quiet_progress_and_ignores_reward_and_won():
+    detection = Detection("sentry", "progress", ("repetition_or_looping",), 0.9)
+    steps = [("look", "same"), ("take old map", "You take the old map."), ("go east", "A kitchen."), ("look", "A kitchen.")]
+
+    def verdicts(perturb: bool):
+        v = RecoveryVerifier(horizon=10, quiet_steps=3)
+        v.start_episode("start")
+        v.watch(1, detection, (), 0.0)
+        out = []
+        for i, (action, obs) in enumerate(steps, start=1):
+            o = _outcome(i, action, obs)
+            if perturb:
+                o = dataclasses.replace(o, won=True, reward=100.0, terminated=True)
+            out += [(x.resolved, x.watch.repair_step) for x in v.observe(o)]
+        return out
+
+    assert verdicts(False) == [(True, 1)]
+    assert verdicts(True) == verdicts(False)
+
+
+def test_verifier_unresolved_when_the_pattern_recurs_or_nothing_progresses():
+    detection = Detection("sentry", "progress", ("repetition_or_looping",), 0.9)
+    v = RecoveryVerifier(horizon=4, quiet_steps=3)
+    v.start_episode("start")
+    v.watch(1, detection, (), 0.0)
+    v.observe(_outcome(1, "look", "x"))
+    v.note_detections(2, [detection])
+    assert [x.resolved for x in v.observe(_outcome(2, "look", "x"))] == [False]
+    v.watch(3, detection, (), 0.0)
+    results = [x.resolved for i in range(3, 7) for x in v.observe(_outcome(i, "look", "x"))]
+    assert results == [False]
