@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from playground.host import PluginLoadError, get_host
+from playground.playbook_cli import playbook_group
 from playground.rundir import RunDirError
 from playground.runner import RunConfig, RunConfigError, check_config, resolve_tasks, run
 
@@ -161,6 +162,9 @@ def new_plugin_command(name: str, parent: str) -> None:
     click.echo(f"created {target}; next: pip install -e {target} && playground harnesses && pytest {target}")
 
 
+cli.add_command(playbook_group)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one line and exit with code 2."""
     try:
@@ -179,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CLIError, PluginLoadError) as exc:
         click.echo(f"error: {exc}", err=True)
         return 2
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        return exc.exit_code
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ FAILURE_TYPES: dict[str, set[str]] = {
     "action_validity": {"invalid_action", "unparseable_action", "wrong_schema"},
     "progress": {"repetition_or_looping", "planning_stall", "over_exploration", "termination_miscalibration"},
     "grounding": {"hallucination", "objective_drift", "reasoning_action_mismatch"},
+    # Procedural knowledge without a diagnosed failure, e.g. imported ACE playbooks (one label per ACE section).
+    "procedure": {"strategies_and_hard_rules", "apis_to_use", "code_snippets_and_templates", "common_mistakes",
+                  "heuristics_and_workflows", "verification_checklist", "troubleshooting_and_pitfalls", "others"},
 }
 
 

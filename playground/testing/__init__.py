@@ -70,14 +70,16 @@ class PlayResult:
 
 
 def play(env, agent, plugins: Iterable[Any] = (), *, task: str = "tiny-0", max_steps: int = 20,
-         params: dict | None = None, harness: str = "test", strict: bool = True, seed: int = 0) -> PlayResult:
+         params: dict | None = None, harness: str = "test", strict: bool = True, seed: int = 0,
+         playbook: str | None = None) -> PlayResult:
     """Play one episode of `task` with `plugins` as the harness; return what happened.
 
-    `strict=True` (the default here) lets a plugin's exception reach the test.
+    `strict=True` (the default here) lets a plugin's exception reach the test;
+    `playbook` is the playbook path handed to plugins that use one.
     """
     played = PlayResult(EpisodeResult("truncated", False, 0))
     hooks = EpisodeHooks([(f"plugin{i}", p) for i, p in enumerate(plugins)])
     config = EpisodeConfig("test-run", f"test:{task}", "test-env", task, harness, type(agent).__name__, seed,
-                           max_steps, params=dict(params or {}), strict=strict)
+                           max_steps, playbook=playbook, params=dict(params or {}), strict=strict)
     played.result = run_episode(env, agent, hooks, config, lambda kind, data: played.events.append((kind, data)))
     return played

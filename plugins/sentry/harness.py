@@ -4,8 +4,8 @@ One object per episode. Routing: an invalid action gets a hard repair (a ranked 
 of the valid actions and a request to rewrite; if still invalid after the re-ask budget,
 the configured fallback). Otherwise a progress or grounding detection above the
 confidence threshold gets a soft repair (general advice, the last W steps, and at most
-k retrieved lessons of the same failure type), subject to a cooldown and a per-episode
-cap. Nothing detected: nothing retrieved. Soft repairs are watched by the verifier, and
+k retrieved lessons of the same failure type), subject to a per-episode cap and a
+cooldown (which does not apply when the agent wants to stop, since that ends the episode). Nothing detected: nothing retrieved. Soft repairs are watched by the verifier, and
 only verified ones become lessons in the playbook.
 """
 
@@ -132,7 +132,8 @@ class SentryPlugin:
         candidates = [d for d in detections if d.confidence >= float(self.p["threshold"])]
         if not candidates or self.soft_repairs >= int(self.p["max_repairs"]):
             return None
-        if self.last_soft_step is not None and context.step - self.last_soft_step <= int(self.p["cooldown"]):
+        cooling = self.last_soft_step is not None and context.step - self.last_soft_step <= int(self.p["cooldown"])
+        if cooling and not proposal.finish:  # stopping ends the episode: never let a cooldown wave it through
             return None
         detection = max(candidates, key=lambda d: d.confidence)
         lessons = self.playbook.retrieve(detection.failure_type, detection.labels, int(self.p["k"])) if self.playbook else []

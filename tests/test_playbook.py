@@ -1,0 +1,389 @@
+"""The playbook store: Sentry's retrieval rules, counters, merge, prune, change log, import/export,
+bad files and several processes writing at once."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from playground import playbook, playbook_io
+from playground.failures import UnknownFailure
+from playground.playbook import Playbook, PlaybookError, PlaybookImportError
+
+ACE_SAMPLE = Path(__file__).resolve().parents[2] / "shared/data/playbooks/ace_appworld_online_trained_playbook.txt"
+
+LOOP, STALL, EXPLORE, STOP = "repetition_or_looping", "planning_stall", "over_exploration", "termination_miscalibration"
+
+
+@pytest.fixture
+def book(tmp_path):
+    with Playbook(tmp_path / "playbook.db") as playbook:
+        yield playbook
+
+
+def lesson(book: Playbook, labels, created_at: float, trigger: str = "", subtype: str = "",
+           failure_type: str = "progress") -> int:
+    """Add a progress lesson whose trigger defaults to something unique."""
+    return book.add(failure_type, labels, trigger or f"trigger {created_at}", f"principle {created_at}",
+                    subtype=subtype, created_at=created_at)
+
+
+def ids(retrieved) -> list[int]:
+    return [item.lesson.id for item in retrieved]
+
+
+# ---- retrieval --------------------------------------------------------------------------
+
+def test_more_shared_labels_rank_first_then_newer(book):
+    old_two = lesson(book, [LOOP, STALL], 1.0)
+    new_one = lesson(book, [LOOP], 5.0)
+    new_two = lesson(book, [STALL, EXPLORE], 6.0)
+    old_three = lesson(book, [LOOP, STALL, EXPLORE], 2.0)
+    lesson(book, [STOP], 9.0)  # shares nothing: never a candidate while others share
+    got = book.retrieve("progress", [LOOP, STALL, EXPLORE])
+    assert ids(got) == [old_three, new_two, old_two, new_one]
+    assert [len(item.shared_labels) for item in got] == [3, 2, 2, 1]
+    assert got[0].reason == f"shares 3 labels: {EXPLORE}, {STALL}, {LOOP}"
+    assert got[-1].reason == f"shares 1 label: {LOOP}" and got[-1].shared_labels == (LOOP,)
+
+
+def test_equal_times_break_ties_by_higher_id(book):
+    first, second, third = (lesson(book, [LOOP], 3.0, trigger=f"t{i}") for i in range(3))
+    assert ids(book.retrieve("progress", [LOOP])) == [third, second, first]
+
+
+def test_diversity_cap_passes_over_repeats_while_others_remain(book):
+    a = lesson(book, [LOOP, STALL], 9.0, trigger="same", subtype="s")
+    b = lesson(book, [LOOP, STALL], 8.0, trigger="same", subtype="s")  # repeats a
+    c = lesson(book, [LOOP], 7.0, trigger="same", subtype="other subtype")  # differs in subtype
+    d = lesson(book, [LOOP], 6.0, trigger="different", subtype="s")
+    assert ids(book.retrieve("progress", [LOOP, STALL], k=3)) == [a, c, d]
+    # Only when the distinct ones run out are repeats used to fill up to k, after them.
+    assert ids(book.retrieve("progress", [LOOP, STALL], k=5)) == [a, c, d, b]
+
+
+def test_falls_back_to_most_recent_of_type_when_no_label_is_shared(book):
+    old = lesson(book, [LOOP], 1.0)
+    new = lesson(book, [STALL], 2.0)
+    lesson(book, ["hallucination"], 3.0, failure_type="grounding")
+    got = book.retrieve("progress", [STOP])
+    assert ids(got) == [new, old]
+    assert all(item.reason == "fallback: most recent of type" and item.shared_labels == () for item in got)
+    assert book.retrieve("action_validity", ["invalid_action"]) == []
+
+
+def test_never_more_than_k(book):
+    for i in range(12):
+        lesson(book, [LOOP], float(i), trigger="same" if i % 2 else "")
+    assert [len(book.retrieve("progress", [LOOP], k=k)) for k in (0, 1, 5, 11, 12, 50)] == [0, 1, 5, 11, 12, 12]
+    # Ids 2, 4, ..., 12 share the trigger "same": only the newest of them is taken.
+    assert ids(book.retrieve("progress", [LOOP])) == [12, 11, 9, 7, 5]
+    assert len(book.retrieve("progress", [STOP], k=3)) == 3  # the fallback obeys k too
+
+
+def reference_pick(lessons, failure_type: str, query: set[str], k: int) -> list[int]:
+    """Sentry's rules written out plainly, over every lesson in memory."""
+    candidates = [l for l in lessons if l.failure_type == failure_type and query & set(l.labels)]
+    if not candidates:
+        candidates = [l for l in lessons if l.failure_type == failure_type]
+    candidates.sort(key=lambda l: (-len(query & set(l.labels)), -l.created_at, -l.id))
+    distinct, repeats, seen = [], [], set()
+    for candidate in candidates:
+        (repeats if (candidate.subtype, candidate.trigger) in seen else distinct).append(candidate.id)
+        seen.add((candidate.subtype, candidate.trigger))
+    return (distinct + repeats)[:k]
+
+
+@pytest.mark.parametrize("repeats_check, groups_limit", [(128, 1_000), (4, 1_000), (4, 2)])
+def test_retrieve_matches_the_rules_written_plainly(book, monkeypatch, repeats_check, groups_limit):
+    # Small thresholds make retrieval take its shortcut past runs of repeats (or refuse it).
+    monkeypatch.setattr(playbook, "REPEATS_CHECK", repeats_check)
+    monkeypatch.setattr(playbook, "GROUPS_CHECK_LIMIT", groups_limit)
+    rng = random.Random(repeats_check + groups_limit)
+    labels = [LOOP, STALL, EXPLORE, STOP]
+    book.add_many({"failure_type": "progress" if i % 7 else "grounding",
+                   "labels": rng.sample(labels, rng.randint(1, 3)) if i % 7 else ["hallucination"],
+                   "subtype": rng.choice(["", "nav"]), "trigger": f"t{rng.randrange(3 if i < 250 else 40)}",
+                   "principle": "p", "created_at": float(rng.randrange(60))} for i in range(300))
+    lessons = list(book.all())
+    for _ in range(150):
+        query = set(rng.sample(labels, rng.randint(1, 3)))
+        k = rng.choice([1, 3, 5, 12])
+        assert ids(book.retrieve("progress", query, k=k, count=False)) == reference_pick(lessons, "progress", query, k)
+
+
+def test_retrieve_checks_the_taxonomy(book):
+    with pytest.raises(UnknownFailure, match="no_such_label"):
+        book.retrieve("progress", ["no_such_label"])
+    with pytest.raises(UnknownFailure, match="nonsense"):
+        book.retrieve("nonsense", [LOOP])
+
+
+# ---- counters and validation ------------------------------------------------------------
+
+def test_counters(book):
+    first = lesson(book, [LOOP], 1.0)
+    second = lesson(book, [LOOP], 2.0)
+    book.retrieve("progress", [LOOP])
+    book.retrieve("progress", [LOOP], k=1)
+    book.retrieve("progress", [LOOP], count=False)
+    book.record_outcome(first, verified=True, helped=False)
+    book.record_outcome(first, verified=True, helped=True)
+    assert (book.get(first).retrieved, book.get(first).verified, book.get(first).helped) == (1, 2, 1)
+    assert book.get(second).retrieved == 2
+    assert book.stats()["counters"] == {"retrieved": 3, "verified": 2, "helped": 1}
+    with pytest.raises(KeyError, match="no lesson 999"):
+        book.record_outcome(999, True, True)
+    assert book.get(999) is None
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"failure_type": "nonsense"}, UnknownFailure),
+    ({"labels": ["no_such_label"]}, UnknownFailure),
+    ({"labels": []}, ValueError),
+    ({"labels": LOOP}, ValueError),  # a string, not a list of labels
+    ({"labels": [LOOP] * 17}, ValueError),
+    ({"trigger": "  "}, ValueError),
+    ({"principle": ""}, ValueError),
+    ({"principle": "x" * 4_001}, ValueError),
+    ({"provenance": {"note": "x" * 5_000}}, ValueError),
+])
+def test_add_rejects_bad_lessons(book, change, error):
+    arguments = {"failure_type": "progress", "labels": [LOOP], "trigger": "t", "principle": "p", **change}
+    with pytest.raises(error):
+        book.add(**arguments)
+    assert len(book) == 0
+
+
+def test_lesson_fields_round_trip(book):
+    provenance = {"run": "r1", "env": "tiny", "task": "tiny-3", "episode": "e7", "step": 12}
+    lesson_id = book.add("grounding", ["objective_drift", "hallucination"], "drifts", "re-read the goal",
+                         subtype="goal", provenance=provenance, created_at=123.5)
+    got = book.get(lesson_id)
+    assert got.labels == ("hallucination", "objective_drift")
+    assert (got.subtype, got.trigger, got.principle, got.provenance, got.created_at) == (
+        "goal", "drifts", "re-read the goal", provenance, 123.5)
+    assert list(book.all()) == [got]
+    assert book.stats()["by_label"] == {"grounding": {"hallucination": 1, "objective_drift": 1}}
+
+
+# ---- merge, prune, change log -----------------------------------------------------------
+
+def test_merge_keeps_the_oldest_and_adds_counters(book):
+    keep = book.add("progress", [LOOP], "agent repeats the same action", "try a different action", created_at=1.0)
+    near = book.add("progress", [LOOP], "Agent repeats  the same action.", "Try a different action!", created_at=2.0)
+    other_labels = book.add("progress", [LOOP, STALL], "agent repeats the same action", "try a different action")
+    unrelated = book.add("progress", [LOOP], "agent opens every drawer", "search by the goal's objects")
+    book.record_outcome(near, verified=True, helped=True)
+    book.retrieve("progress", [LOOP], k=5)
+    assert book.merge(similarity=0.9) == 1
+    assert book.get(near) is None and {l.id for l in book.all()} == {keep, other_labels, unrelated}
+    assert (book.get(keep).retrieved, book.get(keep).verified, book.get(keep).helped) == (2, 1, 1)
+    merged = [c for c in book.changes() if c.op == "merge"]
+    assert len(merged) == 1 and merged[0].lesson_id == near and merged[0].details["into"] == keep
+    assert merged[0].details["lesson"]["trigger"] == "Agent repeats  the same action."
+    assert book.merge() == 0
+
+
+def test_prune(book):
+    now = __import__("time").time()
+    old_useless = lesson(book, [LOOP], now - 40 * 86_400)
+    old_useful = lesson(book, [LOOP], now - 40 * 86_400 + 1)
+    new_useless = lesson(book, [LOOP], now - 1)
+    book.record_outcome(old_useful, verified=True, helped=True)
+    assert book.prune() == 0
+    assert book.prune(max_age_days=30, min_helped=1) == 1
+    assert book.get(old_useless) is None
+    new_useful = lesson(book, [LOOP], now)
+    book.record_outcome(new_useful, verified=True, helped=True)
+    assert book.prune(max_count=2) == 1  # the least helpful goes first
+    assert {l.id for l in book.all()} == {old_useful, new_useful} and new_useless not in {l.id for l in book.all()}
+    assert book.prune(max_age_days=30) == 1 and [l.id for l in book.all()] == [new_useful]
+    pruned = [c for c in book.changes() if c.op == "prune"]
+    assert [c.lesson_id for c in pruned] == [old_useless, new_useless, old_useful]
+    assert pruned[0].details["lesson"]["principle"].startswith("principle ")
+
+
+def test_change_log_records_every_change(book, tmp_path):
+    first = lesson(book, [LOOP], 1.0)
+    book.record_outcome(first, verified=True, helped=False)
+    book.retrieve("progress", [LOOP])  # retrievals are counted, not logged
+    path = tmp_path / "out.jsonl"
+    book.export_jsonl(path)
+    book.import_jsonl(path)
+    book.merge()
+    book.prune(max_count=0)
+    assert [(c.op, c.lesson_id) for c in book.changes()] == [
+        ("add", 1), ("outcome", 1), ("import", 2), ("merge", 2), ("prune", 1)]
+    assert [c.id for c in book.changes()] == [1, 2, 3, 4, 5]
+    assert list(book.changes(lesson_id=2))[0].details["source"] == str(path)
+    assert book.stats()["changes"] == 5
+
+
+# ---- import and export ------------------------------------------------------------------
+
+def test_jsonl_round_trip(book, tmp_path):
+    lesson(book, [LOOP, STALL], 1.0, subtype="nav")
+    book.add("grounding", ["hallucination"], "names an object not in view", "only act on objects seen",
+             provenance={"run": "r", "step": 3}, created_at=2.0)
+    book.record_outcome(1, verified=True, helped=True)
+    path = tmp_path / "exported.jsonl"
+    assert book.export_jsonl(path) == 2
+    with Playbook(tmp_path / "copy.db") as copy:
+        report = copy.import_jsonl(path)
+        assert (report.imported, report.first_id, report.last_id) == (2, 1, 2)
+        assert [l.to_dict() for l in copy.all()] == [l.to_dict() for l in book.all()]
+        copy.export_jsonl(tmp_path / "again.jsonl")
+    assert (tmp_path / "again.jsonl").read_bytes() == path.read_bytes()
+
+
+GOOD = {"failure_type": "progress", "labels": [LOOP], "trigger": "t", "principle": "p"}
+
+
+@pytest.mark.parametrize("bad_line, why", [
+    (json.dumps({k: v for k, v in GOOD.items() if k != "principle"}), "missing field 'principle'"),
+    (json.dumps({**GOOD, "principle": "x" * 10_000_000}), "bytes, more than 131,072"),
+    (json.dumps({**GOOD, "principle": "x" * 5_000}), "'principle' is 5,000 characters, more than 4,000"),
+    (json.dumps({**GOOD, "failure_type": "nonsense"}), "unknown failure type 'nonsense'"),
+    (json.dumps({**GOOD, "labels": ["no_such_label"]}), "unknown label(s) 'no_such_label'"),
+    (json.dumps({**GOOD, "helped": -1}), "'helped' must be a non-negative integer"),
+    (json.dumps({**GOOD, "extra": 1}), "unknown field(s) 'extra'"),
+    ('{"failure_type": "progress", "labels": [', "not valid JSON"),
+    ("[1, 2]", "expected a JSON object"),
+    (json.dumps({**GOOD, "created_at": "NaN"}), "'created_at' must be a finite number"),
+])
+def test_import_rejects_the_whole_file_naming_bad_lines(book, tmp_path, bad_line, why):
+    lesson(book, [LOOP], 1.0)
+    before = (book.stats(), list(book.changes()))
+    path = tmp_path / "incoming.jsonl"
+    path.write_text("\n".join([json.dumps(GOOD), "", bad_line, json.dumps(GOOD), bad_line]) + "\n")
+    with pytest.raises(PlaybookImportError) as caught:
+        book.import_jsonl(path)
+    message = str(caught.value)
+    assert str(path) in message and "nothing imported" in message
+    assert [p.split(":")[0] for p in caught.value.problems] == ["line 3", "line 5"]
+    assert why in message
+    assert (book.stats(), list(book.changes())) == before
+
+
+def test_import_refuses_files_over_the_size_cap(book, tmp_path, monkeypatch):
+    monkeypatch.setattr(playbook_io, "MAX_FILE_BYTES", 100)
+    path = tmp_path / "big.jsonl"
+    path.write_text((json.dumps(GOOD) + "\n") * 5)
+    with pytest.raises(PlaybookImportError, match="more than 100"):
+        book.import_jsonl(path)
+    assert len(book) == 0
+
+
+def test_import_ace_sample(book):
+    if not ACE_SAMPLE.exists():
+        pytest.skip(f"ACE sample not present at {ACE_SAMPLE}")
+    report = book.import_ace(ACE_SAMPLE)
+    assert report.imported == 359 == len(book)
+    first = book.get(report.first_id)
+    assert first.failure_type == "procedure" and first.labels == ("strategies_and_hard_rules",)
+    assert first.subtype == "STRATEGIES AND HARD RULES"
+    assert first.provenance == {"source": "ace", "id": "shr-00001"}
+    assert first.principle.startswith("Make sure to end code blocks")
+    assert first.trigger == "ACE section: STRATEGIES AND HARD RULES"
+    by_ace_id = {l.provenance["id"]: l for l in book.all()}
+    assert by_ace_id["shr-00009"].trigger == "When syncing contacts across different platforms"
+    assert set(book.stats()["by_label"]["procedure"]) <= set(playbook_io.ACE_SECTIONS.values())
+    assert book.retrieve("procedure", ["verification_checklist"], k=5)[0].lesson.subtype == "VERIFICATION CHECKLIST"
+
+
+def test_import_ace_counts_and_bad_lines(book, tmp_path):
+    path = tmp_path / "ace.txt"
+    path.write_text("## COMMON MISTAKES AND CORRECT STRATEGIES\n"
+                    "[cms-1] helpful=3 harmful=1 :: When paging, fetch every page.\n"
+                    "## MY OWN SECTION\n[x-2] Check the result.\n")
+    report = book.import_ace(path)
+    first, second = book.get(report.first_id), book.get(report.last_id)
+    assert (first.labels, first.helped, first.provenance) == (
+        ("common_mistakes",), 3, {"source": "ace", "id": "cms-1", "harmful": 1})
+    assert first.trigger == "When paging"
+    assert (second.labels, second.subtype) == (("others",), "MY OWN SECTION")
+    path.write_text("## OTHERS\n[ok-1] fine\nnot a bullet\n[bad-2]\n")
+    with pytest.raises(PlaybookImportError, match=r"(?s)ace\.txt.*line 3.*line 4"):
+        book.import_ace(path)
+    assert len(book) == 2
+
+
+# ---- bad files --------------------------------------------------------------------------
+
+def test_corrupt_file_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "playbook.db"
+    path.write_bytes(b"this is not a database\n" * 100)
+    with pytest.raises(PlaybookError, match="playbook.db.*not an SQLite database"):
+        Playbook(path)
+    assert path.read_bytes() == b"this is not a database\n" * 100
+    damaged = b"SQLite format 3\x00" + b"\xff" * 4_080
+    path.write_bytes(damaged)
+    with pytest.raises(PlaybookError, match="playbook.db"):
+        Playbook(path)
+    assert path.read_bytes() == damaged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["playbook.db"]
+
+
+def test_foreign_sqlite_database_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+        db.execute("INSERT INTO users VALUES ('ada')")
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(PlaybookError, match="other.db.*not a playbook.*users"):
+        Playbook(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "future.db"
+    Playbook(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE playbook_meta SET value = '99' WHERE key = 'schema_version'")
+    db.close()
+    with pytest.raises(PlaybookError, match="schema version 99"):
+        Playbook(path)
+
+
+def test_reopening_keeps_lessons_and_creates_folders(tmp_path):
+    path = tmp_path / "deep" / "er" / "playbook.db"
+    with Playbook(path) as book:
+        lesson(book, [LOOP], 1.0)
+    with Playbook(path) as book:
+        assert len(book) == 1
+
+
+# ---- several processes ------------------------------------------------------------------
+
+def _add_lessons(path: str, worker: int, count: int, errors) -> None:
+    try:
+        with Playbook(path) as book:
+            for i in range(count):
+                book.add("progress", [LOOP], f"worker {worker} trigger {i}", "principle",
+                         provenance={"run": f"w{worker}", "step": i})
+    except Exception as error:  # reported to the parent, which fails the test
+        errors.put(f"worker {worker}: {error!r}")
+
+
+def test_four_processes_add_at_once(tmp_path):
+    path, per_worker = str(tmp_path / "shared" / "playbook.db"), 100
+    context = multiprocessing.get_context("spawn")
+    errors = context.Queue()
+    workers = [context.Process(target=_add_lessons, args=(path, w, per_worker, errors)) for w in range(4)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(60)
+    assert [p.exitcode for p in workers] == [0, 0, 0, 0]
+    assert errors.empty(), errors.get()
+    with Playbook(path) as book:
+        assert len(book) == 4 * per_worker
+        assert sum(1 for c in book.changes() if c.op == "add") == 4 * per_worker
