@@ -143,3 +143,15 @@ def test_verifier_unresolved_when_the_pattern_recurs_or_nothing_progresses():
     v.watch(3, detection, (), 0.0)
     results = [x.resolved for i in range(3, 7) for x in v.observe(_outcome(i, "look", "x"))]
     assert results == [False]
+
+
+def test_an_insisted_early_stop_is_offered_concrete_actions():
+    stop = Proposal("done", "", finish=True)
+    agent = ScriptedAgent([stop, stop])
+    result = play(tiny_env(), agent, plugins=[SentryPlugin({})], task="tiny-4", max_steps=30)
+    kinds = [d["kind"] for d in result.of("intervention")]
+    assert kinds == ["soft_repair", "termination_guard"]
+    assert agent.views[2].message.actions and result.result.won
+    blocked_off = play(tiny_env(), ScriptedAgent([stop, stop]), plugins=[SentryPlugin({"block_early_stop": False})],
+                       task="tiny-4")
+    assert blocked_off.result.status == "stopped"

@@ -5,7 +5,9 @@ of the valid actions and a request to rewrite; if still invalid after the re-ask
 the configured fallback). Otherwise a progress or grounding detection above the
 confidence threshold gets a soft repair (general advice, the last W steps, and at most
 k retrieved lessons of the same failure type), subject to a per-episode cap and a
-cooldown (which does not apply when the agent wants to stop, since that ends the episode). Nothing detected: nothing retrieved. Soft repairs are watched by the verifier, and
+cooldown (which does not apply when the agent wants to stop, since that ends the episode).
+An agent that still wants to stop early after the advice is offered the ranked valid
+actions once more (`block_early_stop`). Nothing detected: nothing retrieved. Soft repairs are watched by the verifier, and
 only verified ones become lessons in the playbook.
 """
 
@@ -14,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from playground.hookspecs import hookimpl
-from playground.payloads import Decision, EpisodeEnd, EpisodeStart, StepContext, StepOutcome, Verification
+from playground.payloads import (Decision, EpisodeEnd, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
+                                 Verification)
 
 from playground.plugins.sentry.detectors import run_detectors
 from playground.plugins.sentry.lessons import summarise
@@ -37,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "soft_repair": True,
     "update_playbook": True,  # store verified lessons
     "persistent": False,      # exposure control: the whole playbook in context every step
+    "block_early_stop": True, # an agent that insists on stopping early is offered concrete actions
 }
 FALLBACKS = ("best", "reask", "give_up")
 NAME = "sentry"
@@ -112,9 +116,23 @@ class SentryPlugin:
         invalid = [d for d in detections if d.failure_type == "action_validity"]
         if invalid and self.p["hard_repair"]:
             return self._hard_repair(context, invalid[0])
-        if invalid or not self.p["soft_repair"] or context.attempt > 0:
+        if invalid or not self.p["soft_repair"]:
             return None
+        if context.attempt > 0:
+            return self._insisted_stop(context, proposal, detections)
         return self._soft_repair(context, proposal, detections)
+
+    def _insisted_stop(self, context: StepContext, proposal, detections) -> Decision | None:
+        """The agent still wants to stop after the advice: offer concrete actions once more."""
+        early = [d for d in detections if "termination_miscalibration" in d.labels]
+        if not (early and proposal.finish and self.p["block_early_stop"] and context.admissible_actions):
+            return None
+        if context.attempt >= int(self.p["max_reasks_per_step"]):
+            return None
+        ranked = tuple(rank_actions(context, int(self.p["top_actions"])))
+        message = InterventionMessage("hard_repair", "The task is not finished. Choose one of these actions:\n"
+                                      + "\n".join(f"- {a}" for a in ranked), "progress", ranked, early[0].labels)
+        return Decision(NAME, "termination_guard", message=message, detections=tuple(early))
 
     def _hard_repair(self, context: StepContext, detection) -> Decision | None:
         if context.attempt < int(self.p["max_reasks_per_step"]):

@@ -1,0 +1,71 @@
+"""`playground playbook ...` commands, including bad input (exit 2, one line, file untouched)."""
+
+from __future__ import annotations
+
+import json
+
+from playground.cli import main
+from playground.playbook import Playbook
+
+
+def cli(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _playbook(tmp_path):
+    path = tmp_path / "pb.sqlite"
+    with Playbook(path) as pb:
+        pb.add("progress", ["repetition_or_looping"], "repeats look", "do something new", subtype="repeat:look",
+               provenance={"run": "r", "task": "t", "episode": "e", "step": 3})
+        pb.add("progress", ["planning_stall"], "idles", "act on the goal", subtype="idle:look")
+        pb.add("grounding", ["hallucination"], "names unseen things", "act on what you saw")
+    return path
+
+
+def test_retrieve_explains_its_choice(capsys, tmp_path):
+    path = _playbook(tmp_path)
+    code, out, _ = cli(capsys, "playbook", "retrieve", str(path), "--type", "progress",
+                       "--labels", "repetition_or_looping", "--json")
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert rows[0]["trigger"] == "repeats look" and rows[0]["reason"].startswith("shares 1 label")
+    assert all(r["failure_type"] == "progress" for r in rows)
+
+
+def test_stats_show_export_import_log(capsys, tmp_path):
+    path = _playbook(tmp_path)
+    code, out, _ = cli(capsys, "playbook", "stats", str(path))
+    assert code == 0 and json.loads(out)["count"] == 3
+    code, out, _ = cli(capsys, "playbook", "show", str(path), "--type", "grounding")
+    assert code == 0 and "names unseen things" in out and "repeats look" not in out
+    exported = tmp_path / "out.jsonl"
+    assert cli(capsys, "playbook", "export", str(path), str(exported))[0] == 0
+    copy = tmp_path / "copy.sqlite"
+    code, out, _ = cli(capsys, "playbook", "import", str(copy), str(exported))
+    assert code == 0 and "imported 3" in out
+    code, out, _ = cli(capsys, "playbook", "log", str(copy))
+    assert code == 0 and len(out.splitlines()) == 3
+
+
+def test_bad_input_is_one_line_exit_2_and_leaves_files_alone(capsys, tmp_path):
+    path = _playbook(tmp_path)
+    before = path.read_bytes()
+    code, _, err = cli(capsys, "playbook", "retrieve", str(path), "--type", "mystery", "--labels", "x")
+    assert code == 2 and "unknown failure type 'mystery'" in err and len(err.strip().splitlines()) == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"failure_type": "progress", "labels": ["planning_stall"], "trigger": "t"}\n')
+    code, _, err = cli(capsys, "playbook", "import", str(path), str(bad))
+    assert code == 2 and "bad.jsonl" in err and "line 1" in err
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"this is not a database" * 100)
+    code, _, err = cli(capsys, "playbook", "stats", str(corrupt))
+    assert code == 2 and "corrupt.sqlite" in err
+    assert corrupt.read_bytes() == b"this is not a database" * 100
+    code, _, err = cli(capsys, "playbook", "stats", str(tmp_path / "missing.sqlite"))
+    assert code == 2 and "no playbook" in err
+    code, _, err = cli(capsys, "playbook", "prune", str(path))
+    assert code == 2 and "needs at least one" in err
+    with Playbook(path) as pb:
+        assert len(pb) == 3
