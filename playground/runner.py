@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -87,8 +87,6 @@ def episode_seed(run_seed: int, task_id: str) -> int:
 def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None) -> dict:
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary."""
     check_config(host, config)
-    if config.playbook is None:
-        config = replace(config, playbook=str(Path(config.out) / "playbook.sqlite"))
     env_spec = host.envs.get(config.env)
     rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12]})
     run_id = rundir.config["run_id"]
@@ -116,6 +114,11 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         rundir.close()
 
 
+def playbook_path(config: RunConfig, harness: str) -> str:
+    """The playbook a harness uses: `--playbook` for all, else its own under DIR/playbooks/."""
+    return config.playbook or str(Path(config.out) / "playbooks" / f"{harness}.sqlite")
+
+
 def run_one_episode(host: Host, config: RunConfig, run_id: str, trace_path, header_base: dict,
                     harness: str, task_id: str) -> dict:
     """Build a fresh env, agent and harness plugins, play one episode, return its record."""
@@ -140,7 +143,7 @@ def run_one_episode(host: Host, config: RunConfig, run_id: str, trace_path, head
         observers = [(o.name, o.factory()) for o in host.observers]
         hooks = EpisodeHooks(interventions, observers)
         episode = EpisodeConfig(run_id, episode_id, config.env, task_id, harness, config.agent, seed,
-                                config.max_steps, config.playbook, params, config.strict)
+                                config.max_steps, playbook_path(config, harness), params, config.strict)
         result = run_episode(env, agent, hooks, episode, emit)
         status, won, steps, error = result.status, result.won, result.steps, result.error
     except Exception as exc:  # building the episode failed: record it, keep the run going
