@@ -11,6 +11,7 @@ import click
 
 from playground.host import PluginLoadError, get_host
 from playground.playbook_cli import playbook_group
+from playground.report import format_table
 from playground.rundir import RunDirError
 from playground.runner import RunConfig, RunConfigError, check_config, resolve_tasks, run
 
@@ -97,8 +98,6 @@ def run_command(env_name, agent, agent_options, harnesses, params, episodes, spl
             summary = run(host, config, progress)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
-    from playground.report import format_table
-
     click.echo(format_table(summary))
     click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
 

@@ -183,7 +183,7 @@ class Host:
         for spec in list(self.harnesses):
             missing = [i for i in spec.interventions if i not in self.interventions]
             if missing:
-                self.harnesses._items.pop(spec.name)
+                self.harnesses.remove(spec.name)
                 self._fail(
                     PluginRecord(f"{spec.plugin}:{spec.name}", f"harness from {spec.plugin}", "failed"),
                     f"harness {spec.name!r} needs unknown intervention(s) {', '.join(missing)}",

@@ -87,10 +87,14 @@ class Registry(Generic[T]):
             raise RegistrationError(f"{self.kind} {name!r} is already registered by plugin {owner!r}")
         self._items[name] = spec
 
+    def remove(self, name: str) -> None:
+        """Forget `name`."""
+        del self._items[name]
+
     def remove_from_plugin(self, plugin: str) -> None:
         """Forget everything `plugin` registered (used when a plugin fails half-way)."""
         for name in [n for n, s in self._items.items() if getattr(s, "plugin", None) == plugin]:
-            del self._items[name]
+            self.remove(name)
 
     def get(self, name: str) -> T:
         """Return the spec named `name`; KeyError names the valid choices."""

@@ -65,7 +65,7 @@ def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None,
 
 
 def check_config(host: Host, config: RunConfig) -> None:
-    """Raise RunConfigError naming the first unknown agent or harness, or a bad agent option."""
+    """Raise RunConfigError naming the first unknown agent or harness, or a bad agent option or parameter."""
     for registry, names in ((host.agents, [config.agent]), (host.harnesses, config.harnesses)):
         for name in names:
             try:
@@ -74,6 +74,10 @@ def check_config(host: Host, config: RunConfig) -> None:
                 raise RunConfigError(exc.args[0]) from None
     try:
         host.agents.get(config.agent).factory(**config.agent_options)
+        for harness in config.harnesses:
+            spec = host.harnesses.get(harness)
+            for name in spec.interventions:
+                host.interventions.get(name).factory({**spec.params, **config.params})
     except (TypeError, ValueError) as exc:
         raise RunConfigError(str(exc)) from None
 

@@ -70,6 +70,8 @@ def test_rerun_resumes_and_skips_finished_episodes(capsys, tmp_path):
     (["--env", "tiny", "--agent", "noisy", "--agent-option", "colour=red"], "agent 'noisy' has no option 'colour'"),
     (["--env", "tiny", "--agent", "noisy", "--agent-option", "invalid=lots"], "option 'invalid' expects float"),
     (["--env", "tiny", "--bogus"], "No such option '--bogus'"),
+    (["--env", "tiny", "--harness", "sentry", "--param", "threshold=high"], "'threshold' must be a non-negative number"),
+    (["--env", "tiny", "--harness", "sentry", "--param", "fallback=pray"], "'fallback' must be one of"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, tmp_path, args, expected):
     code, _, err = cli(capsys, "run", *args, "--out", str(tmp_path / "r"), "--quiet")
