@@ -10,6 +10,7 @@ FAILURE_TYPES: dict[str, set[str]] = {
     "action_validity": {"invalid_action", "unparseable_action", "wrong_schema"},
     "progress": {"repetition_or_looping", "planning_stall", "over_exploration", "termination_miscalibration"},
     "grounding": {"hallucination", "objective_drift", "reasoning_action_mismatch"},
+    "format_precision": {"prose_around_answer", "extra_fields", "wrong_tag_count", "unknown_tag", "unparseable_number"},
     # Procedural knowledge without a diagnosed failure, e.g. imported ACE playbooks (one label per ACE section).
     "procedure": {"strategies_and_hard_rules", "apis_to_use", "code_snippets_and_templates", "common_mistakes",
                   "heuristics_and_workflows", "verification_checklist", "troubleshooting_and_pitfalls", "others"},

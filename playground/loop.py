@@ -57,6 +57,8 @@ class EpisodeResult:
     won: bool
     steps: int
     error: str | None = None
+    score: float | None = None
+    max_score: float | None = None
 
 
 @dataclass
@@ -92,7 +94,7 @@ def run_episode(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Em
             _finish(hooks, config, emit, state)
             raise
     _finish(hooks, config, emit, state)
-    return EpisodeResult(state.status, state.won, state.steps, state.error)
+    return EpisodeResult(state.status, state.won, state.steps, state.error, state.score, state.max_score)
 
 
 @dataclass
@@ -101,12 +103,15 @@ class _EpisodeState:
     won: bool = False
     steps: int = 0
     error: str | None = None
+    score: float | None = None
+    max_score: float | None = None
     started: bool = False
     rollbacks: int = 0
 
 
 def _finish(hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _EpisodeState) -> None:
-    emit("end", {"status": state.status, "won": state.won, "steps": state.steps, "error": state.error})
+    emit("end", {"status": state.status, "won": state.won, "steps": state.steps, "error": state.error,
+                 "score": state.score, "max_score": state.max_score})
     if not state.started:
         return
     end = EpisodeEnd(config.run_id, config.episode_id, config.env, config.task_id, config.harness,
@@ -123,6 +128,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     observation, info = _call("env reset", env.reset, seed=config.seed, options={"task": config.task_id})
     _call("agent reset", agent.reset, task_id=config.task_id, seed=config.seed)
     goal = str(info.get("goal", ""))
+    state.score, state.max_score = info.get("score"), info.get("max_score")
     emit("reset", {"goal": goal, "observation": observation, "admissible_actions": _admissible(info),
                    "max_score": info.get("max_score")})
     state.started = True
@@ -164,6 +170,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
 
         observation, reward, terminated, truncated, info = _call("env step", env.step, proposal.action)
         state.won = bool(info.get("won", False))
+        state.score, state.max_score = info.get("score", state.score), info.get("max_score", state.max_score)
         valid = bool(info.get("valid_action", True))
         history.append(Turn(context.step, proposal.thought, proposal.action, observation, valid, float(reward),
                             info.get("score")))

@@ -74,9 +74,16 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "lessons_added": total("lessons_added"),
         "prompt_tokens": total("prompt_tokens"),
         "completion_tokens": total("completion_tokens"),
+        "mean_score": _mean_score(records),
         "errors": sum(1 for r in records if r.get("status") == "error"),
         "statuses": dict(sorted(Counter(r.get("status", "?") for r in records).items())),
     }
+
+
+def _mean_score(records: list[dict]) -> float | None:
+    """Mean of score / max_score over episodes that report both (None when none does)."""
+    ratios = [r["score"] / r["max_score"] for r in records if r.get("score") is not None and r.get("max_score")]
+    return sum(ratios) / len(ratios) if ratios else None
 
 
 def summarise_run(env: str, agent: str, harnesses: list[str], records: Iterable[dict]) -> dict[str, Any]:

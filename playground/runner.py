@@ -150,10 +150,12 @@ def run_one_episode(host: Host, config: RunConfig, run_id: str, trace_path, head
                                 config.max_steps, playbook_path(config, harness), params, config.strict)
         result = run_episode(env, agent, hooks, episode, emit)
         status, won, steps, error = result.status, result.won, result.steps, result.error
+        score, max_score = result.score, result.max_score
     except Exception as exc:  # building the episode failed: record it, keep the run going
         if config.strict:
             raise
         status, won, steps, error = "error", False, 0, f"episode setup failed: {format_exception(exc)}"
+        score = max_score = None
         emit("error", {"message": error})
         emit("end", {"status": status, "won": won, "steps": steps, "error": error})
     finally:
@@ -166,6 +168,7 @@ def run_one_episode(host: Host, config: RunConfig, run_id: str, trace_path, head
     return {
         "key": episode_key(harness, task_id), "harness": harness, "task_id": task_id, "episode_id": episode_id,
         "seed": seed, "status": status, "won": won, "steps": steps, "error": error,
+        "score": score, "max_score": max_score,
         "seconds": round(time.perf_counter() - started, 3),
         "trace": str(trace_path.relative_to(trace_path.parents[2])),
         **tally.as_record(),
