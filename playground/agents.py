@@ -87,9 +87,12 @@ class ExpertAgent:
 @hookimpl
 def register_agents(register) -> None:
     """Register the built-in agents."""
+    from playground.llm_agent import make_llm_agent, make_local_agent
     from playground.noisy import NoisyAgent
 
     register("random", RandomAgent, description="a random admissible action each step")
     register("expert", ExpertAgent, description="follows the env's expert plan", needs_expert=True)
     register("noisy", NoisyAgent, needs_expert=True,
              description="failure-injection instrument: the expert plus invalid actions, loops, stalls, drift, early stops")
+    register("llm", make_llm_agent, description="ReAct agent over an OpenAI-compatible endpoint (--llm-base-url, --model)")
+    register("local", make_local_agent, description="ReAct agent over a local GGUF model (SmolLM2-135M by default; extra 'local')")

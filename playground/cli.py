@@ -48,10 +48,22 @@ def cli() -> None:
     """playground: run agents on text benchmarks under failure-recovery harnesses."""
 
 
+def _agent_options(pairs: tuple[str, ...], base_url: str | None, model: str | None) -> dict:
+    """Agent options from --agent-option, plus --llm-base-url and --model when given."""
+    options = parse_pairs(pairs, "--agent-option")
+    if base_url:
+        options["base_url"] = base_url
+    if model:
+        options["model"] = model
+    return options
+
+
 @cli.command("run")
 @click.option("--env", "env_name", default=None, help=f"env or env:task_set [default: {DEFAULT_ENV}]")
 @click.option("--agent", default=None, help=f"agent name [default: {DEFAULT_AGENT}]")
 @click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE", help="agent option (repeatable)")
+@click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for --agent llm (e.g. http://127.0.0.1:8000/v1)")
+@click.option("--model", default=None, help="model name for --agent llm")
 @click.option("--harness", "harnesses", multiple=True,
               help="harness to run (repeatable; each runs the same tasks) [default: base, and sentry when installed]")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="harness parameter (repeatable)")
@@ -63,8 +75,8 @@ def cli() -> None:
 @click.option("--playbook", default=None, help="playbook database for harnesses that use one")
 @click.option("--strict", is_flag=True, help="stop at the first plugin, env or agent error")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def run_command(env_name, agent, agent_options, harnesses, params, episodes, split, seed, max_steps, out,
-                playbook, strict, quiet) -> None:
+def run_command(env_name, agent, agent_options, llm_base_url, model, harnesses, params, episodes, split, seed,
+                max_steps, out, playbook, strict, quiet) -> None:
     """Run an agent on a task set under one or more harnesses and print a table."""
     host = get_host()
     env_name = env_name or DEFAULT_ENV
@@ -78,7 +90,7 @@ def run_command(env_name, agent, agent_options, harnesses, params, episodes, spl
     out = out or str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
     config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=agent or DEFAULT_AGENT,
                        harnesses=list(dict.fromkeys(harnesses)), out=out, seed=seed, max_steps=max_steps,
-                       agent_options=parse_pairs(agent_options, "--agent-option"),
+                       agent_options=_agent_options(agent_options, llm_base_url, model),
                        params=parse_pairs(params, "--param"), playbook=playbook, strict=strict)
     try:
         check_config(host, config)

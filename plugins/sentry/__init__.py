@@ -1,7 +1,7 @@
 """Sentry: test-time failure recovery with an external playbook of verified lessons.
 
 Registers the `sentry` and `validity-guard` interventions and the harnesses `sentry`,
-`sentry-no-soft`, `sentry-frozen`, `sentry-persistent` and `guard-only`.
+`sentry-no-soft`, `sentry-frozen`, `sentry-persistent`, `guard-only` and `sentry-llm`.
 """
 
 from playground.hookspecs import hookimpl
@@ -37,3 +37,5 @@ def register_harnesses(register):
     register("sentry-persistent", ["sentry"], {"persistent": True},
              description="Sentry plus the whole playbook in context every step (exposure control)")
     register("guard-only", ["validity-guard"], description="the action-validity guard alone")
+    register("sentry-llm", ["sentry"], {"detector": "both", "verifier": "llm", "summariser": "llm"},
+             description="Sentry with LLM judges (detector, verifier, summariser); needs --param judge_base_url/judge_model or judge_local=true")

@@ -19,7 +19,7 @@ from playground.hookspecs import hookimpl
 from playground.payloads import (Decision, EpisodeEnd, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
                                  Verification)
 
-from playground.plugins.sentry.detectors import run_detectors
+from playground.plugins.sentry.detectors import make_window, run_detectors
 from playground.plugins.sentry.lessons import summarise
 from playground.plugins.sentry.repair import hard_repair_message, rank_actions, soft_repair_message
 from playground.plugins.sentry.verifier import RecoveryVerifier
@@ -41,8 +41,15 @@ DEFAULTS: dict[str, Any] = {
     "update_playbook": True,  # store verified lessons
     "persistent": False,      # exposure control: the whole playbook in context every step
     "block_early_stop": True, # an agent that insists on stopping early is offered concrete actions
+    "detector": "rules",      # progress/grounding detection: "rules" | "llm" | "both" (validity is always rules)
+    "verifier": "rules",      # "rules" | "llm"
+    "summariser": "template", # "template" | "llm"
+    "judge_base_url": "",     # the judge model for the LLM parts: an OpenAI-compatible endpoint ...
+    "judge_model": "",
+    "judge_local": False,     # ... or the embedded GGUF model
 }
-FALLBACKS = ("best", "reask", "give_up")
+CHOICES = {"fallback": ("best", "reask", "give_up"), "detector": ("rules", "llm", "both"),
+           "verifier": ("rules", "llm"), "summariser": ("template", "llm")}
 NAME = "sentry"
 
 
@@ -59,8 +66,9 @@ def parse_params(params: dict[str, Any]) -> dict[str, Any]:
         if isinstance(default, (int, float)) and not isinstance(default, bool):
             if not isinstance(merged[key], (int, float)) or merged[key] < 0:
                 raise SentryConfigError(f"sentry parameter {key!r} must be a non-negative number, got {merged[key]!r}")
-    if merged["fallback"] not in FALLBACKS:
-        raise SentryConfigError(f"sentry parameter 'fallback' must be one of {', '.join(FALLBACKS)}, got {merged['fallback']!r}")
+    for key, choices in CHOICES.items():
+        if merged[key] not in choices:
+            raise SentryConfigError(f"sentry parameter {key!r} must be one of {', '.join(choices)}, got {merged[key]!r}")
     return merged
 
 
@@ -69,7 +77,15 @@ class SentryPlugin:
 
     def __init__(self, params: dict[str, Any]) -> None:
         self.p = parse_params(params)
-        self.verifier = RecoveryVerifier(int(self.p["horizon"]), int(self.p["quiet_steps"]))
+        judge = None
+        if "llm" in (self.p["detector"], self.p["verifier"], self.p["summariser"]) or self.p["detector"] == "both":
+            from playground.plugins.sentry.judges import LLMDetector, LLMSummariser, LLMVerifier, make_judge_model
+
+            judge = make_judge_model(self.p)
+        horizon, quiet = int(self.p["horizon"]), int(self.p["quiet_steps"])
+        self.verifier = LLMVerifier(judge, horizon, quiet) if self.p["verifier"] == "llm" else RecoveryVerifier(horizon, quiet)
+        self.judge_detector = LLMDetector(judge) if self.p["detector"] in ("llm", "both") else None
+        self.summarise = LLMSummariser(judge).summarise if self.p["summariser"] == "llm" else summarise
         self.playbook = None
         self.start: EpisodeStart | None = None
         self.soft_repairs = 0
@@ -106,8 +122,13 @@ class SentryPlugin:
 
     @hookimpl
     def detect_failures(self, context: StepContext, proposal):
-        return run_detectors(context, proposal, int(self.p["window"]), screen=bool(self.p["screen"]),
-                             first_observation=self.start.observation if self.start else "")
+        first = self.start.observation if self.start else ""
+        rules = self.p["screen"] and self.p["detector"] in ("rules", "both")
+        found = run_detectors(context, proposal, int(self.p["window"]), screen=bool(rules), first_observation=first)
+        if self.judge_detector is None or not self.p["screen"] or any(d.failure_type == "action_validity" for d in found):
+            return found
+        judged = self.judge_detector.detect(context, proposal, make_window(context, int(self.p["window"]), first))
+        return found + ([judged] if judged else [])
 
     @hookimpl
     def decide_intervention(self, context: StepContext, proposal, detections):
@@ -180,7 +201,7 @@ class SentryPlugin:
         return results
 
     def _store_lesson(self, verdict) -> dict:
-        draft = summarise(verdict, self.failing_actions.get(verdict.watch.repair_step, ""))
+        draft = self.summarise(verdict, self.failing_actions.get(verdict.watch.repair_step, ""))
         s = self.start
         provenance = {"run": s.run_id, "env": s.env, "task": s.task_id, "episode": s.episode_id,
                       "step": verdict.watch.repair_step}

@@ -1,0 +1,108 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1, for tests of model clients and LLM agents.
+
+    with ScriptedChatServer(replies=["Thought: go\\nAction: go east"]) as server:
+        model = HTTPChatModel(server.base_url, "test-model")
+
+Each reply is either a string (sent as the assistant message, with token usage), or a
+`Reply` giving a status code, a raw body, a delay or headers. When the script runs out,
+`default` answers (a callable of the request body, or a string). Every request body is
+kept in `requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+
+@dataclass
+class Reply:
+    """One scripted answer: an assistant message, or an error status / raw body, after an optional delay."""
+
+    content: str | None = None
+    status: int = 200
+    raw: str | None = None
+    delay: float = 0.0
+    headers: dict = field(default_factory=dict)
+
+
+def chat_response(content: str, prompt_tokens: int = 10, completion_tokens: int = 5) -> dict:
+    """Return an OpenAI-format chat completion carrying `content`."""
+    return {"id": "test", "object": "chat.completion", "model": "test-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}}
+
+
+class ScriptedChatServer:
+    """A real HTTP server answering POST /v1/chat/completions from a script (see module docstring)."""
+
+    def __init__(self, replies: list[str | Reply] = (), default: str | Callable[[dict], str | Reply] | None = None) -> None:
+        self.replies = list(replies)
+        self.default = default
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give a client, ending in /v1."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> "ScriptedChatServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next_reply(self, body: dict) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            item = self.replies.pop(0) if self.replies else None
+        if item is None:
+            if self.default is None:
+                return Reply(status=500, raw='{"error": "script exhausted"}')
+            item = self.default(body) if callable(self.default) else self.default
+        return item if isinstance(item, Reply) else Reply(content=item)
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, '{"error": "not found"}', {})
+                    return
+                reply = server._next_reply(body)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                text = reply.raw if reply.raw is not None else json.dumps(chat_response(reply.content or ""))
+                self._send(reply.status, text, reply.headers)
+
+            def _send(self, status: int, text: str, headers: dict) -> None:
+                data = text.encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for key, value in headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (e.g. a timeout test)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        return Handler
