@@ -6,6 +6,7 @@ metrics never need a change to the loop.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any, Iterable
 
@@ -74,10 +75,27 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "lessons_added": total("lessons_added"),
         "prompt_tokens": total("prompt_tokens"),
         "completion_tokens": total("completion_tokens"),
+        "success_ci95": wilson_interval(sum(1 for r in records if r.get("won")), n),
+        "resolved_share": _share(total("verified_recoveries"), total("verified_recoveries") + total("unresolved_recoveries")),
+        "seconds_per_step": _share(sum(float(r.get("seconds", 0.0)) for r in records), total("steps")),
         "mean_score": _mean_score(records),
         "errors": sum(1 for r in records if r.get("status") == "error"),
         "statuses": dict(sorted(Counter(r.get("status", "?") for r in records).items())),
     }
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> list[float]:
+    """Return the 95% Wilson score interval [low, high] for a success rate (the whole range when n == 0)."""
+    if n == 0:
+        return [0.0, 1.0]
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+
+
+def _share(part: float, whole: float) -> float | None:
+    return part / whole if whole else None
 
 
 def _mean_score(records: list[dict]) -> float | None:
@@ -105,6 +123,7 @@ TABLE_COLUMNS = [
     ("harness", None),
     ("episodes", "episodes"),
     ("success", "success_rate"),
+    ("95% CI", "success_ci95"),
     ("steps", "mean_steps"),
     ("invalid/ep", "invalid_actions_per_episode"),
     ("detected", "detected_failures"),
@@ -128,6 +147,8 @@ def format_table(summary: dict[str, Any]) -> str:
                 value = f"{value:.2f}"
             elif isinstance(value, dict):
                 value = sum(value.values())
+            elif isinstance(value, list):
+                value = f"{value[0]:.0%}-{value[1]:.0%}"
             row.append(str(value))
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -113,3 +113,12 @@ def test_help_does_not_import_heavy_engines():
     probe = subprocess.run([sys.executable, "-c", "import sys; from playground.cli import main; "
                             "main(['envs']); print('textworld' in sys.modules)"], capture_output=True, text=True)
     assert probe.stdout.strip().endswith("False"), probe.stdout + probe.stderr
+
+
+def test_wilson_interval():
+    from playground.report import wilson_interval
+
+    assert wilson_interval(0, 0) == [0.0, 1.0]
+    low, high = wilson_interval(40, 50)
+    assert 0.66 < low < 0.68 and 0.88 < high < 0.90
+    assert wilson_interval(50, 50)[1] == 1.0 and wilson_interval(0, 50)[0] == 0.0
