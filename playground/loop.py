@@ -152,17 +152,10 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
             state.status = "stopped"
             return
         if decision is not None and decision.rollback_to is not None:
-            state.rollbacks += 1
-            if state.rollbacks > config.max_steps:  # a plugin that rolls back forever
-                raise PluginError(decision.plugin, "decide_intervention", RuntimeError("too many rollbacks"))
-            point = checkpoints.get(decision.rollback_to)
-            if point is None:
-                emit("rollback", {"to_step": decision.rollback_to, "restored": False})
-            else:
-                _call("env restore", env.restore, point.snapshot)
+            point = _rollback(env, decision, checkpoints, config, emit, state)
+            if point is not None:
                 del history[point.history_len:]
                 observation, info = point.observation, point.info
-                emit("rollback", {"to_step": decision.rollback_to, "restored": True})
             continue
         if proposal.finish:
             state.status = "stopped"
@@ -192,6 +185,19 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
             state.status = "truncated"
             return
     state.status = "truncated"
+
+
+def _rollback(env, decision, checkpoints: dict[int, _Checkpoint], config: EpisodeConfig, emit: Emit,
+              state: _EpisodeState) -> _Checkpoint | None:
+    """Restore the checkpoint a decision asks for; return it, or None when there is none."""
+    state.rollbacks += 1
+    if state.rollbacks > config.max_steps:  # a plugin that rolls back forever
+        raise PluginError(decision.plugin, "decide_intervention", RuntimeError("too many rollbacks"))
+    point = checkpoints.get(decision.rollback_to)
+    if point is not None:
+        _call("env restore", env.restore, point.snapshot)
+    emit("rollback", {"to_step": decision.rollback_to, "restored": point is not None})
+    return point
 
 
 def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict):
