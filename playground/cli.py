@@ -58,47 +58,51 @@ def _agent_options(pairs: tuple[str, ...], base_url: str | None, model: str | No
     return options
 
 
-@cli.command("run")
-@click.option("--env", "env_name", default=None, help=f"env or env:task_set [default: {DEFAULT_ENV}]")
-@click.option("--agent", default=None, help=f"agent name [default: {DEFAULT_AGENT}]")
-@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE", help="agent option (repeatable)")
-@click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for --agent llm (e.g. http://127.0.0.1:8000/v1)")
-@click.option("--model", default=None, help="model name for --agent llm")
-@click.option("--harness", "harnesses", multiple=True,
-              help="harness to run (repeatable; each runs the same tasks) [default: base, and sentry when installed]")
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="harness parameter (repeatable)")
-@click.option("--episodes", type=click.IntRange(min=1), default=None, help="number of tasks from the split")
-@click.option("--split", default=None, help="task split (e.g. train, dev, test)")
-@click.option("--seed", type=int, default=0, show_default=True, help="run seed (episode seeds derive from it)")
-@click.option("--max-steps", type=click.IntRange(min=1), default=40, show_default=True, help="step budget per episode")
-@click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: runs/<time>]")
-@click.option("--playbook", default=None, help="playbook database for harnesses that use one")
-@click.option("--strict", is_flag=True, help="stop at the first plugin, env or agent error")
-@click.option("--quiet", is_flag=True, help="no progress bar")
-def run_command(env_name, agent, agent_options, llm_base_url, model, harnesses, params, episodes, split, seed,
-                max_steps, out, playbook, strict, quiet) -> None:
-    """Run an agent on a task set under one or more harnesses and print a table."""
-    host = get_host()
-    env_name = env_name or DEFAULT_ENV
-    env, _, task_set = env_name.partition(":")
-    if not harnesses:
-        harnesses = tuple(h for h in DEFAULT_HARNESSES if h in host.harnesses)
+def episode_options(command):
+    """The options that say what to run: env, tasks, agent, parameters, budget, seed."""
+    options = [
+        click.option("--env", "env_name", default=None, help=f"env or env:task_set [default: {DEFAULT_ENV}]"),
+        click.option("--agent", default=None, help=f"agent name [default: {DEFAULT_AGENT}]"),
+        click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
+                     help="agent option (repeatable)"),
+        click.option("--llm-base-url", default=None,
+                     help="OpenAI-compatible endpoint for --agent llm (e.g. http://127.0.0.1:8000/v1)"),
+        click.option("--model", default=None, help="model name for --agent llm"),
+        click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="harness parameter (repeatable)"),
+        click.option("--episodes", type=click.IntRange(min=1), default=None, help="number of tasks from the split"),
+        click.option("--split", default=None, help="task split (e.g. train, dev, test)"),
+        click.option("--seed", type=int, default=0, show_default=True, help="run seed (episode seeds derive from it)"),
+        click.option("--max-steps", type=click.IntRange(min=1), default=40, show_default=True,
+                     help="step budget per episode"),
+        click.option("--strict", is_flag=True, help="stop at the first plugin, env or agent error"),
+        click.option("--quiet", is_flag=True, help="no progress bar"),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def make_config(host, harnesses, out: str, playbook: str | None, *, env_name, agent, agent_options, llm_base_url,
+                model, params, episodes, split, seed, max_steps, strict, quiet) -> RunConfig:
+    """Build and check a RunConfig from the command line; CLIError names what is wrong."""
+    env, _, task_set = (env_name or DEFAULT_ENV).partition(":")
     try:
         task_set, split, tasks = resolve_tasks(host, env, task_set or None, split, episodes)
-    except RunConfigError as exc:
-        raise CLIError(str(exc)) from None
-    out = out or str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
-    config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=agent or DEFAULT_AGENT,
-                       harnesses=list(dict.fromkeys(harnesses)), out=out, seed=seed, max_steps=max_steps,
-                       agent_options=_agent_options(agent_options, llm_base_url, model),
-                       params=parse_pairs(params, "--param"), playbook=playbook, strict=strict)
-    try:
+        config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=agent or DEFAULT_AGENT,
+                           harnesses=list(dict.fromkeys(harnesses)), out=out, seed=seed, max_steps=max_steps,
+                           agent_options=_agent_options(agent_options, llm_base_url, model),
+                           params=parse_pairs(params, "--param"), playbook=playbook, strict=strict)
         check_config(host, config)
     except RunConfigError as exc:
         raise CLIError(str(exc)) from None
-    click.echo(f"run: {env}:{task_set} split={split} tasks={len(tasks)} agent={config.agent} "
-               f"harnesses={','.join(config.harnesses)} -> {out}", err=True)
-    with click.progressbar(length=len(tasks) * len(config.harnesses), label="episodes", file=sys.stderr,
+    return config
+
+
+def run_with_progress(host, config: RunConfig, quiet: bool) -> dict:
+    """Run `config` with a progress bar on stderr; return the summary."""
+    click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)} "
+               f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}", err=True)
+    with click.progressbar(length=len(config.tasks) * len(config.harnesses), label="episodes", file=sys.stderr,
                            show_pos=True, item_show_func=lambda s: s, hidden=quiet) as bar:
         def progress(message: str, record: dict | None) -> None:
             if record is None:
@@ -107,9 +111,25 @@ def run_command(env_name, agent, agent_options, llm_base_url, model, harnesses, 
                 bar.update(1, f"{message}: {record['status']}")
 
         try:
-            summary = run(host, config, progress)
+            return run(host, config, progress)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
+
+
+@cli.command("run")
+@episode_options
+@click.option("--harness", "harnesses", multiple=True,
+              help="harness to run (repeatable; each runs the same tasks) [default: base, and sentry when installed]")
+@click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: runs/<time>]")
+@click.option("--playbook", default=None, help="playbook database for harnesses that use one")
+def run_command(harnesses, out, playbook, **options) -> None:
+    """Run an agent on a task set under one or more harnesses and print a table."""
+    host = get_host()
+    if not harnesses:
+        harnesses = tuple(h for h in DEFAULT_HARNESSES if h in host.harnesses)
+    out = out or str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
+    config = make_config(host, harnesses, out, playbook, **options)
+    summary = run_with_progress(host, config, options["quiet"])
     click.echo(format_table(summary))
     click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
 
@@ -178,6 +198,8 @@ cli.add_command(playbook_group)
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one line and exit with code 2."""
+    import playground.darc_cli  # noqa: F401 - adds the `darc` commands to `cli`
+
     try:
         get_host().add_commands(cli)
         cli.main(args=argv, prog_name="playground", standalone_mode=False)

@@ -64,11 +64,13 @@ def register_agents(register) -> None:
 def register_interventions(register) -> None:
     """Register interventions: the building blocks of harnesses.
 
-    Call `register(name, factory, description="", modes=(), cost_unit="steps")`.
+    Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None)`.
     `factory(params)` gets the harness parameters (a dict) and returns an episode
     plugin: an object whose methods implement runtime hooks with `@hookimpl`.
     `modes` names the failure modes the intervention is admissible for (used by DARC);
-    `cost_unit` says what its cost is counted in.
+    `cost_unit` says what its cost is counted in: "steps" (env steps of the attempt),
+    "tokens" (prompt + completion tokens), "reasks" (interventions made), or any unit
+    with a fixed `cost` per attempt (e.g. `cost_unit="k", cost=4` for a retrieval budget).
     """
 
 

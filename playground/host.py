@@ -166,8 +166,9 @@ class Host:
         def agent(name, factory, description="", needs_expert=False) -> None:
             self.agents.add(name, AgentSpec(name, factory, description, needs_expert, plugin))
 
-        def intervention(name, factory, description="", modes=(), cost_unit="steps") -> None:
-            self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin))
+        def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None) -> None:
+            self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin,
+                                                          None if cost is None else float(cost)))
 
         def harness(name, interventions=(), params=None, description="") -> None:
             self.harnesses.add(name, HarnessSpec(name, tuple(interventions), dict(params or {}), description, plugin))

@@ -29,17 +29,27 @@ class InterventionSpec:
     modes: tuple[str, ...] = ()
     cost_unit: str = "steps"
     plugin: str = ""
+    cost: float | None = None  # a fixed cost per attempt (e.g. a retrieval budget k), else derived from the unit
 
 
 @dataclass(frozen=True)
 class HarnessSpec:
-    """A harness: a named list of interventions plus parameters (`base` has none)."""
+    """A harness: a named list of interventions plus parameters (`base` has none), or a cascade."""
 
     name: str
     interventions: tuple[str, ...] = ()
     params: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     plugin: str = ""
+    # A cascade: try the task with cascade[0] alone; if the attempt fails by `verifier`,
+    # reset to the same initial state and try cascade[1], and so on (DARC deployment).
+    cascade: tuple[str, ...] = ()
+    verifier: str = "env:won"
+
+    @property
+    def attempts(self) -> tuple[tuple[str, ...], ...]:
+        """The interventions of each attempt: one attempt with all of them, or one per cascade step."""
+        return tuple((name,) for name in self.cascade) if self.cascade else (self.interventions,)
 
 
 @dataclass(frozen=True)

@@ -87,9 +87,10 @@ class RunDir:
         """True when the episode `key` already has a record."""
         return key in self.records
 
-    def trace_path(self, harness: str, task_id: str) -> Path:
-        """Return where the trace of one episode goes."""
-        return self.path / "traces" / _safe(harness) / f"{_safe(task_id)}.jsonl"
+    def trace_path(self, harness: str, task_id: str, attempt: int = 1) -> Path:
+        """Return where the trace of one episode (or of a cascade's later attempt) goes."""
+        suffix = "" if attempt == 1 else f".attempt{attempt}"
+        return self.path / "traces" / _safe(harness) / f"{_safe(task_id)}{suffix}.jsonl"
 
     def record(self, record: dict[str, Any]) -> None:
         """Append a finished episode's record and force it to disk."""

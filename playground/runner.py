@@ -8,6 +8,8 @@ the same `run_one_episode` can later be sent to worker processes unchanged.
 from __future__ import annotations
 
 import hashlib
+import importlib
+from collections import Counter
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -15,8 +17,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from playground.episode_hooks import EpisodeHooks
+from playground.costs import attempt_cost
 from playground.host import Host, format_exception
 from playground.loop import EpisodeConfig, run_episode
+from playground.registry import HarnessSpec
 from playground.report import EpisodeTally, summarise_run
 from playground.rundir import RunDir, episode_key
 from playground.traces import TraceWriter
@@ -66,20 +70,40 @@ def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None,
 
 def check_config(host: Host, config: RunConfig) -> None:
     """Raise RunConfigError naming the first unknown agent or harness, or a bad agent option or parameter."""
-    for registry, names in ((host.agents, [config.agent]), (host.harnesses, config.harnesses)):
-        for name in names:
-            try:
-                registry.get(name)
-            except KeyError as exc:
-                raise RunConfigError(exc.args[0]) from None
+    try:
+        host.agents.get(config.agent)
+        specs = [resolve_harness(host, harness) for harness in config.harnesses]
+    except KeyError as exc:
+        raise RunConfigError(exc.args[0]) from None
+    except (ValueError, OSError) as exc:
+        raise RunConfigError(str(exc)) from None
     try:
         host.agents.get(config.agent).factory(**config.agent_options)
-        for harness in config.harnesses:
-            spec = host.harnesses.get(harness)
-            for name in spec.interventions:
+        for spec in specs:
+            for name in {n for attempt in spec.attempts for n in attempt}:
                 host.interventions.get(name).factory({**spec.params, **config.params})
     except (TypeError, ValueError) as exc:
         raise RunConfigError(str(exc)) from None
+
+
+# Harness names with a prefix name a file rather than a registered harness.
+HARNESS_PREFIXES: dict[str, str] = {"darc:": "playground.darc.policy:cascade_harness"}
+
+
+def resolve_harness(host: Host, name: str) -> HarnessSpec:
+    """Return the harness called `name`: a registered one, or one built from a file (`darc:POLICY.json`).
+
+    KeyError or ValueError names what is wrong.
+    """
+    for prefix, target in HARNESS_PREFIXES.items():
+        if name.startswith(prefix):
+            module, _, function = target.partition(":")
+            spec = getattr(importlib.import_module(module), function)(name, name[len(prefix):])
+            unknown = [n for attempt in spec.attempts for n in attempt if n not in host.interventions]
+            if unknown:
+                raise KeyError(f"harness {name!r} uses unknown intervention(s) {', '.join(unknown)}")
+            return spec
+    return host.harnesses.get(name)
 
 
 def episode_seed(run_seed: int, task_id: str) -> int:
@@ -105,8 +129,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                 if rundir.is_finished(key):
                     notify(f"{key} (done before)", rundir.records[key])
                     continue
-                record = run_one_episode(host, config, run_id, rundir.trace_path(harness, task_id),
-                                         header_base, harness, task_id)
+                record = run_one_episode(host, config, run_id, rundir, header_base, harness, task_id)
                 rundir.record(record)
                 notify(key, record)
         summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],
@@ -123,16 +146,47 @@ def playbook_path(config: RunConfig, harness: str) -> str:
     return config.playbook or str(Path(config.out) / "playbooks" / f"{harness}.sqlite")
 
 
-def run_one_episode(host: Host, config: RunConfig, run_id: str, trace_path, header_base: dict,
+def run_one_episode(host: Host, config: RunConfig, run_id: str, rundir: RunDir, header_base: dict,
                     harness: str, task_id: str) -> dict:
-    """Build a fresh env, agent and harness plugins, play one episode, return its record."""
+    """Play one task under a harness (each attempt of a cascade in turn) and return its record."""
+    spec = resolve_harness(host, harness)
+    attempts = []
+    for number, names in enumerate(spec.attempts, start=1):
+        record = _play_attempt(host, config, run_id, rundir.trace_path(harness, task_id, number), header_base,
+                               harness, spec, names, task_id)
+        if spec.cascade:
+            record["cost"] = attempt_cost([host.interventions.get(n) for n in names], record)
+        attempts.append(record)
+        if record["won"]:
+            break
+    record = _merge_attempts(attempts, spec) if spec.cascade else attempts[0]
+    record["key"] = episode_key(harness, task_id)
+    return record
+
+
+def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
+    """One record for a cascade: the last attempt's outcome, summed counts and costs, and each attempt."""
+    merged = dict(attempts[-1])
+    for key in ("steps", "invalid_actions", "detected_failures", "verified_recoveries", "unresolved_recoveries",
+                "lessons_added", "prompt_tokens", "completion_tokens", "seconds", "cost"):
+        merged[key] = sum(a.get(key) or 0 for a in attempts)
+    merged["interventions"] = dict(sum((Counter(a["interventions"]) for a in attempts), Counter()))
+    merged["trace"] = attempts[0]["trace"]
+    merged["verifier"] = spec.verifier
+    merged["attempts"] = [{"interventions": list(names), "won": a["won"], "status": a["status"], "steps": a["steps"],
+                           "cost": a["cost"], "trace": a["trace"]} for names, a in zip(spec.attempts, attempts)]
+    return merged
+
+
+def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, header_base: dict, harness: str,
+                  spec: HarnessSpec, names: tuple[str, ...], task_id: str) -> dict:
+    """Build a fresh env, agent and intervention plugins, play one attempt, return its record."""
     seed = episode_seed(config.seed, task_id)
-    spec = host.harnesses.get(harness)
     params = {**spec.params, **config.params}
     episode_id = f"{run_id}:{harness}:{task_id}"
     tally = EpisodeTally()
     trace = TraceWriter(trace_path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
-                                     "episode_id": episode_id, "params": params})
+                                     "episode_id": episode_id, "params": params, "interventions": list(names)})
 
     def emit(event_type: str, data: dict) -> None:
         trace.emit(event_type, data)
@@ -143,7 +197,7 @@ def run_one_episode(host: Host, config: RunConfig, run_id: str, trace_path, head
     try:
         env = host.envs.get(config.env).provider.make(config.task_set, expert=host.agents.get(config.agent).needs_expert)
         agent = host.agents.get(config.agent).factory(**config.agent_options)
-        interventions = [(name, host.interventions.get(name).factory(params)) for name in spec.interventions]
+        interventions = [(name, host.interventions.get(name).factory(params)) for name in names]
         observers = [(o.name, o.factory()) for o in host.observers]
         hooks = EpisodeHooks(interventions, observers)
         episode = EpisodeConfig(run_id, episode_id, config.env, task_id, harness, config.agent, seed,
@@ -166,10 +220,15 @@ def run_one_episode(host: Host, config: RunConfig, run_id: str, trace_path, head
             except Exception:  # noqa: BLE001 - closing a broken env must not hide the result
                 pass
     return {
-        "key": episode_key(harness, task_id), "harness": harness, "task_id": task_id, "episode_id": episode_id,
+        "harness": harness, "task_id": task_id, "episode_id": episode_id,
         "seed": seed, "status": status, "won": won, "steps": steps, "error": error,
         "score": score, "max_score": max_score,
         "seconds": round(time.perf_counter() - started, 3),
-        "trace": str(trace_path.relative_to(trace_path.parents[2])),
+        "trace": str(trace_path.relative_to(rundir_root(trace_path))),
         **tally.as_record(),
     }
+
+
+def rundir_root(trace_path: Path) -> Path:
+    """The run directory a trace file belongs to (DIR/traces/<harness>/<file>)."""
+    return trace_path.parents[2]

@@ -22,7 +22,7 @@ def _validity_guard(params):
 @hookimpl
 def register_interventions(register):
     """Register Sentry's interventions."""
-    register("sentry", _sentry, modes=("action_validity", "progress", "grounding"), cost_unit="steps",
+    register("sentry", _sentry, modes=("action_validity", "procedure_breadth", "progress", "grounding"), cost_unit="steps",
              description="detectors, hard and soft repair, lesson retrieval, recovery verifier, verified lessons")
     register("validity-guard", _validity_guard, modes=("action_validity",), cost_unit="steps",
              description="hard repair of invalid actions only: ranked valid actions, rewrite, fallback")
