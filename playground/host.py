@@ -41,6 +41,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "harnesses": "playground.harnesses",
     "tiny": "playground.envs.tiny",
     "textworld": "playground.envs.textworld",
+    "finance": "playground.envs.finance",
     "sentry": "playground.plugins.sentry",
 }
 

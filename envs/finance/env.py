@@ -1,0 +1,93 @@
+"""The Finance env: one question, one answer, scored as the benchmark scores it.
+
+`reset(options={"task": id})` shows the question context as the observation; `info`
+carries `goal` (a short instruction), `admissible_actions=None` (free text),
+`valid_action`, `won`, `score`/`max_score` (Formula: 1 point; FiNER: one point per gold
+tag) and, when made with `expert=True`, `expert_plan=[target]`. `step(answer)` scores the
+answer and ends the episode. `valid_action` says whether the answer is well-formed for
+the question (`format_check`), which never depends on the gold answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playground.environments import EnvProvider, TaskSet, TextEnv
+from playground.envs.finance import data
+from playground.envs.finance.format_check import check
+from playground.envs.finance.scoring import score_answer
+
+GOALS = {
+    "formula": "Answer the financial question with one number, rounded to 2 decimal places, and nothing else.",
+    "finer": "Answer with one US GAAP tag per question, from the tag list, separated by commas, in question order.",
+}
+
+
+class FinanceEnv(TextEnv):
+    """A single-step question-answering env over Finance tasks (see module docstring)."""
+
+    def __init__(self, task_set: str, expert: bool = False) -> None:
+        super().__init__()
+        self.task_set = task_set
+        self.expert = expert
+        self.task: data.Task | None = None
+        self.done = False
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Show the question of `options["task"]`; return (context, info)."""
+        super().reset(seed=seed)
+        task_id = str((options or {}).get("task", ""))
+        if not task_id:
+            raise ValueError("finance: reset needs options={'task': <task id>}")
+        if data.task_set_of(task_id) != self.task_set:
+            raise ValueError(f"finance: task {task_id!r} is not in task set {self.task_set!r}")
+        self.task, self.done = data.get_task(task_id), False
+        return self.task.context, self._info(valid=True, score=0.0, won=False)
+
+    def step(self, action: str):
+        """Score `action` as the answer and end the episode."""
+        if self.task is None or self.done:
+            raise RuntimeError("finance: the episode is over (one answer per question); call reset()")
+        self.done = True
+        answer = str(action)
+        result = score_answer(self.task.family, answer, self.task.target)
+        valid = not check(self.task.context, answer)
+        observation = f"Answer recorded: {answer.strip()[:200]!r}. Score: {result.score:g} of {result.max_score:g}."
+        reward = result.score / result.max_score if result.max_score else 0.0
+        return observation, reward, True, False, self._info(valid=valid, score=result.score, won=result.won)
+
+    def _info(self, valid: bool, score: float, won: bool) -> dict[str, Any]:
+        task = self.task
+        max_score = score_answer(task.family, task.target, task.target).max_score
+        info = {"goal": GOALS[task.family], "admissible_actions": None, "valid_action": valid, "won": won,
+                "lost": self.done and not won, "score": score, "max_score": max_score, "family": task.family}
+        if self.expert:
+            info["expert_plan"] = [] if self.done else [task.target]
+        return info
+
+
+class FinanceProvider(EnvProvider):
+    """Provides the `finance` env: generated `formula` and `finer` task sets, plus benchmark files."""
+
+    name = "finance"
+    description = "XBRL Finance: formula questions and XBRL tagging (generated; benchmark files via FINANCE_DATA)"
+    default_task_set = "formula"
+
+    def task_sets(self) -> dict[str, TaskSet]:
+        """Return the task sets, by name (file task sets only when FINANCE_DATA names files)."""
+        return data.task_sets()
+
+    def make(self, task_set: str, *, expert: bool = False, **options: Any) -> FinanceEnv:
+        """Build a fresh env for one episode on `task_set`."""
+        sets = self.task_sets()
+        if task_set not in sets:
+            raise ValueError(f"finance: unknown task set {task_set!r}; choose from: {', '.join(sorted(sets))}")
+        return FinanceEnv(task_set, expert=expert)
+
+    def describe(self, task_set: str) -> dict:
+        """Return the env, task set, version and the generator seeds or the files and their hash."""
+        chosen = self.task_sets()[task_set]
+        header = {"env": self.name, "task_set": task_set, "version": "1", "family": chosen.params["family"]}
+        if chosen.params.get("generated"):
+            return header | {"seeds": data.SEEDS_TEXT}
+        return header | {"files": dict(chosen.params["files"]), "data_hash": data.data_hash(chosen)}
