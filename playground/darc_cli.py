@@ -59,3 +59,89 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, *
     config = make_config(host, ["base"], str(Path(out) / "evaluate-run"), None, **options)
     path = evaluate(host, config, names, out)
     click.echo(f"evaluated {len(names)} interventions on {len(config.tasks)} tasks: {path}")
+
+
+@darc_group.command("distill")
+@click.option("--evidence", "evidence_path", required=True, help="evidence.csv from darc evaluate")
+@click.option("--max-len", type=int, default=3, show_default=True, help="longest chain L")
+@click.option("--lam", type=float, default=0.02, show_default=True, help="cost weight lambda")
+@click.option("--tau-free", type=float, default=0.0, show_default=True, help="cost allowed for free")
+@click.option("--interventions", default=None, help="comma-separated subset of the evidence's interventions")
+@click.option("--count-only", is_flag=True, help="print only the size of the search space")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="chains to print")
+@click.option("--plot", "plot_path", default=None, help="also draw the cost-success frontier to this PNG")
+@click.option("--out", default=None, help="policy.json to write [default: next to the evidence]")
+def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: float, interventions: str | None,
+                    count_only: bool, top: int, plot_path: str | None, out: str | None) -> None:
+    """Score every short-circuit chain on the evidence, print the best, freeze the winner to policy.json."""
+    from playground.darc.distill import count_chains, distill, policy_dict, save_policy
+    from playground.darc.evidence import load_evidence
+
+    names = [n.strip() for n in interventions.split(",") if n.strip()] if interventions else None
+    if max_len < 1:
+        raise CLIError(f"--max-len must be at least 1, got {max_len}")
+    try:
+        evidence = load_evidence(evidence_path, names)
+        if count_only:
+            click.echo(count_chains(len(evidence.interventions), max_len))
+            return
+        result = distill(evidence, max_len, lam, tau_free)
+    except (ValueError, OSError) as exc:
+        raise CLIError(str(exc)) from None
+    click.echo(f"search space: {result.search_space} chains over {len(evidence.interventions)} interventions "
+               f"(L={max_len}), {len(evidence.task_ids)} tasks")
+    click.echo(f"{'rank':>4}  {'J':>7}  {'succ':>6}  {'cost':>8}  chain")
+    for rank, chain in enumerate(result.ranked()[:top], 1):
+        click.echo(f"{rank:>4}  {chain.J:7.4f}  {chain.succ:6.3f}  {chain.cost:8.3f}  {' -> '.join(chain.names)}")
+    path = Path(out) if out else Path(evidence_path).with_name("policy.json")
+    save_policy(path, policy_dict(result, evidence_path))
+    click.echo(f"policy: {path} (deploy: playground run --harness darc:{path})", err=True)
+    if plot_path:
+        from playground.darc.frontier import PlotUnavailable, plot_frontier
+
+        try:
+            plot_frontier(result, plot_path)
+        except PlotUnavailable as exc:
+            raise CLIError(str(exc)) from None
+        click.echo(f"frontier: {plot_path}", err=True)
+
+
+@cli.command("compare")
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--harness-a", default=None, help="harness of RUN_A to compare [default: its only one]")
+@click.option("--harness-b", default=None, help="harness of RUN_B to compare [default: its only one]")
+@click.option("--group-key", default=None, help="record field grouping tasks into scenarios (cluster bootstrap)")
+@click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def compare_command(run_a: str, run_b: str, harness_a: str | None, harness_b: str | None, group_key: str | None,
+                    resamples: int, seed: int, as_json: bool) -> None:
+    """Paired per-task comparison of two runs (or two harnesses of one run): bootstrap CIs, McNemar, Holm."""
+    from playground.stats import ComparisonError, compare, format_comparison, split_by_harness
+
+    records_a = _harness_records(run_a, harness_a, split_by_harness)
+    records_b = _harness_records(run_b, harness_b, split_by_harness)
+    try:
+        result = compare(records_a, records_b, label_a=f"{run_a}:{harness_a or ''}", label_b=f"{run_b}:{harness_b or ''}",
+                         group_key=group_key, resamples=resamples, seed=seed)
+    except ComparisonError as exc:
+        raise CLIError(str(exc)) from None
+    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else format_comparison(result))
+
+
+def _harness_records(run_dir: str, harness: str | None, split_by_harness) -> list[dict]:
+    """The episode records of one harness of a run directory."""
+    path = Path(run_dir) / "episodes.jsonl"
+    if not path.is_file():
+        raise CLIError(f"no episodes.jsonl in {run_dir!r}: not a run directory")
+    from playground.traces import read_jsonl
+
+    by_harness = split_by_harness(list(read_jsonl(path)))
+    if harness is None:
+        if len(by_harness) != 1:
+            raise CLIError(f"{run_dir!r} has harnesses {', '.join(by_harness)}; choose one with --harness-a/--harness-b")
+        harness = next(iter(by_harness))
+    if harness not in by_harness:
+        raise CLIError(f"{run_dir!r} has no harness {harness!r}; choose from: {', '.join(by_harness)}")
+    return by_harness[harness]

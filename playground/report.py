@@ -81,7 +81,18 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "mean_score": _mean_score(records),
         "errors": sum(1 for r in records if r.get("status") == "error"),
         "statuses": dict(sorted(Counter(r.get("status", "?") for r in records).items())),
+        **_cascade_fields(records),
     }
+
+
+def _cascade_fields(records: list[dict]) -> dict[str, Any]:
+    """For cascade harnesses (DARC deployment): the verifier used, mean summed cost and attempts per task."""
+    cascades = [r for r in records if "attempts" in r]
+    if not cascades:
+        return {}
+    return {"verifier": cascades[0].get("verifier"),
+            "mean_cost": sum(float(r.get("cost", 0.0)) for r in cascades) / len(cascades),
+            "mean_attempts": sum(len(r["attempts"]) for r in cascades) / len(cascades)}
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> list[float]:

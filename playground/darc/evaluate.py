@@ -8,7 +8,6 @@ the task's own verifier (the env's `won`) and the attempt's cost in the interven
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +17,7 @@ from playground.host import Host
 from playground.registry import HarnessSpec
 from playground.runner import RunConfig, run
 
+from playground.darc.evidence import write_evidence
 from playground.darc.profile import library
 
 EVAL_PREFIX = "darc-eval:"
@@ -60,9 +60,4 @@ def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str |
         cost = attempt_cost([host.interventions.get(name)], record)
         rows.append((record["task_id"], name, int(bool(record["won"])), cost))
     rows.sort()
-    path = out / "evidence.csv"
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["task_id", "intervention", "success", "cost"])
-        writer.writerows([task, name, success, f"{cost:g}"] for task, name, success, cost in rows)
-    return path
+    return write_evidence(out / "evidence.csv", rows)

@@ -1,0 +1,79 @@
+"""DARC end to end on the tiny env: profile → evaluate → distill → deploy as a cascade → compare."""
+
+from __future__ import annotations
+
+import json
+
+from playground.cli import main
+
+
+def cli(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+COMMON = ["--env", "tiny", "--agent", "noisy", "--episodes", "8", "--quiet"]
+
+
+def test_darc_pipeline_on_tiny(capsys, tmp_path):
+    p = tmp_path / "darc"
+    code, out, err = cli(capsys, "darc", "profile", *COMMON, "--out", str(p))
+    assert code == 0, err
+    diagnosis = json.loads((p / "diagnosis.json").read_text())
+    assert diagnosis["mode"] in ("action_validity", "procedure_breadth", "format_precision")
+    assert diagnosis["episodes"] == 8 and diagnosis["admissible_interventions"]
+    assert diagnosis["histogram"] and diagnosis["why"]
+
+    code, out, err = cli(capsys, "darc", "evaluate", *COMMON, "--all-interventions", "--out", str(p))
+    assert code == 0, err
+    lines = (p / "evidence.csv").read_text().splitlines()
+    assert lines[0] == "task_id,intervention,success,cost"
+    interventions = {line.split(",")[1] for line in lines[1:]}
+    assert {"sentry", "validity-guard"} <= interventions
+    assert len(lines) - 1 == 8 * len(interventions)
+
+    code, out, err = cli(capsys, "darc", "distill", "--evidence", str(p / "evidence.csv"), "--max-len", "2",
+                         "--lam", "0.02", "--interventions", "sentry,validity-guard", "--out", str(p / "policy.json"))
+    assert code == 0, err
+    assert "search space: 4 chains" in out
+    policy = json.loads((p / "policy.json").read_text())
+    assert policy["chain"] and policy["search_space"] == 4
+
+    code, out, err = cli(capsys, "darc", "distill", "--evidence", str(p / "evidence.csv"), "--max-len", "3",
+                         "--count-only", "--interventions", "sentry,validity-guard")
+    assert code == 0 and out.strip() == "4"
+
+    run = tmp_path / "deploy"
+    code, out, err = cli(capsys, "run", *COMMON, "--harness", "base", "--harness", f"darc:{p / 'policy.json'}",
+                         "--out", str(run))
+    assert code == 0, err
+    summary = json.loads((run / "summary.json").read_text())
+    cascade = summary["harnesses"][f"darc:{p / 'policy.json'}"]
+    assert cascade["verifier"] == "env:won" and cascade["mean_cost"] > 0 and cascade["mean_attempts"] >= 1
+
+    code, out, err = cli(capsys, "compare", str(run), str(run), "--harness-a", "base",
+                         "--harness-b", f"darc:{p / 'policy.json'}", "--resamples", "500")
+    assert code == 0, err
+    assert "McNemar" in out and "8 paired tasks" in out
+
+
+def test_darc_bad_input(capsys, tmp_path):
+    code, _, err = cli(capsys, "darc", "profile", *COMMON, "--detectors", "crystal-ball", "--out", str(tmp_path))
+    assert code == 2 and "unknown intervention 'crystal-ball'" in err
+    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--out", str(tmp_path))
+    assert code == 2 and "--diagnosis" in err
+    bad = tmp_path / "evidence.csv"
+    bad.write_text("task_id,intervention,success,cost\nt1,sentry,2,1\n")
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(bad))
+    assert code == 2 and "success" in err
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(bad), "--max-len", "0")
+    assert code == 2 and "--max-len" in err
+    policy = tmp_path / "policy.json"
+    policy.write_text('{"chain": ["sentry", "no-such-thing"]}')
+    code, _, err = cli(capsys, "run", *COMMON, "--harness", f"darc:{policy}", "--out", str(tmp_path / "r"))
+    assert code == 2 and "no-such-thing" in err
+    code, _, err = cli(capsys, "run", *COMMON, "--harness", f"darc:{tmp_path / 'missing.json'}", "--out", str(tmp_path / "r"))
+    assert code == 2 and "cannot read DARC policy" in err
+    code, _, err = cli(capsys, "compare", str(tmp_path), str(tmp_path))
+    assert code == 2 and "not a run directory" in err
