@@ -42,6 +42,7 @@ class EpisodeConfig:
     playbook: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     strict: bool = False
+    task_set: str = ""
 
     @property
     def max_reasks(self) -> int:
@@ -134,7 +135,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     state.started = True
     hooks.call("episode_started", start=EpisodeStart(
         config.run_id, config.episode_id, config.env, config.task_id, config.harness, config.agent,
-        config.seed, goal, observation, config.max_steps, config.playbook, config.params))
+        config.seed, goal, observation, config.max_steps, config.playbook, config.params, config.task_set))
 
     history: list[Turn] = []
     checkpoints: dict[int, _Checkpoint] = {}
@@ -142,7 +143,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     while state.steps < config.max_steps:
         context = StepContext(config.run_id, config.episode_id, config.env, config.task_id, config.harness,
                               state.steps, goal, observation, _admissible(info), tuple(history),
-                              info.get("score"), info.get("max_score"))
+                              info.get("score"), info.get("max_score"), task_set=config.task_set)
         if can_checkpoint and hooks.call("want_checkpoint", context=context):
             checkpoints[state.steps] = _Checkpoint(_call("env snapshot", env.snapshot), len(history), observation, dict(info))
             emit("checkpoint", {"step": state.steps})

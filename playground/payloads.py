@@ -89,6 +89,7 @@ class StepContext:
     score: float | None = None
     max_score: float | None = None
     attempt: int = 0  # 0 for the first proposal of a step, then 1, 2, ... after each re-ask
+    task_set: str = ""
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,7 @@ class EpisodeStart:
     max_steps: int
     playbook: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    task_set: str = ""
 
 
 @dataclass(frozen=True)
