@@ -42,6 +42,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "tiny": "playground.envs.tiny",
     "textworld": "playground.envs.textworld",
     "finance": "playground.envs.finance",
+    "alfworld": "playground.envs.alfworld",
     "sentry": "playground.plugins.sentry",
 }
 

@@ -65,7 +65,10 @@ def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None,
         raise RunConfigError(f"unknown split {split!r} for {env}:{task_set}; choose from: {', '.join(chosen.splits)}")
     if count is not None and count < 1:
         raise RunConfigError(f"--episodes must be at least 1, got {count}")
-    return task_set, split, chosen.tasks(split, count)
+    try:
+        return task_set, split, chosen.tasks(split, count)
+    except (ValueError, OSError) as exc:
+        raise RunConfigError(f"{env}:{task_set} split {split}: {exc}") from None
 
 
 def check_config(host: Host, config: RunConfig) -> None:

@@ -62,7 +62,7 @@ def test_rerun_resumes_and_skips_finished_episodes(capsys, tmp_path):
     (["--env", "tiny:nope"], "unknown task set 'nope' for env 'tiny'; choose from: default"),
     (["--env", "tiny", "--split", "holdout"], "unknown split 'holdout'"),
     (["--env", "tiny", "--agent", "wizard"], "unknown agent 'wizard'; choose from: "),
-    (["--env", "tiny", "--harness", "magic"], "unknown harness 'magic'; choose from: base"),
+    (["--env", "tiny", "--harness", "magic"], "unknown harness 'magic'; choose from: "),
     (["--env", "tiny", "--episodes", "many"], "'many' is not a valid integer"),
     (["--env", "tiny", "--episodes", "0"], "--episodes"),
     (["--env", "tiny", "--max-steps", "-3"], "--max-steps"),

@@ -1,0 +1,55 @@
+"""`alfworld`: ALFWorld on the real engine, plus DARC's action-validity guard.
+
+Env task sets: `generated` (the embedded generator; the default unless ALFWORLD_DATA is
+set) and `official` (the real games under $ALFWORLD_DATA). Interventions, all for
+action validity: `action_pruning`, `type_saturation`, `loop_fallback`; harnesses
+`alfworld-guard` (the three together) and `alfworld-sentry` (action pruning under
+Sentry). alfworld and textworld are imported only when an env is made or a guard runs.
+"""
+
+from playground.envs.alfworld.provider import AlfWorldProvider
+from playground.hookspecs import hookimpl
+
+
+def _action_pruning(params):
+    from playground.envs.alfworld.interventions import ActionPruning
+
+    return ActionPruning(params)
+
+
+def _type_saturation(params):
+    from playground.envs.alfworld.interventions import TypeSaturation
+
+    return TypeSaturation(params)
+
+
+def _loop_fallback(params):
+    from playground.envs.alfworld.interventions import LoopFallback
+
+    return LoopFallback(params)
+
+
+@hookimpl
+def register_envs(register) -> None:
+    """Register the `alfworld` env."""
+    register(AlfWorldProvider())
+
+
+@hookimpl
+def register_interventions(register) -> None:
+    """Register the guard's interventions (DARC chooses among them, with Sentry's hard repair)."""
+    register("action_pruning", _action_pruning, modes=("action_validity",), cost_unit="steps",
+             description="invalid action: re-ask with the DARC guard's top-12 admissible actions and a phase prompt")
+    register("type_saturation", _type_saturation, modes=("action_validity",), cost_unit="steps",
+             description="invalid or off-task action: re-ask with only the commands relevant to the task type")
+    register("loop_fallback", _loop_fallback, modes=("action_validity",), cost_unit="steps",
+             description="looping action: replace it with the best-ranked unexplored command")
+
+
+@hookimpl
+def register_harnesses(register) -> None:
+    """Register the guard's harnesses."""
+    register("alfworld-guard", ["action_pruning", "type_saturation", "loop_fallback"],
+             description="DARC's action-validity guard: pruning, type saturation, loop fallback")
+    register("alfworld-sentry", ["sentry", "action_pruning"],
+             description="Sentry with the DARC guard's ranked view as its hard repair")
