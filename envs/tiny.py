@@ -13,7 +13,7 @@ import copy
 import random
 from typing import Any
 
-from playground.environments import EnvProvider, TaskSet, TextEnv
+from playground.environments import EnvProvider, TaskSet, TextEnv, seed_range
 from playground.hookspecs import hookimpl
 
 ROOMS = ["hall", "kitchen", "study", "garden", "cellar", "attic"]
@@ -152,10 +152,6 @@ class TinyEnv(TextEnv):
         self.state = copy.deepcopy(snapshot)
 
 
-def _seeds(start: int):
-    return lambda count: [f"tiny-{start + i}" for i in range(count)]
-
-
 class TinyProvider(EnvProvider):
     """Provides the `tiny` env with one task set, `default`, split by seed ranges."""
 
@@ -165,7 +161,8 @@ class TinyProvider(EnvProvider):
 
     def task_sets(self):
         return {"default": TaskSet("default", "2-4 rooms, 3 objects, fetch one back",
-                                   {"train": _seeds(0), "dev": _seeds(10_000), "test": _seeds(20_000)})}
+                                   {"train": seed_range("tiny", 0), "dev": seed_range("tiny", 10_000),
+                                    "test": seed_range("tiny", 20_000)})}
 
     def make(self, task_set: str, *, expert: bool = False, **options: Any) -> TinyEnv:
         return TinyEnv(expert=expert)

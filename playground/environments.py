@@ -72,6 +72,19 @@ class TaskSet:
         return ids if count is None else ids[:count]
 
 
+def seed_range(prefix: str, start: int, size: int = 10_000) -> Callable[[int], list[str]]:
+    """A generated split: `count -> ["<prefix>-<start>", "<prefix>-<start+1>", ...]`, at most `size` ids.
+
+    Splits built with disjoint `start`s of the same `size` never share a task.
+    """
+    def ids(count: int) -> list[str]:
+        if count > size:
+            raise ValueError(f"{prefix}: at most {size} tasks per split, asked for {count}")
+        return [f"{prefix}-{start + i}" for i in range(count)]
+
+    return ids
+
+
 class EnvProvider:
     """Base class for what an env plugin registers: task sets plus an env factory."""
 

@@ -23,9 +23,8 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from playground.environments import TaskSet
+from playground.environments import TaskSet, seed_range
 
 DATA_VARIABLE = "FINANCE_DATA"
 FAMILIES = ("formula", "finer")
@@ -64,15 +63,6 @@ def generated_task(family: str, seed: int) -> Task:
 
         context, target = tagging_task(seed)
     return Task(f"{family}-{seed}", family, context, target)
-
-
-def _seed_ids(family: str, start: int) -> Callable[[int], list[str]]:
-    def ids(count: int) -> list[str]:
-        if count > SPLIT_SIZE:
-            raise ValueError(f"finance: at most {SPLIT_SIZE} generated tasks per split, asked for {count}")
-        return [f"{family}-{start + i}" for i in range(count)]
-
-    return ids
 
 
 # -- benchmark files -------------------------------------------------------------------
@@ -172,10 +162,10 @@ def task_sets() -> dict[str, TaskSet]:
     """Return the task sets: the generated `formula` and `finer`, plus `*-data` sets when FINANCE_DATA has files."""
     sets = {
         "formula": TaskSet("formula", "generated financial-formula questions (45 formulas), answer one number",
-                           {s: _seed_ids("formula", start) for s, start in SPLIT_STARTS.items()},
+                           {s: seed_range("formula", start, SPLIT_SIZE) for s, start in SPLIT_STARTS.items()},
                            params={"family": "formula", "generated": True}),
         "finer": TaskSet("finer", "generated XBRL tagging questions (45 tags, 4 values per task), answer 4 tags",
-                         {s: _seed_ids("finer", start) for s, start in SPLIT_STARTS.items()},
+                         {s: seed_range("finer", start, SPLIT_SIZE) for s, start in SPLIT_STARTS.items()},
                          params={"family": "finer", "generated": True}),
     }
     for family, files in data_files().items():

@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Callable
+from typing import Any
 
-from playground.environments import TaskSet
+from playground.environments import TaskSet, seed_range
 
 SPLIT_STARTS = {"train": 0, "dev": 10_000, "test": 20_000}
 SPLIT_SIZE = 10_000
@@ -21,17 +21,8 @@ SEEDS_TEXT = "train 0-9999, dev 10000-19999, test 20000+"
 COOKING_SPLITS = {"train": "train", "dev": "valid", "test": "test"}
 
 
-def _seeds(name: str, start: int) -> Callable[[int], list[str]]:
-    def ids(count: int) -> list[str]:
-        if count > SPLIT_SIZE:
-            raise ValueError(f"textworld: at most {SPLIT_SIZE} tasks per split, asked for {count}")
-        return [f"{name}-{start + i}" for i in range(count)]
-
-    return ids
-
-
 def _task_set(name: str, description: str, params: dict[str, Any]) -> TaskSet:
-    splits = {split: _seeds(name, start) for split, start in SPLIT_STARTS.items()}
+    splits = {split: seed_range(name, start, SPLIT_SIZE) for split, start in SPLIT_STARTS.items()}
     return TaskSet(name, description, splits, default_split="test", default_count=10, params=params)
 
 
