@@ -117,23 +117,30 @@ def _candidates(root: Path, split: str) -> dict[str, list[str]]:
     return by_type
 
 
-def _round_robin(groups: list[list[str]]) -> Iterator[str]:
-    longest = max((len(g) for g in groups), default=0)
-    for i in range(longest):
-        for group in groups:
-            if i < len(group):
-                yield group[i]
+def _round_robin(groups: list[Iterator[str]]) -> Iterator[str]:
+    """Take one item from each group in turn, skipping groups that have run out."""
+    active = list(groups)
+    while active:
+        for group in list(active):
+            item = next(group, None)
+            if item is None:
+                active.remove(group)
+            else:
+                yield item
 
 
 def list_tasks(root: Path, split: str, count: int | None = None) -> list[str]:
-    """Return the ids of the first `count` playable tasks of `split` (all when None), round-robin over task types."""
+    """Return the ids of the first `count` playable tasks of `split` (all when None), round-robin over task types.
+
+    Unplayable trials are dropped before the round-robin, so they never shift the order of the others.
+    """
     by_type = _candidates(root, split)
+    playable = [(t for t in by_type[task_type] if is_playable(root / LAYOUT_DIR / t)) for task_type in TASK_TYPES]
     found: list[str] = []
-    for task_id in _round_robin([by_type[t] for t in TASK_TYPES]):
+    for task_id in _round_robin(playable):
         if count is not None and len(found) >= count:
             break
-        if is_playable(root / LAYOUT_DIR / task_id):
-            found.append(task_id)
+        found.append(task_id)
     return found
 
 
