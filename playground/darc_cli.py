@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from playground.cli import CLIError, cli, episode_options, make_config
+from playground.cli import DEFAULT_ENV, CLIError, cli, episode_options, make_config
 from playground.host import get_host
 
 
@@ -50,8 +50,9 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, *
     from playground.darc.evaluate import chosen_interventions, evaluate
 
     host = get_host()
+    env = (options["env_name"] or DEFAULT_ENV).partition(":")[0]
     try:
-        names = chosen_interventions(host, diagnosis, all_interventions)
+        names = chosen_interventions(host, env, diagnosis, all_interventions)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if not options["split"]:

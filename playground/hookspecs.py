@@ -64,13 +64,14 @@ def register_agents(register) -> None:
 def register_interventions(register) -> None:
     """Register interventions: the building blocks of harnesses.
 
-    Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None)`.
+    Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=())`.
     `factory(params)` gets the harness parameters (a dict) and returns an episode
     plugin: an object whose methods implement runtime hooks with `@hookimpl`.
     `modes` names the failure modes the intervention is admissible for (used by DARC);
     `cost_unit` says what its cost is counted in: "steps" (env steps of the attempt),
     "tokens" (prompt + completion tokens), "reasks" (interventions made), or any unit
     with a fixed `cost` per attempt (e.g. `cost_unit="k", cost=4` for a retrieval budget).
+    `envs` names the envs it works with (empty: any), so DARC only evaluates it there.
     """
 
 

@@ -168,9 +168,9 @@ class Host:
         def agent(name, factory, description="", needs_expert=False) -> None:
             self.agents.add(name, AgentSpec(name, factory, description, needs_expert, plugin))
 
-        def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None) -> None:
+        def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=()) -> None:
             self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin,
-                                                          None if cost is None else float(cost)))
+                                                          None if cost is None else float(cost), tuple(envs)))
 
         def harness(name, interventions=(), params=None, description="") -> None:
             self.harnesses.add(name, HarnessSpec(name, tuple(interventions), dict(params or {}), description, plugin))

@@ -30,6 +30,11 @@ class InterventionSpec:
     cost_unit: str = "steps"
     plugin: str = ""
     cost: float | None = None  # a fixed cost per attempt (e.g. a retrieval budget k), else derived from the unit
+    envs: tuple[str, ...] = ()  # the envs it works with; empty: any env
+
+    def works_with(self, env: str) -> bool:
+        """True when the intervention can be used on `env`."""
+        return not self.envs or env in self.envs
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,11 @@ def register_envs(register) -> None:
 @hookimpl
 def register_interventions(register) -> None:
     """Register the guard's interventions (DARC chooses among them, with Sentry's hard repair)."""
-    register("action_pruning", _action_pruning, modes=("action_validity",), cost_unit="steps",
+    register("action_pruning", _action_pruning, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
              description="invalid action: re-ask with the DARC guard's top-12 admissible actions and a phase prompt")
-    register("type_saturation", _type_saturation, modes=("action_validity",), cost_unit="steps",
+    register("type_saturation", _type_saturation, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
              description="invalid or off-task action: re-ask with only the commands relevant to the task type")
-    register("loop_fallback", _loop_fallback, modes=("action_validity",), cost_unit="steps",
+    register("loop_fallback", _loop_fallback, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
              description="looping action: replace it with the best-ranked unexplored command")
 
 

@@ -49,10 +49,10 @@ def _demos(k: int):
 @hookimpl
 def register_interventions(register) -> None:
     """Register `format-guard` and the retrieval-demonstration interventions `demos-k1` ... `demos-k16`."""
-    register("format-guard", _format_guard, modes=("format_precision",), cost_unit="reasks",
+    register("format-guard", _format_guard, modes=("format_precision",), cost_unit="reasks", envs=("finance",),
              description="Finance answer-format detector, re-ask with the exact format, format verifier")
     for k in DEMO_BUDGETS:
-        register(f"demos-k{k}", _demos(k), modes=("format_precision",), cost_unit="k", cost=k,
+        register(f"demos-k{k}", _demos(k), modes=("format_precision",), cost_unit="k", cost=k, envs=("finance",),
                  description=f"Finance: {k} BM25-retrieved solved train question{'s' if k > 1 else ''} shown before answering")
 
 

@@ -23,10 +23,10 @@ from playground.darc.profile import library
 EVAL_PREFIX = "darc-eval:"
 
 
-def chosen_interventions(host: Host, diagnosis_path: str | None, all_interventions: bool) -> list[str]:
-    """The interventions to evaluate: the diagnosis's admissible ones, or the whole library."""
+def chosen_interventions(host: Host, env: str, diagnosis_path: str | None, all_interventions: bool) -> list[str]:
+    """The interventions to evaluate: the diagnosis's admissible ones, or the whole library usable on `env`."""
     if all_interventions:
-        return sorted(spec.name for spec in library(host))
+        return sorted(spec.name for spec in library(host, env))
     if not diagnosis_path:
         raise ValueError("darc evaluate needs --diagnosis FILE (from darc profile) or --all-interventions")
     try:

@@ -69,9 +69,9 @@ def add_detect_only(host: Host, detectors: list[str]) -> list[str]:
     return names
 
 
-def library(host: Host) -> list[InterventionSpec]:
-    """Every registered intervention that can be deployed (not the detect-only twins)."""
-    return [spec for spec in host.interventions if not spec.name.startswith("detect-only:")]
+def library(host: Host, env: str) -> list[InterventionSpec]:
+    """Every registered intervention that can be deployed on `env` (not the detect-only twins)."""
+    return [spec for spec in host.interventions if not spec.name.startswith("detect-only:") and spec.works_with(env)]
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,8 @@ class Diagnosis:
     admissible: list[str]
 
 
-def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episodes: int, host: Host) -> Diagnosis:
+def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episodes: int, host: Host,
+             env: str) -> Diagnosis:
     """Pick the dominant failure mode from the signature histogram (rule: most detections per episode)."""
     counts: Counter[str] = Counter({mode: 0 for mode in DARC_MODES})
     for failure_type, labels in histogram.items():
@@ -98,7 +99,7 @@ def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episode
         why = f"no failure detected in {episodes} episodes; defaulting to {mode}"
     if mode == "action_validity":
         why += f"; {invalid_actions} invalid actions reached the env"
-    admissible = sorted(spec.name for spec in library(host) if mode in spec.modes)
+    admissible = sorted(spec.name for spec in library(host, env) if mode in spec.modes)
     return Diagnosis(mode, why, per_episode, admissible)
 
 
@@ -132,7 +133,7 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
             if label not in previous:
                 histogram.setdefault(event["failure_type"], Counter())[label] += 1
     plain = {t: dict(sorted(c.items())) for t, c in sorted(histogram.items())}
-    diagnosis = diagnose(plain, invalid, episodes, host)
+    diagnosis = diagnose(plain, invalid, episodes, host, config.env)
     result = {"env": f"{config.env}:{config.task_set}", "split": config.split, "agent": config.agent,
               "episodes": episodes, "success_rate": summary["harnesses"][PROFILE_HARNESS]["success_rate"],
               "detectors": detectors, "histogram": plain, "invalid_actions": invalid,
