@@ -72,6 +72,14 @@ class TaskSet:
         return ids if count is None else ids[:count]
 
 
+def match_admissible(action: str, admissible) -> str | None:
+    """Return the admissible command `action` names, ignoring case and extra spaces, or None."""
+    def key(text: str) -> str:
+        return " ".join(str(text).split()).lower()
+
+    return {key(a): a for a in admissible}.get(key(action))
+
+
 def seed_range(prefix: str, start: int, size: int = 10_000) -> Callable[[int], list[str]]:
     """A generated split: `count -> ["<prefix>-<start>", "<prefix>-<start+1>", ...]`, at most `size` ids.
 

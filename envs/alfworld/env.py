@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from playground.environments import TextEnv
+from playground.environments import TextEnv, match_admissible
 from playground.envs.alfworld.data import task_type_of
 from playground.envs.alfworld.engine import IsolatedRandom, alfworld_module
 
@@ -29,11 +29,6 @@ INVALID_ACTION_TEXT = "Nothing happens."
 GAME_OVER_TEXT = "The task is over."
 WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
 _GOAL = re.compile(r"Your task is to:\s*(.+?)\s*$", re.S)
-
-
-def normalize(action: str) -> str:
-    """Return an action lowercased with single spaces (how actions are matched)."""
-    return " ".join(str(action).split()).lower()
 
 
 def goal_of(intro: str) -> str:
@@ -188,7 +183,7 @@ class AlfWorldEnv(TextEnv):
         """Play `action`; an inadmissible one is not sent to the engine and changes nothing."""
         if self._session is None:
             raise RuntimeError("alfworld: call reset() before step()")
-        command = {normalize(a): a for a in self._admissible()}.get(normalize(action))
+        command = match_admissible(action, self._admissible())
         if command is None:
             text = GAME_OVER_TEXT if self._state.won else INVALID_ACTION_TEXT
             return text, 0.0, self._state.won, False, self._info(valid=False)

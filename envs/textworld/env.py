@@ -17,7 +17,7 @@ from typing import Any
 import textworld
 from textworld import EnvInfos
 
-from playground.environments import TaskSet, TextEnv
+from playground.environments import TaskSet, TextEnv, match_admissible
 from playground.envs.textworld.games import ensure_game
 
 INVALID_ACTION_TEXT = "That is not something you can do here."
@@ -41,10 +41,6 @@ def _quiet_jericho():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Game .* is not fully supported")
         yield
-
-
-def _normalize(action: str) -> str:
-    return " ".join(str(action).split()).lower()
 
 
 @dataclass(frozen=True)
@@ -113,7 +109,7 @@ class TextWorldEnv(TextEnv):
         """Play `action`; an inadmissible one is not sent to the game and changes nothing."""
         if self._env is None:
             raise RuntimeError("textworld: call reset() before step()")
-        command = {_normalize(a): a for a in self._admissible()}.get(_normalize(action))
+        command = match_admissible(action, self._admissible())
         if command is None:
             text = GAME_OVER_TEXT if self._status.ended else INVALID_ACTION_TEXT
             return text, 0.0, self._status.ended, False, self._info(valid=False)
