@@ -170,8 +170,8 @@ def run_one_episode(host: Host, config: RunConfig, run_id: str, rundir: RunDir, 
 def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
     """One record for a cascade: the last attempt's outcome, summed counts and costs, and each attempt."""
     merged = dict(attempts[-1])
-    for key in ("steps", "invalid_actions", "detected_failures", "verified_recoveries", "unresolved_recoveries",
-                "lessons_added", "prompt_tokens", "completion_tokens", "seconds", "cost"):
+    counters = [key for key, value in EpisodeTally().as_record().items() if isinstance(value, int)]
+    for key in ["steps", "seconds", "cost", *counters]:  # every tally counter, so new ones add up too
         merged[key] = sum(a.get(key) or 0 for a in attempts)
     merged["interventions"] = dict(sum((Counter(a["interventions"]) for a in attempts), Counter()))
     merged["trace"] = attempts[0]["trace"]
