@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -107,12 +109,12 @@ def test_listings(capsys):
 
 
 def test_help_does_not_import_heavy_engines():
-    result = run_cli("-c" if False else "--help")
-    assert result.returncode == 0
-    import subprocess, sys
+    result = run_cli("--help")
+    assert result.returncode == 0 and "run" in result.stdout
     probe = subprocess.run([sys.executable, "-c", "import sys; from playground.cli import main; "
-                            "main(['envs']); print('textworld' in sys.modules)"], capture_output=True, text=True)
-    assert probe.stdout.strip().endswith("False"), probe.stdout + probe.stderr
+                            "main(['envs']); print('textworld' in sys.modules, 'alfworld' in sys.modules)"],
+                           capture_output=True, text=True)
+    assert probe.stdout.strip().endswith("False False"), probe.stdout + probe.stderr
 
 
 def test_wilson_interval():
