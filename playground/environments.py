@@ -9,6 +9,14 @@ initial state, the same every time.
 Keys every env puts in `info` (where it can): `goal`, `admissible_actions` (sorted),
 `valid_action` (for the last action), `won`, `lost`, `score`, `max_score`; and, only
 when the env was made with `expert=True`, `expert_plan` (for non-LLM agents).
+
+An admissible action may be a template `verb[...]`: any `verb[<argument>]` with a
+non-empty argument is admissible (WebShop's `search[...]`). Optional keys that let
+env-agnostic plugins understand an env's actions:
+- `action_kinds`: admissible action -> kind, where "look" reads without changing
+  anything, "move" navigates, "finish" ends the task (e.g. WebShop's Buy Now);
+- `open_choices`: choices visible on screen that are still unmade and that the finish
+  action would leave unmade (e.g. WebShop option groups with no value chosen).
 """
 
 from __future__ import annotations
@@ -72,12 +80,54 @@ class TaskSet:
         return ids if count is None else ids[:count]
 
 
-def match_admissible(action: str, admissible) -> str | None:
-    """Return the admissible command `action` names, ignoring case and extra spaces, or None."""
-    def key(text: str) -> str:
-        return " ".join(str(text).split()).lower()
+TEMPLATE_ARGUMENT = "[...]"
 
-    return {key(a): a for a in admissible}.get(key(action))
+
+def _key(text: str) -> str:
+    return " ".join(str(text).split()).lower()
+
+
+def match_admissible(action: str, admissible) -> str | None:
+    """Return the admissible command `action` names, ignoring case and extra spaces, or None.
+
+    An action that fills a template `verb[...]` is returned as written.
+    """
+    found = {_key(a): a for a in admissible}.get(_key(action))
+    if found is not None and not is_template(found):
+        return found
+    return action if any(fills_template(action, a) for a in admissible if is_template(a)) else None
+
+
+def is_admissible(action: str, admissible) -> bool:
+    """True when `action` is one of `admissible` or fills one of its templates."""
+    return match_admissible(action, admissible) is not None
+
+
+def is_template(action: str) -> bool:
+    """True for a template action such as `search[...]`."""
+    return action.endswith(TEMPLATE_ARGUMENT) and len(action) > len(TEMPLATE_ARGUMENT)
+
+
+def fills_template(action: str, template: str) -> bool:
+    """True when `action` is `template`'s verb with a non-empty argument in brackets."""
+    verb = _key(template[: -len(TEMPLATE_ARGUMENT)])
+    text = " ".join(action.split())
+    return (text.lower().startswith(verb + "[") and text.endswith("]")
+            and bool(text[len(verb) + 1:-1].strip()) and text[len(verb) + 1:-1].strip() != "...")
+
+
+def kind_of(action: str, action_kinds: Mapping[str, str]) -> str:
+    """The kind the env's `action_kinds` gives `action` (directly or through a template), or ""."""
+    for admissible, kind in action_kinds.items():
+        if _key(admissible) == _key(action) or (is_template(admissible) and fills_template(action, admissible)):
+            return kind
+    return ""
+
+
+def fill_template(template: str, argument: str) -> str:
+    """`template` with its `...` replaced by `argument` (one line, brackets removed)."""
+    clean = " ".join(argument.replace("[", " ").replace("]", " ").split())
+    return template[: -len(TEMPLATE_ARGUMENT)] + f"[{clean}]"
 
 
 def seed_range(prefix: str, start: int, size: int = 10_000) -> Callable[[int], list[str]]:

@@ -43,6 +43,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "textworld": "playground.envs.textworld",
     "finance": "playground.envs.finance",
     "alfworld": "playground.envs.alfworld",
+    "webshop": "playground.envs.webshop",
     "sentry": "playground.plugins.sentry",
 }
 

@@ -114,7 +114,8 @@ HTTP_DEFAULTS: dict[str, Any] = {
     "max_tokens": 256, "timeout": 60.0, "retries": 4, "cache_dir": "", "window": 5, "max_obs_chars": 800,
 }
 LOCAL_DEFAULTS: dict[str, Any] = {
-    "gguf": "", "temperature": 0.0, "seed": 0, "max_tokens": 64, "threads": 2, "constrained": False,
+    "gguf": "", "temperature": 0.0, "seed": 0, "max_tokens": 64, "threads": 2, "n_ctx": 8192,
+    "constrained": False,
     "window": 5, "max_obs_chars": 600,
 }
 
@@ -133,7 +134,8 @@ def make_local_agent(**options: Any) -> LLMAgent:
     """Build the `local` agent: a GGUF model run by llama.cpp (SmolLM2-135M by default)."""
     o = parse_options(LOCAL_DEFAULTS, options, "local")
     try:
-        model = LocalChatModel(o["gguf"] or None, o["temperature"], o["seed"], o["max_tokens"], threads=o["threads"])
+        model = LocalChatModel(o["gguf"] or None, o["temperature"], o["seed"], o["max_tokens"],
+                               n_ctx=o["n_ctx"], threads=o["threads"])
     except LLMError as exc:
         raise ValueError(f"agent 'local': {exc}") from None
     return LLMAgent(model, o["window"], o["max_obs_chars"], constrained=o["constrained"])

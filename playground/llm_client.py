@@ -164,10 +164,11 @@ class LocalChatModel:
     strings: the model can then only answer with an admissible action.
     """
 
-    _loaded: dict[tuple, Any] = {}  # one model per (path, threads) per process: loading costs memory and time
+    # SmolLM2 was trained with an 8,192-token context; 2,048 overflowed under sentry-persistent.
+    _loaded: dict[tuple, Any] = {}  # one model per (path, threads, n_ctx) per process: loading costs memory and time
 
     def __init__(self, gguf: str | None = None, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
-                 n_ctx: int = 2048, threads: int = 2) -> None:
+                 n_ctx: int = 8192, threads: int = 2) -> None:
         try:
             import llama_cpp  # noqa: F401
         except ImportError:

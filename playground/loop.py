@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+from playground.environments import kind_of
 from playground.episode_hooks import EpisodeHooks, PluginError
 from playground.host import format_exception
 from playground.payloads import (
@@ -143,7 +144,9 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     while state.steps < config.max_steps:
         context = StepContext(config.run_id, config.episode_id, config.env, config.task_id, config.harness,
                               state.steps, goal, observation, _admissible(info), tuple(history),
-                              info.get("score"), info.get("max_score"), task_set=config.task_set)
+                              info.get("score"), info.get("max_score"), task_set=config.task_set,
+                              action_kinds=dict(info.get("action_kinds") or {}),
+                              open_choices=tuple(info.get("open_choices") or ()))
         if can_checkpoint and hooks.call("want_checkpoint", context=context):
             checkpoints[state.steps] = _Checkpoint(_call("env snapshot", env.snapshot), len(history), observation, dict(info))
             emit("checkpoint", {"step": state.steps})
@@ -167,7 +170,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         state.score, state.max_score = info.get("score", state.score), info.get("max_score", state.max_score)
         valid = bool(info.get("valid_action", True))
         history.append(Turn(context.step, proposal.thought, proposal.action, observation, valid, float(reward),
-                            info.get("score")))
+                            info.get("score"), kind_of(proposal.action, context.action_kinds)))
         state.steps += 1
         outcome = StepOutcome(context, proposal, observation, float(reward), bool(terminated), bool(truncated),
                               valid, state.won, info.get("score"), _admissible(info))
@@ -204,7 +207,7 @@ def _rollback(env, decision, checkpoints: dict[int, _Checkpoint], config: Episod
 def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict):
     """Ask the agent, run detectors and the decision hook, re-asking while plugins say so."""
     message = None
-    extras = {"expert_plan": info["expert_plan"]} if "expert_plan" in info else {}
+    extras = {key: info[key] for key in ("expert_plan", "action_kinds") if key in info}
     notes = tuple(str(n) for n in hooks.collect("agent_notes", context=context))
     attempt = 0
     while True:

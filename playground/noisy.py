@@ -23,6 +23,7 @@ import random
 from typing import Any
 
 from playground.agents import expert_action, parse_options
+from playground.environments import is_template
 from playground.payloads import AgentView, Proposal
 
 # failure mode -> (failure type, retrieval label) a correct detector would report
@@ -66,10 +67,11 @@ class NoisyAgent:
         self.remaining = 0
         self.last_action = ""
         self.loop_action = ""
+        self.last_search = ""
 
     def reset(self, task_id: str, seed: int) -> None:
         self.rng = random.Random(f"noisy:{seed}:{task_id}")
-        self.mode, self.remaining, self.last_action, self.loop_action = None, 0, "", ""
+        self.mode, self.remaining, self.last_action, self.loop_action, self.last_search = None, 0, "", "", ""
 
     @property
     def failure(self) -> tuple[str, str] | None:
@@ -82,6 +84,8 @@ class NoisyAgent:
         if proposal is None:
             proposal = self._next(view, planned)
         self.last_action = proposal.action
+        if proposal.action.lower().startswith("search["):
+            self.last_search = proposal.action
         return proposal
 
     def _react(self, view: AgentView, planned: str | None) -> Proposal | None:
@@ -127,8 +131,13 @@ class NoisyAgent:
 
     def _failure_action(self, mode: str, view: AgentView, planned: str | None) -> Proposal:
         """The action of a failure mode, with a thought that believes in it (no mismatch)."""
+        kinds = view.extras.get("action_kinds")
+        if kinds and mode in ("repeat", "stall", "drift", "stop"):
+            proposal = self._kind_failure(mode, dict(kinds), planned)
+            # a failure this page offers no action for is not made here
+            return proposal or self._on_plan(planned, "Next step of the plan")
         target = planned or "the goal"
-        admissible = sorted(view.admissible_actions or ())
+        admissible = sorted(a for a in view.admissible_actions or () if not is_template(a))
         if mode == "invalid":
             action = _misspell(planned or "look", self.rng)
             return Proposal(thought=f"I will {action}.", action=action)
@@ -150,6 +159,35 @@ class NoisyAgent:
         stall = [a for a in admissible if a.startswith(STALL_VERBS)] or ["look"]
         action = self.rng.choice(stall)
         return Proposal(thought=f"Let me {action} first.", action=action)
+
+
+    def _kind_failure(self, mode: str, kinds: dict[str, str], planned: str | None) -> Proposal | None:
+        """The failure in an env that names its action kinds (e.g. WebShop); None where it has no such action.
+
+        repeat: re-read or re-page the same thing; stall: read sub-pages; drift: open another
+        item or choose another option than planned; stop: the finish action before the plan's end.
+        """
+        def of(*wanted: str) -> list[str]:
+            return sorted(a for a, k in kinds.items() if k in wanted and a != planned and not is_template(a))
+
+        if mode == "repeat":
+            if self.loop_action not in kinds:
+                looping = of("look", "page")
+                if self.last_search and "search" in kinds.values():
+                    looping = [self.last_search]  # search the same words again
+                if not looping:
+                    return None
+                self.loop_action = self.rng.choice(looping)
+            return Proposal(thought=f"I should {self.loop_action} again to be sure.", action=self.loop_action)
+        if mode == "stall" and of("look"):
+            action = self.rng.choice(of("look"))
+            return Proposal(thought=f"Let me {action} first.", action=action)
+        if mode == "drift" and of("open", "select"):
+            action = self.rng.choice(of("open", "select"))
+            return Proposal(thought=f"I will {action}.", action=action)
+        if mode == "stop" and of("finish"):
+            return Proposal(thought="This one will do; I buy it now.", action=of("finish")[0])
+        return None
 
 
 def _misspell(action: str, rng: random.Random) -> str:

@@ -28,6 +28,7 @@ class Turn:
     valid_action: bool
     reward: float = 0.0
     score: float | None = None
+    kind: str = ""  # the env's kind for the action ("look", "move", "finish", ...), where it gives kinds
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,9 @@ class StepContext:
     max_score: float | None = None
     attempt: int = 0  # 0 for the first proposal of a step, then 1, 2, ... after each re-ask
     task_set: str = ""
+    # from the env's info, where it gives them (see playground.environments)
+    action_kinds: Mapping[str, str] = field(default_factory=dict)
+    open_choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

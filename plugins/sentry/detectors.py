@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from playground.environments import is_admissible, kind_of
 from playground.payloads import Detection, Proposal, StepContext, Turn
 
 DETECTOR = "sentry"
@@ -50,8 +51,23 @@ def object_words(action: str) -> set[str]:
 
 
 def is_observation_only(action: str) -> bool:
-    """True for actions that only look (they change nothing in the world)."""
+    """True for actions whose verb only looks (they change nothing in the world)."""
     return action.strip().lower().split(" ", 1)[0] in OBSERVE_VERBS
+
+
+def action_kind(action: str, action_kinds=None) -> str:
+    """The action's kind: the env's (`action_kinds`) where it gives one, else "look"/"move" by verb, else ""."""
+    kind = kind_of(action, action_kinds) if action_kinds else ""
+    if kind:
+        return kind
+    if is_observation_only(action):
+        return "look"
+    return "move" if action.strip().lower().startswith("go ") else ""
+
+
+def turn_kind(turn: Turn) -> str:
+    """The kind of a finished turn's action (recorded by the loop, else by verb)."""
+    return turn.kind or action_kind(turn.action)
 
 
 def _quote(turns: tuple[Turn, ...], proposal: Proposal) -> str:
@@ -67,16 +83,21 @@ def detect_invalid_action(context: StepContext, proposal: Proposal, window: Wind
     if proposal.finish:
         return None
     action = proposal.action.strip()
-    if not action or "\n" in action or len(action.split()) > MAX_ACTION_WORDS or re.search(r"[<>{}|]|^action\s*:", action, re.I):
+    admissible = context.admissible_actions
+    if admissible is not None and action and is_admissible(action, admissible):
+        return None
+    if not action or "\n" in action or len(action.split()) > MAX_ACTION_WORDS or re.search(r"[<>{}|]|^action\s*:", re.sub(r"\[[^\]]*\]$", "[]", action), re.I):
         return Detection(DETECTOR, "action_validity", ("unparseable_action",), 1.0,
                          f"unparseable action {proposal.action!r}", subtype="unparseable")
-    admissible = context.admissible_actions
-    if admissible is not None and action.lower() not in {a.lower() for a in admissible}:
-        verb = action.split(" ", 1)[0].lower()
-        subtype = "unknown_verb" if verb not in {a.split(" ", 1)[0] for a in admissible} else "bad_argument"
+    if admissible is not None and not is_admissible(action, admissible):
+        subtype = "unknown_verb" if _verb(action) not in {_verb(a) for a in admissible} else "bad_argument"
         return Detection(DETECTOR, "action_validity", ("invalid_action",), 1.0,
                          f"{action!r} is not among the {len(admissible)} admissible actions", subtype=subtype)
     return None
+
+
+def _verb(action: str) -> str:
+    return re.split(r"[\s\[]", action.strip().lower(), maxsplit=1)[0]
 
 
 # -- progress ------------------------------------------------------------------------
@@ -109,24 +130,55 @@ def detect_stall(context: StepContext, proposal: Proposal, window: Window) -> De
     recent = window.turns[-3:]
     if proposal.finish or len(recent) < 3:
         return None
-    idle = [not t.valid_action or is_observation_only(t.action) for t in recent]
+    idle = [not t.valid_action or turn_kind(t) == "look" for t in recent]
     scores = [t.score for t in recent if t.score is not None]
     gained = len(scores) >= 2 and scores[-1] > scores[0]
-    if all(idle) and (not proposal.action or is_observation_only(proposal.action)) and not gained:
+    proposed_idle = not proposal.action or action_kind(proposal.action, context.action_kinds) == "look"
+    if all(idle) and proposed_idle and not gained:
         return Detection(DETECTOR, "progress", ("planning_stall",), 0.8,
                          "four actions in a row that change nothing: " + _quote(recent, proposal), subtype="idle")
     return None
 
 
+def detect_inspection_when_ready(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+    """Reading more about an item already inspected once, with every choice made and the finish action on offer.
+
+    Needs env action kinds ("open", "look", "finish"); envs without them never trigger it.
+    """
+    kinds = context.action_kinds
+    if proposal.finish or context.open_choices or "finish" not in kinds.values():
+        return None
+    if action_kind(proposal.action, kinds) != "look":
+        return None
+    since_open = []
+    for turn in reversed(context.history):
+        if turn_kind(turn) in ("open", "search"):
+            break
+        since_open.append(turn)
+    looks = [t for t in since_open if turn_kind(t) == "look"]
+    if not looks:
+        return None
+    return Detection(DETECTOR, "progress", ("planning_stall",), 0.7,
+                     f"every choice is made and the item was already inspected {len(looks)}x; "
+                     + _quote(window.turns, proposal), subtype="inspect_when_ready")
+
+
 def detect_over_exploration(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
     """Wandering: many different moves and inspections in the window, at least two moves, no score gain."""
-    if proposal.finish or len(window.turns) < 5 or not _explores(proposal.action):
+    proposed = action_kind(proposal.action, context.action_kinds)
+    if proposal.finish or proposed not in ("look", "move", "page"):
+        return None
+    kinds = [turn_kind(t) for t in window.turns] + [proposed]
+    if proposed == "page" and kinds[-4:] == ["page"] * 4:
+        return Detection(DETECTOR, "progress", ("over_exploration",), 0.7,
+                         "paging through results without opening any: " + _quote(window.turns, proposal), subtype="paging")
+    if len(window.turns) < 5:
         return None
     actions = [t.action for t in window.turns] + [proposal.action]
-    exploring = [a for a in actions if _explores(a)]
+    exploring = [a for a, k in zip(actions, kinds) if k in ("look", "move")]
     scores = [t.score for t in window.turns if t.score is not None]
     gained = len(scores) >= 2 and scores[-1] > scores[0]
-    moves = sum(a.startswith("go ") for a in exploring)
+    moves = kinds.count("move")
     if len(exploring) >= 5 and len(set(exploring)) >= 4 and moves >= 2 and not gained:
         return Detection(DETECTOR, "progress", ("over_exploration",), 0.65,
                          f"{len(exploring)} of the last {len(actions)} actions only explore: " + _quote(window.turns, proposal),
@@ -134,12 +186,12 @@ def detect_over_exploration(context: StepContext, proposal: Proposal, window: Wi
     return None
 
 
-def _explores(action: str) -> bool:
-    return is_observation_only(action) or action.startswith("go ")
-
-
 def detect_early_stop(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
     """The agent declares the task done while the visible score says it is not."""
+    if not proposal.finish and action_kind(proposal.action, context.action_kinds) == "finish" and context.open_choices:
+        return Detection(DETECTOR, "progress", ("termination_miscalibration",), 0.9,
+                         f"{proposal.action!r} ends the task with choices still open: {', '.join(context.open_choices)}",
+                         subtype="finish_with_open_choices")
     if not proposal.finish:
         return None
     if context.max_score is not None and context.score is not None and context.score < context.max_score:
@@ -157,7 +209,7 @@ def detect_early_stop(context: StepContext, proposal: Proposal, window: Window) 
 def detect_hallucination(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
     """The action names things never seen in the goal, observations or admissible actions."""
     unseen = sorted(w for w in object_words(proposal.action) if w not in window.seen_words)
-    if proposal.finish or not unseen:
+    if proposal.finish or not unseen or action_kind(proposal.action, context.action_kinds) == "search":
         return None
     return Detection(DETECTOR, "grounding", ("hallucination",), 0.75,
                      f"{proposal.action!r} names {', '.join(unseen)}, never observed", subtype="unseen_object")
@@ -178,7 +230,8 @@ def detect_objective_drift(context: StepContext, proposal: Proposal, window: Win
             return set()
         return objs
 
-    if proposal.finish or not off_goal(proposal.action):
+    # envs that name their action kinds (web pages, not worlds) have no objects to drift to
+    if proposal.finish or context.action_kinds or not off_goal(proposal.action):
         return None
     recent = [off_goal(a) for a in [t.action for t in window.turns[-2:]] + [proposal.action]]
     scattered = [objs for objs in recent if objs]
@@ -191,7 +244,7 @@ def detect_objective_drift(context: StepContext, proposal: Proposal, window: Win
 
 def detect_reasoning_action_mismatch(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
     """The thought names a target the action does not touch."""
-    if proposal.finish or is_observation_only(proposal.action):
+    if proposal.finish or context.action_kinds or is_observation_only(proposal.action):
         return None
     entities = {w for a in [*(context.admissible_actions or ()),
                                                       *(t.action for t in context.history if t.valid_action)]
@@ -208,7 +261,8 @@ def detect_reasoning_action_mismatch(context: StepContext, proposal: Proposal, w
 
 Detector = Callable[[StepContext, Proposal, Window], Detection | None]
 VALIDITY_DETECTORS: tuple[Detector, ...] = (detect_invalid_action,)
-PROGRESS_DETECTORS: tuple[Detector, ...] = (detect_early_stop, detect_repetition, detect_stall, detect_over_exploration)
+PROGRESS_DETECTORS: tuple[Detector, ...] = (detect_early_stop, detect_repetition, detect_stall, detect_inspection_when_ready,
+                                            detect_over_exploration)
 GROUNDING_DETECTORS: tuple[Detector, ...] = (detect_hallucination, detect_objective_drift, detect_reasoning_action_mismatch)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from playground.environments import fill_template, is_template
 from playground.payloads import Detection, InterventionMessage, StepContext
 
-from playground.plugins.sentry.detectors import is_observation_only, object_words, words
+from playground.plugins.sentry.detectors import action_kind, object_words, words
 
 GENERAL_ADVICE = {
     "invalid_action": "That action is not available here. Choose exactly one of the valid actions listed.",
@@ -21,17 +22,21 @@ GENERAL_ADVICE = {
 
 
 def rank_actions(context: StepContext, top: int = 12) -> list[str]:
-    """Rank the admissible actions: goal-term overlap up, recently done and looping actions down."""
+    """Rank the admissible actions: goal-term overlap up, recently done and looping actions down.
+
+    A template such as `search[...]` is offered filled with the goal's text.
+    """
     goal_terms = set(words(context.goal))
     recent = [t.action for t in context.history[-5:]]
 
     def score(action: str) -> tuple[float, str]:
         value = 2.0 * len(object_words(action) & goal_terms) + 0.5 * bool(set(words(action)[:1]) & goal_terms)
         value -= 1.5 * recent.count(action)  # recency and loop penalty
-        value -= 0.5 if is_observation_only(action) else 0.0
+        value -= 0.5 if action_kind(action, context.action_kinds) == "look" else 0.0
         return (-value, action)
 
-    return sorted(context.admissible_actions or (), key=score)[:top]
+    actions = [fill_template(a, context.goal) if is_template(a) else a for a in context.admissible_actions or ()]
+    return sorted(actions, key=score)[:top]
 
 
 def hard_repair_message(context: StepContext, detection: Detection, top: int) -> InterventionMessage:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from playground.payloads import Detection, StepOutcome
 
-from playground.plugins.sentry.detectors import is_observation_only
+from playground.plugins.sentry.detectors import action_kind
 
 
 @dataclass
@@ -71,7 +71,8 @@ class RecoveryVerifier:
         new_information = observation not in self.seen
         self.seen.add(observation)
         action = outcome.proposal.action
-        changed_world = outcome.valid_action and not outcome.proposal.finish and not is_observation_only(action)
+        changed_world = (outcome.valid_action and not outcome.proposal.finish
+                         and action_kind(action, outcome.context.action_kinds) != "look")
         verdicts, still_open = [], []
         for w in self.watches:
             if outcome.context.step < w.repair_step:
