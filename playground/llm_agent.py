@@ -8,7 +8,8 @@ its first line goes to the env as the action, so the failure is visible to the h
 as an invalid action instead of crashing the run. `Action: finish` declares the task done.
 
 With `constrained=True` (models that support it), decoding is limited to the admissible
-actions, or to the actions an intervention message offers when it offers some.
+actions, or to the actions an intervention message offers when it offers some; a
+template such as `search[...]` admits any one-line argument.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 from typing import Any
 
 from playground.agents import parse_options
+from playground.environments import is_admissible, is_template
 from playground.llm_client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
 from playground.payloads import AgentView, Proposal
 
@@ -45,6 +47,9 @@ def render_prompt(view: AgentView, window: int, max_chars: int) -> list[dict]:
     parts.append(f"Current observation:\n{_clip(view.observation, max_chars)}")
     if view.admissible_actions is not None:
         parts.append("Valid actions: " + ", ".join(view.admissible_actions))
+        templates = [a for a in view.admissible_actions if is_template(a)]
+        if templates:
+            parts.append("In " + ", ".join(templates) + " replace ... with your own words.")
     for note in view.notes:
         parts.append(note)
     if view.message is not None:
@@ -61,7 +66,7 @@ def parse_reply(text: str, admissible: tuple[str, ...] | None) -> tuple[str, str
     if actions:
         return thought, _unquote(actions[0])
     bare = _unquote(text)
-    if admissible and bare.lower() in {a.lower() for a in admissible}:
+    if admissible and is_admissible(bare, admissible):
         return thought, bare
     return None
 
@@ -89,7 +94,7 @@ class LLMAgent:
     def propose(self, view: AgentView) -> Proposal:
         messages = render_prompt(view, self.window, self.max_obs_chars)
         if self.constrained and view.admissible_actions:
-            offered = [a for a in (view.message.actions if view.message else ()) if a in view.admissible_actions]
+            offered = [a for a in (view.message.actions if view.message else ()) if is_admissible(a, view.admissible_actions)]
             reply = self.model.complete(messages, choices=offered or list(view.admissible_actions))
             return Proposal("", reply.text.strip(), False, reply.prompt_tokens, reply.completion_tokens)
         reply = self.model.complete(messages)

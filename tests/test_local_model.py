@@ -22,3 +22,15 @@ def test_smollm2_plays_constrained_and_free_text():
 
     free = play(tiny_env(expert=False), make_local_agent(max_tokens=24), task="tiny-3", max_steps=2, strict=False)
     assert free.result.status in {"truncated", "won", "stopped"} and free.count("proposal") >= 2
+
+
+@pytest.mark.slow
+def test_smollm2_constrained_to_webshop_actions_including_the_search_template():
+    from playground.envs.webshop.env import WebShopProvider
+
+    env = WebShopProvider().make("generated")
+    result = play(env, make_local_agent(constrained=True, max_tokens=40), task="generated-20000", max_steps=3,
+                  plugins=[SentryPlugin({})])
+    steps = result.of("step")
+    assert steps and all(s["valid_action"] for s in steps)
+    assert steps[0]["action"].startswith("search[") and steps[0]["action"] != "search[...]"

@@ -368,3 +368,52 @@ def test_search_template_is_valid_and_long_queries_are_not_unparseable():
     long_query = "search[i need sulfate free and paraben free shampoo with scent lavender and size large under twenty dollars]"
     assert labels(env, [], long_query) == set()
     assert labels(env, ["search[shampoo]"], "click[Next >]") == {("invalid_action", "bad_argument")}
+
+
+# -- the noisy agent's failures on WebShop ----------------------------------------------------
+
+
+def noisy_proposal(mode: str, env: WebShopEnv, actions: list[str], **options) -> Proposal:
+    from playground.noisy import NoisyAgent
+    from playground.payloads import AgentView
+
+    agent = NoisyAgent(**{m: float(m == mode) for m in ("invalid", "malformed", "repeat", "stall", "drift", "stop")})
+    agent.reset("t", 0)
+    history, info, _ = play(env, actions)
+    view = AgentView(env.goal.instruction, env.render(), tuple(history), tuple(info["admissible_actions"]), len(history),
+                     extras={"expert_plan": info["expert_plan"], "action_kinds": info["action_kinds"]})
+    return agent.propose(view)
+
+
+def test_noisy_agent_makes_webshop_failures_with_valid_actions():
+    env, _ = small_shop()
+    on_item = ["search[shampoo]", "click[B000SHAMP1]"]
+    assert noisy_proposal("stop", env, on_item).action == "click[Buy Now]"  # buys before choosing options
+    assert noisy_proposal("stall", env, on_item).action in {f"click[{p}]" for p in ("Description", "Features", "Reviews", "Attributes")}
+    assert noisy_proposal("drift", env, on_item).action in {"click[citrus]", "click[small]", "click[large]", "click[lavender]"}
+    # on the search page the only failure a repeat can make is the same search again; with none yet it stays on plan
+    assert noisy_proposal("repeat", env, []).action.startswith("search[")
+
+
+# -- through the command line --------------------------------------------------------------------
+
+
+def test_cli_runs_noisy_under_base_and_sentry(capsys, tmp_path):
+    from playground.cli import main
+
+    out = tmp_path / "run"
+    code = main(["run", "--env", "webshop", "--agent", "noisy", "--harness", "base", "--harness", "sentry",
+                 "--episodes", "12", "--max-steps", "15", "--agent-option", "stop=0.1", "--agent-option", "invalid=0.2",
+                 "--out", str(out), "--quiet"])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["env"] == "webshop:generated" and set(summary["harnesses"]) == {"base", "sentry"}
+    sentry = summary["harnesses"]["sentry"]
+    assert sentry["episodes"] == 12 and sentry["detected_failures"] > 0 and 0.0 <= sentry["mean_score"] <= 1.0
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert all(r["status"] in {"won", "lost", "truncated", "stopped"} for r in records)
+    trace = [json.loads(line) for line in (out / records[0]["trace"]).read_text().splitlines()]
+    assert trace[0]["env"] == "webshop" and trace[0]["products"] == 1000
+    capsys.readouterr()
+    code = main(["envs"])
+    assert code == 0 and "webshop:generated" in capsys.readouterr().out
