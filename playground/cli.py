@@ -134,14 +134,33 @@ def run_command(harnesses, out, playbook, **options) -> None:
     click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
 
 
-@cli.command("envs")
-def envs_command() -> None:
-    """List envs and their task sets."""
+@cli.group("envs", invoke_without_command=True)
+@click.pass_context
+def envs_command(ctx: click.Context) -> None:
+    """List envs and their task sets (`envs setup NAME` installs what an env needs)."""
+    if ctx.invoked_subcommand is not None:
+        return
     for spec in get_host().envs:
         click.echo(f"{spec.name}: {spec.description}  [plugin {spec.plugin}]")
         for name, task_set in spec.provider.task_sets().items():
             default = " (default)" if name == spec.provider.default_task_set else ""
             click.echo(f"  {spec.name}:{name}{default}  splits: {', '.join(task_set.splits)}  - {task_set.description}")
+
+
+@envs_command.command("setup")
+@click.argument("name")
+def envs_setup_command(name: str) -> None:
+    """Install what env NAME needs outside this environment (e.g. AppWorld's own virtual environment)."""
+    host = get_host()
+    try:
+        provider = host.envs.get(name).provider
+    except KeyError as exc:
+        raise CLIError(exc.args[0]) from None
+    try:
+        provider.setup(lambda message: click.echo(message, err=True))
+    except RuntimeError as exc:
+        raise CLIError(f"envs setup {name}: {exc}") from None
+    click.echo(f"{name}: set up")
 
 
 @cli.command("agents")

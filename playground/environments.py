@@ -16,12 +16,16 @@ env-agnostic plugins understand an env's actions:
 - `action_kinds`: admissible action -> kind, where "look" reads without changing
   anything, "move" navigates, "finish" ends the task (e.g. WebShop's Buy Now);
 - `open_choices`: choices visible on screen that are still unmade and that the finish
-  action would leave unmade (e.g. WebShop option groups with no value chosen).
+  action would leave unmade (e.g. WebShop option groups with no value chosen);
+- `action_format`: "code" where an action is a program (AppWorld's Python cells), so
+  plugins that read actions as short commands leave them alone (default "command").
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import gymnasium
@@ -78,6 +82,11 @@ class TaskSet:
             return list(source(count if count is not None else self.default_count))
         ids = list(source)
         return ids if count is None else ids[:count]
+
+
+def cache_root() -> Path:
+    """Return the playground cache folder (`$PLAYGROUND_CACHE`, else ~/.cache/playground)."""
+    return Path(os.environ.get("PLAYGROUND_CACHE") or Path.home() / ".cache" / "playground")
 
 
 TEMPLATE_ARGUMENT = "[...]"
@@ -163,6 +172,10 @@ class EnvProvider:
 
     def prepare(self, task_set: str, task_ids: list[str], progress: Callable[[str], None] | None = None) -> None:
         """Make sure the given tasks exist on disk (e.g. generate and cache games)."""
+
+    def setup(self, progress: Callable[[str], None]) -> None:
+        """Install what the env needs outside this environment (`playground envs setup NAME`); default: nothing."""
+        progress(f"{self.name}: nothing to set up")
 
     def describe(self, task_set: str) -> dict:
         """Return what a trace header records: package version, data hash or seeds."""

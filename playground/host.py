@@ -44,6 +44,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "finance": "playground.envs.finance",
     "alfworld": "playground.envs.alfworld",
     "webshop": "playground.envs.webshop",
+    "appworld": "playground.envs.appworld",
     "sentry": "playground.plugins.sentry",
 }
 

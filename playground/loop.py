@@ -146,7 +146,8 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
                               state.steps, goal, observation, _admissible(info), tuple(history),
                               info.get("score"), info.get("max_score"), task_set=config.task_set,
                               action_kinds=dict(info.get("action_kinds") or {}),
-                              open_choices=tuple(info.get("open_choices") or ()))
+                              open_choices=tuple(info.get("open_choices") or ()),
+                              action_format=str(info.get("action_format") or "command"))
         if can_checkpoint and hooks.call("want_checkpoint", context=context):
             checkpoints[state.steps] = _Checkpoint(_call("env snapshot", env.snapshot), len(history), observation, dict(info))
             emit("checkpoint", {"step": state.steps})
@@ -207,7 +208,7 @@ def _rollback(env, decision, checkpoints: dict[int, _Checkpoint], config: Episod
 def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict):
     """Ask the agent, run detectors and the decision hook, re-asking while plugins say so."""
     message = None
-    extras = {key: info[key] for key in ("expert_plan", "action_kinds") if key in info}
+    extras = {key: info[key] for key in ("expert_plan", "action_kinds", "failure_variants") if key in info}
     notes = tuple(str(n) for n in hooks.collect("agent_notes", context=context))
     attempt = 0
     while True:

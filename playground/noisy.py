@@ -68,15 +68,20 @@ class NoisyAgent:
         self.last_action = ""
         self.loop_action = ""
         self.last_search = ""
+        self.variant_label = ""  # the env's label for the failure being made, where it gives one
 
     def reset(self, task_id: str, seed: int) -> None:
         self.rng = random.Random(f"noisy:{seed}:{task_id}")
         self.mode, self.remaining, self.last_action, self.loop_action, self.last_search = None, 0, "", "", ""
+        self.variant_label = ""
 
     @property
     def failure(self) -> tuple[str, str] | None:
         """The (failure type, label) the agent is making now, or None."""
-        return FAILURE_LABELS[self.mode] if self.mode else None
+        if not self.mode:
+            return None
+        failure_type, label = FAILURE_LABELS[self.mode]
+        return failure_type, self.variant_label or label
 
     def propose(self, view: AgentView) -> Proposal:
         planned = expert_action(view, "noisy")
@@ -104,7 +109,7 @@ class NoisyAgent:
         return self._failure_action(self.mode, view, planned)  # the advice did not land
 
     def _recover(self) -> None:
-        self.mode, self.remaining, self.loop_action = None, 0, ""
+        self.mode, self.remaining, self.loop_action, self.variant_label = None, 0, "", ""
 
     def _next(self, view: AgentView, planned: str | None) -> Proposal:
         if self.mode is not None and self.remaining <= 0:
@@ -131,6 +136,10 @@ class NoisyAgent:
 
     def _failure_action(self, mode: str, view: AgentView, planned: str | None) -> Proposal:
         """The action of a failure mode, with a thought that believes in it (no mismatch)."""
+        variant = (view.extras.get("failure_variants") or {}).get(mode)
+        if variant:  # the env says what this failure looks like here (e.g. AppWorld code cells)
+            self.variant_label = variant.get("label", "")
+            return Proposal(thought=f"I will run this ({mode}).", action=variant["code"])
         kinds = view.extras.get("action_kinds")
         if kinds and mode in ("repeat", "stall", "drift", "stop"):
             proposal = self._kind_failure(mode, dict(kinds), planned)

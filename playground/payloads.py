@@ -94,6 +94,7 @@ class StepContext:
     # from the env's info, where it gives them (see playground.environments)
     action_kinds: Mapping[str, str] = field(default_factory=dict)
     open_choices: tuple[str, ...] = ()
+    action_format: str = "command"  # "code" where an action is a program (AppWorld cells)
 
 
 @dataclass(frozen=True)

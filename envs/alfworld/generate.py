@@ -25,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from playground.environments import cache_root
 from playground.envs.alfworld.data import GAME_FILE, LAYOUT_DIR, PROBLEM_FILE, SPLITS, TRAJ_FILE, AlfWorldDataError
 from playground.envs.alfworld.engine import IsolatedRandom, alfworld_module, domain_and_grammar
 from playground.envs.alfworld.problems import GENERATOR_VERSION, SEED_STARTS, SPLIT_SIZE, Problem, sample_problem
@@ -34,11 +35,6 @@ MAX_EXPERT_STEPS = 50
 _TRIAL = re.compile(r"trial_(\d{5})")
 
 Progress = Callable[[str], None]
-
-
-def cache_root() -> Path:
-    """Return the playground cache folder (`$PLAYGROUND_CACHE`, else ~/.cache/playground)."""
-    return Path(os.environ.get("PLAYGROUND_CACHE") or Path.home() / ".cache" / "playground")
 
 
 @lru_cache(maxsize=1)

@@ -14,16 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from playground.environments import TaskSet
+from playground.environments import TaskSet, cache_root
 from playground.envs.textworld.tasks import generator_params, get_task_set, params_hash, task_seed
 
 GENERATE_SCRIPT = Path(__file__).with_name("generate.py")
 GENERATE_TIMEOUT_S = 600
-
-
-def cache_root() -> Path:
-    """Return the playground cache folder (`$PLAYGROUND_CACHE`, else ~/.cache/playground)."""
-    return Path(os.environ.get("PLAYGROUND_CACHE") or Path.home() / ".cache" / "playground")
 
 
 def game_path(task_set: str, task_id: str) -> Path:

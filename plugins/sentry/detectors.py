@@ -273,6 +273,8 @@ def run_detectors(context: StepContext, proposal: Proposal, window_size: int, sc
     `first_observation` is the observation after reset (the state before the first action).
     """
     window = make_window(context, window_size, first_observation)
+    if context.action_format == "code":  # programs: only the progress rules apply (repeats, stops)
+        return [d for d in (f(context, proposal, window) for f in PROGRESS_DETECTORS) if d] if screen else []
     invalid = [d for d in (f(context, proposal, window) for f in VALIDITY_DETECTORS) if d]
     if invalid or not screen:
         return invalid

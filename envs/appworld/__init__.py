@@ -1,0 +1,53 @@
+"""`appworld`: AppWorld (API workflows across apps, as Python code cells) as a playground env plugin.
+
+AppWorld runs in its own virtual environment behind its own HTTP server (it pins
+pydantic 1); `playground envs setup appworld` creates that venv and builds the embedded
+task set. Registers the env `appworld` (task sets `embedded` and, with `APPWORLD_ROOT`,
+`data`), the procedural interventions `local_induction`, `auto_knowledge` and
+`retrieval_fallback` (DARC's procedure-breadth family) and a harness for each.
+Nothing of AppWorld is imported in this process.
+"""
+
+from playground.failures import register_failure_type
+from playground.hookspecs import hookimpl
+
+PROCEDURAL = {
+    "local_induction": "AppWorld: a rule induced from the failing cell's error (cheapest)",
+    "auto_knowledge": "AppWorld: the API docs relevant to the instruction and the failing call",
+    "retrieval_fallback": "AppWorld: the induced rule, then relevant docs, then every API of the task's apps",
+}
+COSTS = {"local_induction": 1, "auto_knowledge": 2, "retrieval_fallback": 2}
+
+
+@hookimpl
+def register_envs(register) -> None:
+    """Register the `appworld` env."""
+    from playground.envs.appworld.env import AppWorldProvider
+    from playground.envs.appworld.interventions import FAILURE_TYPE, LABELS
+
+    register_failure_type(FAILURE_TYPE, LABELS)
+    register(AppWorldProvider())
+
+
+def _procedural(source: str):
+    def factory(params):
+        from playground.envs.appworld.interventions import ProceduralHelp
+
+        return ProceduralHelp(source, params)
+
+    return factory
+
+
+@hookimpl
+def register_interventions(register) -> None:
+    """Register the three procedural interventions."""
+    for name, description in PROCEDURAL.items():
+        register(name, _procedural(name), modes=("procedure_breadth",), cost_unit="reasks", cost=COSTS[name],
+                 envs=("appworld",), description=description)
+
+
+@hookimpl
+def register_harnesses(register) -> None:
+    """A harness per procedural intervention, named after it."""
+    for name, description in PROCEDURAL.items():
+        register(name, [name], description=description)

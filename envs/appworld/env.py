@@ -1,0 +1,286 @@
+"""The AppWorld env: Python code cells against AppWorld's apps, judged by AppWorld's `evaluate()`.
+
+- Observation: after reset, the task instruction, the supervisor and how to call the
+  APIs; after each step, the output of the executed cell.
+- Action: one Python code cell, run in the task's AppWorld shell (variables persist).
+- The episode ends when the agent calls `apis.supervisor.complete_task(...)` (AppWorld's
+  own `task_completed`); then AppWorld's `evaluate()` runs: `won` is its success, `score`
+  the tests passed out of `max_score` tests, and `info["test_report"]` its passes and
+  failures. The loop's step budget truncates otherwise.
+- `valid_action` is False when the cell failed ("Execution failed", e.g. an unknown API,
+  a missing access token, a syntax error); `info["action_format"]` is "code", so
+  command-style detectors (unparseable text, unseen words) leave it alone.
+- Checkpoints by replay: a snapshot is the list of cells executed so far; restoring
+  re-opens the task and runs them again (AppWorld freezes time and numbers records in
+  order, so the state comes back the same). AppWorld's own `save_state`/`load_state` store
+  changes against base databases (`data/base_dbs`) that the embedded set does not have,
+  so they are not used.
+- With `expert=True` (non-LLM agents only), `expert_plan` is the rest of the task's
+  scripted solution and `failure_variants` says how the next cell looks under each of
+  the `noisy` agent's failure modes: a wrong API name, a syntax error, a skipped lookup
+  or a missing login, a docs-only cell, the previous cell again, or completing too early.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+from playground.environments import EnvProvider, TaskSet, TextEnv
+from playground.envs.appworld import setup as appworld_setup
+from playground.envs.appworld.server import AppWorldError, AppWorldServer
+
+FAILED = "Execution failed"
+COMPLETE = "apis.supervisor.complete_task(answer=None)"
+API_CALL = re.compile(r"apis\.(\w+)\.(\w+)\(")
+WRONG_PREFIX = {"show_": "get_", "create_": "add_", "search_": "find_", "update_": "edit_", "delete_": "remove_",
+                "login": "sign_in", "add_": "create_"}
+USAGE = ("Write one Python code cell per turn. Call apps with apis.<app>.<api>(...); "
+         "apis.api_docs.show_app_descriptions(), apis.api_docs.show_api_descriptions(app_name=...) and "
+         "apis.api_docs.show_api_doc(app_name=..., api_name=...) describe them. Log in to an app with the "
+         "supervisor's password from apis.supervisor.show_account_passwords(). When done, call "
+         "apis.supervisor.complete_task(answer=...) (answer=None when the task asks no question).")
+
+
+class AppWorldEnv(TextEnv):
+    """One AppWorld task world at a time on a shared server (see module docstring)."""
+
+    can_snapshot = True
+
+    def __init__(self, server: AppWorldServer, root: Path, expert: bool = False) -> None:
+        super().__init__()
+        self.server, self.root, self.expert = server, Path(root), expert
+        self.task_id = ""
+        self.task: dict = {}
+        self.done = False
+        self.report: dict | None = None
+        self.solution: list[str] = []
+        self.meta: dict = {}
+        self.solved = 0  # scripted-solution cells executed successfully, in order
+        self.last_code = ""
+        self.cells: list[str] = []  # every cell executed since reset, in order (replayed by restore)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Open the world of task `options["task"]` (its databases as the task starts)."""
+        super().reset(seed=seed)
+        task_id = str((options or {}).get("task", ""))
+        if not task_id:
+            raise ValueError("appworld: reset needs options={'task': <task id>}")
+        if not (self.root / "data" / "tasks" / task_id).is_dir():
+            raise ValueError(f"appworld: no task {task_id!r} under {self.root / 'data' / 'tasks'}")
+        self.close()
+        self.task = self.server.request("/initialize", task_id=task_id, experiment_name=f"playground-{uuid.uuid4().hex[:8]}")
+        self.task_id, self.done, self.report, self.solved, self.last_code = task_id, False, None, 0, ""
+        self.cells: list[str] = []
+        self.meta = _read_meta(self.root, task_id)
+        self.solution = list(self.meta.get("solution", []))
+        ACTIVE.update(server=self.server, apps=list(self.meta.get("apps", [])))
+        supervisor = self.task.get("supervisor", {})
+        observation = (f"Task: {self.task.get('instruction', '')}\n"
+                       f"Supervisor: {supervisor.get('first_name', '')} {supervisor.get('last_name', '')} "
+                       f"({supervisor.get('email', '')}, {supervisor.get('phone_number', '')}); "
+                       f"now: {self.task.get('datetime', '')}\n{USAGE}")
+        return observation, self._info(valid=True)
+
+    def step(self, action: str):
+        """Execute one code cell; end and evaluate when the task has been completed."""
+        if not self.task_id or self.done:
+            raise RuntimeError("appworld: the episode is over or not started; call reset()")
+        code = str(action)
+        output = str(self.server.request("/execute", task_id=self.task_id, code=code))
+        valid = not output.startswith(FAILED)
+        if valid and self.solved < len(self.solution) and _same_code(code, self.solution[self.solved]):
+            self.solved += 1
+        self.last_code = code
+        self.cells.append(code)
+        if self.server.request("/task_completed", task_id=self.task_id):
+            self.done = True
+            self.report = self.server.request("/evaluate", task_id=self.task_id, suppress_errors=True)
+        won = bool(self.report and self.report.get("success"))
+        return output, float(won), self.done, False, self._info(valid=valid)
+
+    def snapshot(self) -> dict:
+        """The state now, as the cells executed since reset (restored by replaying them)."""
+        return {"cells": tuple(self.cells), "done": self.done, "solved": self.solved, "last_code": self.last_code}
+
+    def restore(self, snapshot: dict) -> None:
+        """Re-open the task and replay the snapshot's cells: AppWorld freezes time and numbers
+        records in order, so the databases and the shell's variables come back the same."""
+        task_id = self.task_id
+        self.close()
+        self.task = self.server.request("/initialize", task_id=task_id, experiment_name=f"playground-{uuid.uuid4().hex[:8]}")
+        self.task_id = task_id
+        for cell in snapshot["cells"]:
+            self.server.request("/execute", task_id=task_id, code=cell)
+        self.cells = list(snapshot["cells"])
+        self.done, self.solved, self.last_code = snapshot["done"], snapshot["solved"], snapshot["last_code"]
+        self.report = None
+
+    def close(self) -> None:
+        """Close the current task world on the server, if any."""
+        if self.task_id:
+            try:
+                self.server.request("/close", task_id=self.task_id, timeout=30)
+            except AppWorldError:
+                pass  # the server may already be gone at exit
+            self.task_id = ""
+
+    def _info(self, valid: bool) -> dict[str, Any]:
+        report = self.report or {}
+        info: dict[str, Any] = {
+            "goal": self.task.get("instruction", ""), "admissible_actions": None, "valid_action": valid,
+            "action_format": "code", "won": bool(report.get("success")), "lost": self.done and not report.get("success"),
+            "score": float(len(report.get("passes", []))) if self.report else 0.0,
+            "max_score": float(report["num_tests"]) if self.report else None, "apps": self.meta.get("apps", []),
+        }
+        if self.report is not None:
+            info["test_report"] = {"success": report.get("success"), "num_tests": report.get("num_tests"),
+                                   "passes": [p.get("requirement", "") for p in report.get("passes", [])],
+                                   "failures": [f.get("requirement", "") for f in report.get("failures", [])]}
+        if self.expert:
+            info["expert_plan"] = [] if self.done else self.solution[self.solved:]
+            info["failure_variants"] = {} if self.done else self.failure_variants()
+        return info
+
+    def failure_variants(self) -> dict[str, dict[str, str]]:
+        """How the next scripted cell looks under each `noisy` failure mode: {mode: {"code", "label"}}."""
+        if self.solved >= len(self.solution):
+            return {}
+        cell, variants = self.solution[self.solved], {}
+        wrong = wrong_api_name(cell)
+        if wrong:
+            variants["invalid"] = {"code": wrong, "label": "unknown_api"}
+        variants["malformed"] = {"code": cell.rstrip().rstrip(")") + "\n", "label": "syntax_error"}
+        if self.solved == self.meta.get("lookup_cell") and self.meta.get("skipped_lookup"):
+            variants["drift"] = {"code": self.meta["skipped_lookup"], "label": "missing_lookup"}
+        elif "access_token=" in cell:
+            variants["drift"] = {"code": re.sub(r",?\s*access_token\s*=\s*[\w\[\]\"']+", "", cell), "label": "missing_login"}
+        app = (self.meta.get("apps") or ["supervisor"])[0]
+        variants["stall"] = {"code": f"print(apis.api_docs.show_api_descriptions(app_name={app!r}))", "label": "planning_stall"}
+        if self.last_code:
+            variants["repeat"] = {"code": self.last_code, "label": "repetition_or_looping"}
+        if self.solved < len(self.solution) - 1:
+            variants["stop"] = {"code": COMPLETE, "label": "termination_miscalibration"}
+        return variants
+
+
+def wrong_api_name(cell: str) -> str | None:
+    """`cell` with its first app API call renamed to a plausible API that does not exist."""
+    for match in API_CALL.finditer(cell):
+        app, api = match.groups()
+        if app in ("supervisor", "api_docs"):
+            continue
+        prefix = next((p for p in WRONG_PREFIX if api.startswith(p)), None)
+        wrong = WRONG_PREFIX[prefix] + api[len(prefix):] if prefix else api + "s"
+        return cell[: match.start(2)] + wrong + cell[match.end(2):]
+    return None
+
+
+def _same_code(a: str, b: str) -> bool:
+    return a.strip() == b.strip()
+
+
+def _read_meta(root: Path, task_id: str) -> dict:
+    path = root / "data" / "tasks" / task_id / "playground.json"
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"appworld: {path} is not valid JSON ({exc})") from None
+
+
+_SERVERS: dict[str, AppWorldServer] = {}
+# The server and apps of the task being played: a server holds one task world at a time,
+# so episodes on it run one after another; the procedural interventions read their docs here.
+ACTIVE: dict[str, Any] = {"server": None, "apps": []}
+
+
+def server_for(root: Path) -> AppWorldServer:
+    """The (per-process) server for an AppWorld root; started on first use, stopped at exit."""
+    key = str(root)
+    if key not in _SERVERS:
+        python = appworld_setup.venv_python()
+        if not python.is_file():
+            raise RuntimeError(appworld_setup.not_set_up_message())
+        log = appworld_setup.home() / "server.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        _SERVERS[key] = AppWorldServer(python, root, log)
+    return _SERVERS[key]
+
+
+REAL_SPLITS = ("train", "dev", "test_normal", "test_challenge")
+
+
+class AppWorldProvider(EnvProvider):
+    """Provides `appworld`: the embedded task set (after setup), and real data via APPWORLD_ROOT."""
+
+    name = "appworld"
+    description = "AppWorld: API workflows across apps as Python code cells (own venv and server; see `envs setup`)"
+    default_task_set = "embedded"
+
+    def task_sets(self) -> dict[str, TaskSet]:
+        """`embedded` always listed (it needs setup); `data` when APPWORLD_ROOT is set."""
+        sets = {"embedded": TaskSet("embedded", f"tasks built with AppWorld's own models at setup "
+                                                f"({appworld_setup.SETUP_COMMAND})",
+                                    {"test": _dataset_ids(appworld_setup.embedded_root, "playground", setup_needed=True)},
+                                    default_split="test", default_count=12)}
+        real = _real_root()
+        if real is not None:
+            sets["data"] = TaskSet("data", f"AppWorld data in {real}",
+                                   {split: _dataset_ids(lambda: real, split) for split in REAL_SPLITS},
+                                   default_split="dev", default_count=10)
+        return sets
+
+    def make(self, task_set: str, *, expert: bool = False, **options: Any) -> AppWorldEnv:
+        """An env on the server of the task set's root (the server starts on first reset)."""
+        root = self._root(task_set)
+        return AppWorldEnv(server_for(root), root, expert)
+
+    def prepare(self, task_set: str, task_ids: list[str], progress=None) -> None:
+        """Check the setup, then start the server once (its start time is reported)."""
+        server = server_for(self._root(task_set))
+        server.start()
+        if progress:
+            progress(f"appworld: server on {server.url} (started in {server.started_seconds:.1f} s)")
+
+    def setup(self, progress) -> None:
+        """Create AppWorld's venv and build the embedded task set (see `setup.py`)."""
+        appworld_setup.setup(progress)
+
+    def describe(self, task_set: str) -> dict:
+        """The AppWorld version and root behind the task set, for trace headers."""
+        return {"env": self.name, "task_set": task_set, "appworld": appworld_setup.APPWORLD_REQUIREMENT,
+                "root": str(self._root(task_set))}
+
+    def _root(self, task_set: str) -> Path:
+        if task_set == "embedded":
+            if not appworld_setup.is_set_up():
+                raise RuntimeError(appworld_setup.not_set_up_message())
+            return appworld_setup.embedded_root()
+        if task_set == "data" and _real_root() is not None:
+            return _real_root()
+        raise KeyError(task_set)
+
+
+def _real_root() -> Path | None:
+    value = os.environ.get("APPWORLD_ROOT", "").strip()
+    return Path(value).expanduser() if value else None
+
+
+def _dataset_ids(root_of, dataset: str, setup_needed: bool = False):
+    """A split read from `<root>/data/datasets/<dataset>.txt` (one task id per line)."""
+    def ids(count: int) -> list[str]:
+        if setup_needed and not appworld_setup.is_set_up():
+            raise ValueError(appworld_setup.not_set_up_message())
+        path = Path(root_of()) / "data" / "datasets" / f"{dataset}.txt"
+        if not path.is_file():
+            raise ValueError(f"no dataset file {path} (AppWorld data: `appworld download data`, then APPWORLD_ROOT)")
+        lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+        return lines[:count]
+
+    return ids
