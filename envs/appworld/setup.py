@@ -74,8 +74,15 @@ def _run(command: list[str], progress: Callable[[str], None], **kwargs) -> None:
         raise RuntimeError(f"{command[0]} {' '.join(command[1:3])} failed with code {done.returncode}:\n{tail}")
 
 
-def setup(progress: Callable[[str], None]) -> None:
-    """Create the venv, install AppWorld, build and check the embedded task set (idempotent)."""
+def setup(progress: Callable[[str], None], force: bool = False) -> None:
+    """Create the venv, install AppWorld, build and check the embedded task set.
+
+    Idempotent: when the venv exists and the task set was built by the current builder,
+    nothing is done unless `force`.
+    """
+    if is_set_up() and not force:
+        progress(f"appworld: already set up in {home()} (venv and embedded task set)")
+        return
     python = venv_python()
     if not python.is_file():
         if os.environ.get("APPWORLD_PYTHON"):

@@ -1,0 +1,181 @@
+"""AppWorld: error classification, the procedural help, noisy variants, and (after
+`playground envs setup appworld`) the real AppWorld server: every embedded task solved by
+its scripted solution, a no-op failing, checkpoints by replay, and runs through the CLI.
+
+The server tests are skipped, saying so, when the setup has not been done; `.ci/run`
+runs the README's test command, which does the setup first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from playground.envs.appworld import setup as appworld_setup
+from playground.envs.appworld.env import wrong_api_name
+from playground.envs.appworld.interventions import classify_error, full_listing, induced_rule, relevant_docs
+
+SET_UP = appworld_setup.is_set_up()
+needs_server = pytest.mark.skipif(not SET_UP, reason=f"AppWorld not set up: {appworld_setup.not_set_up_message()}")
+
+UNKNOWN_API = """Execution failed. Traceback:
+  File "<python-input>", line 1, in <module>
+    apis.venmo.send_money(receiver_email='x@y.com', amount=3)
+Exception: No API named 'send_money' found in the venmo app."""
+UNAUTHORIZED = """Execution failed. Traceback:
+Exception: Response status code is 401:
+{"message":"You are either not authorized to access this venmo API endpoint or your access token is missing, invalid or expired."}"""
+MISSING_RECORD = """Execution failed. Traceback:
+Exception: Response status code is 409:
+{"message":["The user with email nobody@example.com does not exist."]}"""
+SYNTAX = """Execution failed. Traceback:
+Syntax error in line:
+print(apis.venmo.show_venmo_balance(access_token='abc')
+Message: '(' was never closed"""
+MISSING_FIELD = """Execution failed. Traceback:
+Exception: Response status code is 422:
+{"message":"Validation error. Reason: \\nreceiver_email: field required"}"""
+
+DOCS = {"venmo": {"create_transaction": {"description": "Send money to a user.", "parameters": [
+            {"name": "receiver_email", "required": True}, {"name": "amount", "required": True},
+            {"name": "access_token", "required": True}]},
+                  "login": {"description": "Log in to venmo.", "parameters": [{"name": "username", "required": True}]},
+                  "show_transactions": {"description": "List transactions.", "parameters": []}},
+        "spotify": {"show_playlists": {"description": "List your playlists.", "parameters": []}}}
+
+
+def test_classify_appworld_errors():
+    assert classify_error(UNKNOWN_API).label == "unknown_api"
+    assert (classify_error(UNKNOWN_API).app, classify_error(UNKNOWN_API).api) == ("venmo", "send_money")
+    code = "print(apis.venmo.show_venmo_balance())"
+    assert (classify_error(UNAUTHORIZED, code).label, classify_error(UNAUTHORIZED, code).app) == ("missing_login", "venmo")
+    assert classify_error(MISSING_RECORD).label == "missing_lookup"
+    assert classify_error(SYNTAX).label == "syntax_error"
+    assert classify_error(MISSING_FIELD).label == "missing_argument"
+    assert classify_error("Execution failed. Traceback:\nZeroDivisionError: division by zero").label == "api_error"
+
+
+def test_procedural_help_texts():
+    rule = induced_rule(classify_error(UNKNOWN_API), DOCS)
+    assert "The venmo app has no API send_money" in rule and "show_api_descriptions(app_name='venmo')" in rule
+    assert "apis.venmo.login" in induced_rule(classify_error(UNAUTHORIZED, "apis.venmo.show_venmo_balance()"))
+    assert "never a guessed value" in induced_rule(classify_error(MISSING_RECORD))
+    found = relevant_docs(DOCS, "send money to my friend on venmo", ["venmo"], k=2)
+    assert found[0].startswith("apis.venmo.create_transaction(receiver_email, amount, access_token)")
+    listing = full_listing(DOCS, ["venmo"])
+    assert listing.count("- apis.venmo.") == 3 and "spotify" not in listing
+
+
+def test_wrong_api_name_variant():
+    cell = "tok = apis.venmo.login(username=u, password=p)['access_token']\napis.venmo.create_transaction(amount=1)"
+    assert wrong_api_name(cell).startswith("tok = apis.venmo.sign_in(")
+    assert wrong_api_name("apis.supervisor.complete_task(answer=None)") is None
+    assert wrong_api_name("apis.spotify.play_music()") == "apis.spotify.play_musics()"
+
+
+def test_not_set_up_is_a_clear_one_line_error(capsys, tmp_path, monkeypatch):
+    from playground.cli import main
+
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "empty-cache"))
+    code = main(["run", "--env", "appworld", "--agent", "expert", "--out", str(tmp_path / "run"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "AppWorld is not set up here" in err and "playground envs setup appworld" in err
+
+
+# -- against the real AppWorld server (after setup) ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def provider():
+    from playground.envs.appworld.env import AppWorldProvider
+
+    return AppWorldProvider()
+
+
+def embedded_ids(provider) -> list[str]:
+    return provider.task_sets()["embedded"].tasks("test", 100)
+
+
+@needs_server
+def test_embedded_set_has_at_least_12_tasks_over_3_apps(provider):
+    ids = embedded_ids(provider)
+    apps = set()
+    for task_id in ids:
+        meta = json.loads((appworld_setup.embedded_root() / "data" / "tasks" / task_id / "playground.json").read_text())
+        apps.update(a for a in meta["apps"] if a not in ("supervisor", "admin"))
+    assert len(ids) >= 12 and len(apps) >= 3
+
+
+@needs_server
+def test_expert_solves_every_task_and_doing_nothing_fails(provider):
+    env = provider.make("embedded", expert=True)
+    for task_id in embedded_ids(provider):
+        observation, info = env.reset(options={"task": task_id})
+        assert observation.startswith("Task: ") and info["action_format"] == "code" and info["admissible_actions"] is None
+        for _ in range(10):
+            observation, reward, done, _, info = env.step(info["expert_plan"][0])
+            assert info["valid_action"], (task_id, observation)
+            if done:
+                break
+        assert done and reward == 1.0 and info["won"] and info["test_report"]["failures"] == [], task_id
+        _, info = env.reset(options={"task": task_id})
+        _, reward, done, _, info = env.step("apis.supervisor.complete_task(answer=None)")
+        assert done and reward == 0.0 and not info["won"] and info["test_report"]["failures"], task_id
+    env.close()
+
+
+@needs_server
+def test_failed_cells_are_invalid_and_checkpoints_replay(provider):
+    env = provider.make("embedded", expert=True)
+    task_id = embedded_ids(provider)[0]
+    _, info = env.reset(options={"task": task_id})
+    variants = info["failure_variants"]
+    assert {"malformed", "stall", "stop"} <= set(variants)
+    output, _, done, _, info = env.step(variants["malformed"]["code"])
+    assert output.startswith("Execution failed") and not info["valid_action"] and not done
+    plan = info["expert_plan"]
+    _, _, _, _, info = env.step(plan[0])
+    saved = env.snapshot()
+    rest = info["expert_plan"]
+    for cell in rest:
+        _, reward, done, _, info = env.step(cell)
+    assert done and reward == 1.0
+    env.restore(saved)  # back before the rest of the solution: replaying it must win again
+    for cell in rest:
+        _, reward, done, _, info = env.step(cell)
+    assert done and reward == 1.0
+    env.close()
+
+
+@needs_server
+def test_noisy_runs_under_base_sentry_and_procedural_harnesses(capsys, tmp_path):
+    from playground.cli import main
+
+    out = tmp_path / "run"
+    code = main(["run", "--env", "appworld", "--agent", "noisy", "--agent-option", "invalid=0.3",
+                 "--agent-option", "drift=0.2", "--harness", "base", "--harness", "sentry",
+                 "--harness", "retrieval_fallback", "--episodes", "4", "--max-steps", "12", "--out", str(out), "--quiet"])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["harnesses"]) == {"base", "sentry", "retrieval_fallback"}
+    assert all(h["errors"] == 0 for h in summary["harnesses"].values())
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    fallback = [r for r in records if r["harness"] == "retrieval_fallback"]
+    assert sum(r["detected_failures"] for r in fallback) > 0
+    trace = [json.loads(line) for line in (out / fallback[0]["trace"]).read_text().splitlines()]
+    assert trace[0]["env"] == "appworld" and trace[0]["appworld"] == appworld_setup.APPWORLD_REQUIREMENT
+
+
+@needs_server
+def test_server_stops_without_leaving_a_process(provider):
+    from playground.envs.appworld.server import AppWorldServer
+
+    server = AppWorldServer(appworld_setup.venv_python(), appworld_setup.embedded_root())
+    server.start()
+    pid = server.process.pid
+    assert server.get("/")  # it answers
+    server.stop()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the whole process group is gone
