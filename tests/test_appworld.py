@@ -17,6 +17,7 @@ from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.env import wrong_api_name
 from playground.envs.appworld.interventions import classify_error, full_listing, induced_rule, relevant_docs
 
+CACHE_AT_IMPORT = os.environ.get("PLAYGROUND_CACHE")
 SET_UP = appworld_setup.is_set_up()
 needs_server = pytest.mark.skipif(not SET_UP, reason=f"AppWorld not set up: {appworld_setup.not_set_up_message()}")
 
@@ -44,6 +45,15 @@ DOCS = {"venmo": {"create_transaction": {"description": "Send money to a user.",
                   "login": {"description": "Log in to venmo.", "parameters": [{"name": "username", "required": True}]},
                   "show_transactions": {"description": "List transactions.", "parameters": []}},
         "spotify": {"show_playlists": {"description": "List your playlists.", "parameters": []}}}
+
+
+@pytest.fixture(autouse=True)
+def appworld_cache(monkeypatch):
+    """Other test modules point PLAYGROUND_CACHE at session folders; AppWorld's setup lives in the user's cache."""
+    if CACHE_AT_IMPORT is None:
+        monkeypatch.delenv("PLAYGROUND_CACHE", raising=False)
+    else:
+        monkeypatch.setenv("PLAYGROUND_CACHE", CACHE_AT_IMPORT)
 
 
 def test_classify_appworld_errors():
