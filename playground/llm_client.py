@@ -191,7 +191,8 @@ class LocalChatModel:
         if key not in self._loaded:
             from llama_cpp import Llama
 
-            self._loaded[key] = Llama(model_path=str(self.path), n_ctx=n_ctx, n_threads=threads, verbose=False, seed=seed)
+            self._loaded[key] = Llama(model_path=str(self.path), n_ctx=n_ctx, n_threads=threads,
+                                      n_threads_batch=threads, verbose=False, seed=seed)
         self.llm = self._loaded[key]
 
     def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
