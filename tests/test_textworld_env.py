@@ -241,3 +241,18 @@ def test_snapshot_restore(provider):
     obs, info = env.reset(options={"task": CUSTOM})  # reset still works after a restore
     assert info["score"] == 0 and not info["won"]
     env.close()
+
+
+def test_stale_generation_folders_are_removed_but_fresh_ones_kept(tmp_path):
+    import os
+    import time
+
+    game = tmp_path / "easy-20001.z8"
+    stale, fresh, other = tmp_path / ".easy-20001-abc", tmp_path / ".easy-20001-def", tmp_path / ".easy-20002-ghi"
+    for folder in (stale, fresh, other):
+        folder.mkdir()
+    old = time.time() - 3 * games.GENERATE_TIMEOUT_S
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    assert games.remove_stale_temporaries(game) == [stale]
+    assert not stale.exists() and fresh.exists() and other.exists()  # only this game's, only old ones

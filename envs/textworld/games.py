@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from playground.environments import TaskSet, cache_root
@@ -44,8 +46,24 @@ def ensure_game(task_set: TaskSet, task_id: str) -> Path:
     seed = task_seed(task_set.name, task_id)
     path = game_path(task_set.name, task_id)
     if not is_generated(path):
+        remove_stale_temporaries(path)
         generate(generator_params(task_set, seed), seed, path)
     return path
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Remove `path`'s temporary generation folders left by a killed run; return what was removed.
+
+    A folder counts as stale once it is older than twice the generation timeout, so a
+    generation still running in another process is never touched.
+    """
+    if not path.parent.is_dir():
+        return []
+    cutoff = time.time() - 2 * GENERATE_TIMEOUT_S
+    stale = [p for p in path.parent.glob(f".{path.stem}-*") if p.is_dir() and p.stat().st_mtime < cutoff]
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True)
+    return stale
 
 
 def generate(params: dict, seed: int, path: Path) -> None:
