@@ -148,14 +148,20 @@ class Playbook:
 
     `Playbook(path)` opens the file, creating it (and its folders) when missing; it raises
     PlaybookError, leaving the file as it was, for a corrupt file, an SQLite database that is
-    not a playbook, or a playbook of a newer schema. Use one Playbook per process (or thread);
+    not a playbook, or a playbook of a newer schema. `read_only=True` opens an existing
+    playbook (e.g. a shipped one, in a folder that cannot be written) for retrieval and
+    inspection: every change raises PlaybookError and retrieval counters are not kept. Use one Playbook per process (or thread);
     processes share lessons only through the file. Also a context manager that closes it.
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0):
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
         self._busy_timeout_s = busy_timeout_s
         _check_is_playbook_or_new(self.path)
+        if read_only:
+            self._db = self._open_read_only()
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(self.path, timeout=min(busy_timeout_s, 5.0), isolation_level=None)
@@ -166,6 +172,31 @@ class Playbook:
         except BaseException:
             self._db.close()
             raise
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """Open an existing playbook without writing anything, even in a read-only folder."""
+        if not self.path.is_file():
+            raise PlaybookError(f"{self.path}: no playbook to open read-only")
+        uri = self.path.resolve().as_uri()
+        db = None
+        # mode=ro reads a live playbook; immutable=1 also opens one in a folder we cannot write
+        # (SQLite's WAL mode wants to create its -shm file next to it).
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                db = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=min(self._busy_timeout_s, 5.0),
+                                     isolation_level=None)
+                names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+                break
+            except sqlite3.Error as error:
+                if db is not None:
+                    db.close()
+                db, last = None, error
+        if db is None:
+            raise PlaybookError(f"{self.path}: cannot open read-only: {last}")
+        if "playbook_meta" not in names:
+            db.close()
+            raise PlaybookError(f"{self.path}: not a playbook")
+        return db
 
     def __repr__(self) -> str:
         return f"Playbook({str(self.path)!r})"
@@ -262,7 +293,12 @@ class Playbook:
         return picked
 
     def record_retrieved(self, lesson_ids: Iterable[int]) -> None:
-        """Count one retrieval for each lesson id (ids no longer in the playbook are ignored)."""
+        """Count one retrieval for each lesson id (ids no longer in the playbook are ignored).
+
+        A read-only playbook counts nothing (retrieval counters are bookkeeping, not content).
+        """
+        if self.read_only:
+            return
         rows = [(lesson_id,) for lesson_id in lesson_ids]
         self._write(lambda db: db.executemany("UPDATE lessons SET retrieved = retrieved + 1 WHERE id = ?", rows))
 
@@ -414,6 +450,8 @@ class Playbook:
 
     def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
         """Run `work` in one write transaction, retried from the start while the file is busy."""
+        if self.read_only:
+            raise PlaybookError(f"{self.path}: opened read-only; it cannot be changed")
         def attempt() -> Any:
             self._db.execute("BEGIN IMMEDIATE")
             try:

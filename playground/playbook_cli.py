@@ -17,13 +17,13 @@ class PlaybookCLIError(click.ClickException):
     exit_code = 2
 
 
-def _open(path: str, create: bool = False):
+def _open(path: str, create: bool = False, read_only: bool = False):
     from playground.playbook import Playbook, PlaybookError
 
     if not create and not Path(path).exists():
         raise PlaybookCLIError(f"no playbook at {path!r}")
     try:
-        return Playbook(path)
+        return Playbook(path, read_only=read_only)
     except PlaybookError as exc:
         raise PlaybookCLIError(str(exc)) from None
 
@@ -43,7 +43,7 @@ def playbook_group() -> None:
 @click.argument("path")
 def stats_command(path: str) -> None:
     """Counts by failure type and label, and counter totals."""
-    with _open(path) as playbook:
+    with _open(path, read_only=True) as playbook:
         click.echo(json.dumps(playbook.stats(), indent=2))
 
 
@@ -54,7 +54,7 @@ def stats_command(path: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
 def show_command(path: str, failure_type: str | None, limit: int, as_json: bool) -> None:
     """List lessons, oldest first."""
-    with _open(path) as playbook:
+    with _open(path, read_only=True) as playbook:
         shown = 0
         for lesson in playbook.all():
             if failure_type and lesson.failure_type != failure_type:
@@ -78,7 +78,7 @@ def retrieve_command(path: str, failure_type: str, labels: str, k: int, as_json:
         check_failure(failure_type, wanted)
     except UnknownFailure as exc:
         raise PlaybookCLIError(str(exc)) from None
-    with _open(path) as playbook:
+    with _open(path, read_only=True) as playbook:
         picked = playbook.retrieve(failure_type, wanted, k, count=False)
     for rank, item in enumerate(picked, 1):
         if as_json:
@@ -95,7 +95,7 @@ def retrieve_command(path: str, failure_type: str, labels: str, k: int, as_json:
 @click.argument("out")
 def export_command(path: str, out: str) -> None:
     """Write every lesson to OUT as JSONL."""
-    with _open(path) as playbook:
+    with _open(path, read_only=True) as playbook:
         count = playbook.export_jsonl(out)
     click.echo(f"exported {count} lessons to {out}")
 
@@ -147,7 +147,7 @@ def prune_command(path: str, max_age_days: float | None, min_helped: int | None,
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 def log_command(path: str, limit: int) -> None:
     """Show the change log, oldest first."""
-    with _open(path) as playbook:
+    with _open(path, read_only=True) as playbook:
         for number, change in enumerate(playbook.changes()):
             if number >= limit:
                 break

@@ -387,3 +387,29 @@ def test_four_processes_add_at_once(tmp_path):
     with Playbook(path) as book:
         assert len(book) == 4 * per_worker
         assert sum(1 for c in book.changes() if c.op == "add") == 4 * per_worker
+
+
+def test_read_only_playbook_retrieves_and_refuses_changes(tmp_path):
+    import os
+    import stat
+
+    path = tmp_path / "shipped" / "lessons.sqlite"
+    with Playbook(path) as writable:
+        lesson_id = writable.add("progress", ["repetition_or_looping"], "the same action again", "try something new")
+    before = path.read_bytes()
+    folder = path.parent
+    os.chmod(folder, stat.S_IRUSR | stat.S_IXUSR)  # a folder nobody may write, like site-packages
+    try:
+        with Playbook(path, read_only=True) as shipped:
+            found = shipped.retrieve("progress", ["repetition_or_looping"], k=5)
+            assert [r.lesson.id for r in found] == [lesson_id] and len(shipped) == 1
+            assert shipped.get(lesson_id).retrieved == 0  # counters are not kept
+            with pytest.raises(PlaybookError, match="opened read-only"):
+                shipped.add("progress", ["planning_stall"], "t", "p")
+            with pytest.raises(PlaybookError, match="opened read-only"):
+                shipped.record_outcome(lesson_id, verified=True, helped=True)
+    finally:
+        os.chmod(folder, stat.S_IRWXU)
+    assert path.read_bytes() == before
+    with pytest.raises(PlaybookError, match="no playbook to open read-only"):
+        Playbook(tmp_path / "missing.sqlite", read_only=True)

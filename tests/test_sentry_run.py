@@ -56,6 +56,16 @@ def test_sentry_beats_base_and_its_lessons_are_traceable_and_reused(tmp_path):
     with Playbook(playbook) as pb:
         assert len(list(pb.all())) == len(stored)  # frozen: retrieval on, no updates
 
+    frozen_bytes = playbook.read_bytes()
+    summary = run(Host().load(), RunConfig(env="tiny", task_set="default", split="test", tasks=TASKS[:15], agent="noisy",
+                                           harnesses=["sentry"], out=str(tmp_path / "third"), playbook=str(playbook),
+                                           params={"playbook_read_only": True},
+                                           agent_options={"stop": 0.04, "repeat": 0.08, "stall": 0.08}))
+    shown = [lid for _, events in _events(tmp_path / "third", "sentry")
+             for e in events if e["type"] == "intervention" for lid in e["details"].get("lessons", [])]
+    assert shown and summary["harnesses"]["sentry"]["lessons_added"] == 0 and summary["harnesses"]["sentry"]["errors"] == 0
+    assert playbook.read_bytes() == frozen_bytes  # read-only: not even the counters change
+
 
 def test_no_detection_means_no_retrieval(tmp_path):
     playbook = tmp_path / "pb.sqlite"

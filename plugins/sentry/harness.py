@@ -13,6 +13,7 @@ only verified ones become lessons in the playbook.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from playground.hookspecs import hookimpl
@@ -39,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "screen": True,           # run the progress and grounding detectors
     "soft_repair": True,
     "update_playbook": True,  # store verified lessons
+    "playbook_read_only": False,  # open the playbook read-only (e.g. a shipped one): retrieve, never write
     "persistent": False,      # exposure control: the whole playbook in context every step
     "block_early_stop": True, # an agent that insists on stopping early is offered concrete actions
     "detector": "rules",      # progress/grounding detection: "rules" | "llm" | "both" (validity is always rules)
@@ -102,7 +104,9 @@ class SentryPlugin:
         if start.playbook and uses_playbook:
             from playground.playbook import Playbook
 
-            self.playbook = Playbook(start.playbook)
+            read_only = bool(self.p["playbook_read_only"])
+            if not read_only or Path(start.playbook).is_file():
+                self.playbook = Playbook(start.playbook, read_only=read_only)
 
     @hookimpl
     def episode_finished(self, end: EpisodeEnd) -> None:
@@ -191,7 +195,7 @@ class SentryPlugin:
         for verdict in self.verifier.observe(outcome):
             w = verdict.watch
             lesson = None
-            if self.playbook is not None:
+            if self.playbook is not None and not self.playbook.read_only:
                 for lesson_id in w.lesson_ids:
                     self.playbook.record_outcome(lesson_id, verified=True, helped=verdict.resolved)
                 if verdict.resolved and self.p["update_playbook"]:
