@@ -98,7 +98,7 @@ def make_config(host, harnesses, out: str, playbook: str | None, *, env_name, ag
     return config
 
 
-def run_with_progress(host, config: RunConfig, quiet: bool) -> dict:
+def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1) -> dict:
     """Run `config` with a progress bar on stderr; return the summary."""
     click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)} "
                f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}", err=True)
@@ -111,7 +111,7 @@ def run_with_progress(host, config: RunConfig, quiet: bool) -> dict:
                 bar.update(1, f"{message}: {record['status']}")
 
         try:
-            return run(host, config, progress)
+            return run(host, config, progress, workers=workers)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
 
@@ -122,14 +122,16 @@ def run_with_progress(host, config: RunConfig, quiet: bool) -> dict:
               help="harness to run (repeatable; each runs the same tasks) [default: base, and sentry when installed]")
 @click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: runs/<time>]")
 @click.option("--playbook", default=None, help="playbook database for harnesses that use one")
-def run_command(harnesses, out, playbook, **options) -> None:
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="episodes played at once, in worker processes")
+def run_command(harnesses, out, playbook, workers, **options) -> None:
     """Run an agent on a task set under one or more harnesses and print a table."""
     host = get_host()
     if not harnesses:
         harnesses = tuple(h for h in DEFAULT_HARNESSES if h in host.harnesses)
     out = out or str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
     config = make_config(host, harnesses, out, playbook, **options)
-    summary = run_with_progress(host, config, options["quiet"])
+    summary = run_with_progress(host, config, options["quiet"], workers)
     click.echo(format_table(summary))
     click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
 

@@ -1,17 +1,21 @@
 """Runs a set of tasks under one or more harnesses into a resumable run directory.
 
 Each episode is an independent unit: its own env instance, agent object and harness
-plugin objects, built here from the registries. Episodes share nothing in memory, so
-the same `run_one_episode` can later be sent to worker processes unchanged.
+plugin objects, built here from the registries. Episodes share nothing in memory (a
+playbook is shared only through its SQLite file), so with `workers > 1` the same
+`run_one_episode` runs in a pool of worker processes; the parent alone writes the run
+directory's episode records, so resume works the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
-from collections import Counter
+import multiprocessing
 import time
 import uuid
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -115,8 +119,17 @@ def episode_seed(run_seed: int, task_id: str) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None) -> dict:
-    """Run every (task, harness) episode not yet finished in `config.out`; return the summary."""
+def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None,
+        workers: int = 1) -> dict:
+    """Run every (task, harness) episode not yet finished in `config.out`; return the summary.
+
+    `workers > 1` plays episodes in that many worker processes (spawned; each loads the
+    plugins the way the CLI does: built-ins, entry points, the PLAYGROUND_* variables).
+    Records are written as episodes finish, so their order in episodes.jsonl varies, and
+    harnesses that learn online see their playbook grow in a different order.
+    """
+    if workers < 1:
+        raise RunConfigError(f"workers must be at least 1, got {workers}")
     check_config(host, config)
     env_spec = host.envs.get(config.env)
     rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12]})
@@ -126,15 +139,21 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         env_spec.provider.prepare(config.task_set, config.tasks, lambda msg: notify(msg, None))
         header_base = {**env_spec.provider.describe(config.task_set), "run_id": run_id, "agent": config.agent,
                        "split": config.split}
+        pending = []
         for task_id in config.tasks:
             for harness in config.harnesses:
                 key = episode_key(harness, task_id)
                 if rundir.is_finished(key):
                     notify(f"{key} (done before)", rundir.records[key])
-                    continue
+                else:
+                    pending.append((harness, task_id))
+        if workers == 1:
+            for harness, task_id in pending:
                 record = run_one_episode(host, config, run_id, rundir, header_base, harness, task_id)
                 rundir.record(record)
-                notify(key, record)
+                notify(record["key"], record)
+        else:
+            _run_in_workers(host, config, run_id, rundir, header_base, pending, workers, notify)
         summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],
                                 rundir.records.values())
         summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps)
@@ -142,6 +161,47 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         return summary
     finally:
         rundir.close()
+
+
+def _run_in_workers(host: Host, config: RunConfig, run_id: str, rundir: RunDir, header_base: dict,
+                    pending: list[tuple[str, str]], workers: int, notify) -> None:
+    """Play `pending` episodes in a process pool; record each as it finishes (in this process only)."""
+    context = multiprocessing.get_context("spawn")  # a clean interpreter: no forked threads or model handles
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
+                             initargs=(host.strict,)) as pool:
+        futures = [pool.submit(_worker_episode, config, run_id, str(rundir.path), header_base, harness, task_id)
+                   for harness, task_id in pending]
+        try:
+            for future in as_completed(futures):
+                record = future.result()
+                rundir.record(record)
+                notify(record["key"], record)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+_WORKER_HOST: Host | None = None
+
+
+def _start_worker(strict: bool) -> None:
+    global _WORKER_HOST
+    _WORKER_HOST = Host(strict=strict).load()
+
+
+def _worker_episode(config: RunConfig, run_id: str, run_path: str, header_base: dict, harness: str,
+                    task_id: str) -> dict:
+    return run_one_episode(_WORKER_HOST, config, run_id, _TracePaths(Path(run_path)), header_base, harness, task_id)
+
+
+class _TracePaths:
+    """What `run_one_episode` needs of a RunDir in a worker: where traces go (no lock, no records)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    trace_path = RunDir.trace_path
 
 
 def playbook_path(config: RunConfig, harness: str) -> str:

@@ -92,3 +92,28 @@ def test_a_second_process_cannot_use_a_busy_run_directory(tmp_path):
             RunDir(tmp_path, {"env": "tiny", "harnesses": ["base"]})
     finally:
         first.close()
+
+
+def test_workers_play_every_episode_once_and_match_the_sequential_run(tmp_path):
+    import json as _json
+
+    from playground.host import Host
+    from playground.runner import RunConfig, run
+
+    tasks = [f"tiny-{i}" for i in range(20_000, 20_008)]
+
+    def config(name):
+        return RunConfig(env="tiny", task_set="default", split="test", tasks=tasks, agent="noisy",
+                         harnesses=["base", "guard-only"], out=str(tmp_path / name))
+
+    host = Host().load()
+    sequential = run(host, config("one"))
+    parallel = run(host, config("two"), workers=2)
+    records = [_json.loads(line) for line in (tmp_path / "two" / "episodes.jsonl").read_text().splitlines()]
+    assert sorted(r["key"] for r in records) == sorted(f"{h}/{t}" for h in ("base", "guard-only") for t in tasks)
+    for harness in ("base", "guard-only"):  # no online learning in these harnesses: the same outcomes
+        assert parallel["harnesses"][harness]["success_rate"] == sequential["harnesses"][harness]["success_rate"]
+        assert parallel["harnesses"][harness]["mean_steps"] == sequential["harnesses"][harness]["mean_steps"]
+    assert all((tmp_path / "two" / r["trace"]).is_file() for r in records)
+    again = run(host, config("two"), workers=2)  # resume: nothing left to play
+    assert again["harnesses"]["base"]["episodes"] == len(tasks)
