@@ -89,7 +89,7 @@ def detect_invalid_action(context: StepContext, proposal: Proposal, window: Wind
     if not action or "\n" in action or len(action.split()) > MAX_ACTION_WORDS or re.search(r"[<>{}|]|^action\s*:", re.sub(r"\[[^\]]*\]$", "[]", action), re.I):
         return Detection(DETECTOR, "action_validity", ("unparseable_action",), 1.0,
                          f"unparseable action {proposal.action!r}", subtype="unparseable")
-    if admissible is not None and not is_admissible(action, admissible):
+    if admissible is not None:  # admissible actions returned above
         subtype = "unknown_verb" if _verb(action) not in {_verb(a) for a in admissible} else "bad_argument"
         return Detection(DETECTOR, "action_validity", ("invalid_action",), 1.0,
                          f"{action!r} is not among the {len(admissible)} admissible actions", subtype=subtype)
