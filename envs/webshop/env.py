@@ -65,6 +65,7 @@ class WebShopEnv(TextEnv):
         self.index = index_for(catalogue)
         self.state = PageState()
         self.goal: Goal | None = None
+        self._expert_search: list[str] | None = None
         self.reward_info: dict | None = None
 
     # -- gymnasium API -----------------------------------------------------------------
@@ -77,6 +78,7 @@ class WebShopEnv(TextEnv):
             raise ValueError("webshop: reset needs options={'task': <task id>}")
         self.goal = self.goal_of(task_id)
         self.state, self.reward_info = PageState(), None
+        self._expert_search: list[str] | None = None  # the expert's search steps depend on the goal only
         return self.render(), self._info(valid=True)
 
     def step(self, action: str):
@@ -267,7 +269,12 @@ class WebShopEnv(TextEnv):
         return [*self._search_plan(target, goal), *buy]
 
     def _search_plan(self, target: Product, goal: Goal) -> list[str]:
-        """Search with the goal's words; if that misses the product, with its title."""
+        """Search with the goal's words; if that misses the product, with its title (worked out once per goal)."""
+        if self._expert_search is None:
+            self._expert_search = self._plan_search(target, goal)
+        return self._expert_search
+
+    def _plan_search(self, target: Product, goal: Goal) -> list[str]:
         query = expert_query(goal)
         results = self.index.search(query, SEARCH_RETURN_N)
         if goal.asin not in results:
