@@ -97,3 +97,22 @@ def test_exposure_sentry_shows_only_matching_lessons_persistent_shows_all(tmp_pa
     play(tiny_env(), agent, plugins=[SentryPlugin({"persistent": True})], task="tiny-3", playbook=str(playbook),
          max_steps=12)
     assert all("FOREIGN-LESSON" in "".join(v.notes) for v in agent.views)
+
+
+def test_follow_up_keeps_offering_fresh_actions_for_the_set_number_of_steps():
+    agent = RecordingAgent(["look"] * 4)
+    play(tiny_env(), agent, plugins=[SentryPlugin({"follow_up": 2})], task="tiny-3", max_steps=12)
+    repairs = [v.step for v in agent.views if v.message and v.message.kind == "soft_repair"]
+    assert repairs, "the look loop should be repaired"
+    first = repairs[0]
+    noted = {v.step for v in agent.views if any("not tried recently" in n for n in v.notes)}
+    assert {first + 1, first + 2} <= noted and first not in noted
+    assert first + 3 not in noted  # the cooldown puts the next repair at first + 3 at the earliest
+    for view in agent.views:
+        for note in (n for n in view.notes if "not tried recently" in n):
+            offered = note.split(": ", 1)[1].split(", ")
+            assert "look" not in offered and set(offered) <= set(view.admissible_actions)
+
+    agent = RecordingAgent(["look"] * 4)
+    play(tiny_env(), agent, plugins=[SentryPlugin({})], task="tiny-3", max_steps=12)
+    assert not any(v.notes for v in agent.views)  # follow_up defaults to 0: no standing note

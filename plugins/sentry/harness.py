@@ -7,8 +7,10 @@ confidence threshold gets a soft repair (general advice, the last W steps, and a
 k retrieved lessons of the same failure type), subject to a per-episode cap and a
 cooldown (which does not apply when the agent wants to stop, since that ends the episode).
 An agent that still wants to stop early after the advice is offered the ranked valid
-actions once more (`block_early_stop`). Nothing detected: nothing retrieved. Soft repairs are watched by the verifier, and
-only verified ones become lessons in the playbook.
+actions once more (`block_early_stop`). With `follow_up` N, the N steps after a progress repair
+carry a standing note that keeps offering the actions not tried recently. Nothing detected:
+nothing retrieved. Soft repairs are watched by the verifier, and only verified ones become
+lessons in the playbook.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from playground.payloads import (Decision, EpisodeEnd, EpisodeStart, Interventio
 
 from playground.plugins.sentry.detectors import make_window, run_detectors
 from playground.plugins.sentry.lessons import summarise
-from playground.plugins.sentry.repair import hard_repair_message, rank_actions, soft_repair_message
+from playground.plugins.sentry.repair import fresh_actions, hard_repair_message, rank_actions, soft_repair_message
 from playground.plugins.sentry.verifier import RecoveryVerifier
 
 DEFAULTS: dict[str, Any] = {
@@ -32,6 +34,7 @@ DEFAULTS: dict[str, Any] = {
     "quiet_steps": 3,         # steps without the failure before a repair counts as resolved
     "threshold": 0.6,         # minimum detection confidence for a soft repair
     "cooldown": 2,            # steps after a soft repair with no new soft repair
+    "follow_up": 0,           # steps after a soft repair that keep offering the actions not tried recently
     "max_repairs": 10,        # soft repairs per episode at most
     "top_actions": 12,        # actions offered by a hard repair
     "fallback": "best",       # still invalid after the re-asks: "best" | "reask" | "give_up"
@@ -92,6 +95,7 @@ class SentryPlugin:
         self.start: EpisodeStart | None = None
         self.soft_repairs = 0
         self.last_soft_step: int | None = None
+        self.last_soft_type: str | None = None
         self.failing_actions: dict[int, str] = {}
 
     # -- episode -------------------------------------------------------------------
@@ -118,11 +122,27 @@ class SentryPlugin:
 
     @hookimpl
     def agent_notes(self, context: StepContext):
-        if not self.p["persistent"] or self.playbook is None:
+        notes = [self._follow_up_note(context)]
+        if self.p["persistent"] and self.playbook is not None:
+            lines = [f"- [{lesson.failure_type}: {', '.join(lesson.labels)}] when {lesson.trigger}: {lesson.principle}"
+                     for lesson in self.playbook.all()]
+            notes.append("Playbook of lessons from earlier episodes:\n" + "\n".join(lines) if lines else None)
+        return [n for n in notes if n] or None
+
+    def _follow_up_note(self, context: StepContext) -> str | None:
+        """In the `follow_up` steps after a progress repair, keep offering the actions not tried recently.
+
+        Only the fresh actions are named, never the ones the agent was looping on: a small
+        model tends to copy whatever actions its prompt mentions.
+        """
+        last = self.last_soft_step
+        if last is None or not 0 < context.step - last <= int(self.p["follow_up"]):
             return None
-        lines = [f"- [{lesson.failure_type}: {', '.join(lesson.labels)}] when {lesson.trigger}: {lesson.principle}"
-                 for lesson in self.playbook.all()]
-        return "Playbook of lessons from earlier episodes:\n" + "\n".join(lines) if lines else None
+        if self.last_soft_type != "progress":
+            return None
+        offered = fresh_actions(context, int(self.p["window"]), int(self.p["top_actions"]))
+        return ("You were stuck a few steps ago. Keep making progress; actions you have not tried recently: "
+                + ", ".join(offered)) if offered else None
 
     @hookimpl
     def detect_failures(self, context: StepContext, proposal):
@@ -186,6 +206,7 @@ class SentryPlugin:
         self.failing_actions[context.step] = proposal.action
         self.soft_repairs += 1
         self.last_soft_step = context.step
+        self.last_soft_type = detection.failure_type
         return Decision(NAME, "soft_repair", message=message, detections=(detection,),
                         details={"lessons": list(ids), "why": [item.reason for item in lessons]})
 
