@@ -89,8 +89,7 @@ class RunDir:
 
     def trace_path(self, harness: str, task_id: str, attempt: int = 1) -> Path:
         """Return where the trace of one episode (or of a cascade's later attempt) goes."""
-        suffix = "" if attempt == 1 else f".attempt{attempt}"
-        return self.path / "traces" / _safe(harness) / f"{_safe(task_id)}{suffix}.jsonl"
+        return trace_path(self.path, harness, task_id, attempt)
 
     def record(self, record: dict[str, Any]) -> None:
         """Append a finished episode's record and force it to disk."""
@@ -111,6 +110,12 @@ class RunDir:
     def close(self) -> None:
         """Release the directory lock."""
         self._lock.close()
+
+
+def trace_path(run_path: Path, harness: str, task_id: str, attempt: int = 1) -> Path:
+    """Return where, under the run directory `run_path`, the trace of one episode (or attempt) goes."""
+    suffix = "" if attempt == 1 else f".attempt{attempt}"
+    return Path(run_path) / "traces" / _safe(harness) / f"{_safe(task_id)}{suffix}.jsonl"
 
 
 def _safe(name: str) -> str:

@@ -26,7 +26,7 @@ from playground.host import Host, format_exception
 from playground.loop import EpisodeConfig, run_episode
 from playground.registry import HarnessSpec
 from playground.report import EpisodeTally, summarise_run
-from playground.rundir import RunDir, episode_key
+from playground.rundir import RunDir, episode_key, trace_path
 from playground.traces import TraceWriter
 
 
@@ -149,7 +149,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                     pending.append((harness, task_id))
         if workers == 1:
             for harness, task_id in pending:
-                record = run_one_episode(host, config, run_id, rundir, header_base, harness, task_id)
+                record = run_one_episode(host, config, run_id, rundir.path, header_base, harness, task_id)
                 rundir.record(record)
                 notify(record["key"], record)
         else:
@@ -192,16 +192,7 @@ def _start_worker(strict: bool) -> None:
 
 def _worker_episode(config: RunConfig, run_id: str, run_path: str, header_base: dict, harness: str,
                     task_id: str) -> dict:
-    return run_one_episode(_WORKER_HOST, config, run_id, _TracePaths(Path(run_path)), header_base, harness, task_id)
-
-
-class _TracePaths:
-    """What `run_one_episode` needs of a RunDir in a worker: where traces go (no lock, no records)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    trace_path = RunDir.trace_path
+    return run_one_episode(_WORKER_HOST, config, run_id, Path(run_path), header_base, harness, task_id)
 
 
 def playbook_path(config: RunConfig, harness: str) -> str:
@@ -209,13 +200,13 @@ def playbook_path(config: RunConfig, harness: str) -> str:
     return config.playbook or str(Path(config.out) / "playbooks" / f"{harness}.sqlite")
 
 
-def run_one_episode(host: Host, config: RunConfig, run_id: str, rundir: RunDir, header_base: dict,
+def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, header_base: dict,
                     harness: str, task_id: str) -> dict:
     """Play one task under a harness (each attempt of a cascade in turn) and return its record."""
     spec = resolve_harness(host, harness)
     attempts = []
     for number, names in enumerate(spec.attempts, start=1):
-        record = _play_attempt(host, config, run_id, rundir.trace_path(harness, task_id, number), header_base,
+        record = _play_attempt(host, config, run_id, trace_path(run_path, harness, task_id, number), header_base,
                                harness, spec, names, task_id)
         if spec.cascade:
             record["cost"] = attempt_cost([host.interventions.get(n) for n in names], record)
