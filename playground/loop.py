@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from playground.environments import kind_of
@@ -136,7 +137,8 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     state.started = True
     hooks.call("episode_started", start=EpisodeStart(
         config.run_id, config.episode_id, config.env, config.task_id, config.harness, config.agent,
-        config.seed, goal, observation, config.max_steps, config.playbook, config.params, config.task_set))
+        config.seed, goal, observation, config.max_steps, config.playbook, config.params, config.task_set,
+        MappingProxyType(dict(info))))
 
     history: list[Turn] = []
     checkpoints: dict[int, _Checkpoint] = {}

@@ -181,6 +181,8 @@ class EpisodeStart:
     playbook: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     task_set: str = ""
+    # The env's reset info, read-only: env-specific facts a plugin may need (e.g. AppWorld's API docs).
+    env_info: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -166,16 +166,21 @@ def test_noisy_runs_under_base_sentry_and_procedural_harnesses(capsys, tmp_path)
     out = tmp_path / "run"
     code = main(["run", "--env", "appworld", "--agent", "noisy", "--agent-option", "invalid=0.3",
                  "--agent-option", "drift=0.2", "--harness", "base", "--harness", "sentry",
-                 "--harness", "retrieval_fallback", "--episodes", "4", "--max-steps", "12", "--out", str(out), "--quiet"])
+                 "--harness", "retrieval_fallback", "--harness", "auto_knowledge", "--episodes", "4", "--max-steps", "12",
+                 "--out", str(out), "--quiet"])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["harnesses"]) == {"base", "sentry", "retrieval_fallback"}
+    assert set(summary["harnesses"]) == {"base", "sentry", "retrieval_fallback", "auto_knowledge"}
     assert all(h["errors"] == 0 for h in summary["harnesses"].values())
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     fallback = [r for r in records if r["harness"] == "retrieval_fallback"]
     assert sum(r["detected_failures"] for r in fallback) > 0
     trace = [json.loads(line) for line in (out / fallback[0]["trace"]).read_text().splitlines()]
     assert trace[0]["env"] == "appworld" and trace[0]["appworld"] == appworld_setup.APPWORLD_REQUIREMENT
+    # auto_knowledge's help carries API docs from the server (passed to it in the env's reset info)
+    helps = [e["message"]["text"] for r in records if r["harness"] == "auto_knowledge"
+             for e in map(json.loads, (out / r["trace"]).read_text().splitlines()) if e["type"] == "intervention"]
+    assert helps and any("Relevant APIs:\n- apis." in text for text in helps)
 
 
 @needs_server

@@ -78,13 +78,13 @@ class AppWorldEnv(TextEnv):
         self.cells: list[str] = []
         self.meta = _read_meta(self.root, task_id)
         self.solution = list(self.meta.get("solution", []))
-        ACTIVE.update(server=self.server, apps=list(self.meta.get("apps", [])))
         supervisor = self.task.get("supervisor", {})
         observation = (f"Task: {self.task.get('instruction', '')}\n"
                        f"Supervisor: {supervisor.get('first_name', '')} {supervisor.get('last_name', '')} "
                        f"({supervisor.get('email', '')}, {supervisor.get('phone_number', '')}); "
                        f"now: {self.task.get('datetime', '')}\n{USAGE}")
-        return observation, self._info(valid=True)
+        # The procedural interventions read the docs from here (EpisodeStart.env_info).
+        return observation, {**self._info(valid=True), "api_docs": self.server.api_docs()}
 
     def step(self, action: str):
         """Execute one code cell; end and evaluate when the task has been completed."""
@@ -195,9 +195,6 @@ def _read_meta(root: Path, task_id: str) -> dict:
 
 
 _SERVERS: dict[str, AppWorldServer] = {}
-# The server and apps of the task being played: a server holds one task world at a time,
-# so episodes on it run one after another; the procedural interventions read their docs here.
-ACTIVE: dict[str, Any] = {"server": None, "apps": []}
 
 
 def server_for(root: Path) -> AppWorldServer:

@@ -9,7 +9,8 @@ when it runs without error, `unresolved` otherwise. No task reward is read.
   API send_money; these names are close: ...", "log in first", "look the record up
   first instead of a guessed value". Cheapest.
 - `auto_knowledge`: the API docs relevant to the instruction and the failing call
-  (BM25 over AppWorld's own API docs, fetched from the server once per process).
+  (BM25 over AppWorld's own API docs, which the env fetches from its server once and
+  passes in its reset info).
 - `retrieval_fallback`: the rule first; if the next cell fails again, the relevant docs;
   if it fails a third time, every API of the task's apps. Richer context only after the
   cheaper sources fail.
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from playground.hookspecs import hookimpl
-from playground.payloads import Decision, Detection, InterventionMessage, StepContext, StepOutcome, Verification
+from playground.payloads import (Decision, Detection, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
+                                 Verification)
 
 FAILURE_TYPE = "procedure"
 LABELS = ("unknown_api", "missing_login", "missing_lookup", "missing_argument", "syntax_error", "api_error")
@@ -58,20 +60,6 @@ def classify_error(output: str, code: str = "") -> CellError:
     return CellError("api_error", app, api, message)
 
 
-# -- API docs, from the server ----------------------------------------------------------
-
-_DOCS: dict[str, Any] = {}
-_DOCS_LOCK = threading.Lock()
-
-
-def api_docs(server) -> dict[str, dict[str, dict]]:
-    """AppWorld's API docs {app: {api: doc}}, fetched from the server once per process."""
-    with _DOCS_LOCK:
-        if server.url not in _DOCS:
-            _DOCS[server.url] = server.get("/api_docs")
-        return _DOCS[server.url]
-
-
 def describe_api(app: str, api: str, doc: dict) -> str:
     """One line: `apis.app.api(param, ...)`: description."""
     params = ", ".join(p.get("name", "") + ("" if p.get("required") else "=...") for p in doc.get("parameters", []))
@@ -92,12 +80,13 @@ def relevant_docs(docs: dict, query: str, apps: list[str], k: int = 5) -> list[s
 
 
 _INDEXES: dict[tuple[int, tuple[str, ...]], tuple] = {}
+_INDEX_LOCK = threading.Lock()
 
 
 def _docs_index(docs: dict, apps: tuple[str, ...]):
     """The BM25 index over the docs of `apps` (plus supervisor), built once per docs and apps."""
     key = (id(docs), apps)
-    with _DOCS_LOCK:
+    with _INDEX_LOCK:
         if key in _INDEXES and _INDEXES[key][0] is docs:
             return _INDEXES[key][1]
     import bm25s
@@ -112,7 +101,7 @@ def _docs_index(docs: dict, apps: tuple[str, ...]):
         retriever = bm25s.BM25()
         retriever.index(tokenizer.tokenize(texts, return_as="ids", show_progress=False), show_progress=False)
         index = (entries, retriever, tokenizer)
-    with _DOCS_LOCK:
+    with _INDEX_LOCK:
         _INDEXES[key] = (docs, index)
     return index
 
@@ -169,6 +158,8 @@ class ProceduralHelp:
         self.max_reasks = int(params.get("max_reasks_per_step", 1))
         self.streak = 0  # failed cells in a row
         self.pending: dict[int, CellError] = {}  # step -> the error helped with there
+        self.docs: dict = {}  # {app: {api: doc}} of the episode's AppWorld server
+        self.apps: list[str] = []  # the task's apps
 
     def _error(self, context: StepContext) -> CellError | None:
         if not context.history or context.history[-1].valid_action:
@@ -176,16 +167,14 @@ class ProceduralHelp:
         last = context.history[-1]
         return classify_error(last.observation, last.action)
 
+    @hookimpl
+    def episode_started(self, start: EpisodeStart) -> None:
+        """Take the task's apps and the API docs from the env's reset info."""
+        self.docs = start.env_info.get("api_docs") or {}  # the server's own dict: its BM25 index is reused
+        self.apps = list(start.env_info.get("apps") or [])
+
     def _docs(self) -> dict:
-        from playground.envs.appworld.env import ACTIVE
-
-        return api_docs(ACTIVE["server"]) if ACTIVE["server"] is not None else {}
-
-    @property
-    def apps(self) -> list[str]:
-        from playground.envs.appworld.env import ACTIVE
-
-        return list(ACTIVE["apps"])
+        return self.docs
 
     @hookimpl
     def detect_failures(self, context: StepContext, proposal) -> Detection | None:

@@ -44,6 +44,7 @@ class AppWorldServer:
         self.process: subprocess.Popen | None = None
         self.port = 0
         self.started_seconds = 0.0
+        self._api_docs: dict | None = None
 
     @property
     def url(self) -> str:
@@ -103,6 +104,12 @@ class AppWorldServer:
             raise AppWorldError(f"AppWorld {path} failed with HTTP {exc.code}: {detail}") from None
         except (urllib.error.URLError, OSError, json.JSONDecodeError, KeyError) as exc:
             raise AppWorldError(f"AppWorld {path} failed: {type(exc).__name__}: {exc}") from None
+
+    def api_docs(self) -> dict[str, dict[str, dict]]:
+        """AppWorld's API docs {app: {api: doc}}, fetched once per server."""
+        if self._api_docs is None:
+            self._api_docs = self.get("/api_docs")
+        return self._api_docs
 
     def get(self, path: str, timeout: float = 120.0) -> Any:
         """GET `path` and return the decoded JSON reply."""
