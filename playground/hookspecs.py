@@ -109,7 +109,8 @@ def episode_started(start: EpisodeStart) -> None:
     """Observer, fan-out: the env has been reset and the episode begins.
 
     Called on every episode plugin; return values are ignored. Harness plugins use it
-    to set up their per-episode state (e.g. open the playbook).
+    to set up their per-episode state (e.g. open the playbook); `start.env_info` is the
+    env's reset info, for env-specific facts (e.g. AppWorld's API docs).
     """
 
 
