@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import difflib
 import re
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from playground.hookspecs import hookimpl
 from playground.payloads import (Decision, Detection, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
                                  Verification)
+from playground.text_index import TextIndex, built_once
 
 FAILURE_TYPE = "procedure"
 LABELS = ("unknown_api", "missing_login", "missing_lookup", "missing_argument", "syntax_error", "api_error")
@@ -68,42 +68,16 @@ def describe_api(app: str, api: str, doc: dict) -> str:
 
 def relevant_docs(docs: dict, query: str, apps: list[str], k: int = 5) -> list[str]:
     """The k API descriptions most similar to `query` (BM25), within `apps` when given."""
-    index = _docs_index(docs, tuple(apps))
-    if index is None:
-        return []
-    entries, retriever, tokenizer = index
-    tokens = tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)
-    if not len(tokens[0]):
-        return []
-    found, _ = retriever.retrieve(tokens, k=min(k, len(entries)), show_progress=False)
-    return [describe_api(*entries[i]) for i in found[0].tolist()]
+    entries, index = built_once(docs, tuple(apps), lambda: _docs_index(docs, tuple(apps)))
+    return [describe_api(*entries[i]) for i, _ in index.search(query, k)]
 
 
-_INDEXES: dict[tuple[int, tuple[str, ...]], tuple] = {}
-_INDEX_LOCK = threading.Lock()
-
-
-def _docs_index(docs: dict, apps: tuple[str, ...]):
-    """The BM25 index over the docs of `apps` (plus supervisor), built once per docs and apps."""
-    key = (id(docs), apps)
-    with _INDEX_LOCK:
-        if key in _INDEXES and _INDEXES[key][0] is docs:
-            return _INDEXES[key][1]
-    import bm25s
-    from bm25s.tokenization import Tokenizer
-
+def _docs_index(docs: dict, apps: tuple[str, ...]) -> tuple[list[tuple[str, str, dict]], TextIndex]:
+    """The docs of `apps` (plus supervisor) as (app, api, doc) entries, and a BM25 index over them."""
     entries = [(app, api, doc) for app, apis in docs.items() if not apps or app in apps or app == "supervisor"
                for api, doc in apis.items()]
-    index = None
-    if entries:
-        tokenizer = Tokenizer(stopwords="en")
-        texts = [f"{app} {api.replace('_', ' ')} {doc.get('description', '')}" for app, api, doc in entries]
-        retriever = bm25s.BM25()
-        retriever.index(tokenizer.tokenize(texts, return_as="ids", show_progress=False), show_progress=False)
-        index = (entries, retriever, tokenizer)
-    with _INDEX_LOCK:
-        _INDEXES[key] = (docs, index)
-    return index
+    texts = [f"{app} {api.replace('_', ' ')} {doc.get('description', '')}" for app, api, doc in entries]
+    return entries, TextIndex(texts)
 
 
 # -- the help each source gives -----------------------------------------------------------

@@ -7,11 +7,10 @@ at most 50 products, best first; the same query always gives the same list.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from typing import Any
 
 from playground.envs.webshop.catalogue import Catalogue, Product
+from playground.text_index import TextIndex, built_once
 
 SEARCH_RETURN_N = 50
 
@@ -28,38 +27,18 @@ class SearchIndex:
     """A BM25 index over a catalogue's products."""
 
     asins: list[str]
-    retriever: Any
-    tokenizer: Any
+    index: TextIndex
 
     def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[str]:
         """Return the ASINs of the best `k` products for `query` (empty when no query word is known)."""
-        tokens = self.tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)
-        if not self.asins or not tokens or not len(tokens[0]):
-            return []
-        found, scores = self.retriever.retrieve(tokens, k=min(k, len(self.asins)), show_progress=False)
-        return [self.asins[i] for i, s in zip(found[0].tolist(), scores[0].tolist()) if s > 0]
+        return [self.asins[i] for i, score in self.index.search(query, k) if score > 0]
 
 
 def build_index(catalogue: Catalogue) -> SearchIndex:
     """Index every product of `catalogue`."""
-    import bm25s
-    from bm25s.tokenization import Tokenizer
-
-    tokenizer = Tokenizer(stopwords="en")
-    retriever = bm25s.BM25()
-    corpus = tokenizer.tokenize([product_text(p) for p in catalogue.products], return_as="ids", show_progress=False)
-    retriever.index(corpus, show_progress=False)
-    return SearchIndex([p.asin for p in catalogue.products], retriever, tokenizer)
-
-
-_INDEXES: dict[int, tuple[Catalogue, SearchIndex]] = {}
-_LOCK = threading.Lock()
+    return SearchIndex([p.asin for p in catalogue.products], TextIndex([product_text(p) for p in catalogue.products]))
 
 
 def index_for(catalogue: Catalogue) -> SearchIndex:
     """Return the (per-process cached) index of `catalogue`."""
-    with _LOCK:
-        entry = _INDEXES.get(id(catalogue))
-        if entry is None or entry[0] is not catalogue:
-            entry = _INDEXES[id(catalogue)] = (catalogue, build_index(catalogue))
-        return entry[1]
+    return built_once(catalogue, "products", lambda: build_index(catalogue))
