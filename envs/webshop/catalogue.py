@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 
 PRICE_STEPS = tuple(10.0 * i for i in range(1, 100))  # WebShop's PRICE_RANGE
+NO_PRICE_BOUND = 1_000_000.0  # a price above every step: the goal names no bound
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,13 @@ def price_upper_for(price: float, rng: random.Random) -> float:
     """WebShop's price bound: the larger of two of the next four 10-dollar steps above `price`."""
     steps = [p for p in PRICE_STEPS if p > price][:4]
     if len(steps) < 2:
-        return 1_000_000.0
+        return NO_PRICE_BOUND
     return max(rng.sample(steps, 2))
+
+
+def price_clause(upper: float) -> str:
+    """The end of a goal instruction that states its price bound ("" when there is none)."""
+    return f", and price lower than {upper:.2f} dollars" if upper < NO_PRICE_BOUND else ""
 
 
 # -- the embedded catalogue ------------------------------------------------------------
@@ -189,7 +195,6 @@ def goal_for(product: Product, rng: random.Random) -> Goal:
     noun = product.query
     option_text = "".join(f", and {n}: {v}" if i else f", with {n}: {v}" for i, (n, v) in enumerate(zip(names, values)))
     instruction = rng.choice(INSTRUCTION_TEMPLATES).format(noun=noun, attrs=" and ".join(attributes), options=option_text)
-    if upper < 1_000_000:
-        instruction += f", and price lower than {upper:.2f} dollars"
+    instruction += price_clause(upper)
     return Goal(product.asin, instruction, attributes, values, upper, product.query, product.product_category,
                 product.title, names)

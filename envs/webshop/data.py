@@ -23,7 +23,8 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
 
-from playground.envs.webshop.catalogue import Catalogue, Goal, Product, generate_catalogue, goal_for, price_upper_for
+from playground.envs.webshop.catalogue import (Catalogue, Goal, Product, generate_catalogue, goal_for, price_clause,
+                                               price_upper_for)
 
 DATA_ENV = "WEBSHOP_DATA"
 PRODUCT_FILES = ("items_shuffle.json", "items_shuffle_1000.json")
@@ -111,7 +112,7 @@ def human_goals(products: dict[str, Product], human: dict, where: str) -> list[G
             if not entry.get("instruction_attributes"):
                 continue  # WebShop skips goals without attributes
             upper = price_upper_for(product.price, random.Random(f"webshop-goal:{asin}:{i}"))
-            text = str(entry["instruction"]).strip(".") + (f", and price lower than {upper:.2f} dollars" if upper < 1e6 else "")
+            text = str(entry["instruction"]).strip(".") + price_clause(upper)
             goals.append(Goal(asin, text, tuple(entry["instruction_attributes"]), tuple(entry.get("instruction_options") or ()),
                               upper, product.query, product.product_category, product.title))
     return goals
@@ -126,7 +127,7 @@ def synthetic_goals(products: dict[str, Product], attributes: dict) -> list[Goal
             continue
         names = tuple(sorted(product.options))
         upper = price_upper_for(product.price, random.Random(f"webshop-goal:{asin}"))
-        price_text = f", and price lower than {upper:.2f} dollars" if upper < 1e6 else ""
+        price_text = price_clause(upper)
         for combination in itertools.product(*(product.options[n] for n in names)):
             option_text = ", and ".join(f"{n}: {v}" for n, v in zip(names, combination))
             text = entry["instruction"] + (f" with {option_text}" if option_text else "") + price_text
