@@ -89,6 +89,12 @@ def cache_root() -> Path:
     return Path(os.environ.get("PLAYGROUND_CACHE") or Path.home() / ".cache" / "playground")
 
 
+def path_from_env(variable: str) -> Path | None:
+    """The path an environment variable names (`~` expanded), or None when it is unset or empty."""
+    value = os.environ.get(variable, "").strip()
+    return Path(value).expanduser() if value else None
+
+
 TEMPLATE_ARGUMENT = "[...]"
 
 

@@ -17,10 +17,11 @@ or sliced-object tasks). Tasks of a split are listed round-robin over the task t
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from playground.environments import path_from_env
 
 LAYOUT_DIR = "json_2.1.1"
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -70,8 +71,7 @@ def parse_task_folder(name: str) -> TaskFolder | None:
 
 def env_data_root() -> Path | None:
     """Return `$ALFWORLD_DATA` as a path, or None when it is unset or empty."""
-    value = os.environ.get("ALFWORLD_DATA", "").strip()
-    return Path(value).expanduser() if value else None
+    return path_from_env("ALFWORLD_DATA")
 
 
 def check_root(root: Path | None) -> Path:

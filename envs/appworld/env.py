@@ -24,13 +24,12 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from pathlib import Path
 from typing import Any
 
-from playground.environments import EnvProvider, TaskSet, TextEnv
+from playground.environments import EnvProvider, TaskSet, TextEnv, path_from_env
 from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.server import AppWorldError, AppWorldServer
 
@@ -265,8 +264,7 @@ class AppWorldProvider(EnvProvider):
 
 
 def _real_root() -> Path | None:
-    value = os.environ.get("APPWORLD_ROOT", "").strip()
-    return Path(value).expanduser() if value else None
+    return path_from_env("APPWORLD_ROOT")
 
 
 def _dataset_ids(root_of, dataset: str, setup_needed: bool = False):

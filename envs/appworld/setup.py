@@ -21,7 +21,7 @@ import venv
 from pathlib import Path
 from typing import Callable
 
-from playground.environments import cache_root
+from playground.environments import cache_root, path_from_env
 
 APPWORLD_REQUIREMENT = "appworld==0.1.3.post1"
 BUILDER = Path(__file__).with_name("build_tasks.py")
@@ -36,8 +36,7 @@ def home() -> Path:
 
 def venv_python() -> Path:
     """The python of AppWorld's venv (`APPWORLD_PYTHON`, else the one setup creates)."""
-    override = os.environ.get("APPWORLD_PYTHON", "").strip()
-    return Path(override).expanduser() if override else home() / "venv" / "bin" / "python"
+    return path_from_env("APPWORLD_PYTHON") or home() / "venv" / "bin" / "python"
 
 
 def embedded_root() -> Path:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
 
+from playground.environments import path_from_env
 from playground.envs.webshop.catalogue import (Catalogue, Goal, Product, generate_catalogue, goal_for, price_clause,
                                                price_upper_for)
 
@@ -51,8 +51,7 @@ def generated_goal(catalogue: Catalogue, n: int) -> Goal:
 
 def data_dir() -> Path | None:
     """The directory `WEBSHOP_DATA` names, or None when unset."""
-    value = os.environ.get(DATA_ENV, "").strip()
-    return Path(value).expanduser() if value else None
+    return path_from_env(DATA_ENV)
 
 
 def _first_existing(directory: Path, names: tuple[str, ...]) -> Path | None:
