@@ -71,9 +71,8 @@ class AppWorldEnv(TextEnv):
             raise ValueError("appworld: reset needs options={'task': <task id>}")
         if not (self.root / "data" / "tasks" / task_id).is_dir():
             raise ValueError(f"appworld: no task {task_id!r} under {self.root / 'data' / 'tasks'}")
-        self.close()
-        self.task = self.server.request("/initialize", task_id=task_id, experiment_name=f"playground-{uuid.uuid4().hex[:8]}")
-        self.task_id, self.done, self.report, self.solved, self.last_code = task_id, False, None, 0, ""
+        self._open(task_id)
+        self.done, self.report, self.solved, self.last_code = False, None, 0, ""
         self.cells: list[str] = []
         self.meta = _read_meta(self.root, task_id)
         self.solution = list(self.meta.get("solution", []))
@@ -110,14 +109,18 @@ class AppWorldEnv(TextEnv):
         """Re-open the task and replay the snapshot's cells: AppWorld freezes time and numbers
         records in order, so the databases and the shell's variables come back the same."""
         task_id = self.task_id
-        self.close()
-        self.task = self.server.request("/initialize", task_id=task_id, experiment_name=f"playground-{uuid.uuid4().hex[:8]}")
-        self.task_id = task_id
+        self._open(task_id)
         for cell in snapshot["cells"]:
             self.server.request("/execute", task_id=task_id, code=cell)
         self.cells = list(snapshot["cells"])
         self.done, self.solved, self.last_code = snapshot["done"], snapshot["solved"], snapshot["last_code"]
         self.report = None
+
+    def _open(self, task_id: str) -> None:
+        """Close the current task world and open `task_id`'s as it starts (a fresh experiment)."""
+        self.close()
+        self.task = self.server.request("/initialize", task_id=task_id, experiment_name=f"playground-{uuid.uuid4().hex[:8]}")
+        self.task_id = task_id
 
     def close(self) -> None:
         """Close the current task world on the server, if any."""
