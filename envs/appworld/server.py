@@ -93,17 +93,7 @@ class AppWorldServer:
 
     def request(self, path: str, timeout: float = 120.0, **body: Any) -> Any:
         """POST `body` as JSON to `path` and return the reply's `output` (AppWorldError on failure)."""
-        self.start()
-        data = json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as reply:
-                return json.load(reply)["output"]
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise AppWorldError(f"AppWorld {path} failed with HTTP {exc.code}: {detail}") from None
-        except (urllib.error.URLError, OSError, json.JSONDecodeError, KeyError) as exc:
-            raise AppWorldError(f"AppWorld {path} failed: {type(exc).__name__}: {exc}") from None
+        return self._send(path, path, timeout, json.dumps(body).encode(), "output")
 
     def api_docs(self) -> dict[str, dict[str, dict]]:
         """AppWorld's API docs {app: {api: doc}}, fetched once per server."""
@@ -113,12 +103,23 @@ class AppWorldServer:
 
     def get(self, path: str, timeout: float = 120.0) -> Any:
         """GET `path` and return the decoded JSON reply."""
-        self.start()
+        return self._send(path, f"GET {path}", timeout)
+
+    def _send(self, path: str, what: str, timeout: float, data: bytes | None = None, field: str | None = None) -> Any:
+        """GET `path`, or POST `data` as JSON to it (starting the server first if needed); return the
+        decoded reply, or its `field`."""
+        self.start()  # before the URL is read: starting picks the port
+        request = urllib.request.Request(self.url + path, data=data,
+                                         headers={"Content-Type": "application/json"} if data is not None else {})
         try:
-            with urllib.request.urlopen(self.url + path, timeout=timeout) as reply:
-                return json.load(reply)
-        except (urllib.error.URLError, OSError, json.JSONDecodeError) as exc:
-            raise AppWorldError(f"AppWorld GET {path} failed: {type(exc).__name__}: {exc}") from None
+            with urllib.request.urlopen(request, timeout=timeout) as reply:
+                answer = json.load(reply)
+                return answer[field] if field else answer
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            raise AppWorldError(f"AppWorld {what} failed with HTTP {exc.code}: {detail}") from None
+        except (urllib.error.URLError, OSError, json.JSONDecodeError, KeyError) as exc:
+            raise AppWorldError(f"AppWorld {what} failed: {type(exc).__name__}: {exc}") from None
 
     def memory_mb(self) -> float | None:
         """Resident memory of the server process in MB (Linux /proc), or None."""
