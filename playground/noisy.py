@@ -23,7 +23,7 @@ import random
 from typing import Any
 
 from playground.agents import expert_action, parse_options
-from playground.environments import is_template
+from playground.environments import is_template, kind_of
 from playground.payloads import AgentView, Proposal
 
 # failure mode -> (failure type, retrieval label) a correct detector would report
@@ -89,7 +89,7 @@ class NoisyAgent:
         if proposal is None:
             proposal = self._next(view, planned)
         self.last_action = proposal.action
-        if proposal.action.lower().startswith("search["):
+        if kind_of(proposal.action, view.extras.get("action_kinds") or {}) == "search":
             self.last_search = proposal.action
         return proposal
 
@@ -168,7 +168,6 @@ class NoisyAgent:
         stall = [a for a in admissible if a.startswith(STALL_VERBS)] or ["look"]
         action = self.rng.choice(stall)
         return Proposal(thought=f"Let me {action} first.", action=action)
-
 
     def _kind_failure(self, mode: str, kinds: dict[str, str], planned: str | None) -> Proposal | None:
         """The failure in an env that names its action kinds (e.g. WebShop); None where it has no such action.
