@@ -86,7 +86,7 @@ def detect_invalid_action(context: StepContext, proposal: Proposal, window: Wind
     admissible = context.admissible_actions
     if admissible is not None and action and is_admissible(action, admissible):
         return None
-    if not action or "\n" in action or len(action.split()) > MAX_ACTION_WORDS or re.search(r"[<>{}|]|^action\s*:", re.sub(r"\[[^\]]*\]$", "[]", action), re.I):
+    if _unparseable(action):
         return Detection(DETECTOR, "action_validity", ("unparseable_action",), 1.0,
                          f"unparseable action {proposal.action!r}", subtype="unparseable")
     if admissible is not None:  # admissible actions returned above
@@ -94,6 +94,13 @@ def detect_invalid_action(context: StepContext, proposal: Proposal, window: Wind
         return Detection(DETECTOR, "action_validity", ("invalid_action",), 1.0,
                          f"{action!r} is not among the {len(admissible)} admissible actions", subtype=subtype)
     return None
+
+
+def _unparseable(action: str) -> bool:
+    """Empty, several lines, too many words, or markup outside a trailing `[argument]` (e.g. `search[a|b]` is fine)."""
+    outside_argument = re.sub(r"\[[^\]]*\]$", "[]", action)
+    return (not action or "\n" in action or len(action.split()) > MAX_ACTION_WORDS
+            or re.search(r"[<>{}|]|^action\s*:", outside_argument, re.I) is not None)
 
 
 def _verb(action: str) -> str:
