@@ -150,8 +150,9 @@ class Playbook:
     PlaybookError, leaving the file as it was, for a corrupt file, an SQLite database that is
     not a playbook, or a playbook of a newer schema. `read_only=True` opens an existing
     playbook (e.g. a shipped one, in a folder that cannot be written) for retrieval and
-    inspection: every change raises PlaybookError and retrieval counters are not kept. Use one Playbook per process (or thread);
-    processes share lessons only through the file. Also a context manager that closes it.
+    inspection: every change raises PlaybookError and retrieval counters are not kept.
+    Use one Playbook per process (or thread); processes share lessons only through the
+    file. Also a context manager that closes it.
     """
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0, read_only: bool = False):

@@ -15,8 +15,8 @@ changes nothing (`valid_action` False).
 `info` carries `goal`, `admissible_actions`, `valid_action`, `won` (reward 1), `lost`,
 `score` (the reward once bought, else 0) and `max_score` 1, plus two keys detectors use:
 `action_kinds` (admissible action -> "search", "page" (results paging), "open" (a
-product), "select" (an option), "look" (a sub-page), "move" (back) or "finish" (Buy Now)) and `open_choices` (option groups on the item page with no
-value chosen yet). After Buy Now it has `reward_info`; with `expert=True`, `expert_plan`.
+product), "select" (an option), "look" (a sub-page), "move" (back) or "finish" (Buy
+Now)) and `open_choices` (option groups on the item page with no value chosen yet). After Buy Now it has `reward_info`; with `expert=True`, `expert_plan`.
 The state is a small record, so the env can snapshot and restore.
 """
 
@@ -360,7 +360,7 @@ def _real_catalogue() -> Catalogue:
 def _data_split(split: str):
     def ids(count: int) -> list[str]:
         indices = data.split_range(split, len(_real_catalogue().goals))
-        return [f"data-{i}" for i in list(indices)[:count]]
+        return [f"data-{i}" for i in indices[:count]]
 
     return ids
 
