@@ -31,16 +31,15 @@ from playground.envs.alfworld.data import env_data_root
 from playground.envs.alfworld.guard import NO_PRIORS, Guard
 from playground.envs.alfworld.priors import PRIOR_GAMES, load_priors
 from playground.envs.alfworld.provider import AlfWorldProvider
-from playground.host import BUILTIN_PLUGINS, Host
-from playground.runner import RunConfig, run
+from playground.host.manager import Host
+from playground.run.runner import RunConfig, run
 
 TOP_K = 12
 
 
 def load_host() -> Host:
     """The host with the alfworld plugin (given explicitly while it is not a built-in)."""
-    extra = {} if "alfworld" in BUILTIN_PLUGINS else {"alfworld": "playground.envs.alfworld"}
-    return Host().load(extra=extra)
+    return Host().load()
 
 
 def recall(provider: AlfWorldProvider, task_set: str, tasks: list[str], guards: dict[str, Guard],

@@ -23,8 +23,8 @@ from pathlib import Path
 from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.env import AppWorldEnv
 from playground.envs.appworld.server import AppWorldServer
-from playground.host import Host
-from playground.runner import RunConfig, run
+from playground.host.manager import Host
+from playground.run.runner import RunConfig, run
 
 HARNESSES = ["base", "sentry", "local_induction", "auto_knowledge", "retrieval_fallback"]
 

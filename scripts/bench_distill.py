@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from playground.darc.distill import count_chains, distill, rank_key, score_chain
-from playground.darc.evidence import Evidence, load_evidence, write_evidence
+from playground.plugins.darc.distill import count_chains, distill, rank_key, score_chain
+from playground.plugins.darc.evidence import Evidence, load_evidence, write_evidence
 
 LAM, TAU_FREE = 0.05, 2.0
 

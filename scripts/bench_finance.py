@@ -32,8 +32,8 @@ from pathlib import Path
 from playground.envs.finance import data, demos
 from playground.envs.finance.agents import MODE_LABELS, NUMBER_MODES, TAG_MODES, break_answer
 from playground.envs.finance.format_check import LABELS, check, expected_format
-from playground.host import BUILTIN_PLUGINS, Host
-from playground.runner import RunConfig, run
+from playground.host.manager import Host
+from playground.run.runner import RunConfig, run
 
 BUDGETS = (0, 1, 2, 4, 8, 16)
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/finance"
@@ -191,8 +191,7 @@ def main() -> None:
           ["pool", "docs", "build s", "query p50 ms", "query p99 ms", "queries"], rows)
 
     # 2. accuracy by k
-    extra = {} if "finance" in BUILTIN_PLUGINS else {"finance": "playground.envs.finance"}
-    host = Host(strict=True).load(extra=extra)
+    host = Host(strict=True).load()
     runs = [("generated formula (test)", "formula", "test", sets["formula"].tasks("test", args.tasks), {}),
             ("generated finer (test)", "finer", "test", sets["finer"].tasks("test", args.tasks), {})]
     if "formula-data" in sets:

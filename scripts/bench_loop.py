@@ -19,12 +19,12 @@ from pathlib import Path
 import textworld
 from textworld import EnvInfos
 
-from playground.agents import ExpertAgent
+from playground.agents.base import ExpertAgent
 from playground.envs.textworld.games import ensure_game
 from playground.envs.textworld.provider import TextWorldProvider
-from playground.episode_hooks import EpisodeHooks
-from playground.loop import EpisodeConfig, run_episode
-from playground.traces import TraceWriter
+from playground.core.episode_hooks import EpisodeHooks
+from playground.core.loop import EpisodeConfig, run_episode
+from playground.run.traces import TraceWriter
 
 INFOS = EnvInfos(admissible_commands=True, objective=True, score=True, max_score=True, won=True, lost=True,
                  policy_commands=True)

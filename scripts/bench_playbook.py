@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from playground.failures import FAILURE_TYPES
-from playground.playbook import Playbook
+from playground.core.labels import FAILURE_TYPES
+from playground.plugins.playbook.store import Playbook
 
 CHUNK = 50_000
 TYPES = ("action_validity", "progress", "grounding", "procedure")  # 3, 4, 3 and 8 labels
@@ -125,7 +125,7 @@ def concurrent_adds(path: Path, writers: int, each: int) -> tuple[int, int, int,
 
 def context_chars(folder: Path, sizes: list[int], episodes: int) -> list[tuple[str, str, str, str]]:
     """Mean characters the harness adds to the agent's context per proposal: sentry vs sentry-persistent."""
-    from playground.noisy import NoisyAgent
+    from playground.agents.noisy import NoisyAgent
     from playground.plugins.sentry.harness import SentryPlugin
     from playground.testing import play, tiny_env
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.host import reset_host
+from playground.host.manager import reset_host
 
 
 def write_plugin_dist(root: Path, dist: str, plugins: dict[str, str]) -> Path:
@@ -33,9 +33,9 @@ def write_plugin_dist(root: Path, dist: str, plugins: dict[str, str]) -> Path:
 
 
 def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run `python -m playground.cli ARGS` in a subprocess and return the completed process."""
+    """Run `python -m playground.cli.main ARGS` in a subprocess and return the completed process."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "playground.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "playground.cli.main", *args], capture_output=True, text=True,
                           env=full_env, cwd=cwd, timeout=timeout)
 
 

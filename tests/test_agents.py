@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from playground.agents import ExpertAgent, RandomAgent
-from playground.noisy import FAILURE_LABELS, NoisyAgent
-from playground.payloads import AgentView, InterventionMessage
+from playground.agents.base import ExpertAgent, RandomAgent
+from playground.agents.noisy import FAILURE_LABELS, NoisyAgent
+from playground.core.payloads import AgentView, InterventionMessage
 from playground.testing import play, tiny_env
 
 TASKS = [f"tiny-{i}" for i in range(20_000, 20_030)]

@@ -18,8 +18,8 @@ import pytest
 pytest.importorskip("alfworld", reason="the alfworld env needs `pip install alfworld`")
 
 from playground.envs.alfworld.data import LAYOUT_DIR, TASK_TYPES, is_playable, list_tasks, parse_task_folder  # noqa: E402
-from playground.host import BUILTIN_PLUGINS, Host  # noqa: E402
-from playground.runner import RunConfig, run  # noqa: E402
+from playground.host.manager import Host  # noqa: E402
+from playground.run.runner import RunConfig, run  # noqa: E402
 from playground.testing import ScriptedAgent, play  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld"
@@ -33,8 +33,7 @@ pytestmark = pytest.mark.slow
 
 def load_host() -> Host:
     """The real host with the alfworld plugin (given explicitly while it is not a built-in)."""
-    extra = {} if "alfworld" in BUILTIN_PLUGINS else {"alfworld": "playground.envs.alfworld"}
-    return Host(strict=True).load(extra=extra)
+    return Host(strict=True).load()
 
 
 @pytest.fixture(scope="session")
@@ -294,7 +293,7 @@ def test_run_on_generated_games_with_every_harness(cache, tmp_path):
 
 
 def test_run_on_official_layout_data(fake_data, tmp_path):
-    from playground.runner import resolve_tasks
+    from playground.run.runner import resolve_tasks
 
     host = load_host()
     task_set, split, tasks = resolve_tasks(host, "alfworld", None, "valid_unseen", 2)

@@ -86,7 +86,7 @@ def test_wrong_api_name_variant():
 
 
 def test_not_set_up_is_a_clear_one_line_error(capsys, tmp_path, monkeypatch):
-    from playground.cli import main
+    from playground.cli.main import main
 
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "empty-cache"))
     code = main(["run", "--env", "appworld", "--agent", "expert", "--out", str(tmp_path / "run"), "--quiet"])
@@ -161,7 +161,7 @@ def test_failed_cells_are_invalid_and_checkpoints_replay(provider):
 
 @needs_server
 def test_noisy_runs_under_base_sentry_and_procedural_harnesses(capsys, tmp_path):
-    from playground.cli import main
+    from playground.cli.main import main
 
     out = tmp_path / "run"
     code = main(["run", "--env", "appworld", "--agent", "noisy", "--agent-option", "invalid=0.3",

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from playground.cli import main
+from playground.cli.main import main
 from tests.conftest import run_cli
 
 
@@ -111,14 +111,14 @@ def test_listings(capsys):
 def test_help_does_not_import_heavy_engines():
     result = run_cli("--help")
     assert result.returncode == 0 and "run" in result.stdout
-    probe = subprocess.run([sys.executable, "-c", "import sys; from playground.cli import main; "
+    probe = subprocess.run([sys.executable, "-c", "import sys; from playground.cli.main import main; "
                             "main(['envs']); print('textworld' in sys.modules, 'alfworld' in sys.modules)"],
                            capture_output=True, text=True)
     assert probe.stdout.strip().endswith("False False"), probe.stdout + probe.stderr
 
 
 def test_wilson_interval():
-    from playground.report import wilson_interval
+    from playground.run.report import wilson_interval
 
     assert wilson_interval(0, 0) == [0.0, 1.0]
     low, high = wilson_interval(40, 50)

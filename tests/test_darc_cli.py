@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from playground.cli import main
+from playground.cli.main import main
 
 
 def cli(capsys, *args):

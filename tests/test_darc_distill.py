@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from playground.darc.distill import (Chain, count_chains, distill, halting_index, policy_dict, rank_key,
+from playground.plugins.darc.distill import (Chain, count_chains, distill, halting_index, policy_dict, rank_key,
                                      save_policy, score_chain)
-from playground.darc.evidence import Evidence, EvidenceError, evidence_hash, load_evidence, write_evidence
-from playground.darc.frontier import PlotUnavailable, pareto_front, plot_frontier
-from playground.darc.policy import read_policy
+from playground.plugins.darc.evidence import Evidence, EvidenceError, evidence_hash, load_evidence, write_evidence
+from playground.plugins.darc.frontier import PlotUnavailable, pareto_front, plot_frontier
+from playground.plugins.darc.policy import read_policy
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 

@@ -16,8 +16,8 @@ from playground.envs.finance.format_check import check, expected_format
 from playground.envs.finance.formulas import FORMULAS, benchmark_round, formula_task
 from playground.envs.finance.scoring import score_answer
 from playground.envs.finance.tagging import TAGS, tagging_task
-from playground.host import BUILTIN_PLUGINS, Host
-from playground.runner import RunConfig, run
+from playground.host.manager import Host
+from playground.run.runner import RunConfig, run
 from playground.testing import ScriptedAgent, play
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared/data/finance"
@@ -27,8 +27,7 @@ needs_samples = pytest.mark.skipif(not (SAMPLES / "formula_val_subset_300.jsonl"
 
 def load_host() -> Host:
     """A strict host with the finance plugin (given explicitly until it is a built-in)."""
-    extra = {} if "finance" in BUILTIN_PLUGINS else {"finance": "playground.envs.finance"}
-    return Host(strict=True).load(extra=extra)
+    return Host(strict=True).load()
 
 
 @pytest.fixture(autouse=True)
@@ -239,7 +238,7 @@ def test_a_malformed_file_is_skipped_with_its_line_named(tmp_path, monkeypatch, 
 
 
 def test_loading_the_plugin_does_not_import_bm25s():
-    code = ("import sys; from playground.host import BUILTIN_PLUGINS, Host; "
-            "Host(strict=True).load(extra={} if 'finance' in BUILTIN_PLUGINS else {'finance': 'playground.envs.finance'}); "
+    code = ("import sys; from playground.host.manager import Host; "
+            "Host(strict=True).load(); "
             "print('bm25s' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

@@ -12,7 +12,7 @@ from playground.envs.finance.agents import MODE_LABELS, NUMBER_MODES, TAG_MODES,
 from playground.envs.finance.env import FinanceEnv
 from playground.envs.finance.format_check import LABELS, check, expected_format
 from playground.envs.finance.guard import FormatGuard
-from playground.failures import FAILURE_TYPES
+from playground.core.labels import FAILURE_TYPES
 from playground.testing import ScriptedAgent, play
 
 FORMULA = data.get_task("formula-20000")

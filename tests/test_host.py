@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from playground.host import Host, PluginLoadError
+from playground.host.manager import Host, PluginLoadError
 from tests.conftest import run_cli, write_plugin_dist
 
 GOOD_PLUGIN = """
-from playground.hookspecs import hookimpl
-from playground.agents import ExpertAgent
+from playground.core.hookspecs import hookimpl
+from playground.agents.base import ExpertAgent
 
 @hookimpl
 def register_agents(register):
@@ -24,8 +24,8 @@ raise ImportError("this plugin needs a package that is not installed")
 """
 
 BROKEN_REGISTER = """
-from playground.hookspecs import hookimpl
-from playground.agents import ExpertAgent
+from playground.core.hookspecs import hookimpl
+from playground.agents.base import ExpertAgent
 
 @hookimpl
 def register_agents(register):

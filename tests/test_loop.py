@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from playground.episode_hooks import EpisodeHooks, PluginError
-from playground.hookspecs import hookimpl
-from playground.loop import EpisodeConfig, run_episode
-from playground.payloads import Decision, Detection, InterventionMessage, Proposal, StepContext
+from playground.core.episode_hooks import EpisodeHooks, PluginError
+from playground.core.hookspecs import hookimpl
+from playground.core.loop import EpisodeConfig, run_episode
+from playground.core.payloads import Decision, Detection, InterventionMessage, Proposal, StepContext
 from playground.testing import ScriptedAgent, play, tiny_env
 
 

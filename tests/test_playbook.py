@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from playground import playbook, playbook_io
-from playground.failures import UnknownFailure
-from playground.playbook import Playbook, PlaybookError, PlaybookImportError
+from playground.plugins.playbook import io as playbook_io, store as playbook
+from playground.core.labels import UnknownFailure
+from playground.plugins.playbook.store import Playbook, PlaybookError, PlaybookImportError
 
 ACE_SAMPLE = Path(__file__).resolve().parents[2] / "shared/data/playbooks/ace_appworld_online_trained_playbook.txt"
 

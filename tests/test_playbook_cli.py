@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from playground.cli import main
-from playground.playbook import Playbook
+from playground.cli.main import main
+from playground.plugins.playbook.store import Playbook
 
 
 def cli(capsys, *args):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from playground.scaffold import MODULE
+from playground.cli.scaffold import MODULE
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 

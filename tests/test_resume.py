@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-from playground.rundir import RunDir
+from playground.run.rundir import RunDir
 from tests.conftest import write_plugin_dist
 
 SLOW_AGENT = """
 import time
-from playground.hookspecs import hookimpl
-from playground.agents import ExpertAgent
+from playground.core.hookspecs import hookimpl
+from playground.agents.base import ExpertAgent
 
 class SlowExpert(ExpertAgent):
     def propose(self, view):
@@ -41,7 +41,7 @@ def _records(out):
 def test_sigkill_then_resume_loses_nothing_and_counts_nothing_twice(tmp_path):
     root = write_plugin_dist(tmp_path / "site", "slow-agent", {"slow": SLOW_AGENT})
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "playground.cli", "run", "--env", "tiny", "--agent", "slow-expert",
+    cmd = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "slow-expert",
            "--harness", "base", "--episodes", "12", "--out", str(out), "--quiet"]
     env = {**os.environ, "PYTHONPATH": str(root)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -84,7 +84,7 @@ def test_a_torn_last_record_is_dropped_and_the_episode_rerun(tmp_path):
 
 
 def test_a_second_process_cannot_use_a_busy_run_directory(tmp_path):
-    from playground.rundir import RunDirError
+    from playground.run.rundir import RunDirError
 
     first = RunDir(tmp_path, {"env": "tiny", "harnesses": ["base"]})
     try:
@@ -97,8 +97,8 @@ def test_a_second_process_cannot_use_a_busy_run_directory(tmp_path):
 def test_workers_play_every_episode_once_and_match_the_sequential_run(tmp_path):
     import json as _json
 
-    from playground.host import Host
-    from playground.runner import RunConfig, run
+    from playground.host.manager import Host
+    from playground.run.runner import RunConfig, run
 
     tasks = [f"tiny-{i}" for i in range(20_000, 20_008)]
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from playground.cli import main
-from playground.host import Host
-from playground.runner import RunConfig, run
+from playground.cli.main import main
+from playground.host.manager import Host
+from playground.run.runner import RunConfig, run
 
 
 def test_new_plugin_project_loads_runs_and_passes_its_test(tmp_path, monkeypatch, capsys):

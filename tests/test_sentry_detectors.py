@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from playground.payloads import Detection, Proposal, StepContext, StepOutcome, Turn
+from playground.core.payloads import Detection, Proposal, StepContext, StepOutcome, Turn
 from playground.plugins.sentry.detectors import run_detectors
 from playground.plugins.sentry.harness import SentryPlugin
 from playground.plugins.sentry.repair import rank_actions

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from playground.host import Host
-from playground.playbook import Playbook
+from playground.host.manager import Host
+from playground.plugins.playbook.store import Playbook
 from playground.plugins.sentry.harness import SentryPlugin
-from playground.runner import RunConfig, run
+from playground.run.runner import RunConfig, run
 from playground.testing import ScriptedAgent, play, tiny_env
 
 TASKS = [f"tiny-{i}" for i in range(20_000, 20_040)]

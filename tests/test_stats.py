@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from playground.stats import (ComparisonError, bootstrap_ci, compare, format_comparison, holm, mcnemar_exact,
+from playground.run.stats import (ComparisonError, bootstrap_ci, compare, format_comparison, holm, mcnemar_exact,
                               sign_flip_p, split_by_harness)
 
 

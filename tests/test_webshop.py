@@ -13,8 +13,8 @@ from playground.envs.webshop import data
 from playground.envs.webshop.catalogue import Catalogue, Goal, Product, generate_catalogue, goal_for, price_upper_for
 from playground.envs.webshop.env import WebShopEnv, WebShopProvider, expert_query
 from playground.envs.webshop.reward import normalize_color, purchase_reward, title_nouns
-from playground.environments import fill_template, is_admissible, kind_of, match_admissible
-from playground.payloads import Proposal, StepContext, Turn
+from playground.core.env import fill_template, is_admissible, kind_of, match_admissible
+from playground.core.payloads import Proposal, StepContext, Turn
 from playground.plugins.sentry.detectors import run_detectors
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "webshop"
@@ -374,8 +374,8 @@ def test_search_template_is_valid_and_long_queries_are_not_unparseable():
 
 
 def noisy_proposal(mode: str, env: WebShopEnv, actions: list[str], **options) -> Proposal:
-    from playground.noisy import NoisyAgent
-    from playground.payloads import AgentView
+    from playground.agents.noisy import NoisyAgent
+    from playground.core.payloads import AgentView
 
     agent = NoisyAgent(**{m: float(m == mode) for m in ("invalid", "malformed", "repeat", "stall", "drift", "stop")})
     agent.reset("t", 0)
@@ -399,7 +399,7 @@ def test_noisy_agent_makes_webshop_failures_with_valid_actions():
 
 
 def test_cli_runs_noisy_under_base_and_sentry(capsys, tmp_path):
-    from playground.cli import main
+    from playground.cli.main import main
 
     out = tmp_path / "run"
     code = main(["run", "--env", "webshop", "--agent", "noisy", "--harness", "base", "--harness", "sentry",

@@ -8,7 +8,7 @@ Sentry). alfworld and textworld are imported only when an env is made or a guard
 """
 
 from playground.envs.alfworld.provider import AlfWorldProvider
-from playground.hookspecs import hookimpl
+from playground.core.hookspecs import hookimpl
 
 
 def _action_pruning(params):

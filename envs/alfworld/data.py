@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from playground.environments import path_from_env
+from playground.core.env import path_from_env
 
 LAYOUT_DIR = "json_2.1.1"
 SPLITS = ("train", "valid_seen", "valid_unseen")

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from playground.environments import TextEnv, match_admissible
+from playground.core.env import TextEnv, match_admissible
 from playground.envs.alfworld.data import task_type_of
 from playground.envs.alfworld.engine import IsolatedRandom, alfworld_module
 

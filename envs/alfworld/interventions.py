@@ -26,8 +26,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from playground.hookspecs import hookimpl
-from playground.payloads import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext
+from playground.core.hookspecs import hookimpl
+from playground.core.payloads import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext
 
 from playground.envs.alfworld.goals import Goal
 from playground.envs.alfworld.guard import NO_PRIORS, TOP_K, Guard, Priors, relevant_to

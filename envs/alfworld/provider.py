@@ -16,7 +16,7 @@ import importlib.metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from playground.environments import EnvProvider, TaskSet, TextEnv
+from playground.core.env import EnvProvider, TaskSet, TextEnv
 from playground.envs.alfworld.data import GAME_FILE, SPLITS, AlfWorldDataError, check_root, env_data_root, list_tasks, \
     trial_dir
 

@@ -8,8 +8,8 @@ task set. Registers the env `appworld` (task sets `embedded` and, with `APPWORLD
 Nothing of AppWorld is imported in this process.
 """
 
-from playground.failures import register_failure_type
-from playground.hookspecs import hookimpl
+from playground.core.labels import register_failure_type
+from playground.core.hookspecs import hookimpl
 
 PROCEDURAL = {
     "local_induction": "AppWorld: a rule induced from the failing cell's error (cheapest)",

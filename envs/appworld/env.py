@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from playground.environments import EnvProvider, TaskSet, TextEnv, path_from_env
+from playground.core.env import EnvProvider, TaskSet, TextEnv, path_from_env
 from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.server import AppWorldError, AppWorldServer
 

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from playground.hookspecs import hookimpl
-from playground.payloads import (Decision, Detection, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
+from playground.core.hookspecs import hookimpl
+from playground.core.payloads import (Decision, Detection, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
                                  Verification)
 from playground.text_index import TextIndex, built_once
 

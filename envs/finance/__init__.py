@@ -7,7 +7,7 @@ name for each. Nothing heavy is imported here; `bm25s` is imported when a demons
 index is first built.
 """
 
-from playground.hookspecs import hookimpl
+from playground.core.hookspecs import hookimpl
 
 DEMO_BUDGETS = (1, 2, 4, 8, 16)
 

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from playground.environments import TaskSet, seed_range
+from playground.core.env import TaskSet, seed_range
 
 DATA_VARIABLE = "FINANCE_DATA"
 FAMILIES = ("formula", "finer")

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from playground.envs.finance import data
-from playground.hookspecs import hookimpl
-from playground.payloads import EpisodeStart, StepContext
+from playground.core.hookspecs import hookimpl
+from playground.core.payloads import EpisodeStart, StepContext
 
 BUDGETS = (1, 2, 4, 8, 16)
 HEADER = "Solved examples of similar questions (question -> answer):"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from playground.environments import EnvProvider, TaskSet, TextEnv
+from playground.core.env import EnvProvider, TaskSet, TextEnv
 from playground.envs.finance import data
 from playground.envs.finance.format_check import check
 from playground.envs.finance.scoring import score_answer

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from playground.envs.finance.format_check import FAILURE_TYPE, check, expected_format
-from playground.hookspecs import hookimpl
-from playground.payloads import Decision, Detection, InterventionMessage, StepContext, StepOutcome, Verification
+from playground.core.hookspecs import hookimpl
+from playground.core.payloads import Decision, Detection, InterventionMessage, StepContext, StepOutcome, Verification
 
 NAME = "format-guard"
 

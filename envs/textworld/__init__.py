@@ -7,7 +7,7 @@ when an env is made.
 """
 
 from playground.envs.textworld.provider import TextWorldProvider
-from playground.hookspecs import hookimpl
+from playground.core.hookspecs import hookimpl
 
 
 @hookimpl

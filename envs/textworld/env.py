@@ -17,7 +17,7 @@ from typing import Any
 import textworld
 from textworld import EnvInfos
 
-from playground.environments import TaskSet, TextEnv, match_admissible
+from playground.core.env import TaskSet, TextEnv, match_admissible
 from playground.envs.textworld.games import ensure_game
 
 INVALID_ACTION_TEXT = "That is not something you can do here."

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any, Callable, Mapping
 
-from playground.environments import EnvProvider, TaskSet, TextEnv
+from playground.core.env import EnvProvider, TaskSet, TextEnv
 from playground.envs.textworld.tasks import (COOKING_SPLITS, SEEDS_TEXT, TASK_SETS, get_task_set, params_hash,
                                              task_seed)
 

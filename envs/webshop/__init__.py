@@ -5,7 +5,7 @@ seed) and, when `WEBSHOP_DATA` names a directory of WebShop's data files, `data`
 Nothing heavy is imported here; the BM25 index is built when an env is first made.
 """
 
-from playground.hookspecs import hookimpl
+from playground.core.hookspecs import hookimpl
 
 
 @hookimpl

@@ -22,7 +22,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
 
-from playground.environments import path_from_env
+from playground.core.env import path_from_env
 from playground.envs.webshop.catalogue import (Catalogue, Goal, Product, generate_catalogue, goal_for, price_clause,
                                                price_upper_for)
 

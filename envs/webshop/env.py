@@ -26,7 +26,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
-from playground.environments import EnvProvider, TaskSet, TextEnv, seed_range
+from playground.core.env import EnvProvider, TaskSet, TextEnv, seed_range
 from playground.envs.webshop import data
 from playground.envs.webshop.catalogue import Catalogue, Goal, Product
 from playground.envs.webshop.reward import purchase_reward

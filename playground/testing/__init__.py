@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from playground.envs.tiny import TinyEnv
-from playground.episode_hooks import EpisodeHooks
-from playground.loop import EpisodeConfig, EpisodeResult, run_episode
-from playground.payloads import AgentView, Proposal
+from playground.testing.tiny import TinyEnv
+from playground.core.episode_hooks import EpisodeHooks
+from playground.core.loop import EpisodeConfig, EpisodeResult, run_episode
+from playground.core.payloads import AgentView, Proposal
 
 
 def tiny_env(expert: bool = True) -> TinyEnv:

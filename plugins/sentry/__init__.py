@@ -4,7 +4,7 @@ Registers the `sentry` and `validity-guard` interventions and the harnesses `sen
 `sentry-no-soft`, `sentry-frozen`, `sentry-persistent`, `guard-only` and `sentry-llm`.
 """
 
-from playground.hookspecs import hookimpl
+from playground.core.hookspecs import hookimpl
 
 
 def _sentry(params):

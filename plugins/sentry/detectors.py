@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from playground.environments import is_admissible, kind_of
-from playground.payloads import Detection, Proposal, StepContext, Turn
+from playground.core.env import is_admissible, kind_of
+from playground.core.payloads import Detection, Proposal, StepContext, Turn
 
 DETECTOR = "sentry"
 OBSERVE_VERBS = ("look", "inventory", "examine", "l", "i", "x", "check", "read")

@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from playground.hookspecs import hookimpl
-from playground.payloads import (Decision, EpisodeEnd, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
+from playground.core.hookspecs import hookimpl
+from playground.core.payloads import (Decision, EpisodeEnd, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
                                  Verification)
 
 from playground.plugins.sentry.detectors import make_window, run_detectors
@@ -106,7 +106,7 @@ class SentryPlugin:
         self.verifier.start_episode(start.observation)
         uses_playbook = self.p["soft_repair"] or self.p["persistent"]
         if start.playbook and uses_playbook:
-            from playground.playbook import Playbook
+            from playground.plugins.playbook.store import Playbook
 
             read_only = bool(self.p["playbook_read_only"])
             if not read_only or Path(start.playbook).is_file():

@@ -13,9 +13,9 @@ import json
 import re
 from typing import Any
 
-from playground.failures import FAILURE_TYPES, UnknownFailure, check_failure
-from playground.llm_client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
-from playground.payloads import Detection, Proposal, StepContext, StepOutcome
+from playground.core.labels import FAILURE_TYPES, UnknownFailure, check_failure
+from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.core.payloads import Detection, Proposal, StepContext, StepOutcome
 
 from playground.plugins.sentry.detectors import Window
 from playground.plugins.sentry.lessons import LessonDraft, summarise

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from playground.environments import fill_template, is_template
-from playground.payloads import Detection, InterventionMessage, StepContext
+from playground.core.env import fill_template, is_template
+from playground.core.payloads import Detection, InterventionMessage, StepContext
 
 from playground.plugins.sentry.detectors import action_kind, object_words, words
 

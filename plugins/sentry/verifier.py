@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from playground.payloads import Detection, StepOutcome
+from playground.core.payloads import Detection, StepOutcome
 
 from playground.plugins.sentry.detectors import action_kind
 

@@ -1,0 +1,83 @@
+"""The agent protocol and the simple built-in agents (no model needed).
+
+An agent is any object with `reset(task_id, seed)` and `propose(view) -> Proposal`.
+Built-ins: `random` (a random admissible action), `expert` (the env's expert plan) and
+`noisy` (the expert with injected failures; see `playground.agents.noisy`). They exercise the
+machinery; numbers they produce are never evidence about LLM agents.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Protocol
+
+from playground.core.payloads import AgentView, Proposal
+
+
+class Agent(Protocol):
+    """What the loop needs from an agent."""
+
+    def reset(self, task_id: str, seed: int) -> None:
+        """Forget the previous episode; `seed` makes any randomness repeatable."""
+
+    def propose(self, view: AgentView) -> Proposal:
+        """Return the next (thought, action), or `Proposal(finish=True)` to stop."""
+
+
+class AgentConfigError(ValueError):
+    """An agent option is unknown or has a bad value."""
+
+
+def parse_options(defaults: dict[str, Any], options: dict[str, Any], agent: str) -> dict[str, Any]:
+    """Merge `options` (strings from the CLI, or typed values) into `defaults`, checking names and types."""
+    merged = dict(defaults)
+    for key, value in options.items():
+        if key not in defaults:
+            raise AgentConfigError(f"agent {agent!r} has no option {key!r}; options: {', '.join(sorted(defaults)) or '(none)'}")
+        kind = type(defaults[key])
+        try:
+            merged[key] = kind(value) if not isinstance(value, kind) else value
+        except (TypeError, ValueError):
+            raise AgentConfigError(f"agent {agent!r} option {key!r} expects {kind.__name__}, got {value!r}") from None
+    return merged
+
+
+def expert_action(view: AgentView, agent: str) -> str | None:
+    """Return the expert's next action from the view, or None when the plan is done."""
+    if "expert_plan" not in view.extras:
+        raise RuntimeError(f"agent {agent!r} needs an env that provides an expert plan (info['expert_plan'])")
+    plan = view.extras["expert_plan"]
+    return plan[0] if plan else None
+
+
+class RandomAgent:
+    """Chooses uniformly among the admissible actions."""
+
+    def __init__(self, **options: Any) -> None:
+        parse_options({}, options, "random")
+        self.rng = random.Random(0)
+
+    def reset(self, task_id: str, seed: int) -> None:
+        self.rng = random.Random(f"random:{seed}:{task_id}")
+
+    def propose(self, view: AgentView) -> Proposal:
+        if not view.admissible_actions:
+            raise RuntimeError("agent 'random' needs an env that lists admissible actions")
+        action = self.rng.choice(sorted(view.admissible_actions))
+        return Proposal(thought="I pick an action at random.", action=action)
+
+
+class ExpertAgent:
+    """Follows the env's expert plan (the walkthrough, replanned by the env each step)."""
+
+    def __init__(self, **options: Any) -> None:
+        parse_options({}, options, "expert")
+
+    def reset(self, task_id: str, seed: int) -> None:
+        pass
+
+    def propose(self, view: AgentView) -> Proposal:
+        action = expert_action(view, "expert")
+        if action is None:
+            return Proposal(thought="The plan is complete.", action="", finish=True)
+        return Proposal(thought=f"The plan says: {action}.", action=action)

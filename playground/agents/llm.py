@@ -1,0 +1,146 @@
+"""The LLM agent: a ReAct-style prompt over any chat model → (thought, action).
+
+Each turn the model sees the goal, the last few steps, the current observation, the
+admissible actions when the env lists them, any standing notes from the harness, and
+the intervention message when there is one. It must answer `Thought: ...` then
+`Action: ...`. A reply that does not parse is re-asked once; if it still does not parse,
+its first line goes to the env as the action, so the failure is visible to the harness
+as an invalid action instead of crashing the run. `Action: finish` declares the task done.
+
+With `constrained=True` (models that support it), decoding is limited to the admissible
+actions, or to the actions an intervention message offers when it offers some; a
+template such as `search[...]` admits any one-line argument.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from playground.agents.base import parse_options
+from playground.core.env import is_admissible, is_template
+from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.core.payloads import AgentView, Proposal
+
+SYSTEM_PROMPT = (
+    "You are an agent acting in a text environment to reach a goal. Each turn, answer in exactly this format:\n"
+    "Thought: <one short sentence about what to do next>\n"
+    "Action: <exactly one action>\n"
+    "Use an action from the list of valid actions when one is given. "
+    "Write `Action: finish` only when the goal is reached."
+)
+FORMAT_REMINDER = ("Your reply did not follow the format. Answer with two lines only:\n"
+                   "Thought: <one short sentence>\nAction: <exactly one action>")
+FINISH_WORDS = {"finish", "finished", "done", "stop"}
+ACTION_LINE = re.compile(r"^\s*\**action\s*:\**\s*(.+?)\s*$", re.I | re.M)
+THOUGHT_LINE = re.compile(r"^\s*\**thought\s*:\**\s*(.+?)\s*$", re.I | re.M)
+
+
+def render_prompt(view: AgentView, window: int, max_chars: int) -> list[dict]:
+    """Return the chat messages for one turn."""
+    parts = [f"Goal: {view.goal}"]
+    if view.history:
+        parts.append("Recent steps:")
+        for turn in view.history[-window:]:
+            parts.append(f"> {turn.action}\n{_clip(turn.observation, max_chars)}")
+    parts.append(f"Current observation:\n{_clip(view.observation, max_chars)}")
+    if view.admissible_actions is not None:
+        parts.append("Valid actions: " + ", ".join(view.admissible_actions))
+        templates = [a for a in view.admissible_actions if is_template(a)]
+        if templates:
+            parts.append("In " + ", ".join(templates) + " replace ... with your own words.")
+    for note in view.notes:
+        parts.append(note)
+    if view.message is not None:
+        parts.append(f"Feedback on your last proposal:\n{view.message.text}")
+    parts.append("Your reply (Thought, then Action):")
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def parse_reply(text: str, admissible: tuple[str, ...] | None) -> tuple[str, str] | None:
+    """Return (thought, action) from a reply, or None when no action can be read."""
+    actions = ACTION_LINE.findall(text)
+    thought_match = THOUGHT_LINE.search(text)
+    thought = thought_match.group(1) if thought_match else ""
+    if actions:
+        return thought, _unquote(actions[0])
+    bare = _unquote(text)
+    if admissible and is_admissible(bare, admissible):
+        return thought, bare
+    return None
+
+
+def _unquote(text: str) -> str:
+    """Strip markdown emphasis, quotes and a trailing full stop around an action."""
+    return text.strip().strip("*`'\" ").rstrip(".").strip("*`'\" ")
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+class LLMAgent:
+    """Proposes actions by asking a chat model (see module docstring)."""
+
+    def __init__(self, model: ChatModel, window: int = 5, max_obs_chars: int = 800, constrained: bool = False) -> None:
+        self.model = model
+        self.window, self.max_obs_chars, self.constrained = window, max_obs_chars, constrained
+
+    def reset(self, task_id: str, seed: int) -> None:
+        pass
+
+    def propose(self, view: AgentView) -> Proposal:
+        messages = render_prompt(view, self.window, self.max_obs_chars)
+        if self.constrained and view.admissible_actions:
+            offered = [a for a in (view.message.actions if view.message else ()) if is_admissible(a, view.admissible_actions)]
+            reply = self.model.complete(messages, choices=offered or list(view.admissible_actions))
+            return Proposal("", reply.text.strip(), False, reply.prompt_tokens, reply.completion_tokens)
+        reply = self.model.complete(messages)
+        prompt_tokens, completion_tokens = reply.prompt_tokens, reply.completion_tokens
+        parsed = parse_reply(reply.text, view.admissible_actions)
+        if parsed is None:
+            retry = self.model.complete(messages + [{"role": "assistant", "content": reply.text},
+                                                    {"role": "user", "content": FORMAT_REMINDER}])
+            prompt_tokens += retry.prompt_tokens
+            completion_tokens += retry.completion_tokens
+            parsed = parse_reply(retry.text, view.admissible_actions)
+            if parsed is None:
+                first_line = (retry.text.strip().splitlines() or [""])[0][:200]
+                return Proposal(retry.text.strip()[:500], first_line, False, prompt_tokens, completion_tokens)
+        thought, action = parsed
+        finish = action.lower() in FINISH_WORDS
+        return Proposal(thought, "" if finish else action, finish, prompt_tokens, completion_tokens)
+
+
+HTTP_DEFAULTS: dict[str, Any] = {
+    "base_url": "", "model": "", "api_key_env": "OPENAI_API_KEY", "temperature": 0.0, "seed": 0,
+    "max_tokens": 256, "timeout": 60.0, "retries": 4, "cache_dir": "", "window": 5, "max_obs_chars": 800,
+}
+LOCAL_DEFAULTS: dict[str, Any] = {
+    "gguf": "", "temperature": 0.0, "seed": 0, "max_tokens": 64, "threads": 2, "n_ctx": 8192,
+    "constrained": False,
+    "window": 5, "max_obs_chars": 600,
+}
+
+
+def make_llm_agent(**options: Any) -> LLMAgent:
+    """Build the `llm` agent: an OpenAI-compatible endpoint given by base_url and model."""
+    o = parse_options(HTTP_DEFAULTS, options, "llm")
+    if not o["base_url"] or not o["model"]:
+        raise ValueError("agent 'llm' needs --llm-base-url (e.g. http://127.0.0.1:8000/v1) and --model")
+    model = HTTPChatModel(o["base_url"], o["model"], os.environ.get(o["api_key_env"]) or None, o["temperature"],
+                          o["seed"], o["max_tokens"], o["timeout"], o["retries"], cache_dir=o["cache_dir"] or None)
+    return LLMAgent(model, o["window"], o["max_obs_chars"])
+
+
+def make_local_agent(**options: Any) -> LLMAgent:
+    """Build the `local` agent: a GGUF model run by llama.cpp (SmolLM2-135M by default)."""
+    o = parse_options(LOCAL_DEFAULTS, options, "local")
+    try:
+        model = LocalChatModel(o["gguf"] or None, o["temperature"], o["seed"], o["max_tokens"],
+                               n_ctx=o["n_ctx"], threads=o["threads"])
+    except LLMError as exc:
+        raise ValueError(f"agent 'local': {exc}") from None
+    return LLMAgent(model, o["window"], o["max_obs_chars"], constrained=o["constrained"])

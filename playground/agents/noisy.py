@@ -1,0 +1,217 @@
+"""The `noisy` agent: a failure-injection instrument for exercising harnesses.
+
+It follows the env's expert plan but, at configurable per-step rates and
+deterministically by (seed, task), falls into one of the typical failures and stays in
+it for a streak of steps: invalid or malformed actions, repeating itself, stalling with
+actions that change nothing, drifting to objects unrelated to the goal, or declaring
+the task done too early.
+
+It reacts to interventions the way the harness design expects an agent to:
+- a hard repair (`message.kind == "hard_repair"`) makes it choose among the offered
+  actions (the expert's action when offered, else the first one);
+- a soft repair (`"soft_repair"`) makes it return to the plan with probability
+  `recover_matching` when the message's lesson labels include the failure it is making,
+  and `recover_other` otherwise.
+
+It is an instrument, not a model of any LLM: figures obtained with it say whether the
+machinery works, never how well an LLM agent would do.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from playground.agents.base import expert_action, parse_options
+from playground.core.env import is_template, kind_of
+from playground.core.payloads import AgentView, Proposal
+
+# failure mode -> (failure type, retrieval label) a correct detector would report
+FAILURE_LABELS: dict[str, tuple[str, str]] = {
+    "invalid": ("action_validity", "invalid_action"),
+    "malformed": ("action_validity", "unparseable_action"),
+    "repeat": ("progress", "repetition_or_looping"),
+    "stall": ("progress", "planning_stall"),
+    "drift": ("grounding", "objective_drift"),
+    "stop": ("progress", "termination_miscalibration"),
+}
+
+DEFAULTS: dict[str, Any] = {
+    "invalid": 0.08,
+    "malformed": 0.02,
+    "repeat": 0.05,
+    "stall": 0.05,
+    "drift": 0.04,
+    "stop": 0.02,
+    "min_streak": 2,
+    "max_streak": 6,
+    "recover_matching": 0.9,
+    "recover_other": 0.3,
+}
+
+SINGLE_STEP_MODES = {"invalid", "malformed", "stop"}
+STALL_VERBS = ("look", "inventory", "examine")
+UNSAFE_VERBS = ("eat", "drink")
+
+
+class NoisyAgent:
+    """Expert-following agent that injects failures at set rates (see module docstring)."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = parse_options(DEFAULTS, options, "noisy")
+        for mode in FAILURE_LABELS:
+            if not 0.0 <= self.options[mode] <= 1.0:
+                raise ValueError(f"agent 'noisy' option {mode!r} must be a rate in [0, 1], got {self.options[mode]}")
+        self.rng = random.Random(0)
+        self.mode: str | None = None
+        self.remaining = 0
+        self.last_action = ""
+        self.loop_action = ""
+        self.last_search = ""
+        self.variant_label = ""  # the env's label for the failure being made, where it gives one
+
+    def reset(self, task_id: str, seed: int) -> None:
+        self.rng = random.Random(f"noisy:{seed}:{task_id}")
+        self.mode, self.remaining, self.last_action, self.loop_action, self.last_search = None, 0, "", "", ""
+        self.variant_label = ""
+
+    @property
+    def failure(self) -> tuple[str, str] | None:
+        """The (failure type, label) the agent is making now, or None."""
+        if not self.mode:
+            return None
+        failure_type, label = FAILURE_LABELS[self.mode]
+        return failure_type, self.variant_label or label
+
+    def propose(self, view: AgentView) -> Proposal:
+        planned = expert_action(view, "noisy")
+        proposal = self._react(view, planned) if view.message else None
+        if proposal is None:
+            proposal = self._next(view, planned)
+        self.last_action = proposal.action
+        if kind_of(proposal.action, view.extras.get("action_kinds") or {}) == "search":
+            self.last_search = proposal.action
+        return proposal
+
+    def _react(self, view: AgentView, planned: str | None) -> Proposal | None:
+        message = view.message
+        if message.kind == "hard_repair" and message.actions:
+            self._recover()
+            choice = planned if planned in message.actions else message.actions[0]
+            return Proposal(thought="The action was invalid; I pick one of the valid actions offered.", action=choice)
+        if self.mode is None:
+            return None
+        label = self.failure[1]
+        chance = self.options["recover_matching"] if label in message.labels else self.options["recover_other"]
+        if self.rng.random() < chance:
+            self._recover()
+            return self._on_plan(planned, "Following the advice, I return to the plan")
+        return self._failure_action(self.mode, view, planned)  # the advice did not land
+
+    def _recover(self) -> None:
+        self.mode, self.remaining, self.loop_action, self.variant_label = None, 0, "", ""
+
+    def _next(self, view: AgentView, planned: str | None) -> Proposal:
+        if self.mode is not None and self.remaining <= 0:
+            self._recover()  # the streak has run its course
+        if self.mode is None:
+            self._maybe_start_failure()
+        if self.mode is None:
+            return self._on_plan(planned, "Next step of the plan")
+        self.remaining -= 1
+        return self._failure_action(self.mode, view, planned)
+
+    def _maybe_start_failure(self) -> None:
+        for mode in FAILURE_LABELS:
+            if self.rng.random() < self.options[mode]:
+                self.mode = mode
+                self.remaining = 1 if mode in SINGLE_STEP_MODES else self.rng.randint(
+                    int(self.options["min_streak"]), int(self.options["max_streak"]))
+                return
+
+    def _on_plan(self, planned: str | None, why: str) -> Proposal:
+        if planned is None:
+            return Proposal(thought="The task looks complete.", action="", finish=True)
+        return Proposal(thought=f"{why}: {planned}.", action=planned)
+
+    def _failure_action(self, mode: str, view: AgentView, planned: str | None) -> Proposal:
+        """The action of a failure mode, with a thought that believes in it (no mismatch)."""
+        variant = (view.extras.get("failure_variants") or {}).get(mode)
+        if variant:  # the env says what this failure looks like here (e.g. AppWorld code cells)
+            self.variant_label = variant.get("label", "")
+            return Proposal(thought=f"I will run this ({mode}).", action=variant["code"])
+        kinds = view.extras.get("action_kinds")
+        if kinds and mode in ("repeat", "stall", "drift", "stop"):
+            proposal = self._kind_failure(mode, dict(kinds), planned)
+            # a failure this page offers no action for is not made here
+            return proposal or self._on_plan(planned, "Next step of the plan")
+        target = planned or "the goal"
+        admissible = sorted(a for a in view.admissible_actions or () if not is_template(a))
+        if mode == "invalid":
+            action = _misspell(planned or "look", self.rng)
+            return Proposal(thought=f"I will {action}.", action=action)
+        if mode == "malformed":
+            return Proposal(thought=f"I will {target}.", action=f"Action: {target} >> now!!")
+        if mode == "stop":
+            return Proposal(thought="I think the task is done.", action="", finish=True)
+        if mode == "repeat":
+            if not self.loop_action:
+                idle = [a for a in admissible if a.startswith(STALL_VERBS)] or ["look"]
+                self.loop_action = self.rng.choice(idle)
+            return Proposal(thought=f"I should {self.loop_action} to be sure.", action=self.loop_action)
+        if mode == "drift":
+            drift = [a for a in admissible if a != planned and not a.startswith(STALL_VERBS + UNSAFE_VERBS)
+                     and not _shares_object(a, planned, view.goal)]
+            if drift:
+                action = self.rng.choice(drift)
+                return Proposal(thought=f"I will {action}.", action=action)
+        stall = [a for a in admissible if a.startswith(STALL_VERBS)] or ["look"]
+        action = self.rng.choice(stall)
+        return Proposal(thought=f"Let me {action} first.", action=action)
+
+    def _kind_failure(self, mode: str, kinds: dict[str, str], planned: str | None) -> Proposal | None:
+        """The failure in an env that names its action kinds (e.g. WebShop); None where it has no such action.
+
+        repeat: re-read or re-page the same thing; stall: read sub-pages; drift: open another
+        item or choose another option than planned; stop: the finish action before the plan's end.
+        """
+        def of(*wanted: str) -> list[str]:
+            return sorted(a for a, k in kinds.items() if k in wanted and a != planned and not is_template(a))
+
+        if mode == "repeat":
+            if self.loop_action not in kinds:
+                looping = of("look", "page")
+                if self.last_search and "search" in kinds.values():
+                    looping = [self.last_search]  # search the same words again
+                if not looping:
+                    return None
+                self.loop_action = self.rng.choice(looping)
+            return Proposal(thought=f"I should {self.loop_action} again to be sure.", action=self.loop_action)
+        if mode == "stall" and of("look"):
+            action = self.rng.choice(of("look"))
+            return Proposal(thought=f"Let me {action} first.", action=action)
+        if mode == "drift" and of("open", "select"):
+            action = self.rng.choice(of("open", "select"))
+            return Proposal(thought=f"I will {action}.", action=action)
+        if mode == "stop" and of("finish"):
+            return Proposal(thought="This one will do; I buy it now.", action=of("finish")[0])
+        return None
+
+
+def _misspell(action: str, rng: random.Random) -> str:
+    """Return `action` with its verb garbled (never an admissible command)."""
+    verb, _, rest = action.partition(" ")
+    if len(verb) < 2:
+        verb = verb + "zz"
+    i = rng.randrange(len(verb) - 1)
+    garbled = verb[:i] + verb[i + 1] + verb[i] + verb[i + 2:]
+    if garbled == verb:
+        garbled = verb + "x"
+    return f"{garbled}q {rest}".strip()
+
+
+def _shares_object(action: str, planned: str | None, goal: str) -> bool:
+    """True when the action's words (past the verb) appear in the planned action or the goal."""
+    words = {w for w in action.lower().split()[1:] if len(w) > 2 and w not in {"the", "from", "into", "with"}}
+    context = f"{planned or ''} {goal}".lower()
+    return any(w in context for w in words)

@@ -1,0 +1,169 @@
+"""The `playground` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from playground.host.manager import PluginLoadError, get_host
+from playground.run.report import format_table
+from playground.run.rundir import RunDirError
+from playground.cli.compare import compare_command
+from playground.cli.options import DEFAULT_HARNESSES, CLIError, episode_options, make_config
+from playground.run.runner import RunConfig, RunConfigError, run
+
+@click.group()
+@click.version_option(package_name="playground")
+def cli() -> None:
+    """playground: run agents on text benchmarks under failure-recovery harnesses."""
+
+
+def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1) -> dict:
+    """Run `config` with a progress bar on stderr; return the summary."""
+    click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)} "
+               f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}", err=True)
+    with click.progressbar(length=len(config.tasks) * len(config.harnesses), label="episodes", file=sys.stderr,
+                           show_pos=True, item_show_func=lambda s: s, hidden=quiet) as bar:
+        def progress(message: str, record: dict | None) -> None:
+            if record is None:
+                click.echo(f"  {message}", err=True)
+            else:
+                bar.update(1, f"{message}: {record['status']}")
+
+        try:
+            return run(host, config, progress, workers=workers)
+        except (RunConfigError, RunDirError) as exc:
+            raise CLIError(str(exc)) from None
+
+
+@cli.command("run")
+@episode_options
+@click.option("--harness", "harnesses", multiple=True,
+              help="harness to run (repeatable; each runs the same tasks) [default: base, and sentry when installed]")
+@click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: runs/<time>]")
+@click.option("--playbook", default=None, help="playbook database for harnesses that use one")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="episodes played at once, in worker processes")
+def run_command(harnesses, out, playbook, workers, **options) -> None:
+    """Run an agent on a task set under one or more harnesses and print a table."""
+    host = get_host()
+    if not harnesses:
+        harnesses = tuple(h for h in DEFAULT_HARNESSES if h in host.harnesses)
+    out = out or str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
+    config = make_config(host, harnesses, out, playbook, **options)
+    summary = run_with_progress(host, config, options["quiet"], workers)
+    click.echo(format_table(summary))
+    click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
+
+
+@cli.group("envs", invoke_without_command=True)
+@click.pass_context
+def envs_command(ctx: click.Context) -> None:
+    """List envs and their task sets (`envs setup NAME` installs what an env needs)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    for spec in get_host().envs:
+        click.echo(f"{spec.name}: {spec.description}  [plugin {spec.plugin}]")
+        for name, task_set in spec.provider.task_sets().items():
+            default = " (default)" if name == spec.provider.default_task_set else ""
+            click.echo(f"  {spec.name}:{name}{default}  splits: {', '.join(task_set.splits)}  - {task_set.description}")
+
+
+@envs_command.command("setup")
+@click.argument("name")
+def envs_setup_command(name: str) -> None:
+    """Install what env NAME needs outside this environment (e.g. AppWorld's own virtual environment)."""
+    host = get_host()
+    try:
+        provider = host.envs.get(name).provider
+    except KeyError as exc:
+        raise CLIError(exc.args[0]) from None
+    try:
+        provider.setup(lambda message: click.echo(message, err=True))
+    except RuntimeError as exc:
+        raise CLIError(f"envs setup {name}: {exc}") from None
+    click.echo(f"{name}: set up")
+
+
+@cli.command("agents")
+def agents_command() -> None:
+    """List agents."""
+    for spec in get_host().agents:
+        click.echo(f"{spec.name}: {spec.description}  [plugin {spec.plugin}]")
+
+
+@cli.command("harnesses")
+def harnesses_command() -> None:
+    """List harnesses and the interventions each uses."""
+    host = get_host()
+    for spec in host.harnesses:
+        parts = ", ".join(spec.interventions) or "no interventions"
+        click.echo(f"{spec.name}: {spec.description} ({parts})  [plugin {spec.plugin}]")
+    for spec in host.interventions:
+        modes = f" modes: {', '.join(spec.modes)}" if spec.modes else ""
+        click.echo(f"  intervention {spec.name}: {spec.description}{modes}, cost in {spec.cost_unit}")
+
+
+@cli.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def plugins_command(as_json: bool) -> None:
+    """List plugins: where each came from, whether it loaded, which hooks it implements."""
+    records = get_host().records
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in records], indent=2, default=list))
+        return
+    for r in records:
+        click.echo(f"{r.name}  [{r.status}]  {r.source}")
+        if r.hooks:
+            click.echo(f"    hooks: {', '.join(r.hooks)}")
+        if r.error:
+            click.echo(f"    error: {r.error}")
+
+
+@cli.command("new-plugin")
+@click.argument("name")
+@click.option("--dir", "parent", default=".", show_default=True, help="folder to create the project in")
+def new_plugin_command(name: str, parent: str) -> None:
+    """Write a ready-to-install plugin project NAME (an intervention, a harness, a test)."""
+    from playground.cli.scaffold import scaffold_plugin
+
+    try:
+        target = scaffold_plugin(name, Path(parent))
+    except (ValueError, OSError) as exc:
+        raise CLIError(str(exc)) from None
+    click.echo(f"created {target}; next: pip install -e {target} && playground harnesses && pytest {target}")
+
+
+
+cli.add_command(compare_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI; user errors print one line and exit with code 2."""
+    try:
+        get_host().add_commands(cli)
+        cli.main(args=argv, prog_name="playground", standalone_mode=False)
+        return 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.UsageError as exc:
+        where = f" (playground {exc.ctx.command.name})" if exc.ctx and exc.ctx.command else ""
+        click.echo(f"error: {exc.format_message()}{where}", err=True)
+        return 2
+    except (CLIError, PluginLoadError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 2
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The options shared by commands that run episodes (`run`, and plugin commands such as `darc profile`)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from playground.core.errors import PlaygroundError
+from playground.run.runner import RunConfig, RunConfigError, check_config, resolve_tasks
+
+DEFAULT_ENV = "textworld:custom"
+DEFAULT_AGENT = "noisy"
+DEFAULT_HARNESSES = ("base", "sentry")
+
+
+class CLIError(PlaygroundError):
+    """A user error on the command line: printed as one line, exit code 2."""
+
+
+def parse_pairs(pairs: tuple[str, ...], option: str) -> dict[str, str]:
+    """Parse repeated KEY=VALUE options into a dict."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CLIError(f"{option} expects KEY=VALUE, got {pair!r}")
+        out[key] = _scalar(value)
+    return out
+
+
+def _scalar(value: str):
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def _agent_options(pairs: tuple[str, ...], base_url: str | None, model: str | None) -> dict:
+    """Agent options from --agent-option, plus --llm-base-url and --model when given."""
+    options = parse_pairs(pairs, "--agent-option")
+    if base_url:
+        options["base_url"] = base_url
+    if model:
+        options["model"] = model
+    return options
+
+
+def episode_options(command):
+    """The options that say what to run: env, tasks, agent, parameters, budget, seed."""
+    options = [
+        click.option("--env", "env_name", default=None, help=f"env or env:task_set [default: {DEFAULT_ENV}]"),
+        click.option("--agent", default=None, help=f"agent name [default: {DEFAULT_AGENT}]"),
+        click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
+                     help="agent option (repeatable)"),
+        click.option("--llm-base-url", default=None,
+                     help="OpenAI-compatible endpoint for --agent llm (e.g. http://127.0.0.1:8000/v1)"),
+        click.option("--model", default=None, help="model name for --agent llm"),
+        click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="harness parameter (repeatable)"),
+        click.option("--episodes", type=click.IntRange(min=1), default=None, help="number of tasks from the split"),
+        click.option("--split", default=None, help="task split (e.g. train, dev, test)"),
+        click.option("--seed", type=int, default=0, show_default=True, help="run seed (episode seeds derive from it)"),
+        click.option("--max-steps", type=click.IntRange(min=1), default=40, show_default=True,
+                     help="step budget per episode"),
+        click.option("--strict", is_flag=True, help="stop at the first plugin, env or agent error"),
+        click.option("--quiet", is_flag=True, help="no progress bar"),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def make_config(host, harnesses, out: str, playbook: str | None, *, env_name, agent, agent_options, llm_base_url,
+                model, params, episodes, split, seed, max_steps, strict, quiet) -> RunConfig:
+    """Build and check a RunConfig from the command line; CLIError names what is wrong."""
+    env, _, task_set = (env_name or DEFAULT_ENV).partition(":")
+    try:
+        task_set, split, tasks = resolve_tasks(host, env, task_set or None, split, episodes)
+        config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=agent or DEFAULT_AGENT,
+                           harnesses=list(dict.fromkeys(harnesses)), out=out, seed=seed, max_steps=max_steps,
+                           agent_options=_agent_options(agent_options, llm_base_url, model),
+                           params=parse_pairs(params, "--param"), playbook=playbook, strict=strict)
+        check_config(host, config)
+    except RunConfigError as exc:
+        raise CLIError(str(exc)) from None
+    return config

@@ -1,0 +1,202 @@
+"""The hooks a playground plugin can implement.
+
+Two kinds of hooks, grouped by phase as in pytest's hookspec:
+
+* Registration hooks, called once when plugins load. Each receives a `register`
+  callable and adds named things to the host (envs, agents, interventions, harnesses,
+  observers, CLI commands). Plugins are modules (or objects) with `@hookimpl` functions.
+
+* Runtime hooks, called by the episode loop. They are implemented by the *episode
+  plugins*: the intervention objects a harness names and the observers, all built fresh
+  for every episode (so their state never leaks between episodes). Each hook says
+  whether it is a decision hook (its result changes what happens) or an observer
+  (its result is ignored; it cannot change the run), and how results are combined.
+  Every payload is a frozen dataclass from `playground.core.payloads`.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+from playground.core.payloads import (
+    Decision,
+    Detection,
+    EpisodeEnd,
+    EpisodeStart,
+    Proposal,
+    StepContext,
+    StepOutcome,
+    Verification,
+)
+
+PROJECT = "playground"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# --------------------------------------------------------------------------------------
+# Registration hooks (called once per process, on every loaded plugin)
+# --------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_envs(register) -> None:
+    """Register environment providers.
+
+    Call `register(provider)` with an object following `playground.core.env.EnvProvider`
+    (a `name`, the task sets it offers, and `make()` building a gymnasium env).
+    Heavy imports belong inside `make()`, not at module import time.
+    """
+
+
+@hookspec
+def register_agents(register) -> None:
+    """Register agents.
+
+    Call `register(name, factory, description="", needs_expert=False)`. The factory is
+    called with the agent options (`--agent-option KEY=VALUE`) as keyword arguments
+    and returns an object following `playground.agents.base.Agent`. `needs_expert=True`
+    asks the env to put its expert plan into the view's `extras`.
+    """
+
+
+@hookspec
+def register_interventions(register) -> None:
+    """Register interventions: the building blocks of harnesses.
+
+    Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=())`.
+    `factory(params)` gets the harness parameters (a dict) and returns an episode
+    plugin: an object whose methods implement runtime hooks with `@hookimpl`.
+    `modes` names the failure modes the intervention is admissible for (used by DARC);
+    `cost_unit` says what its cost is counted in: "steps" (env steps of the attempt),
+    "tokens" (prompt + completion tokens), "reasks" (interventions made), or any unit
+    with a fixed `cost` per attempt (e.g. `cost_unit="k", cost=4` for a retrieval budget).
+    `envs` names the envs it works with (empty: any), so DARC only evaluates it there.
+    """
+
+
+@hookspec
+def register_harnesses(register) -> None:
+    """Register harnesses: named sets of interventions plus parameters.
+
+    Call `register(name, interventions=[...], params={...}, description="")`.
+    The built-in `base` harness has no interventions.
+    """
+
+
+@hookspec
+def register_observers(register) -> None:
+    """Register observers that watch every episode of every harness.
+
+    Call `register(name, factory)`; `factory()` returns an episode plugin that may
+    implement only observer hooks (`episode_started`, `step_completed`,
+    `episode_finished`). An observer that implements a decision hook is refused.
+    """
+
+
+@hookspec
+def register_harness_loaders(register) -> None:
+    """Register harnesses built from a name with a prefix, such as `darc:POLICY.json`.
+
+    Call `register(prefix, loader, description="")`. When a run names a harness that
+    starts with `prefix`, `loader(name, rest)` is called with the whole name and the text
+    after the prefix and returns a `playground.host.registry.HarnessSpec`; it raises
+    `ValueError` naming what is wrong with `rest`.
+    """
+
+
+@hookspec
+def register_commands(cli) -> None:
+    """Add subcommands or command groups to the `playground` click group `cli`.
+
+    This is the one way to add a command; the built-in `playbook` and `darc` groups use it.
+    """
+
+
+# --------------------------------------------------------------------------------------
+# Runtime hooks: episode phase
+# --------------------------------------------------------------------------------------
+
+
+@hookspec
+def episode_started(start: EpisodeStart) -> None:
+    """Observer, fan-out: the env has been reset and the episode begins.
+
+    Called on every episode plugin; return values are ignored. Harness plugins use it
+    to set up their per-episode state (e.g. open the playbook); `start.env_info` is the
+    env's reset info, for env-specific facts (e.g. AppWorld's API docs).
+    """
+
+
+@hookspec
+def episode_finished(end: EpisodeEnd) -> None:
+    """Observer, fan-out: the episode has ended (won, lost, stopped, truncated, error).
+
+    Called on every episode plugin, also after an error; return values are ignored.
+    """
+
+
+# --------------------------------------------------------------------------------------
+# Runtime hooks: step phase, in the order the loop calls them
+# --------------------------------------------------------------------------------------
+
+
+@hookspec
+def want_checkpoint(context: StepContext) -> bool | None:
+    """Decision, first result: should the env be snapshotted before this step?
+
+    Only called when the env can snapshot. Return True to keep a checkpoint of the
+    state before `context.step`; a later `Decision(rollback_to=step)` can restore it.
+    """
+
+
+@hookspec
+def agent_notes(context: StepContext) -> str | list[str] | None:
+    """Decision input, fan-out: standing text shown to the agent with every proposal of this step.
+
+    Called once per step before the agent proposes. All notes are collected in plugin
+    order into `AgentView.notes`. This is how a harness puts material in the agent's
+    context unconditionally (e.g. a whole playbook, for an exposure control); prefer
+    `decide_intervention` messages for anything conditional on a failure.
+    """
+
+
+@hookspec
+def detect_failures(
+    context: StepContext, proposal: Proposal
+) -> Detection | list[Detection] | None:
+    """Decision input, fan-out: report failures seen in the proposal or the recent window.
+
+    Called on every episode plugin for each proposal (also for re-asked proposals,
+    with `context.attempt` > 0). All detections are collected, in plugin call order,
+    and passed to `decide_intervention`. Return None when nothing is wrong.
+    """
+
+
+@hookspec(firstresult=True)
+def decide_intervention(
+    context: StepContext, proposal: Proposal, detections: list[Detection]
+) -> Decision | None:
+    """Decision, first result: what to do about the proposal.
+
+    The first non-None `Decision` wins (order plugins with `tryfirst`/`trylast`).
+    Return None to let the proposal go to the env unchanged. A decision with a
+    `message` makes the loop ask the agent again (up to the harness's
+    `max_reasks_per_step`), and the new proposal goes through detection again.
+    """
+
+
+@hookspec
+def step_completed(outcome: StepOutcome) -> None:
+    """Observer, fan-out: an action went to the env and this is what came back."""
+
+
+@hookspec
+def verify_recovery(outcome: StepOutcome) -> Verification | list[Verification] | None:
+    """Verifier, fan-out: verdicts on earlier repairs, given the latest step.
+
+    Called after `step_completed`. A verifier may only return verdicts on repairs it
+    is watching; the loop records each verdict (and the lesson it produced, if any).
+    The outcome carries `won` and `reward`, but a recovery verifier should judge from
+    the observable behaviour only.
+    """

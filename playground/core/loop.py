@@ -1,0 +1,246 @@
+"""The episode loop: reset, then propose → decide → step → observe, until the episode ends.
+
+The loop holds no policy. Detection, repair, rollback and verification all come from the
+episode's plugins through the runtime hooks; the loop only calls them in order and
+reports what happened as typed events through `emit(type, data)`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from playground.core.env import kind_of
+from playground.core.episode_hooks import EpisodeHooks, PluginError
+from playground.core.errors import format_exception
+from playground.core.payloads import (
+    AgentView,
+    EpisodeEnd,
+    EpisodeStart,
+    Proposal,
+    StepContext,
+    StepOutcome,
+    Turn,
+    to_dict,
+)
+
+Emit = Callable[[str, dict], None]
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    """Who and what one episode runs: ids, seed, budget and harness parameters."""
+
+    run_id: str
+    episode_id: str
+    env: str
+    task_id: str
+    harness: str
+    agent: str
+    seed: int
+    max_steps: int
+    playbook: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    strict: bool = False
+    task_set: str = ""
+
+    @property
+    def max_reasks(self) -> int:
+        """How many times per step an intervention may ask the agent again."""
+        return int(self.params.get("max_reasks_per_step", 2))
+
+
+@dataclass
+class EpisodeResult:
+    """How an episode ended."""
+
+    status: str
+    won: bool
+    steps: int
+    error: str | None = None
+    score: float | None = None
+    max_score: float | None = None
+
+
+@dataclass
+class _Checkpoint:
+    snapshot: Any
+    history_len: int
+    observation: str
+    info: dict
+
+
+class EpisodeError(Exception):
+    """The env or the agent failed; the message says which and how."""
+
+
+def _call(what: str, fn: Callable, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise EpisodeError(f"{what} failed: {format_exception(exc)}") from exc
+
+
+def run_episode(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit) -> EpisodeResult:
+    """Play one episode of `config.task_id` with `agent` in `env` under the episode's hooks."""
+    state = _EpisodeState()
+    try:
+        _play(env, agent, hooks, config, emit, state)
+    except (PluginError, EpisodeError) as exc:
+        state.status, state.error = "error", str(exc)
+        emit("error", {"message": str(exc), "plugin": getattr(exc, "plugin", None), "hook": getattr(exc, "hook", None)})
+        if config.strict:
+            _finish(hooks, config, emit, state)
+            raise
+    _finish(hooks, config, emit, state)
+    return EpisodeResult(state.status, state.won, state.steps, state.error, state.score, state.max_score)
+
+
+@dataclass
+class _EpisodeState:
+    status: str = "truncated"
+    won: bool = False
+    steps: int = 0
+    error: str | None = None
+    score: float | None = None
+    max_score: float | None = None
+    started: bool = False
+    rollbacks: int = 0
+
+
+def _finish(hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _EpisodeState) -> None:
+    emit("end", {"status": state.status, "won": state.won, "steps": state.steps, "error": state.error,
+                 "score": state.score, "max_score": state.max_score})
+    if not state.started:
+        return
+    end = EpisodeEnd(config.run_id, config.episode_id, config.env, config.task_id, config.harness,
+                     state.status, state.steps, state.won, state.error)
+    try:
+        hooks.call("episode_finished", end=end)
+    except PluginError as exc:
+        emit("error", {"message": str(exc), "plugin": exc.plugin, "hook": exc.hook})
+        if config.strict:
+            raise
+
+
+def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _EpisodeState) -> None:
+    observation, info = _call("env reset", env.reset, seed=config.seed, options={"task": config.task_id})
+    _call("agent reset", agent.reset, task_id=config.task_id, seed=config.seed)
+    goal = str(info.get("goal", ""))
+    state.score, state.max_score = info.get("score"), info.get("max_score")
+    emit("reset", {"goal": goal, "observation": observation, "admissible_actions": _admissible(info),
+                   "max_score": info.get("max_score")})
+    state.started = True
+    hooks.call("episode_started", start=EpisodeStart(
+        config.run_id, config.episode_id, config.env, config.task_id, config.harness, config.agent,
+        config.seed, goal, observation, config.max_steps, config.playbook, config.params, config.task_set,
+        MappingProxyType(dict(info))))
+
+    history: list[Turn] = []
+    checkpoints: dict[int, _Checkpoint] = {}
+    can_checkpoint = getattr(env, "can_snapshot", False) and hooks.has_checkpoint_hook
+    while state.steps < config.max_steps:
+        context = StepContext(config.run_id, config.episode_id, config.env, config.task_id, config.harness,
+                              state.steps, goal, observation, _admissible(info), tuple(history),
+                              info.get("score"), info.get("max_score"), task_set=config.task_set,
+                              action_kinds=dict(info.get("action_kinds") or {}),
+                              open_choices=tuple(info.get("open_choices") or ()),
+                              action_format=str(info.get("action_format") or "command"))
+        if can_checkpoint and hooks.call("want_checkpoint", context=context):
+            checkpoints[state.steps] = _Checkpoint(_call("env snapshot", env.snapshot), len(history), observation, dict(info))
+            emit("checkpoint", {"step": state.steps})
+
+        proposal, decision = _decide(agent, hooks, config, emit, context, info)
+        if decision is not None and decision.stop:
+            state.status = "stopped"
+            return
+        if decision is not None and decision.rollback_to is not None:
+            point = _rollback(env, decision, checkpoints, config, emit, state)
+            if point is not None:
+                del history[point.history_len:]
+                observation, info = point.observation, point.info
+            continue
+        if proposal.finish:
+            state.status = "stopped"
+            return
+
+        observation, reward, terminated, truncated, info = _call("env step", env.step, proposal.action)
+        state.won = bool(info.get("won", False))
+        state.score, state.max_score = info.get("score", state.score), info.get("max_score", state.max_score)
+        valid = bool(info.get("valid_action", True))
+        history.append(Turn(context.step, proposal.thought, proposal.action, observation, valid, float(reward),
+                            info.get("score"), kind_of(proposal.action, context.action_kinds)))
+        state.steps += 1
+        outcome = StepOutcome(context, proposal, observation, float(reward), bool(terminated), bool(truncated),
+                              valid, state.won, info.get("score"), _admissible(info))
+        emit("step", {"step": context.step, "action": proposal.action, "observation": observation,
+                      "reward": float(reward), "score": info.get("score"), "valid_action": valid,
+                      "won": state.won, "terminated": bool(terminated), "truncated": bool(truncated)})
+        hooks.call("step_completed", outcome=outcome)
+        for verdict in hooks.collect("verify_recovery", outcome=outcome):
+            emit("verification", to_dict(verdict))
+            if verdict.lesson:
+                emit("lesson", dict(verdict.lesson))
+        if terminated:
+            state.status = "won" if state.won else "lost"
+            return
+        if truncated:
+            state.status = "truncated"
+            return
+    state.status = "truncated"
+
+
+def _rollback(env, decision, checkpoints: dict[int, _Checkpoint], config: EpisodeConfig, emit: Emit,
+              state: _EpisodeState) -> _Checkpoint | None:
+    """Restore the checkpoint a decision asks for; return it, or None when there is none."""
+    state.rollbacks += 1
+    if state.rollbacks > config.max_steps:  # a plugin that rolls back forever
+        raise PluginError(decision.plugin, "decide_intervention", RuntimeError("too many rollbacks"))
+    point = checkpoints.get(decision.rollback_to)
+    if point is not None:
+        _call("env restore", env.restore, point.snapshot)
+    emit("rollback", {"to_step": decision.rollback_to, "restored": point is not None})
+    return point
+
+
+def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict):
+    """Ask the agent, run detectors and the decision hook, re-asking while plugins say so."""
+    message = None
+    extras = {key: info[key] for key in ("expert_plan", "action_kinds", "failure_variants") if key in info}
+    notes = tuple(str(n) for n in hooks.collect("agent_notes", context=context))
+    attempt = 0
+    while True:
+        view = AgentView(context.goal, context.observation, context.history, context.admissible_actions,
+                         context.step, message, notes, extras)
+        started = time.perf_counter()
+        proposal: Proposal = _call("agent propose", agent.propose, view)
+        emit("proposal", {"step": context.step, "attempt": attempt, "thought": proposal.thought,
+                          "action": proposal.action, "finish": proposal.finish,
+                          "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
+                          "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
+                          "seconds": round(time.perf_counter() - started, 6)})
+        context = replace(context, attempt=attempt)
+        detections = hooks.collect("detect_failures", context=context, proposal=proposal)
+        for detection in detections:
+            emit("detection", {"step": context.step, "attempt": attempt, **to_dict(detection)})
+        decision = hooks.call("decide_intervention", context=context, proposal=proposal, detections=detections)
+        if decision is None:
+            return proposal, None
+        emit("intervention", {"step": context.step, "attempt": attempt, **to_dict(decision)})
+        if decision.stop or decision.rollback_to is not None:
+            return proposal, decision
+        if decision.action is not None:
+            return replace(proposal, action=decision.action, finish=False), decision
+        if decision.message is None or attempt >= config.max_reasks:
+            return proposal, decision
+        message = decision.message
+        attempt += 1
+
+
+def _admissible(info: Mapping[str, Any]) -> tuple[str, ...] | None:
+    actions = info.get("admissible_actions")
+    return tuple(actions) if actions is not None else None

@@ -1,0 +1,200 @@
+"""Frozen records passed to and returned from the runtime hooks.
+
+Every payload is a frozen dataclass so a plugin cannot change what other plugins see,
+and new fields can be added later (with defaults) without breaking existing plugins.
+`to_dict()` gives the JSON form written into traces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+def to_dict(record: Any) -> dict:
+    """Return the JSON-ready form of a payload (tuples become lists)."""
+    return dataclasses.asdict(record)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One finished step of an episode, as the agent and the plugins see it afterwards."""
+
+    step: int
+    thought: str
+    action: str
+    observation: str
+    valid_action: bool
+    reward: float = 0.0
+    score: float | None = None
+    kind: str = ""  # the env's kind for the action ("look", "move", "finish", ...), where it gives kinds
+
+
+@dataclass(frozen=True)
+class InterventionMessage:
+    """What an intervention shows the agent when it asks it to propose again.
+
+    `kind` is e.g. "hard_repair" or "soft_repair"; `actions` is an optional ranked list
+    of actions offered (hard repair); `labels` are the failure labels of the lessons
+    included, so simple agents can react to them without parsing `text`.
+    """
+
+    kind: str
+    text: str
+    failure_type: str = ""
+    actions: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """Everything an agent may read when it proposes its next action."""
+
+    goal: str
+    observation: str
+    history: tuple[Turn, ...]
+    admissible_actions: tuple[str, ...] | None
+    step: int
+    message: InterventionMessage | None = None
+    notes: tuple[str, ...] = ()  # standing text from `agent_notes` plugins
+    # Env extras for non-LLM agents only (e.g. "expert_plan"); never put into a prompt.
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """An agent's proposal: a thought and an action, or a declaration that it is done."""
+
+    thought: str
+    action: str
+    finish: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """The state of an episode just before an action is sent to the env."""
+
+    run_id: str
+    episode_id: str
+    env: str
+    task_id: str
+    harness: str
+    step: int
+    goal: str
+    observation: str
+    admissible_actions: tuple[str, ...] | None
+    history: tuple[Turn, ...]
+    score: float | None = None
+    max_score: float | None = None
+    attempt: int = 0  # 0 for the first proposal of a step, then 1, 2, ... after each re-ask
+    task_set: str = ""
+    # from the env's info, where it gives them (see playground.core.env)
+    action_kinds: Mapping[str, str] = field(default_factory=dict)
+    open_choices: tuple[str, ...] = ()
+    action_format: str = "command"  # "code" where an action is a program (AppWorld cells)
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A failure a detector sees in the proposed action or the recent window."""
+
+    detector: str
+    failure_type: str
+    labels: tuple[str, ...] = ()
+    confidence: float = 1.0
+    evidence: str = ""
+    subtype: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a decision plugin wants done with a proposal.
+
+    - `message` set: show it to the agent and ask for a new proposal (re-ask).
+    - `action` set: replace the proposed action with this one.
+    - `stop` set: end the episode now (the harness gives up).
+    - `rollback_to` set: restore the env checkpoint taken before that step (see the
+      `want_checkpoint` hook), then ask the agent again from there.
+    Exactly one of them is expected; `kind` names the intervention for counting
+    ("hard_repair", "soft_repair", ...).
+    """
+
+    plugin: str
+    kind: str
+    message: InterventionMessage | None = None
+    action: str | None = None
+    stop: bool = False
+    rollback_to: int | None = None
+    detections: tuple[Detection, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """An action's result: the context before it, the proposal sent and what the env returned."""
+
+    context: StepContext
+    proposal: Proposal
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    valid_action: bool
+    won: bool
+    score: float | None
+    admissible_actions: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A verifier's verdict on an earlier repair ("resolved" or "unresolved").
+
+    `lesson` is the lesson stored because of this verdict, if any, so the trace shows
+    where every lesson comes from.
+    """
+
+    plugin: str
+    repair_step: int
+    failure_type: str
+    verdict: str
+    evidence: str = ""
+    lesson: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class EpisodeStart:
+    """Sent once after reset, before the first proposal."""
+
+    run_id: str
+    episode_id: str
+    env: str
+    task_id: str
+    harness: str
+    agent: str
+    seed: int
+    goal: str
+    observation: str
+    max_steps: int
+    playbook: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    task_set: str = ""
+    # The env's reset info, read-only: env-specific facts a plugin may need (e.g. AppWorld's API docs).
+    env_info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EpisodeEnd:
+    """Sent once when an episode ends, whatever the reason."""
+
+    run_id: str
+    episode_id: str
+    env: str
+    task_id: str
+    harness: str
+    status: str  # "won", "lost", "stopped", "truncated", "error"
+    steps: int
+    won: bool
+    error: str | None = None

@@ -1,0 +1,206 @@
+"""The plugin host: loads built-in and third-party plugins and collects what they register.
+
+Built-in plugins are loaded exactly like third-party ones (entry-point group
+`playground`), through the same manager and the same failure isolation:
+
+* a plugin that fails to import or whose registration hook raises is reported by name
+  and skipped; `PLAYGROUND_STRICT_PLUGINS=1` (or `strict=True`) makes that fatal;
+* `PLAYGROUND_PLUGINS=a,b` loads only the plugins with those names;
+* `PLAYGROUND_TRACE_HOOKS=1` prints every hook call to stderr.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from playground.core.env import EnvProvider
+from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
+from playground.host.registry import (
+    AgentSpec,
+    EnvSpec,
+    HarnessLoaderSpec,
+    HarnessSpec,
+    InterventionSpec,
+    ObserverSpec,
+    RegistrationError,
+    Registry,
+)
+
+ENTRY_POINT_GROUP = "playground"
+DISTRIBUTION = "playground"
+
+
+def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    """The plugins' entry points: playground's own built-ins first (in pyproject order), then the rest."""
+    found = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    return sorted(found, key=lambda ep: ep.dist is None or ep.dist.name != DISTRIBUTION)
+
+
+
+class PluginLoadError(Exception):
+    """A plugin could not be loaded and strict mode is on."""
+
+
+@dataclass
+class PluginRecord:
+    """What `playground plugins` shows about one plugin."""
+
+    name: str
+    source: str  # "builtin: module" or "entry point: dist==version"
+    status: str  # "loaded", "failed", "skipped"
+    error: str = ""
+    hooks: tuple[str, ...] = ()
+
+
+class Host:
+    """Loaded plugins plus the registries they filled."""
+
+    def __init__(self, strict: bool | None = None, allow: list[str] | None = None) -> None:
+        self.strict = env_flag("PLAYGROUND_STRICT_PLUGINS") if strict is None else strict
+        if allow is None:
+            allow_env = os.environ.get("PLAYGROUND_PLUGINS", "").strip()
+            allow = [a.strip() for a in allow_env.split(",") if a.strip()] if allow_env else None
+        self.allow = allow
+        self.pm = new_plugin_manager()
+        self.records: list[PluginRecord] = []
+        self.envs: Registry[EnvSpec] = Registry("env")
+        self.agents: Registry[AgentSpec] = Registry("agent")
+        self.interventions: Registry[InterventionSpec] = Registry("intervention")
+        self.harnesses: Registry[HarnessSpec] = Registry("harness")
+        self.observers: Registry[ObserverSpec] = Registry("observer")
+        self.harness_loaders: Registry[HarnessLoaderSpec] = Registry("harness prefix")
+        self.commands_added = False
+
+    # -- loading -------------------------------------------------------------------------
+
+    def load(self, extra: dict[str, Any] | None = None) -> "Host":
+        """Load built-ins, entry points, and `extra` plugins (name -> module name, module or object)."""
+        for ep in _entry_points():
+            if ep.dist is not None and ep.dist.name == DISTRIBUTION:
+                source = f"builtin: {ep.value}"
+            else:
+                source = f"entry point: {ep.dist.name}=={ep.dist.version} ({ep.value})" if ep.dist else f"entry point: {ep.value}"
+            self._load_one(ep.name, source, ep.load)
+        for name, plugin in (extra or {}).items():
+            loader = (lambda plugin=plugin: importlib.import_module(plugin)) if isinstance(plugin, str) else (lambda plugin=plugin: plugin)
+            self._load_one(name, f"given: {plugin if isinstance(plugin, str) else type(plugin).__name__}", loader)
+        self._check_harnesses()
+        return self
+
+    def _load_one(self, name: str, source: str, loader: Callable[[], Any]) -> None:
+        if self.allow is not None and name not in self.allow:
+            self.records.append(PluginRecord(name, source, "skipped", "not in PLAYGROUND_PLUGINS"))
+            return
+        if any(r.name == name and r.status == "loaded" for r in self.records):
+            self._fail(PluginRecord(name, source, "failed"), "a plugin with this name is already loaded")
+            return
+        record = PluginRecord(name, source, "loaded")
+        try:
+            plugin = loader()
+            self.pm.register(plugin, name=name)
+        except Exception as exc:  # noqa: BLE001 - any failure of a plugin is isolated
+            self._fail(record, f"import failed: {type(exc).__name__}: {exc}")
+            return
+        record.hooks = implemented_hooks(self.pm, plugin)
+        self.records.append(record)
+        registrars = self._registrars(name)
+        for hook_name, register in registrars.items():
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                if impl.plugin is plugin and not self._register_from(name, hook_name, impl.function, register):
+                    return
+
+    def _register_from(self, plugin_name: str, hook_name: str, function: Callable, register: Callable) -> bool:
+        try:
+            function(register=register)
+            return True
+        except Exception as exc:  # noqa: BLE001
+            for registry in (self.envs, self.agents, self.interventions, self.harnesses, self.observers,
+                             self.harness_loaders):
+                registry.remove_from_plugin(plugin_name)
+            self.pm.unregister(name=plugin_name)
+            record = next(r for r in self.records if r.name == plugin_name and r.status == "loaded")
+            self.records.remove(record)
+            self._fail(record, f"{hook_name} failed: {type(exc).__name__}: {exc}")
+            return False
+
+    def _fail(self, record: PluginRecord, error: str) -> None:
+        record.status, record.error = "failed", error
+        self.records.append(record)
+        if self.strict:
+            raise PluginLoadError(f"plugin {record.name!r} ({record.source}): {error}")
+        print(f"playground: plugin {record.name!r} skipped: {error}", file=sys.stderr)
+
+    def _registrars(self, plugin: str) -> dict[str, Callable[..., None]]:
+        """Return the `register` callable handed to each registration hook of `plugin`."""
+
+        def env(provider: EnvProvider) -> None:
+            if not isinstance(provider, EnvProvider):
+                raise RegistrationError(f"register_envs expects an EnvProvider, got {type(provider).__name__}")
+            self.envs.add(provider.name, EnvSpec(provider.name, provider, plugin))
+
+        def agent(name, factory, description="", needs_expert=False) -> None:
+            self.agents.add(name, AgentSpec(name, factory, description, needs_expert, plugin))
+
+        def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=()) -> None:
+            self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin,
+                                                          None if cost is None else float(cost), tuple(envs)))
+
+        def harness(name, interventions=(), params=None, description="") -> None:
+            self.harnesses.add(name, HarnessSpec(name, tuple(interventions), dict(params or {}), description, plugin))
+
+        def observer(name, factory) -> None:
+            self.observers.add(name, ObserverSpec(name, factory, plugin))
+
+        def harness_loader(prefix, loader, description="") -> None:
+            self.harness_loaders.add(prefix, HarnessLoaderSpec(prefix, loader, description, plugin))
+
+        return {"register_envs": env, "register_agents": agent, "register_interventions": intervention,
+                "register_harnesses": harness, "register_observers": observer,
+                "register_harness_loaders": harness_loader}
+
+    def _check_harnesses(self) -> None:
+        """Drop harnesses that name interventions no loaded plugin provides."""
+        for spec in list(self.harnesses):
+            missing = [i for i in spec.interventions if i not in self.interventions]
+            if missing:
+                self.harnesses.remove(spec.name)
+                self._fail(
+                    PluginRecord(f"{spec.plugin}:{spec.name}", f"harness from {spec.plugin}", "failed"),
+                    f"harness {spec.name!r} needs unknown intervention(s) {', '.join(missing)}",
+                )
+
+    def add_commands(self, cli) -> None:
+        """Let plugins add CLI subcommands (once); a failing plugin is reported, not fatal."""
+        if self.commands_added:
+            return
+        self.commands_added = True
+        for impl in self.pm.hook.register_commands.get_hookimpls():
+            try:
+                impl.function(cli=cli)
+            except Exception as exc:  # noqa: BLE001
+                name = self.pm.get_name(impl.plugin)
+                if self.strict:
+                    raise PluginLoadError(f"plugin {name!r}: register_commands failed: {exc}") from exc
+                print(f"playground: plugin {name!r} commands skipped: {exc}", file=sys.stderr)
+
+
+_HOST: Host | None = None
+
+
+def get_host() -> Host:
+    """Return the process-wide host, loading plugins on first use."""
+    global _HOST
+    if _HOST is None:
+        _HOST = Host().load()
+    return _HOST
+
+
+def reset_host() -> None:
+    """Forget the process-wide host (tests use this after changing the environment)."""
+    global _HOST
+    _HOST = None

@@ -1,0 +1,142 @@
+"""Named things the plugins register: envs, agents, interventions, harnesses, observers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+
+from playground.core.env import EnvProvider
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """An agent factory and what it needs from the env."""
+
+    name: str
+    factory: Callable[..., Any]
+    description: str = ""
+    needs_expert: bool = False
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class InterventionSpec:
+    """An intervention: a factory of per-episode plugin objects, with DARC metadata."""
+
+    name: str
+    factory: Callable[[dict], Any]
+    description: str = ""
+    modes: tuple[str, ...] = ()
+    cost_unit: str = "steps"
+    plugin: str = ""
+    cost: float | None = None  # a fixed cost per attempt (e.g. a retrieval budget k), else derived from the unit
+    envs: tuple[str, ...] = ()  # the envs it works with; empty: any env
+
+    def works_with(self, env: str) -> bool:
+        """True when the intervention can be used on `env`."""
+        return not self.envs or env in self.envs
+
+
+@dataclass(frozen=True)
+class HarnessSpec:
+    """A harness: a named list of interventions plus parameters (`base` has none), or a cascade."""
+
+    name: str
+    interventions: tuple[str, ...] = ()
+    params: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+    plugin: str = ""
+    # A cascade: try the task with cascade[0] alone; if the attempt fails by `verifier`,
+    # reset to the same initial state and try cascade[1], and so on (DARC deployment).
+    cascade: tuple[str, ...] = ()
+    verifier: str = "env:won"
+
+    @property
+    def attempts(self) -> tuple[tuple[str, ...], ...]:
+        """The interventions of each attempt: one attempt with all of them, or one per cascade step."""
+        return tuple((name,) for name in self.cascade) if self.cascade else (self.interventions,)
+
+
+@dataclass(frozen=True)
+class ObserverSpec:
+    """An observer: a factory of per-episode plugin objects that only watch."""
+
+    name: str
+    factory: Callable[[], Any]
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class HarnessLoaderSpec:
+    """Builds harnesses from names with a prefix (`darc:POLICY.json`): `loader(name, rest) -> HarnessSpec`."""
+
+    prefix: str
+    loader: Callable[[str, str], HarnessSpec]
+    description: str = ""
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A registered env provider and the plugin it came from."""
+
+    name: str
+    provider: EnvProvider
+    plugin: str = ""
+
+    @property
+    def description(self) -> str:
+        return self.provider.description
+
+
+T = TypeVar("T")
+
+
+class RegistrationError(Exception):
+    """A plugin registered something invalid (e.g. a name already taken)."""
+
+
+class Registry(Generic[T]):
+    """A name → spec table for one kind of thing, remembering which plugin added what."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def add(self, name: str, spec: T) -> None:
+        """Add `spec` under `name`; a name may be registered only once."""
+        if not isinstance(name, str) or not name:
+            raise RegistrationError(f"{self.kind} name must be a non-empty string, got {name!r}")
+        if name in self._items:
+            owner = getattr(self._items[name], "plugin", "?")
+            raise RegistrationError(f"{self.kind} {name!r} is already registered by plugin {owner!r}")
+        self._items[name] = spec
+
+    def remove(self, name: str) -> None:
+        """Forget `name`."""
+        del self._items[name]
+
+    def remove_from_plugin(self, plugin: str) -> None:
+        """Forget everything `plugin` registered (used when a plugin fails half-way)."""
+        for name in [n for n, s in self._items.items() if getattr(s, "plugin", None) == plugin]:
+            self.remove(name)
+
+    def get(self, name: str) -> T:
+        """Return the spec named `name`; KeyError names the valid choices."""
+        try:
+            return self._items[name]
+        except KeyError:
+            raise KeyError(f"unknown {self.kind} {name!r}; choose from: {', '.join(self.names()) or '(none loaded)'}") from None
+
+    def names(self) -> list[str]:
+        """Return the registered names, sorted."""
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._items[n] for n in self.names())
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,284 @@
+"""Runs a set of tasks under one or more harnesses into a resumable run directory.
+
+Each episode is an independent unit: its own env instance, agent object and harness
+plugin objects, built here from the registries. Episodes share nothing in memory (a
+playbook is shared only through its SQLite file), so with `workers > 1` the same
+`run_one_episode` runs in a pool of worker processes; the parent alone writes the run
+directory's episode records, so resume works the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from playground.core.episode_hooks import EpisodeHooks
+from playground.run.costs import attempt_cost
+from playground.core.errors import format_exception
+from playground.host.manager import Host
+from playground.core.loop import EpisodeConfig, run_episode
+from playground.host.registry import HarnessSpec
+from playground.run.report import EpisodeTally, summarise_run
+from playground.run.rundir import RunDir, episode_key, trace_path
+from playground.run.traces import TraceWriter
+
+
+class RunConfigError(ValueError):
+    """The run was asked for something that does not exist; the message lists the choices."""
+
+
+@dataclass
+class RunConfig:
+    """Everything `playground run` was asked to do."""
+
+    env: str
+    task_set: str
+    split: str
+    tasks: list[str]
+    agent: str
+    harnesses: list[str]
+    out: str
+    seed: int = 0
+    max_steps: int = 40
+    agent_options: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    playbook: str | None = None
+    strict: bool = False
+
+
+def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None, count: int | None):
+    """Return (task_set, split, task ids) for an env, checking every name against the choices."""
+    try:
+        provider = host.envs.get(env).provider
+    except KeyError as exc:
+        raise RunConfigError(exc.args[0]) from None
+    sets = provider.task_sets()
+    task_set = task_set or provider.default_task_set
+    if task_set not in sets:
+        raise RunConfigError(f"unknown task set {task_set!r} for env {env!r}; choose from: {', '.join(sorted(sets))}")
+    chosen = sets[task_set]
+    split = split or chosen.default_split
+    if split not in chosen.splits:
+        raise RunConfigError(f"unknown split {split!r} for {env}:{task_set}; choose from: {', '.join(chosen.splits)}")
+    if count is not None and count < 1:
+        raise RunConfigError(f"--episodes must be at least 1, got {count}")
+    try:
+        return task_set, split, chosen.tasks(split, count)
+    except (ValueError, OSError) as exc:
+        raise RunConfigError(f"{env}:{task_set} split {split}: {exc}") from None
+
+
+def check_config(host: Host, config: RunConfig) -> None:
+    """Raise RunConfigError naming the first unknown agent or harness, or a bad agent option or parameter."""
+    try:
+        host.agents.get(config.agent)
+        specs = [resolve_harness(host, harness) for harness in config.harnesses]
+    except KeyError as exc:
+        raise RunConfigError(exc.args[0]) from None
+    except (ValueError, OSError) as exc:
+        raise RunConfigError(str(exc)) from None
+    try:
+        host.agents.get(config.agent).factory(**config.agent_options)
+        for spec in specs:
+            for name in {n for attempt in spec.attempts for n in attempt}:
+                host.interventions.get(name).factory({**spec.params, **config.params})
+    except (TypeError, ValueError) as exc:
+        raise RunConfigError(str(exc)) from None
+
+
+def resolve_harness(host: Host, name: str) -> HarnessSpec:
+    """Return the harness called `name`: a registered one, or one a harness loader builds (`PREFIX:REST`).
+
+    KeyError or ValueError names what is wrong.
+    """
+    for loader in host.harness_loaders:
+        if name.startswith(loader.prefix):
+            spec = loader.loader(name, name[len(loader.prefix):])
+            unknown = [n for attempt in spec.attempts for n in attempt if n not in host.interventions]
+            if unknown:
+                raise KeyError(f"harness {name!r} uses unknown intervention(s) {', '.join(unknown)}")
+            return spec
+    return host.harnesses.get(name)
+
+
+def episode_seed(run_seed: int, task_id: str) -> int:
+    """Return the seed of a task's episodes: the same for every harness of a run."""
+    digest = hashlib.sha256(f"{run_seed}:{task_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None,
+        workers: int = 1) -> dict:
+    """Run every (task, harness) episode not yet finished in `config.out`; return the summary.
+
+    `workers > 1` plays episodes in that many worker processes (spawned; each loads the
+    plugins the way the CLI does: built-ins, entry points, the PLAYGROUND_* variables).
+    Records are written as episodes finish, so their order in episodes.jsonl varies, and
+    harnesses that learn online see their playbook grow in a different order.
+    """
+    if workers < 1:
+        raise RunConfigError(f"workers must be at least 1, got {workers}")
+    check_config(host, config)
+    env_spec = host.envs.get(config.env)
+    rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12]})
+    run_id = rundir.config["run_id"]
+    notify = progress or (lambda message, record: None)
+    try:
+        env_spec.provider.prepare(config.task_set, config.tasks, lambda msg: notify(msg, None))
+        header_base = {**env_spec.provider.describe(config.task_set), "run_id": run_id, "agent": config.agent,
+                       "split": config.split}
+        pending = []
+        for task_id in config.tasks:
+            for harness in config.harnesses:
+                key = episode_key(harness, task_id)
+                if rundir.is_finished(key):
+                    notify(f"{key} (done before)", rundir.records[key])
+                else:
+                    pending.append((harness, task_id))
+        if workers == 1:
+            for harness, task_id in pending:
+                record = run_one_episode(host, config, run_id, rundir.path, header_base, harness, task_id)
+                rundir.record(record)
+                notify(record["key"], record)
+        else:
+            _run_in_workers(host, config, run_id, rundir, header_base, pending, workers, notify)
+        summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],
+                                rundir.records.values())
+        summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps)
+        rundir.write_summary(summary)
+        return summary
+    finally:
+        rundir.close()
+
+
+def _run_in_workers(host: Host, config: RunConfig, run_id: str, rundir: RunDir, header_base: dict,
+                    pending: list[tuple[str, str]], workers: int, notify) -> None:
+    """Play `pending` episodes in a process pool; record each as it finishes (in this process only)."""
+    context = multiprocessing.get_context("spawn")  # a clean interpreter: no forked threads or model handles
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
+                             initargs=(host.strict,)) as pool:
+        futures = [pool.submit(_worker_episode, config, run_id, str(rundir.path), header_base, harness, task_id)
+                   for harness, task_id in pending]
+        try:
+            for future in as_completed(futures):
+                record = future.result()
+                rundir.record(record)
+                notify(record["key"], record)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+_WORKER_HOST: Host | None = None
+
+
+def _start_worker(strict: bool) -> None:
+    global _WORKER_HOST
+    _WORKER_HOST = Host(strict=strict).load()
+
+
+def _worker_episode(config: RunConfig, run_id: str, run_path: str, header_base: dict, harness: str,
+                    task_id: str) -> dict:
+    return run_one_episode(_WORKER_HOST, config, run_id, Path(run_path), header_base, harness, task_id)
+
+
+def playbook_path(config: RunConfig, harness: str) -> str:
+    """The playbook a harness uses: `--playbook` for all, else its own under DIR/playbooks/."""
+    return config.playbook or str(Path(config.out) / "playbooks" / f"{harness}.sqlite")
+
+
+def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, header_base: dict,
+                    harness: str, task_id: str) -> dict:
+    """Play one task under a harness (each attempt of a cascade in turn) and return its record."""
+    spec = resolve_harness(host, harness)
+    attempts = []
+    for number, names in enumerate(spec.attempts, start=1):
+        record = _play_attempt(host, config, run_id, trace_path(run_path, harness, task_id, number), header_base,
+                               harness, spec, names, task_id)
+        if spec.cascade:
+            record["cost"] = attempt_cost([host.interventions.get(n) for n in names], record)
+        attempts.append(record)
+        if record["won"]:
+            break
+    record = _merge_attempts(attempts, spec) if spec.cascade else attempts[0]
+    record["key"] = episode_key(harness, task_id)
+    return record
+
+
+def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
+    """One record for a cascade: the last attempt's outcome, summed counts and costs, and each attempt."""
+    merged = dict(attempts[-1])
+    counters = [key for key, value in EpisodeTally().as_record().items() if isinstance(value, int)]
+    for key in ["steps", "seconds", "cost", *counters]:  # every tally counter, so new ones add up too
+        merged[key] = sum(a.get(key) or 0 for a in attempts)
+    merged["interventions"] = dict(sum((Counter(a["interventions"]) for a in attempts), Counter()))
+    merged["trace"] = attempts[0]["trace"]
+    merged["verifier"] = spec.verifier
+    merged["attempts"] = [{"interventions": list(names), "won": a["won"], "status": a["status"], "steps": a["steps"],
+                           "cost": a["cost"], "trace": a["trace"]} for names, a in zip(spec.attempts, attempts)]
+    return merged
+
+
+def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, header_base: dict, harness: str,
+                  spec: HarnessSpec, names: tuple[str, ...], task_id: str) -> dict:
+    """Build a fresh env, agent and intervention plugins, play one attempt, return its record."""
+    seed = episode_seed(config.seed, task_id)
+    params = {**spec.params, **config.params}
+    episode_id = f"{run_id}:{harness}:{task_id}"
+    tally = EpisodeTally()
+    trace = TraceWriter(trace_path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
+                                     "episode_id": episode_id, "params": params, "interventions": list(names)})
+
+    def emit(event_type: str, data: dict) -> None:
+        trace.emit(event_type, data)
+        tally.add(event_type, data)
+
+    started = time.perf_counter()
+    env = None
+    try:
+        env = host.envs.get(config.env).provider.make(config.task_set, expert=host.agents.get(config.agent).needs_expert)
+        agent = host.agents.get(config.agent).factory(**config.agent_options)
+        interventions = [(name, host.interventions.get(name).factory(params)) for name in names]
+        observers = [(o.name, o.factory()) for o in host.observers]
+        hooks = EpisodeHooks(interventions, observers)
+        episode = EpisodeConfig(run_id, episode_id, config.env, task_id, harness, config.agent, seed,
+                                config.max_steps, playbook_path(config, harness), params, config.strict,
+                                config.task_set)
+        result = run_episode(env, agent, hooks, episode, emit)
+        status, won, steps, error = result.status, result.won, result.steps, result.error
+        score, max_score = result.score, result.max_score
+    except Exception as exc:  # building the episode failed: record it, keep the run going
+        if config.strict:
+            raise
+        status, won, steps, error = "error", False, 0, f"episode setup failed: {format_exception(exc)}"
+        score = max_score = None
+        emit("error", {"message": error})
+        emit("end", {"status": status, "won": won, "steps": steps, "error": error})
+    finally:
+        trace.close()
+        if env is not None:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - closing a broken env must not hide the result
+                pass
+    return {
+        "harness": harness, "task_id": task_id, "episode_id": episode_id,
+        "seed": seed, "status": status, "won": won, "steps": steps, "error": error,
+        "score": score, "max_score": max_score,
+        "seconds": round(time.perf_counter() - started, 3),
+        "trace": str(trace_path.relative_to(rundir_root(trace_path))),
+        **tally.as_record(),
+    }
+
+
+def rundir_root(trace_path: Path) -> Path:
+    """The run directory a trace file belongs to (DIR/traces/<harness>/<file>)."""
+    return trace_path.parents[2]

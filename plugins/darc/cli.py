@@ -1,0 +1,107 @@
+"""`playground darc ...`: profile, evaluate, distill (deploy with `playground run --harness darc:POLICY`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from playground.cli.options import DEFAULT_ENV, CLIError, episode_options, make_config
+from playground.host.manager import get_host
+
+
+@click.group("darc")
+def darc_group() -> None:
+    """DARC: diagnose failures, gather evidence, distil a cost-aware recovery chain."""
+
+
+@darc_group.command("profile")
+@episode_options
+@click.option("--detectors", default="sentry", show_default=True,
+              help="comma-separated interventions whose detectors watch the base agent")
+@click.option("--out", required=True, help="folder for diagnosis.json (and the profiling run)")
+def profile_command(detectors: str, out: str, **options) -> None:
+    """Run the base agent, count failure signatures, write OUT/diagnosis.json."""
+    from playground.plugins.darc.profile import profile
+
+    host = get_host()
+    names = [n.strip() for n in detectors.split(",") if n.strip()]
+    for name in names:
+        if name not in host.interventions:
+            raise CLIError(f"unknown intervention {name!r} in --detectors; choose from: "
+                           f"{', '.join(host.interventions.names())}")
+    if not options["split"]:
+        options["split"] = "dev"
+    config = make_config(host, ["base"], str(Path(out) / "profile-run"), None, **options)
+    result = profile(host, config, names, out)
+    click.echo(json.dumps({k: result[k] for k in ("mode", "why", "admissible_interventions", "modes_per_episode")},
+                          indent=2))
+    click.echo(f"diagnosis: {Path(out) / 'diagnosis.json'}", err=True)
+
+
+@darc_group.command("evaluate")
+@episode_options
+@click.option("--diagnosis", default=None, help="diagnosis.json from darc profile (its admissible interventions)")
+@click.option("--all-interventions", is_flag=True, help="evaluate the whole library (the no-diagnosis control)")
+@click.option("--out", required=True, help="folder for evidence.csv (and the evaluation run)")
+def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, **options) -> None:
+    """Run every chosen intervention on every task from the same initial state; write OUT/evidence.csv."""
+    from playground.plugins.darc.evaluate import chosen_interventions, evaluate
+
+    host = get_host()
+    env = (options["env_name"] or DEFAULT_ENV).partition(":")[0]
+    try:
+        names = chosen_interventions(host, env, diagnosis, all_interventions)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if not options["split"]:
+        options["split"] = "train"
+    config = make_config(host, ["base"], str(Path(out) / "evaluate-run"), None, **options)
+    path = evaluate(host, config, names, out)
+    click.echo(f"evaluated {len(names)} interventions on {len(config.tasks)} tasks: {path}")
+
+
+@darc_group.command("distill")
+@click.option("--evidence", "evidence_path", required=True, help="evidence.csv from darc evaluate")
+@click.option("--max-len", type=int, default=3, show_default=True, help="longest chain L")
+@click.option("--lam", type=float, default=0.02, show_default=True, help="cost weight lambda")
+@click.option("--tau-free", type=float, default=0.0, show_default=True, help="cost allowed for free")
+@click.option("--interventions", default=None, help="comma-separated subset of the evidence's interventions")
+@click.option("--count-only", is_flag=True, help="print only the size of the search space")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="chains to print")
+@click.option("--plot", "plot_path", default=None, help="also draw the cost-success frontier to this PNG")
+@click.option("--out", default=None, help="policy.json to write [default: next to the evidence]")
+def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: float, interventions: str | None,
+                    count_only: bool, top: int, plot_path: str | None, out: str | None) -> None:
+    """Score every short-circuit chain on the evidence, print the best, freeze the winner to policy.json."""
+    from playground.plugins.darc.distill import count_chains, distill, policy_dict, save_policy
+    from playground.plugins.darc.evidence import load_evidence
+
+    names = [n.strip() for n in interventions.split(",") if n.strip()] if interventions else None
+    if max_len < 1:
+        raise CLIError(f"--max-len must be at least 1, got {max_len}")
+    try:
+        evidence = load_evidence(evidence_path, names)
+        if count_only:
+            click.echo(count_chains(len(evidence.interventions), max_len))
+            return
+        result = distill(evidence, max_len, lam, tau_free)
+    except (ValueError, OSError) as exc:
+        raise CLIError(str(exc)) from None
+    click.echo(f"search space: {result.search_space} chains over {len(evidence.interventions)} interventions "
+               f"(L={max_len}), {len(evidence.task_ids)} tasks")
+    click.echo(f"{'rank':>4}  {'J':>7}  {'succ':>6}  {'cost':>8}  chain")
+    for rank, chain in enumerate(result.ranked()[:top], 1):
+        click.echo(f"{rank:>4}  {chain.J:7.4f}  {chain.succ:6.3f}  {chain.cost:8.3f}  {' -> '.join(chain.names)}")
+    path = Path(out) if out else Path(evidence_path).with_name("policy.json")
+    save_policy(path, policy_dict(result, evidence_path))
+    click.echo(f"policy: {path} (deploy: playground run --harness darc:{path})", err=True)
+    if plot_path:
+        from playground.plugins.darc.frontier import PlotUnavailable, plot_frontier
+
+        try:
+            plot_frontier(result, plot_path)
+        except PlotUnavailable as exc:
+            raise CLIError(str(exc)) from None
+        click.echo(f"frontier: {plot_path}", err=True)

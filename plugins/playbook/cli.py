@@ -1,0 +1,154 @@
+"""`playground playbook ...`: inspect, search, import, export, merge and prune a playbook."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import click
+
+from playground.core.labels import UnknownFailure, check_failure
+
+
+class PlaybookCLIError(click.ClickException):
+    """A playbook command failed on bad input; exits with code 2."""
+
+    exit_code = 2
+
+
+def _open(path: str, create: bool = False, read_only: bool = False):
+    from playground.plugins.playbook.store import Playbook, PlaybookError
+
+    if not create and not Path(path).exists():
+        raise PlaybookCLIError(f"no playbook at {path!r}")
+    try:
+        return Playbook(path, read_only=read_only)
+    except PlaybookError as exc:
+        raise PlaybookCLIError(str(exc)) from None
+
+
+def _lesson_line(lesson) -> str:
+    return (f"#{lesson.id} [{lesson.failure_type}: {', '.join(lesson.labels)}] ({lesson.subtype}) "
+            f"when {lesson.trigger}: {lesson.principle}  "
+            f"[retrieved {lesson.retrieved}, verified {lesson.verified}, helped {lesson.helped}]")
+
+
+@click.group("playbook")
+def playbook_group() -> None:
+    """Inspect and maintain a playbook of recovery lessons (SQLite)."""
+
+
+@playbook_group.command("stats")
+@click.argument("path")
+def stats_command(path: str) -> None:
+    """Counts by failure type and label, and counter totals."""
+    with _open(path, read_only=True) as playbook:
+        click.echo(json.dumps(playbook.stats(), indent=2))
+
+
+@playbook_group.command("show")
+@click.argument("path")
+@click.option("--type", "failure_type", default=None, help="only this failure type")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
+def show_command(path: str, failure_type: str | None, limit: int, as_json: bool) -> None:
+    """List lessons, oldest first."""
+    with _open(path, read_only=True) as playbook:
+        shown = 0
+        for lesson in playbook.all():
+            if failure_type and lesson.failure_type != failure_type:
+                continue
+            click.echo(json.dumps(lesson.to_dict()) if as_json else _lesson_line(lesson))
+            shown += 1
+            if shown >= limit:
+                break
+
+
+@playbook_group.command("retrieve")
+@click.argument("path")
+@click.option("--type", "failure_type", required=True, help="failure type, e.g. progress")
+@click.option("--labels", required=True, help="comma-separated labels, e.g. repetition_or_looping")
+@click.option("-k", type=click.IntRange(min=1), default=5, show_default=True, help="lessons at most")
+@click.option("--json", "as_json", is_flag=True)
+def retrieve_command(path: str, failure_type: str, labels: str, k: int, as_json: bool) -> None:
+    """Show the lessons Sentry would retrieve for a failure, and why each was chosen."""
+    wanted = tuple(label.strip() for label in labels.split(",") if label.strip())
+    try:
+        check_failure(failure_type, wanted)
+    except UnknownFailure as exc:
+        raise PlaybookCLIError(str(exc)) from None
+    with _open(path, read_only=True) as playbook:
+        picked = playbook.retrieve(failure_type, wanted, k, count=False)
+    for rank, item in enumerate(picked, 1):
+        if as_json:
+            click.echo(json.dumps({"rank": rank, "reason": item.reason, "shared_labels": list(item.shared_labels),
+                                   **item.lesson.to_dict()}))
+        else:
+            click.echo(f"{rank}. {item.reason}\n   {_lesson_line(item.lesson)}")
+    if not picked:
+        click.echo(f"no lessons of type {failure_type!r}", err=True)
+
+
+@playbook_group.command("export")
+@click.argument("path")
+@click.argument("out")
+def export_command(path: str, out: str) -> None:
+    """Write every lesson to OUT as JSONL."""
+    with _open(path, read_only=True) as playbook:
+        count = playbook.export_jsonl(out)
+    click.echo(f"exported {count} lessons to {out}")
+
+
+@playbook_group.command("import")
+@click.argument("path")
+@click.argument("source")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "ace"]), default="jsonl", show_default=True)
+def import_command(path: str, source: str, fmt: str) -> None:
+    """Import lessons from SOURCE (JSONL, or an ACE playbook); all or nothing."""
+    from playground.plugins.playbook.store import PlaybookError
+
+    if not Path(source).is_file():
+        raise PlaybookCLIError(f"no file at {source!r}")
+    with _open(path, create=True) as playbook:
+        try:
+            report = playbook.import_jsonl(source) if fmt == "jsonl" else playbook.import_ace(source)
+        except PlaybookError as exc:
+            raise PlaybookCLIError(str(exc)) from None
+    click.echo(f"imported {report.imported} lessons from {source}")
+
+
+@playbook_group.command("merge")
+@click.argument("path")
+@click.option("--similarity", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True)
+def merge_command(path: str, similarity: float) -> None:
+    """Merge near-duplicate lessons (same type and labels, similar text)."""
+    with _open(path) as playbook:
+        removed = playbook.merge(similarity)
+    click.echo(f"merged away {removed} near-duplicate lessons")
+
+
+@playbook_group.command("prune")
+@click.argument("path")
+@click.option("--max-age-days", type=click.FloatRange(min=0), default=None)
+@click.option("--min-helped", type=click.IntRange(min=0), default=None)
+@click.option("--max-count", type=click.IntRange(min=0), default=None)
+def prune_command(path: str, max_age_days: float | None, min_helped: int | None, max_count: int | None) -> None:
+    """Remove lessons older than --max-age-days that helped fewer than --min-helped times, then the least helpful beyond --max-count."""
+    if max_age_days is None and min_helped is None and max_count is None:
+        raise PlaybookCLIError("prune needs at least one of --max-age-days, --min-helped, --max-count")
+    with _open(path) as playbook:
+        removed = playbook.prune(max_age_days=max_age_days, min_helped=min_helped, max_count=max_count)
+    click.echo(f"pruned {removed} lessons")
+
+
+@playbook_group.command("log")
+@click.argument("path")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+def log_command(path: str, limit: int) -> None:
+    """Show the change log, oldest first."""
+    with _open(path, read_only=True) as playbook:
+        for number, change in enumerate(playbook.changes()):
+            if number >= limit:
+                break
+            click.echo(json.dumps(dataclasses.asdict(change), default=str))

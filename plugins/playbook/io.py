@@ -1,0 +1,300 @@
+"""Playbook files: checking lesson records, reading and writing JSONL, reading ACE playbooks.
+
+A lesson record is the plain-dict form of a lesson (what one JSONL line holds):
+
+    {"failure_type": "progress", "labels": ["planning_stall"], "subtype": "",
+     "trigger": "...", "principle": "...", "provenance": {"run": ..., "task": ...},
+     "created_at": 1730000000.0, "retrieved": 0, "verified": 0, "helped": 0}
+
+`failure_type`, `labels`, `trigger` and `principle` are required; the rest have defaults.
+An exported line also carries the lesson's `id`, which an import ignores (lessons get new
+ids in the receiving playbook).
+
+Nothing read from a playbook file is ever executed or evaluated: JSONL lines go through
+`json.loads` only, ACE lines through one regular expression.
+
+ACE playbooks (https://github.com/ace-agent/ace) have no failure types, so every ACE bullet
+becomes a lesson of the failure type "procedure", registered here with one label per
+canonical ACE section; see `read_ace` for the whole mapping.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from playground.core.labels import FAILURE_TYPES, UnknownFailure, check_failure
+
+MAX_TEXT_CHARS = 4_000  # trigger, principle
+MAX_SUBTYPE_CHARS = 200
+MAX_LABELS = 16
+MAX_LABEL_CHARS = 100
+MAX_PROVENANCE_CHARS = 4_000  # as JSON
+MAX_FILE_BYTES = 50 * 1024 * 1024
+MAX_LINE_BYTES = 128 * 1024
+MAX_REPORTED_PROBLEMS = 20  # in an error message; `problems` keeps them all
+
+REQUIRED_FIELDS = ("failure_type", "labels", "trigger", "principle")
+OPTIONAL_FIELDS = ("id", "subtype", "provenance", "created_at", "retrieved", "verified", "helped")
+COUNTERS = ("retrieved", "verified", "helped")
+
+ACE_FAILURE_TYPE = "procedure"
+# The sections ACE's generator writes, and the label each one maps to. A section not
+# listed here keeps its title as the lesson's subtype and gets the label "others".
+ACE_SECTIONS = {
+    "STRATEGIES AND HARD RULES": "strategies_and_hard_rules",
+    "APIS TO USE FOR SPECIFIC INFORMATION": "apis_to_use",
+    "USEFUL CODE SNIPPETS AND TEMPLATES": "code_snippets_and_templates",
+    "COMMON MISTAKES AND CORRECT STRATEGIES": "common_mistakes",
+    "PROBLEM-SOLVING HEURISTICS AND WORKFLOWS": "heuristics_and_workflows",
+    "VERIFICATION CHECKLIST": "verification_checklist",
+    "TROUBLESHOOTING AND PITFALLS": "troubleshooting_and_pitfalls",
+    "OTHERS": "others",
+}
+assert set(ACE_SECTIONS.values()) <= FAILURE_TYPES[ACE_FAILURE_TYPE], "failures.py must list every ACE label"
+
+_ACE_BULLET = re.compile(
+    r"^\[(?P<id>[^\]\s]+)\]\s*(?:helpful=(?P<helpful>\d+)\s+harmful=(?P<harmful>\d+)\s*::\s*)?(?P<text>\S.*)$")
+_TRIGGER_OPENERS = ("for ", "when ", "whenever ", "if ", "before ", "after ", "while ", "during ")
+
+
+class PlaybookError(Exception):
+    """A playbook file that cannot be used (corrupt, foreign, newer schema) or a failed write."""
+
+
+class PlaybookImportError(PlaybookError):
+    """A playbook file to import has bad lines; `problems` lists each as 'line N: why'."""
+
+    def __init__(self, path: str | os.PathLike, problems: list[str]):
+        self.path = str(path)
+        self.problems = problems
+        shown = problems[:MAX_REPORTED_PROBLEMS]
+        more = f"\n  ... and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
+        super().__init__(f"{self.path}: nothing imported, {len(problems)} problem(s):\n  "
+                         + "\n  ".join(shown) + more)
+
+    def __reduce__(self):
+        return type(self), (self.path, self.problems)
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What an import added: how many lessons, and the range of ids they got."""
+
+    path: str
+    imported: int
+    first_id: int | None = None
+    last_id: int | None = None
+
+
+def label_key(labels: Iterable[str]) -> str:
+    """Return the canonical form of a label set: sorted and comma-joined."""
+    return ",".join(sorted(labels))
+
+
+def lesson_problems(record: Any, taxonomy: bool = True) -> list[str]:
+    """Return what is wrong with a lesson record (empty when it is a valid lesson); with
+    `taxonomy`, an unknown failure type or label is one of the problems."""
+    if not isinstance(record, dict):
+        return [f"expected a JSON object, got {type(record).__name__}"]
+    problems = [f"missing field {name!r}" for name in REQUIRED_FIELDS if name not in record]
+    unknown = sorted(set(record) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS))
+    if unknown:
+        problems.append(f"unknown field(s) {', '.join(map(repr, unknown))}")
+    problems += _type_problems(record)
+    if taxonomy and not problems:
+        try:
+            check_failure(record["failure_type"], record["labels"])
+        except UnknownFailure as error:
+            problems.append(str(error))
+    return problems
+
+
+def _type_problems(record: dict) -> list[str]:
+    problems = []
+    for name in ("failure_type", "trigger", "principle"):
+        if name in record and not (isinstance(record[name], str) and record[name].strip()):
+            problems.append(f"{name!r} must be a non-empty string")
+    for name, limit in (("trigger", MAX_TEXT_CHARS), ("principle", MAX_TEXT_CHARS), ("subtype", MAX_SUBTYPE_CHARS)):
+        value = record.get(name, "")
+        if not isinstance(value, str):
+            problems.append(f"{name!r} must be a string")
+        elif len(value) > limit:
+            problems.append(f"{name!r} is {len(value):,} characters, more than {limit:,}")
+    if "labels" in record:
+        problems += _label_problems(record["labels"])
+    provenance = record.get("provenance", {})
+    if not isinstance(provenance, dict):
+        problems.append("'provenance' must be an object")
+    elif len(json.dumps(provenance, ensure_ascii=False, default=str)) > MAX_PROVENANCE_CHARS:
+        problems.append(f"'provenance' is more than {MAX_PROVENANCE_CHARS:,} characters as JSON")
+    created_at = record.get("created_at", 0.0)
+    if isinstance(created_at, bool) or not isinstance(created_at, int | float) or not math.isfinite(created_at):
+        problems.append("'created_at' must be a finite number (seconds since the epoch)")
+    for name in COUNTERS:
+        value = record.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            problems.append(f"{name!r} must be a non-negative integer")
+    return problems
+
+
+def _label_problems(labels: Any) -> list[str]:
+    if not isinstance(labels, list | tuple) or not all(isinstance(label, str) for label in labels):
+        return ["'labels' must be a list of strings"]
+    if not 1 <= len(labels) <= MAX_LABELS:
+        return [f"'labels' must hold 1 to {MAX_LABELS} labels, not {len(labels)}"]
+    if len(set(labels)) != len(labels):
+        return ["'labels' has duplicates"]
+    bad = [label for label in labels if not label or "," in label or len(label) > MAX_LABEL_CHARS]
+    if bad:
+        return [f"bad label(s) {', '.join(map(repr, bad))}: a label is 1 to {MAX_LABEL_CHARS} characters, no commas"]
+    return []
+
+
+def normalized(record: dict) -> dict:
+    """Return a valid record with every optional field filled in and labels sorted."""
+    return {
+        "failure_type": record["failure_type"],
+        "labels": tuple(sorted(record["labels"])),
+        "subtype": record.get("subtype", ""),
+        "trigger": record["trigger"],
+        "principle": record["principle"],
+        "provenance": dict(record.get("provenance") or {}),
+        "created_at": float(record["created_at"]) if record.get("created_at") is not None else time.time(),
+        **{name: record.get(name, 0) for name in COUNTERS},
+    }
+
+
+def _file_text_lines(path: Path) -> list[tuple[int, bytes]]:
+    """Return (line number, raw line) pairs of a file, after checking that it can be read at all."""
+    if not path.is_file():
+        raise PlaybookImportError(path, ["not a readable file"])
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise PlaybookImportError(path, [f"file is {size:,} bytes, more than {MAX_FILE_BYTES:,}"])
+    with open(path, "rb") as handle:
+        return list(enumerate(handle, start=1))
+
+
+def _decoded(number: int, raw: bytes, problems: list[str]) -> str | None:
+    if len(raw) > MAX_LINE_BYTES:
+        problems.append(f"line {number}: line is {len(raw):,} bytes, more than {MAX_LINE_BYTES:,}")
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        problems.append(f"line {number}: not UTF-8 ({error.reason} at byte {error.start})")
+        return None
+
+
+def _no_constants(name: str) -> float:
+    raise ValueError(f"{name} is not allowed")
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Return the normalized lesson records of a JSONL playbook, or raise PlaybookImportError
+    listing every bad line; blank lines are skipped."""
+    path = Path(path)
+    records, problems = [], []
+    for number, raw in _file_text_lines(path):
+        text = _decoded(number, raw, problems)
+        if text is None or not text.strip():
+            continue
+        try:
+            record = json.loads(text, parse_constant=_no_constants)
+        except (ValueError, RecursionError) as error:
+            problems.append(f"line {number}: not valid JSON ({error})")
+            continue
+        line_problems = lesson_problems(record)
+        problems += [f"line {number}: {problem}" for problem in line_problems]
+        if not line_problems:
+            records.append({**normalized(record), "line": number, "source_id": record.get("id")})
+    if problems:
+        raise PlaybookImportError(path, problems)
+    return records
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
+    """Write records as JSONL, replacing `path` only once the whole file is written; return the count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                     suffix=".tmp", delete=False) as handle:
+        try:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                count += 1
+        except BaseException:
+            handle.close()
+            os.unlink(handle.name)
+            raise
+    os.replace(handle.name, path)
+    return count
+
+
+def ace_trigger(text: str, section: str) -> str:
+    """Return the trigger of an ACE bullet: its opening condition ("For file deletion tasks",
+    "When syncing contacts across platforms") or, when it has none, "ACE section: SECTION"."""
+    lowered = text.lower()
+    if lowered.startswith(_TRIGGER_OPENERS) and not lowered.startswith(("for example", "for instance")):
+        depth = 0
+        for position, char in enumerate(text[:300]):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0 and char in ":,." and position > 4:
+                return text[:position].strip()
+    return f"ACE section: {section or 'none'}"
+
+
+def read_ace(path: str | os.PathLike) -> list[dict]:
+    """Return the lesson records of an ACE playbook, or raise PlaybookImportError listing
+    every line that is neither blank, a `#` header nor a `[id] (helpful=X harmful=Y ::) text` bullet.
+
+    Mapping: failure type "procedure"; label = the section's ACE_SECTIONS label ("others" for an
+    unknown section); subtype = the section title; principle = the bullet text; trigger =
+    `ace_trigger(text, section)`; helped = helpful; provenance = {"source": "ace", "id": ...,
+    "harmful": ...}. Lessons keep the file's order in their ids and share one created_at.
+    """
+    path = Path(path)
+    now = time.time()
+    section, records, problems = "", [], []
+    for number, raw in _file_text_lines(path):
+        text = _decoded(number, raw, problems)
+        if text is None or not text.strip():
+            continue
+        text = text.strip()
+        if text.startswith("#"):
+            if text.startswith("## "):
+                section = text[3:].strip().rstrip(":").strip()
+            continue
+        match = _ACE_BULLET.match(text)
+        if not match:
+            problems.append(f"line {number}: not a '## SECTION' header or an '[id] text' bullet: {text[:60]!r}")
+            continue
+        provenance = {"source": "ace", "id": match["id"]}
+        if match["harmful"] is not None:
+            provenance["harmful"] = int(match["harmful"])
+        record = {
+            "failure_type": ACE_FAILURE_TYPE,
+            "labels": [ACE_SECTIONS.get(section.upper(), "others")],
+            "subtype": section,
+            "trigger": ace_trigger(match["text"], section),
+            "principle": match["text"],
+            "provenance": provenance,
+            "created_at": now,
+            "helped": int(match["helpful"] or 0),
+        }
+        line_problems = lesson_problems(record)
+        problems += [f"line {number}: {problem}" for problem in line_problems]
+        if not line_problems:
+            records.append({**normalized(record), "line": number})
+    if problems:
+        raise PlaybookImportError(path, problems)
+    return records

@@ -1,0 +1,692 @@
+"""The playbook: recovery lessons kept in SQLite and retrieved by Sentry's rules.
+
+A lesson says, for one failure type and its labels, when it applies (`trigger`) and what
+to do (`principle`), where it came from (`provenance`) and how it has fared (counters
+`retrieved`, `verified`, `helped`). Several processes may add lessons to one playbook at
+once: the file is in WAL mode and every write is one short transaction, retried when the
+database is busy. Every add, import, outcome, merge and prune appends a row to the change
+log, so a playbook's growth can be audited (`Playbook.changes`).
+
+Retrieval (`Playbook.retrieve`) follows Sentry: candidates are the lessons of the same
+failure type that share at least one label with the failure; they are ranked by the number
+of shared labels, then by recency (newer `created_at`, then higher id); a diversity cap
+takes at most one lesson per (subtype, trigger) until no other candidate is left (then
+such repeats fill up, in rank order); at most k are returned; when no lesson of the type shares a label, the most recent lessons of the
+type are returned instead (ranked and capped the same way).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import random
+import re
+import sqlite3
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from playground.core.labels import check_failure
+from playground.plugins.playbook.io import (ImportReport, PlaybookError, PlaybookImportError, label_key, lesson_problems,
+                                    normalized, read_ace, read_jsonl, write_jsonl)
+
+__all__ = ["Change", "ImportReport", "Lesson", "Playbook", "PlaybookError", "PlaybookImportError", "Retrieved"]
+
+FORMAT = "playground-playbook"
+SCHEMA_VERSION = 1
+PAGE = 1_000  # rows per read when iterating over a whole playbook
+REPEATS_CHECK = 128  # rows retrieval reads at one overlap level before it looks up the unseen triggers
+GROUPS_CHECK_LIMIT = 1_000  # ... provided the level has at most this many distinct (subtype, trigger)
+
+SCHEMA = [
+    "CREATE TABLE playbook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # AUTOINCREMENT: ids are never reused, so the change log and the id tiebreak stay meaningful.
+    """CREATE TABLE lessons (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        failure_type TEXT NOT NULL,
+        label_key TEXT NOT NULL,          -- labels, sorted and comma-joined
+        subtype TEXT NOT NULL,
+        trigger_pattern TEXT NOT NULL,
+        principle TEXT NOT NULL,
+        provenance TEXT NOT NULL,         -- JSON object
+        created_at REAL NOT NULL,
+        retrieved INTEGER NOT NULL DEFAULT 0,
+        verified INTEGER NOT NULL DEFAULT 0,
+        helped INTEGER NOT NULL DEFAULT 0,
+        trigger_group INTEGER NOT NULL)  -- 64-bit hash of (subtype, trigger): the diversity cap's unit""",
+    "CREATE INDEX lessons_by_labels ON lessons (failure_type, label_key, created_at DESC, id DESC)",
+    "CREATE INDEX lessons_by_group ON lessons (failure_type, label_key, trigger_group, created_at DESC, id DESC)",
+    # The distinct label sets of each type (few), kept up to date by the triggers below.
+    """CREATE TABLE label_keys (
+        failure_type TEXT NOT NULL, label_key TEXT NOT NULL, lessons INTEGER NOT NULL,
+        PRIMARY KEY (failure_type, label_key)) WITHOUT ROWID""",
+    """CREATE TRIGGER lessons_added AFTER INSERT ON lessons BEGIN
+        INSERT INTO label_keys (failure_type, label_key, lessons) VALUES (new.failure_type, new.label_key, 1)
+            ON CONFLICT (failure_type, label_key) DO UPDATE SET lessons = lessons + 1;
+    END""",
+    """CREATE TRIGGER lessons_removed AFTER DELETE ON lessons BEGIN
+        UPDATE label_keys SET lessons = lessons - 1
+            WHERE failure_type = old.failure_type AND label_key = old.label_key;
+        DELETE FROM label_keys
+            WHERE failure_type = old.failure_type AND label_key = old.label_key AND lessons <= 0;
+    END""",
+    """CREATE TABLE changes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, op TEXT NOT NULL,
+        lesson_id INTEGER, details TEXT NOT NULL)""",
+]
+
+COLUMNS = ("id, failure_type, label_key, subtype, trigger_pattern, principle, provenance, "
+           "created_at, retrieved, verified, helped, trigger_group")
+ID, CREATED_AT, GROUP = 0, 7, 11  # positions in a row of COLUMNS
+NEWEST = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
+          "ORDER BY created_at DESC, id DESC LIMIT ?")
+NEWEST_BEFORE = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
+                 "AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?")
+NEWEST_OF_GROUP = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? AND trigger_group = ? "
+                   "ORDER BY created_at DESC, id DESC LIMIT 1")
+GROUPS_OF_KEY = """WITH RECURSIVE groups (trigger_group) AS (
+        SELECT MIN(trigger_group) FROM lessons WHERE failure_type = :type AND label_key = :key
+        UNION ALL
+        SELECT (SELECT MIN(trigger_group) FROM lessons WHERE failure_type = :type AND label_key = :key
+                AND trigger_group > groups.trigger_group)
+        FROM groups WHERE groups.trigger_group IS NOT NULL LIMIT :limit)
+    SELECT trigger_group FROM groups WHERE trigger_group IS NOT NULL"""
+INSERT = ("INSERT INTO lessons (failure_type, label_key, subtype, trigger_pattern, principle, provenance, "
+          "created_at, retrieved, verified, helped, trigger_group) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One recovery lesson as stored in a playbook."""
+
+    id: int
+    failure_type: str
+    labels: tuple[str, ...]
+    subtype: str
+    trigger: str
+    principle: str
+    provenance: dict[str, Any] = field(default_factory=dict, hash=False)
+    created_at: float = 0.0
+    retrieved: int = 0
+    verified: int = 0
+    helped: int = 0
+
+    def to_dict(self) -> dict:
+        """Return the lesson as a JSON-ready record (the form of one exported JSONL line)."""
+        return {"id": self.id, "failure_type": self.failure_type, "labels": list(self.labels),
+                "subtype": self.subtype, "trigger": self.trigger, "principle": self.principle,
+                "provenance": self.provenance, "created_at": self.created_at,
+                "retrieved": self.retrieved, "verified": self.verified, "helped": self.helped}
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """A lesson picked by `Playbook.retrieve`, the query labels it shares, and why it was picked."""
+
+    lesson: Lesson
+    shared_labels: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Change:
+    """One row of a playbook's append-only change log."""
+
+    id: int
+    at: float
+    op: str  # "add", "import", "outcome", "merge" or "prune"
+    lesson_id: int | None
+    details: dict[str, Any]
+
+
+class Playbook:
+    """A playbook file of lessons: add, retrieve, count outcomes, merge, prune, import and export.
+
+    `Playbook(path)` opens the file, creating it (and its folders) when missing; it raises
+    PlaybookError, leaving the file as it was, for a corrupt file, an SQLite database that is
+    not a playbook, or a playbook of a newer schema. `read_only=True` opens an existing
+    playbook (e.g. a shipped one, in a folder that cannot be written) for retrieval and
+    inspection: every change raises PlaybookError and retrieval counters are not kept.
+    Use one Playbook per process (or thread); processes share lessons only through the
+    file. Also a context manager that closes it.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0, read_only: bool = False):
+        self.path = Path(path)
+        self.read_only = read_only
+        self._busy_timeout_s = busy_timeout_s
+        _check_is_playbook_or_new(self.path)
+        if read_only:
+            self._db = self._open_read_only()
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=min(busy_timeout_s, 5.0), isolation_level=None)
+        except sqlite3.Error as error:
+            raise PlaybookError(f"{self.path}: cannot open: {error}") from error
+        try:
+            self._retrying(self._set_up)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """Open an existing playbook without writing anything, even in a read-only folder."""
+        if not self.path.is_file():
+            raise PlaybookError(f"{self.path}: no playbook to open read-only")
+        uri = self.path.resolve().as_uri()
+        db = None
+        # mode=ro reads a live playbook; immutable=1 also opens one in a folder we cannot write
+        # (SQLite's WAL mode wants to create its -shm file next to it).
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                db = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=min(self._busy_timeout_s, 5.0),
+                                     isolation_level=None)
+                names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+                break
+            except sqlite3.Error as error:
+                if db is not None:
+                    db.close()
+                db, last = None, error
+        if db is None:
+            raise PlaybookError(f"{self.path}: cannot open read-only: {last}")
+        if "playbook_meta" not in names:
+            db.close()
+            raise PlaybookError(f"{self.path}: not a playbook")
+        return db
+
+    def __repr__(self) -> str:
+        return f"Playbook({str(self.path)!r})"
+
+    def __enter__(self) -> Playbook:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self._read(lambda db: db.execute("SELECT COUNT(*) FROM lessons").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the file; further calls fail."""
+        self._db.close()
+
+    # ---- adding -------------------------------------------------------------------------
+
+    def add(self, failure_type: str, labels: Iterable[str], trigger: str, principle: str, subtype: str = "",
+            provenance: dict[str, Any] | None = None, created_at: float | None = None) -> int:
+        """Store one lesson and return its id.
+
+        Raises UnknownFailure for a failure type or label outside the taxonomy, and ValueError
+        for an empty trigger or principle, no labels, more than 16 labels or a text that is too long.
+        """
+        record = _checked({"failure_type": failure_type, "labels": _as_list(labels), "trigger": trigger,
+                           "principle": principle, "subtype": subtype, "provenance": provenance or {},
+                           "created_at": created_at})
+        return self._write(lambda db: self._insert(db, record, "add", {}))
+
+    def add_many(self, records: Iterable[dict]) -> list[int]:
+        """Store many lesson records (dicts with `add`'s arguments as keys) in one transaction and
+        return their ids; nothing is stored when any record is invalid (ValueError naming it)."""
+        checked = []
+        for number, record in enumerate(records):
+            try:
+                checked.append(_checked({**record, "labels": _as_list(record.get("labels", []))}))
+            except ValueError as error:
+                raise type(error)(f"record {number}: {error}") from error
+        return self._write(lambda db: [self._insert(db, record, "add", {}) for record in checked])
+
+    def import_jsonl(self, path: str | Path) -> ImportReport:
+        """Add every lesson of a JSONL file (as written by `export_jsonl`), all or nothing.
+
+        Every line is checked first; any bad line raises PlaybookImportError naming the file and
+        the line numbers, and the playbook is left untouched.
+        """
+        records = read_jsonl(path)
+        return self._import(path, records, "jsonl")
+
+    def import_ace(self, path: str | Path) -> ImportReport:
+        """Add every bullet of an ACE playbook text file as a "procedure" lesson, all or nothing.
+
+        See `playground.plugins.playbook.io.read_ace` for how bullets map to lessons. Lines that do not
+        parse raise PlaybookImportError naming the file and the line numbers.
+        """
+        records = read_ace(path)
+        return self._import(path, records, "ace")
+
+    def _import(self, path: str | Path, records: list[dict], kind: str) -> ImportReport:
+        def insert_all(db: sqlite3.Connection) -> list[int]:
+            return [self._insert(db, record, "import", {"source": str(path), "format": kind, "line": record["line"],
+                                                        "source_id": record.get("source_id")})
+                    for record in records]
+        ids = self._write(insert_all)
+        return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None)
+
+    def _insert(self, db: sqlite3.Connection, record: dict, op: str, details: dict) -> int:
+        lesson_id = db.execute(INSERT, (
+            record["failure_type"], label_key(record["labels"]), record["subtype"], record["trigger"],
+            record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str),
+            record["created_at"], record["retrieved"], record["verified"], record["helped"],
+            trigger_group(record["subtype"], record["trigger"]))).lastrowid
+        _log(db, op, lesson_id, {"failure_type": record["failure_type"], "labels": list(record["labels"]), **details})
+        return lesson_id
+
+    # ---- retrieving ---------------------------------------------------------------------
+
+    def retrieve(self, failure_type: str, labels: Iterable[str], k: int = 5, count: bool = True) -> list[Retrieved]:
+        """Return at most k lessons for a detected failure, by Sentry's rules (see the module doc).
+
+        Lessons come in rank order: first those picked under the diversity cap, then any
+        (subtype, trigger) repeats used to fill up to k. With `count`, each returned lesson's
+        `retrieved` counter goes up by one (the returned lessons show the counters from before).
+        """
+        labels = _as_list(labels)
+        check_failure(failure_type, labels)
+        if k <= 0:
+            return []
+        picked = self._read(lambda db: _pick(db, failure_type, set(labels), k))
+        if count and picked:
+            self.record_retrieved([item.lesson.id for item in picked])
+        return picked
+
+    def record_retrieved(self, lesson_ids: Iterable[int]) -> None:
+        """Count one retrieval for each lesson id (ids no longer in the playbook are ignored).
+
+        A read-only playbook counts nothing (retrieval counters are bookkeeping, not content).
+        """
+        if self.read_only:
+            return
+        rows = [(lesson_id,) for lesson_id in lesson_ids]
+        self._write(lambda db: db.executemany("UPDATE lessons SET retrieved = retrieved + 1 WHERE id = ?", rows))
+
+    def record_outcome(self, lesson_id: int, verified: bool, helped: bool) -> None:
+        """Count how a retrieved lesson fared: its recovery was verified, and/or it helped.
+
+        Raises KeyError when there is no lesson with that id.
+        """
+        def update(db: sqlite3.Connection) -> None:
+            changed = db.execute("UPDATE lessons SET verified = verified + ?, helped = helped + ? WHERE id = ?",
+                                 (int(bool(verified)), int(bool(helped)), lesson_id)).rowcount
+            if not changed:
+                raise KeyError(f"no lesson {lesson_id} in {self.path}")
+            _log(db, "outcome", lesson_id, {"verified": bool(verified), "helped": bool(helped)})
+        self._write(update)
+
+    # ---- reading ------------------------------------------------------------------------
+
+    def get(self, lesson_id: int) -> Lesson | None:
+        """Return the lesson with this id, or None."""
+        row = self._read(lambda db: db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id = ?", (lesson_id,)).fetchone())
+        return _lesson(row) if row else None
+
+    def all(self) -> Iterator[Lesson]:
+        """Yield every lesson, oldest id first."""
+        for row in self._pages(f"SELECT {COLUMNS} FROM lessons WHERE id > ? ORDER BY id LIMIT ?"):
+            yield _lesson(row)
+
+    def changes(self, lesson_id: int | None = None) -> Iterator[Change]:
+        """Yield the change log in order (only the rows about one lesson when `lesson_id` is given)."""
+        for row in self._pages("SELECT id, at, op, lesson_id, details FROM changes WHERE id > ? ORDER BY id LIMIT ?"):
+            if lesson_id is None or row[3] == lesson_id:
+                yield Change(row[0], row[1], row[2], row[3], json.loads(row[4]))
+
+    def stats(self) -> dict[str, Any]:
+        """Return counts: lessons in all, per failure type, per label of each type, counter totals, log rows."""
+        def read(db: sqlite3.Connection) -> dict[str, Any]:
+            by_type: dict[str, int] = defaultdict(int)
+            by_label: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+            for failure_type, key, lessons in db.execute("SELECT failure_type, label_key, lessons FROM label_keys"):
+                by_type[failure_type] += lessons
+                for label in key.split(","):
+                    by_label[failure_type][label] += lessons
+            count, retrieved, verified, helped = db.execute(
+                "SELECT COUNT(*), TOTAL(retrieved), TOTAL(verified), TOTAL(helped) FROM lessons").fetchone()
+            return {"path": str(self.path), "count": count, "by_type": dict(sorted(by_type.items())),
+                    "by_label": {t: dict(sorted(by_label[t].items())) for t in sorted(by_label)},
+                    "counters": {"retrieved": int(retrieved), "verified": int(verified), "helped": int(helped)},
+                    "changes": db.execute("SELECT COUNT(*) FROM changes").fetchone()[0]}
+        return self._read(read)
+
+    def export_jsonl(self, path: str | Path) -> int:
+        """Write every lesson to a JSONL file (one consistent snapshot, replaced whole) and return the count."""
+        def export(db: sqlite3.Connection) -> int:
+            rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY id")
+            return write_jsonl(path, (_lesson(row).to_dict() for row in rows))
+        return self._read(export)
+
+    # ---- maintenance --------------------------------------------------------------------
+
+    def merge(self, similarity: float = 0.9) -> int:
+        """Merge near-duplicate lessons and return how many were removed.
+
+        Two lessons are near-duplicates when they have the same failure type and labels and their
+        texts (trigger and principle, lower-cased, whitespace collapsed) have a
+        `difflib.SequenceMatcher` ratio >= `similarity`. Going from the oldest lesson of each
+        label set, a lesson is merged into the first older kept lesson it is similar to: the kept
+        one gains its counters and it is deleted (the change log keeps its full record).
+        """
+        if not 0.0 < similarity <= 1.0:
+            raise ValueError(f"similarity must be in (0, 1], not {similarity}")
+        plan = _merge_plan(self._pages(
+            "SELECT id, failure_type, label_key, created_at, trigger_pattern, principle FROM lessons "
+            "WHERE id > ? ORDER BY id LIMIT ?"), similarity)
+
+        def apply(db: sqlite3.Connection) -> int:
+            removed = 0
+            for duplicate, keep, ratio in plan:
+                row = db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id = ?", (duplicate,)).fetchone()
+                if row is None or db.execute("SELECT 1 FROM lessons WHERE id = ?", (keep,)).fetchone() is None:
+                    continue  # removed meanwhile by another process
+                lesson = _lesson(row)
+                db.execute("UPDATE lessons SET retrieved = retrieved + ?, verified = verified + ?, "
+                           "helped = helped + ? WHERE id = ?", (lesson.retrieved, lesson.verified, lesson.helped, keep))
+                db.execute("DELETE FROM lessons WHERE id = ?", (duplicate,))
+                _log(db, "merge", duplicate, {"into": keep, "similarity": round(ratio, 4), "lesson": lesson.to_dict()})
+                removed += 1
+            return removed
+        return self._write(apply)
+
+    def prune(self, max_age_days: float | None = None, min_helped: int | None = None,
+              max_count: int | None = None) -> int:
+        """Remove lessons and return how many were removed.
+
+        With `max_age_days` and/or `min_helped`, removes each lesson that is older than
+        `max_age_days` AND has helped fewer than `min_helped` times (a filter not given does
+        not restrict; with neither given, this step removes nothing). Then, with `max_count`,
+        removes the least helpful lessons (oldest first among equals) until at most
+        `max_count` remain. The change log keeps each removed lesson's full record.
+        """
+        for name, value in (("max_age_days", max_age_days), ("min_helped", min_helped), ("max_count", max_count)):
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0, not {value}")
+        conditions, params = [], []
+        if max_age_days is not None:
+            conditions.append("created_at < ?")
+            params.append(time.time() - max_age_days * 86_400)
+        if min_helped is not None:
+            conditions.append("helped < ?")
+            params.append(min_helped)
+
+        def delete(db: sqlite3.Connection, rows: list[tuple], reason: dict) -> int:
+            for row in rows:
+                db.execute("DELETE FROM lessons WHERE id = ?", (row[ID],))
+                _log(db, "prune", row[ID], {**reason, "lesson": _lesson(row).to_dict()})
+            return len(rows)
+
+        def apply(db: sqlite3.Connection) -> int:
+            removed = 0
+            if conditions:
+                rows = db.execute(f"SELECT {COLUMNS} FROM lessons WHERE {' AND '.join(conditions)}", params).fetchall()
+                removed += delete(db, rows, {"max_age_days": max_age_days, "min_helped": min_helped})
+            if max_count is not None:
+                excess = db.execute("SELECT COUNT(*) FROM lessons").fetchone()[0] - max_count
+                if excess > 0:
+                    rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY helped, created_at, id LIMIT ?",
+                                      (excess,)).fetchall()
+                    removed += delete(db, rows, {"max_count": max_count})
+            return removed
+        return self._write(apply)
+
+    # ---- transactions -------------------------------------------------------------------
+
+    def _set_up(self) -> None:
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+
+        def create(db: sqlite3.Connection) -> None:
+            names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+            if "playbook_meta" in names:
+                return
+            if names:
+                raise PlaybookError(f"{self.path}: an SQLite database but not a playbook (has {', '.join(sorted(names))})")
+            for statement in SCHEMA:
+                db.execute(statement)
+            db.executemany("INSERT INTO playbook_meta (key, value) VALUES (?, ?)",
+                           [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)), ("created_at", str(time.time()))])
+        self._write(create)
+
+    def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run `work` in one write transaction, retried from the start while the file is busy."""
+        if self.read_only:
+            raise PlaybookError(f"{self.path}: opened read-only; it cannot be changed")
+        def attempt() -> Any:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(self._db)
+                self._db.execute("COMMIT")
+                return result
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        return self._retrying(attempt)
+
+    def _read(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run `work` in one read transaction (a consistent snapshot), retried while the file is busy."""
+        def attempt() -> Any:
+            self._db.execute("BEGIN")
+            try:
+                return work(self._db)
+            finally:
+                if self._db.in_transaction:
+                    self._db.execute("COMMIT")
+        return self._retrying(attempt)
+
+    def _retrying(self, attempt: Callable[[], Any]) -> Any:
+        delay, deadline = 0.002, time.monotonic() + self._busy_timeout_s
+        while True:
+            try:
+                return attempt()
+            except sqlite3.OperationalError as error:
+                if not _is_busy(error):
+                    raise PlaybookError(f"{self.path}: {error}") from error
+                if time.monotonic() > deadline:
+                    raise PlaybookError(f"{self.path}: still busy after {self._busy_timeout_s:.0f} s: {error}") from error
+                time.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 2, 0.25)
+            except sqlite3.DatabaseError as error:
+                raise PlaybookError(f"{self.path}: {error}") from error
+
+    def _pages(self, query: str) -> Iterator[tuple]:
+        """Yield the rows of a keyset-paged query (`... WHERE id > ? ... LIMIT ?`), one short read per page."""
+        last = 0
+        while True:
+            rows = self._read(lambda db: db.execute(query, (last, PAGE)).fetchall())
+            yield from rows
+            if len(rows) < PAGE:
+                return
+            last = rows[-1][0]
+
+
+# ---- retrieval ----------------------------------------------------------------------------
+
+def _pick(db: sqlite3.Connection, failure_type: str, query: set[str], k: int) -> list[Retrieved]:
+    """Return the lessons Sentry's rules pick (see the module doc)."""
+    by_overlap: dict[int, list[str]] = defaultdict(list)
+    for (key,) in db.execute("SELECT label_key FROM label_keys WHERE failure_type = ?", (failure_type,)):
+        by_overlap[len(query.intersection(key.split(",")))].append(key)
+    levels = sorted((n for n in by_overlap if n > 0), reverse=True) or [0]  # [0]: the fallback
+    picked: list[tuple[int, tuple]] = []
+    repeats: list[tuple[int, tuple]] = []  # candidates passed over by the diversity cap, in rank order
+    seen: set[int] = set()  # trigger groups picked
+    for overlap in levels:
+        keys = by_overlap[overlap]
+        streams = [_newest(db, failure_type, key, k) for key in keys]
+        check_at = max(REPEATS_CHECK, 2 * k)
+        for scanned, row in enumerate(heapq.merge(*streams, key=_rank), start=1):
+            if row[GROUP] in seen:
+                repeats.append((overlap, row))
+            else:
+                seen.add(row[GROUP])
+                picked.append((overlap, row))
+            if len(picked) == k:
+                break
+            if scanned == check_at:
+                # Mostly repeats so far (and >= k of them kept): rather than read on through them,
+                # take the newest lesson of each trigger group of this level not seen yet.
+                unseen = _unseen_newest(db, failure_type, keys, seen)
+                if unseen is not None:
+                    picked += [(overlap, row) for row in unseen[:k - len(picked)]]
+                    seen.update(row[GROUP] for row in unseen)
+                    break
+                check_at *= 2
+        if len(picked) == k:
+            break
+    picked += repeats[:k - len(picked)]
+    return [_retrieved(overlap, row, query) for overlap, row in picked]
+
+
+def _rank(row: tuple) -> tuple[float, int]:
+    return -row[CREATED_AT], -row[ID]
+
+
+def _unseen_newest(db: sqlite3.Connection, failure_type: str, keys: list[str], seen: set[int]) -> list[tuple] | None:
+    """Return the newest lesson of each trigger group not in `seen` among lessons with these label
+    sets, in rank order; None when the label sets hold more than GROUPS_CHECK_LIMIT groups."""
+    groups: set[tuple[str, int]] = set()
+    for key in keys:
+        found = db.execute(GROUPS_OF_KEY, {"type": failure_type, "key": key, "limit": GROUPS_CHECK_LIMIT + 1})
+        groups.update((key, group) for (group,) in found)
+        if len(groups) > GROUPS_CHECK_LIMIT:
+            return None
+    newest: dict[int, tuple] = {}
+    for key, group in groups:
+        if group not in seen:
+            row = db.execute(NEWEST_OF_GROUP, (failure_type, key, group)).fetchone()
+            if group not in newest or _rank(row) < _rank(newest[group]):
+                newest[group] = row
+    return sorted(newest.values(), key=_rank)
+
+
+def _newest(db: sqlite3.Connection, failure_type: str, key: str, page: int) -> Iterator[tuple]:
+    """Yield the lessons with exactly this label set, newest first, reading larger pages as it goes."""
+    rows = db.execute(NEWEST, (failure_type, key, page)).fetchall()
+    while True:
+        yield from rows
+        if len(rows) < page:
+            return
+        page *= 4
+        rows = db.execute(NEWEST_BEFORE, (failure_type, key, rows[-1][CREATED_AT], rows[-1][ID], page)).fetchall()
+
+
+def _retrieved(overlap: int, row: tuple, query: set[str]) -> Retrieved:
+    lesson = _lesson(row)
+    shared = tuple(sorted(query.intersection(lesson.labels)))
+    if overlap:
+        reason = f"shares {overlap} label{'s' if overlap > 1 else ''}: {', '.join(shared)}"
+    else:
+        reason = "fallback: most recent of type"
+    return Retrieved(lesson, shared, reason)
+
+
+# ---- merging ------------------------------------------------------------------------------
+
+def _merge_plan(rows: Iterable[tuple], similarity: float) -> list[tuple[int, int, float]]:
+    """Return (duplicate id, id to keep, ratio) for each near-duplicate among (id, type, key, created_at,
+    trigger, principle) rows."""
+    groups: dict[tuple[str, str], list[tuple[float, int, str]]] = defaultdict(list)
+    for lesson_id, failure_type, key, created_at, trigger, principle in rows:
+        groups[failure_type, key].append((created_at, lesson_id, _merge_text(trigger, principle)))
+    plan = []
+    for members in groups.values():
+        kept: list[tuple[int, str]] = []
+        exact: dict[str, int] = {}
+        for _, lesson_id, text in sorted(members):
+            if text in exact:
+                plan.append((lesson_id, exact[text], 1.0))
+                continue
+            match = next(((keep, ratio) for keep, other in kept
+                          if (ratio := _similarity(text, other, similarity)) >= similarity), None)
+            if match:
+                plan.append((lesson_id, *match))
+            else:
+                kept.append((lesson_id, text))
+                exact[text] = lesson_id
+    return plan
+
+
+def _merge_text(trigger: str, principle: str) -> str:
+    return re.sub(r"\s+", " ", f"{trigger}\n{principle}".lower()).strip()
+
+
+def _similarity(a: str, b: str, threshold: float) -> float:
+    """SequenceMatcher ratio of two texts, or 0.0 as soon as a cheap upper bound is below threshold."""
+    if 2 * min(len(a), len(b)) / (len(a) + len(b)) < threshold:
+        return 0.0
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
+        return 0.0
+    return matcher.ratio()
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+def _as_list(labels: Iterable[str]) -> list:
+    """Labels as a list; a lone string stays a string so that the check rejects it."""
+    return labels if isinstance(labels, str) else list(labels)
+
+
+def _checked(record: dict) -> dict:
+    """Return the normalized record, or raise UnknownFailure / ValueError saying what is wrong."""
+    record = {name: value for name, value in record.items() if value is not None}
+    problems = lesson_problems(record, taxonomy=False)
+    if problems:
+        raise ValueError("invalid lesson: " + "; ".join(problems))
+    check_failure(record["failure_type"], record["labels"])
+    return normalized(record)
+
+
+def trigger_group(subtype: str, trigger: str) -> int:
+    """Return the 64-bit id of a (subtype, trigger) pair: lessons with the same one are repeats
+    for the diversity cap."""
+    digest = hashlib.blake2b(f"{subtype}\0{trigger}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _lesson(row: tuple) -> Lesson:
+    lesson_id, failure_type, key, subtype, trigger, principle, provenance, created_at, retrieved, verified, helped = row[:11]
+    return Lesson(lesson_id, failure_type, tuple(key.split(",")), subtype, trigger, principle,
+                  json.loads(provenance), created_at, retrieved, verified, helped)
+
+
+def _log(db: sqlite3.Connection, op: str, lesson_id: int | None, details: dict) -> None:
+    db.execute("INSERT INTO changes (at, op, lesson_id, details) VALUES (?, ?, ?, ?)",
+               (time.time(), op, lesson_id, json.dumps(details, ensure_ascii=False, default=str)))
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    code = getattr(error, "sqlite_errorcode", 0) & 0xFF
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(error) or "busy" in str(error)
+
+
+def _check_is_playbook_or_new(path: Path) -> None:
+    """Raise PlaybookError, without writing anything, unless `path` is missing, empty or a playbook."""
+    if path.is_dir():
+        raise PlaybookError(f"{path}: is a folder, not a playbook file")
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as handle:
+        header = handle.read(16)
+    if header != b"SQLite format 3\x00":
+        raise PlaybookError(f"{path}: not a playbook: not an SQLite database (corrupt, or another kind of file)")
+    try:
+        db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+            meta = dict(db.execute("SELECT key, value FROM playbook_meta")) if "playbook_meta" in names else {}
+        finally:
+            db.close()
+    except sqlite3.Error as error:
+        raise PlaybookError(f"{path}: not a usable playbook: {error}") from error
+    if not names:
+        return
+    if meta.get("format") != FORMAT:
+        raise PlaybookError(f"{path}: an SQLite database but not a playbook (has {', '.join(sorted(names))})")
+    version = int(meta.get("schema_version", "0"))
+    if version > SCHEMA_VERSION:
+        raise PlaybookError(f"{path}: playbook schema version {version} is newer than this playground "
+                            f"understands ({SCHEMA_VERSION}); upgrade playground")
