@@ -125,6 +125,7 @@ def test_rollback_restores_env_and_history():
     agent = ScriptedAgent(["go east", "look"])
     result = play(tiny_env(), agent, plugins=[RollbackOnce()], task="tiny-5", max_steps=30)
     assert result.of("rollback") == [{"to_step": 0, "restored": True}]
+    assert [c["step"] for c in result.of("checkpoint")] == [0]  # want_checkpoint said False after step 0
     after = agent.views[3]  # the first view after the rollback
     assert after.history == () and "hall" in after.observation
     assert result.result.won

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from playground.core.payloads import Detection, Proposal, StepContext, StepOutcome, Turn
+from playground.core.payloads import Detection, EpisodeIds, Proposal, StepContext, StepOutcome, Turn
 from playground.plugins.sentry.detectors import run_detectors
 from playground.plugins.sentry.harness import SentryPlugin
 from playground.plugins.sentry.repair import rank_actions
@@ -17,7 +17,7 @@ ADMISSIBLE = ("examine old map", "go east", "inventory", "look", "take old map")
 
 def ctx(history=(), admissible=ADMISSIBLE, score=0.0, max_score=1.0, step=None) -> StepContext:
     history = tuple(history)
-    return StepContext("r", "e", "tiny", "tiny-1", "sentry", len(history) if step is None else step, GOAL,
+    return StepContext(EpisodeIds("r", "e", "tiny", "tiny-1", "sentry"), len(history) if step is None else step, GOAL,
                        "You are in the hall. You see an old map.", admissible, history, score, max_score)
 
 

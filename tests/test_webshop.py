@@ -14,7 +14,7 @@ from playground.envs.webshop.catalogue import Catalogue, Goal, Product, generate
 from playground.envs.webshop.env import WebShopEnv, WebShopProvider, expert_query
 from playground.envs.webshop.reward import normalize_color, purchase_reward, title_nouns
 from playground.core.env import fill_template, is_admissible, kind_of, match_admissible
-from playground.core.payloads import Proposal, StepContext, Turn
+from playground.core.payloads import EpisodeIds, Proposal, StepContext, Turn
 from playground.plugins.sentry.detectors import run_detectors
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "webshop"
@@ -315,7 +315,7 @@ def test_real_attribute_file_with_generated_product_records(tmp_path):
 
 
 def context_at(env: WebShopEnv, history: list[Turn], info: dict) -> StepContext:
-    return StepContext("r", "e", "webshop", "t", "sentry", len(history), env.goal.instruction, env.render(),
+    return StepContext(EpisodeIds("r", "e", "webshop", "t", "sentry"), len(history), env.goal.instruction, env.render(),
                        tuple(info["admissible_actions"]), tuple(history), info["score"], info["max_score"],
                        action_kinds=info["action_kinds"], open_choices=tuple(info["open_choices"]))
 

@@ -49,7 +49,8 @@ def register_interventions(register) -> None:
 @hookimpl
 def register_harnesses(register) -> None:
     """Register the guard's harnesses."""
-    register("alfworld-guard", ["action_pruning", "type_saturation", "loop_fallback"],
+    # Listed in the order they decide: pruning first, then the loop fallback, then type saturation.
+    register("alfworld-guard", ["action_pruning", "loop_fallback", "type_saturation"],
              description="DARC's action-validity guard: pruning, type saturation, loop fallback")
-    register("alfworld-sentry", ["sentry", "action_pruning"],
+    register("alfworld-sentry", ["action_pruning", "sentry"],
              description="Sentry with the DARC guard's ranked view as its hard repair")

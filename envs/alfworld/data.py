@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from playground.core.errors import PlaygroundError
 from playground.core.env import path_from_env
 
 LAYOUT_DIR = "json_2.1.1"
@@ -40,7 +41,7 @@ DATA_HELP = ("get the official games with `pip install alfworld && alfworld-down
              "then `export ALFWORLD_DATA=~/.cache/alfworld`")
 
 
-class AlfWorldDataError(ValueError):
+class AlfWorldDataError(PlaygroundError, ValueError):
     """The ALFWorld data folder or a task id is not usable; the message says why."""
 
 

@@ -16,8 +16,9 @@
 
 They are decision plugins: each checks the proposal itself in `decide_intervention`
 and attaches its evidence to the `Decision` (no separate detections, so a harness that
-combines them with Sentry does not count a failure twice). `action_pruning` runs first
-(`tryfirst`), so under Sentry invalid actions get the guard's ranked view. The guard
+combines them with Sentry does not count a failure twice). The harnesses list
+`action_pruning` first, so it decides first and under Sentry invalid actions get the
+guard's ranked view. The guard
 reads only the goal, the observations, the history and the admissible commands.
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext
 
@@ -45,7 +47,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-class GuardConfigError(ValueError):
+class GuardConfigError(PlaygroundError, ValueError):
     """A guard parameter has a bad value."""
 
 
@@ -169,7 +171,7 @@ class ActionPruning(_GuardPlugin):
         top = self.ranked(context)[: int(self.p["top_actions"])]
         return "Most promising commands now:\n" + "\n".join(f"- {a}" for a in top)
 
-    @hookimpl(tryfirst=True)
+    @hookimpl
     def decide_intervention(self, context: StepContext, proposal: Proposal, detections):
         """Invalid action: re-ask with the top commands; after the re-asks, the fallback."""
         reason = invalid_reason(context, proposal)

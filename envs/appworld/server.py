@@ -20,11 +20,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+from playground.core.errors import PlaygroundError
 
 START_TIMEOUT = 120.0
 
 
-class AppWorldError(RuntimeError):
+class AppWorldError(PlaygroundError, RuntimeError):
     """The AppWorld server could not be started, or a request to it failed (the message says which)."""
 
 

@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from playground.core.errors import PlaygroundError
 from playground.core.env import TaskSet, seed_range
 
 DATA_VARIABLE = "FINANCE_DATA"
@@ -35,7 +36,7 @@ _GENERATED_ID = re.compile(r"(formula|finer)-(0|[1-9][0-9]*)")
 _DATA_ID = re.compile(r"(.+):([1-9][0-9]*)")
 
 
-class FinanceDataError(ValueError):
+class FinanceDataError(PlaygroundError, ValueError):
     """A Finance data file or task id is malformed or missing; the message names it."""
 
 

@@ -145,11 +145,11 @@ class RetrievalDemos:
     def agent_notes(self, context: StepContext) -> str | None:
         """Return the rendered demonstrations for this episode's question (retrieved on the first call)."""
         if not self.done:
-            task_set = data.task_set_of(context.task_id)
+            task_set = data.task_set_of(context.ids.task_id)
             index = get_index(task_set, self.splits, self.size)
             if not index.tasks:
                 raise data.FinanceDataError(f"demos-k{self.k}: task set {task_set!r} has no train split to retrieve from "
                                             f"(add a *train*.jsonl file, or pass --param demo_pool=<split>)")
-            demos = retrieve(index, context.task_id, context.observation, self.k)
+            demos = retrieve(index, context.ids.task_id, context.observation, self.k)
             self.notes, self.done = (render(demos) if demos else None), True
         return self.notes

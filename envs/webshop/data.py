@@ -22,6 +22,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
 
+from playground.core.errors import PlaygroundError
 from playground.core.env import path_from_env
 from playground.envs.webshop.catalogue import (Catalogue, Goal, Product, generate_catalogue, goal_for, price_clause,
                                                price_upper_for)
@@ -33,7 +34,7 @@ HUMAN_FILE = "items_human_ins.json"
 SPLITS = {"test": (0, 500), "dev": (500, 1500), "train": (1500, None)}
 
 
-class WebShopDataError(ValueError):
+class WebShopDataError(PlaygroundError, ValueError):
     """A WebShop data file is missing or malformed (the message names the file and the record)."""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol
 
+from playground.core.errors import PlaygroundError
 from playground.core.payloads import AgentView, Proposal
 
 
@@ -24,7 +25,7 @@ class Agent(Protocol):
         """Return the next (thought, action), or `Proposal(finish=True)` to stop."""
 
 
-class AgentConfigError(ValueError):
+class AgentConfigError(PlaygroundError, ValueError):
     """An agent option is unknown or has a bad value."""
 
 

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from playground.core.errors import PlaygroundError
 from playground.core.env import TEMPLATE_ARGUMENT, is_template
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
-class LLMError(Exception):
+class LLMError(PlaygroundError):
     """A model call failed for good (after retries) or returned something unusable."""
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from playground.host.manager import PluginLoadError, get_host
+from playground.core.errors import PlaygroundError
+from playground.host.manager import get_host
 from playground.run.report import format_table
 from playground.run.rundir import RunDirError
 from playground.cli.compare import compare_command
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         where = f" (playground {exc.ctx.command.name})" if exc.ctx and exc.ctx.command else ""
         click.echo(f"error: {exc.format_message()}{where}", err=True)
         return 2
-    except (CLIError, PluginLoadError) as exc:
+    except PlaygroundError as exc:
         click.echo(f"error: {exc}", err=True)
         return 2
     except click.ClickException as exc:

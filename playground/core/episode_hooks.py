@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from playground.core.errors import PlaygroundError
 from playground.core.plugin_manager import implemented_hooks, new_plugin_manager
 
 OBSERVER_HOOKS = frozenset({"episode_started", "step_completed", "episode_finished"})
 
 
-class PluginError(Exception):
+class PluginError(PlaygroundError):
     """A plugin raised inside a runtime hook; names the plugin and the hook."""
 
     def __init__(self, plugin: str, hook: str, error: BaseException) -> None:
@@ -33,7 +34,9 @@ class EpisodeHooks:
             if extra:
                 self.pm.unregister(plugin)
                 raise ValueError(f"observer {name!r} implements decision hooks {sorted(extra)}; observers may only watch")
-        for name, plugin in interventions:
+        # pluggy calls the plugin registered last first; registering in reverse makes the
+        # intervention listed first in a harness the first to be called (and to decide).
+        for name, plugin in reversed(list(interventions)):
             self.pm.register(plugin, name=name)
         self.has_checkpoint_hook = bool(self.pm.hook.want_checkpoint.get_hookimpls())
 

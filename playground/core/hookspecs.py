@@ -11,7 +11,15 @@ Two kinds of hooks, grouped by phase as in pytest's hookspec:
   for every episode (so their state never leaks between episodes). Each hook says
   whether it is a decision hook (its result changes what happens) or an observer
   (its result is ignored; it cannot change the run), and how results are combined.
-  Every payload is a frozen dataclass from `playground.core.payloads`.
+  Every payload is a frozen dataclass from `playground.core.payloads`, read-only all
+  the way down.
+
+Call order. Within an episode the interventions are called in the order the harness
+lists them: the first listed is called first, so for a first-result hook
+(`want_checkpoint`, `decide_intervention`) it decides first, and fan-out results are
+collected in that order. Observers are called after the interventions. (pluggy itself
+calls the last-registered plugin first; the episode's hooks are registered in reverse
+to get this order. `tryfirst`/`trylast` on a hookimpl still override it.)
 """
 
 from __future__ import annotations
@@ -141,12 +149,15 @@ def episode_finished(end: EpisodeEnd) -> None:
 # --------------------------------------------------------------------------------------
 
 
-@hookspec
+@hookspec(firstresult=True)
 def want_checkpoint(context: StepContext) -> bool | None:
     """Decision, first result: should the env be snapshotted before this step?
 
-    Only called when the env can snapshot. Return True to keep a checkpoint of the
-    state before `context.step`; a later `Decision(rollback_to=step)` can restore it.
+    Only called when the env can snapshot. The first plugin (in harness order) that
+    returns True or False decides; None passes the question on, and no answer means no
+    checkpoint. True keeps a checkpoint of the state before `context.step`; a later
+    `Decision(rollback_to=step)` can restore it (rolling back to a step with no
+    checkpoint is an error of the plugin that asked).
     """
 
 
@@ -179,10 +190,12 @@ def decide_intervention(
 ) -> Decision | None:
     """Decision, first result: what to do about the proposal.
 
-    The first non-None `Decision` wins (order plugins with `tryfirst`/`trylast`).
-    Return None to let the proposal go to the env unchanged. A decision with a
-    `message` makes the loop ask the agent again (up to the harness's
-    `max_reasks_per_step`), and the new proposal goes through detection again.
+    The first non-None `Decision` wins, in harness order (see "Call order" above).
+    Return None to let the proposal go to the env unchanged. A `Decision` has exactly
+    one effect: "reask" (a `message`: the loop asks the agent again, up to the
+    harness's `max_reasks_per_step`, and the new proposal goes through detection
+    again), "replace" (an `action`), "rollback" (`rollback_to` a checkpointed step) or
+    "stop".
     """
 
 

@@ -5,6 +5,7 @@ type or new types with `register_failure_type` (e.g. Finance's `format_precision
 """
 
 from __future__ import annotations
+from playground.core.errors import PlaygroundError
 
 FAILURE_TYPES: dict[str, set[str]] = {
     "action_validity": {"invalid_action", "unparseable_action", "wrong_schema"},
@@ -17,7 +18,7 @@ FAILURE_TYPES: dict[str, set[str]] = {
 }
 
 
-class UnknownFailure(ValueError):
+class UnknownFailure(PlaygroundError, ValueError):
     """A failure type or label that is not in the taxonomy."""
 
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from playground.core.errors import PlaygroundError
 from playground.core.env import kind_of
 from playground.core.episode_hooks import EpisodeHooks, PluginError
 from playground.core.errors import format_exception
 from playground.core.payloads import (
     AgentView,
+    EpisodeIds,
     EpisodeEnd,
     EpisodeStart,
     Proposal,
@@ -47,6 +48,11 @@ class EpisodeConfig:
     task_set: str = ""
 
     @property
+    def ids(self) -> EpisodeIds:
+        """The id record every runtime-hook payload of this episode carries."""
+        return EpisodeIds(self.run_id, self.episode_id, self.env, self.task_id, self.harness, self.task_set)
+
+    @property
     def max_reasks(self) -> int:
         """How many times per step an intervention may ask the agent again."""
         return int(self.params.get("max_reasks_per_step", 2))
@@ -72,7 +78,7 @@ class _Checkpoint:
     info: dict
 
 
-class EpisodeError(Exception):
+class EpisodeError(PlaygroundError):
     """The env or the agent failed; the message says which and how."""
 
 
@@ -117,8 +123,7 @@ def _finish(hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _Epis
                  "score": state.score, "max_score": state.max_score})
     if not state.started:
         return
-    end = EpisodeEnd(config.run_id, config.episode_id, config.env, config.task_id, config.harness,
-                     state.status, state.steps, state.won, state.error)
+    end = EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error)
     try:
         hooks.call("episode_finished", end=end)
     except PluginError as exc:
@@ -136,17 +141,15 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
                    "max_score": info.get("max_score")})
     state.started = True
     hooks.call("episode_started", start=EpisodeStart(
-        config.run_id, config.episode_id, config.env, config.task_id, config.harness, config.agent,
-        config.seed, goal, observation, config.max_steps, config.playbook, config.params, config.task_set,
-        MappingProxyType(dict(info))))
+        config.ids, config.agent, config.seed, goal, observation, config.max_steps, config.playbook, config.params,
+        info))
 
     history: list[Turn] = []
     checkpoints: dict[int, _Checkpoint] = {}
     can_checkpoint = getattr(env, "can_snapshot", False) and hooks.has_checkpoint_hook
     while state.steps < config.max_steps:
-        context = StepContext(config.run_id, config.episode_id, config.env, config.task_id, config.harness,
-                              state.steps, goal, observation, _admissible(info), tuple(history),
-                              info.get("score"), info.get("max_score"), task_set=config.task_set,
+        context = StepContext(config.ids, state.steps, goal, observation, _admissible(info), tuple(history),
+                              info.get("score"), info.get("max_score"),
                               action_kinds=dict(info.get("action_kinds") or {}),
                               open_choices=tuple(info.get("open_choices") or ()),
                               action_format=str(info.get("action_format") or "command"))
@@ -160,9 +163,8 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
             return
         if decision is not None and decision.rollback_to is not None:
             point = _rollback(env, decision, checkpoints, config, emit, state)
-            if point is not None:
-                del history[point.history_len:]
-                observation, info = point.observation, point.info
+            del history[point.history_len:]
+            observation, info = point.observation, point.info
             continue
         if proposal.finish:
             state.status = "stopped"
@@ -184,7 +186,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         for verdict in hooks.collect("verify_recovery", outcome=outcome):
             emit("verification", to_dict(verdict))
             if verdict.lesson:
-                emit("lesson", dict(verdict.lesson))
+                emit("lesson", to_dict(verdict.lesson))
         if terminated:
             state.status = "won" if state.won else "lost"
             return
@@ -195,15 +197,17 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
 
 
 def _rollback(env, decision, checkpoints: dict[int, _Checkpoint], config: EpisodeConfig, emit: Emit,
-              state: _EpisodeState) -> _Checkpoint | None:
-    """Restore the checkpoint a decision asks for; return it, or None when there is none."""
+              state: _EpisodeState) -> _Checkpoint:
+    """Restore the checkpoint a decision asks for and return it; a missing checkpoint is the plugin's error."""
     state.rollbacks += 1
     if state.rollbacks > config.max_steps:  # a plugin that rolls back forever
         raise PluginError(decision.plugin, "decide_intervention", RuntimeError("too many rollbacks"))
     point = checkpoints.get(decision.rollback_to)
-    if point is not None:
-        _call("env restore", env.restore, point.snapshot)
-    emit("rollback", {"to_step": decision.rollback_to, "restored": point is not None})
+    if point is None:
+        raise PluginError(decision.plugin, "decide_intervention", LookupError(
+            f"rollback to step {decision.rollback_to}, which has no checkpoint (checkpoints: {sorted(checkpoints)})"))
+    _call("env restore", env.restore, point.snapshot)
+    emit("rollback", {"to_step": decision.rollback_to, "restored": True})
     return point
 
 

@@ -1,20 +1,67 @@
 """Frozen records passed to and returned from the runtime hooks.
 
-Every payload is a frozen dataclass so a plugin cannot change what other plugins see,
-and new fields can be added later (with defaults) without breaking existing plugins.
-`to_dict()` gives the JSON form written into traces.
+Every payload is a frozen dataclass whose mappings are read-only all the way down
+(`freeze`), so a plugin cannot change what other plugins see, and new fields can be
+added later (with defaults) without breaking existing plugins. `to_dict()` gives the
+JSON form written into traces.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Mapping
+from playground.core.errors import PlaygroundError
+
+
+def freeze(value: Any) -> Any:
+    """A read-only copy of `value`: mappings become read-only mappings, lists and sets tuples, recursively."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: freeze(item) for key, item in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(item) for item in value)
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted(freeze(item) for item in value))
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The plain JSON-ready form of a frozen value or payload (read-only mappings become dicts)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: thaw(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(thaw(item) for item in value)
+    return value
 
 
 def to_dict(record: Any) -> dict:
-    """Return the JSON-ready form of a payload (tuples become lists)."""
-    return dataclasses.asdict(record)
+    """Return the JSON-ready form of a payload (read-only mappings become dicts)."""
+    return thaw(record)
+
+
+def _freeze_fields(record: Any, *names: str) -> None:
+    """Replace the named fields of a frozen dataclass by frozen copies (for `__post_init__`)."""
+    for name in names:
+        object.__setattr__(record, name, freeze(getattr(record, name)))
+
+
+class PayloadError(PlaygroundError, ValueError):
+    """A hook payload was built with values that contradict each other."""
+
+
+@dataclass(frozen=True)
+class EpisodeIds:
+    """Which episode a payload belongs to: the same record in every runtime-hook payload of an episode."""
+
+    run_id: str
+    episode_id: str
+    env: str
+    task_id: str
+    harness: str
+    task_set: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +108,9 @@ class AgentView:
     # Env extras for non-LLM agents only (e.g. "expert_plan"); never put into a prompt.
     extras: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "extras")
+
 
 @dataclass(frozen=True)
 class Proposal:
@@ -77,11 +127,7 @@ class Proposal:
 class StepContext:
     """The state of an episode just before an action is sent to the env."""
 
-    run_id: str
-    episode_id: str
-    env: str
-    task_id: str
-    harness: str
+    ids: EpisodeIds
     step: int
     goal: str
     observation: str
@@ -90,11 +136,13 @@ class StepContext:
     score: float | None = None
     max_score: float | None = None
     attempt: int = 0  # 0 for the first proposal of a step, then 1, 2, ... after each re-ask
-    task_set: str = ""
     # from the env's info, where it gives them (see playground.core.env)
     action_kinds: Mapping[str, str] = field(default_factory=dict)
     open_choices: tuple[str, ...] = ()
     action_format: str = "command"  # "code" where an action is a program (AppWorld cells)
+
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "action_kinds")
 
 
 @dataclass(frozen=True)
@@ -111,15 +159,15 @@ class Detection:
 
 @dataclass(frozen=True)
 class Decision:
-    """What a decision plugin wants done with a proposal.
+    """What a decision plugin wants done with a proposal: exactly one effect.
 
-    - `message` set: show it to the agent and ask for a new proposal (re-ask).
-    - `action` set: replace the proposed action with this one.
-    - `stop` set: end the episode now (the harness gives up).
+    - `message` set: show it to the agent and ask for a new proposal (effect "reask").
+    - `action` set: replace the proposed action with this one ("replace").
     - `rollback_to` set: restore the env checkpoint taken before that step (see the
-      `want_checkpoint` hook), then ask the agent again from there.
-    Exactly one of them is expected; `kind` names the intervention for counting
-    ("hard_repair", "soft_repair", ...).
+      `want_checkpoint` hook), then ask the agent again from there ("rollback").
+    - `stop` set: end the episode now, the harness gives up ("stop").
+    Setting none or several of them raises `PayloadError` on construction. `kind` names
+    the intervention for counting ("hard_repair", "soft_repair", ...).
     """
 
     plugin: str
@@ -130,6 +178,23 @@ class Decision:
     rollback_to: int | None = None
     detections: tuple[Detection, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        effects = [name for name, on in (("reask", self.message is not None), ("replace", self.action is not None),
+                                         ("rollback", self.rollback_to is not None), ("stop", bool(self.stop))) if on]
+        if len(effects) != 1:
+            raise PayloadError(f"Decision from plugin {self.plugin!r} ({self.kind!r}) must have exactly one effect "
+                               f"(message, action, rollback_to or stop); got {', '.join(effects) or 'none'}")
+        _freeze_fields(self, "details")
+
+    @property
+    def effect(self) -> str:
+        """The one effect: "reask", "replace", "rollback" or "stop"."""
+        if self.message is not None:
+            return "reask"
+        if self.action is not None:
+            return "replace"
+        return "rollback" if self.rollback_to is not None else "stop"
 
 
 @dataclass(frozen=True)
@@ -163,16 +228,15 @@ class Verification:
     evidence: str = ""
     lesson: Mapping[str, Any] | None = None
 
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "lesson")
+
 
 @dataclass(frozen=True)
 class EpisodeStart:
     """Sent once after reset, before the first proposal."""
 
-    run_id: str
-    episode_id: str
-    env: str
-    task_id: str
-    harness: str
+    ids: EpisodeIds
     agent: str
     seed: int
     goal: str
@@ -180,20 +244,18 @@ class EpisodeStart:
     max_steps: int
     playbook: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
-    task_set: str = ""
     # The env's reset info, read-only: env-specific facts a plugin may need (e.g. AppWorld's API docs).
     env_info: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "params", "env_info")
 
 
 @dataclass(frozen=True)
 class EpisodeEnd:
     """Sent once when an episode ends, whatever the reason."""
 
-    run_id: str
-    episode_id: str
-    env: str
-    task_id: str
-    harness: str
+    ids: EpisodeIds
     status: str  # "won", "lost", "stopped", "truncated", "error"
     steps: int
     won: bool

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from playground.core.errors import PlaygroundError
 from playground.core.env import EnvProvider
 from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
 from playground.host.registry import (
@@ -42,7 +43,7 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
 
 
 
-class PluginLoadError(Exception):
+class PluginLoadError(PlaygroundError):
     """A plugin could not be loaded and strict mode is on."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
+from playground.core.errors import PlaygroundError
 from playground.core.env import EnvProvider
 
 
@@ -92,7 +93,7 @@ class EnvSpec:
 T = TypeVar("T")
 
 
-class RegistrationError(Exception):
+class RegistrationError(PlaygroundError):
     """A plugin registered something invalid (e.g. a name already taken)."""
 
 

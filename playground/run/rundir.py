@@ -21,13 +21,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from playground.core.errors import PlaygroundError
 from playground.run.traces import json_line, read_jsonl
 
 # Config keys that must match for a directory to be resumed; harnesses may be added.
 IDENTITY_KEYS = ("env", "task_set", "split", "tasks", "agent", "agent_options", "seed", "max_steps", "params")
 
 
-class RunDirError(Exception):
+class RunDirError(PlaygroundError):
     """The directory cannot be used for this run; the message says why."""
 
 

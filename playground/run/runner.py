@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from playground.core.errors import PlaygroundError
 from playground.core.episode_hooks import EpisodeHooks
 from playground.run.costs import attempt_cost
 from playground.core.errors import format_exception
@@ -30,7 +31,7 @@ from playground.run.rundir import RunDir, episode_key, trace_path
 from playground.run.traces import TraceWriter
 
 
-class RunConfigError(ValueError):
+class RunConfigError(PlaygroundError, ValueError):
     """The run was asked for something that does not exist; the message lists the choices."""
 
 
@@ -89,7 +90,7 @@ def check_config(host: Host, config: RunConfig) -> None:
         for spec in specs:
             for name in {n for attempt in spec.attempts for n in attempt}:
                 host.interventions.get(name).factory({**spec.params, **config.params})
-    except (TypeError, ValueError) as exc:
+    except (PlaygroundError, ValueError) as exc:  # a TypeError is a bug in the factory, not bad config
         raise RunConfigError(str(exc)) from None
 
 

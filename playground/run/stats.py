@@ -24,12 +24,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+from playground.core.errors import PlaygroundError
 
 EXACT_SIGN_FLIP_MAX_UNITS = 16
 _CHUNK_ELEMENTS = 2_000_000
 
 
-class ComparisonError(ValueError):
+class ComparisonError(PlaygroundError, ValueError):
     """Two runs that cannot be compared; the message names the task, field or run at fault."""
 
 

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
+from playground.core.errors import PlaygroundError
 
 HEADER = ("task_id", "intervention", "success", "cost")
 
 
-class EvidenceError(ValueError):
+class EvidenceError(PlaygroundError, ValueError):
     """An evidence table that cannot be used; the message names the file, line or value at fault."""
 
 

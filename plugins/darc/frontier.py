@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from playground.core.errors import PlaygroundError
 from playground.plugins.darc.distill import Chain, DistillResult
 
 
-class PlotUnavailable(RuntimeError):
+class PlotUnavailable(PlaygroundError, RuntimeError):
     """Plotting needs matplotlib, which is not installed."""
 
 

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import click
 
+from playground.cli.options import CLIError
 from playground.core.labels import UnknownFailure, check_failure
 
 
-class PlaybookCLIError(click.ClickException):
+class PlaybookCLIError(CLIError):
     """A playbook command failed on bad input; exits with code 2."""
-
-    exit_code = 2
 
 
 def _open(path: str, create: bool = False, read_only: bool = False):

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from playground.core.errors import PlaygroundError
 from playground.core.labels import FAILURE_TYPES, UnknownFailure, check_failure
 
 MAX_TEXT_CHARS = 4_000  # trigger, principle
@@ -65,7 +66,7 @@ _ACE_BULLET = re.compile(
 _TRIGGER_OPENERS = ("for ", "when ", "whenever ", "if ", "before ", "after ", "while ", "during ")
 
 
-class PlaybookError(Exception):
+class PlaybookError(PlaygroundError):
     """A playbook file that cannot be used (corrupt, foreign, newer schema) or a failed write."""
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import (Decision, EpisodeEnd, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
                                  Verification)
@@ -58,7 +59,7 @@ CHOICES = {"fallback": ("best", "reask", "give_up"), "detector": ("rules", "llm"
 NAME = "sentry"
 
 
-class SentryConfigError(ValueError):
+class SentryConfigError(PlaygroundError, ValueError):
     """A Sentry parameter has a bad value."""
 
 
@@ -228,7 +229,7 @@ class SentryPlugin:
     def _store_lesson(self, verdict) -> dict:
         draft = self.summarise(verdict, self.failing_actions.get(verdict.watch.repair_step, ""))
         s = self.start
-        provenance = {"run": s.run_id, "env": s.env, "task": s.task_id, "episode": s.episode_id,
+        provenance = {"run": s.ids.run_id, "env": s.ids.env, "task": s.ids.task_id, "episode": s.ids.episode_id,
                       "step": verdict.watch.repair_step}
         lesson_id = self.playbook.add(draft.failure_type, draft.labels, draft.trigger, draft.principle,
                                       subtype=draft.subtype, provenance=provenance)

@@ -1,0 +1,50 @@
+"""The layering contracts in pyproject.toml hold, and each one breaks on a planted violation."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = shutil.which("lint-imports")
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(LINT is None, reason="import-linter not installed (extra 'test')")]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A plain (non-editable) install of the checkout, where playground.plugins and playground.envs exist on disk."""
+    target = tmp_path_factory.mktemp("layers")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(target),
+                    str(ROOT)], check=True, capture_output=True)
+    return target
+
+
+def lint(target: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([LINT, "--no-cache", str(ROOT / "pyproject.toml")], cwd=target, capture_output=True, text=True)
+
+
+def test_the_contracts_hold(installed):
+    result = lint(installed)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 kept, 0 broken" in result.stdout
+
+
+@pytest.mark.parametrize("module, line, broken", [
+    ("playground/core/loop.py", "import playground.run.runner", "core imports nothing else of playground"),
+    ("playground/host/registry.py", "import playground.plugins.sentry",
+     "the host reaches methods and envs only through the plugin manager"),
+    ("playground/run/traces.py", "import playground.run.runner", "no import cycles anywhere"),
+])
+def test_a_planted_violation_breaks_its_contract(installed, tmp_path, module, line, broken):
+    copy = tmp_path / "site"
+    shutil.copytree(installed, copy)
+    path = copy / module
+    path.write_text(path.read_text() + f"\n{line}  # planted\n")
+    result = lint(copy)
+    assert result.returncode != 0
+    assert f"{broken} BROKEN" in result.stdout, result.stdout
