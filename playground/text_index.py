@@ -1,6 +1,6 @@
 """A BM25 index over short texts (bm25s, English stop words), built once per owner.
 
-Env search engines (WebShop's product search) and retrieval interventions (AppWorld's
+Env search engines (a shop's product search) and retrieval interventions (over
 API docs) use it; `bm25s` is imported only when an index is built.
 """
 

@@ -175,7 +175,7 @@ class LocalChatModel:
     can then only answer with an admissible action.
     """
 
-    # SmolLM2 was trained with an 8,192-token context; 2,048 overflowed under sentry-persistent.
+    # SmolLM2 was trained with an 8,192-token context; 2,048 overflowed with a whole playbook in context.
     _loaded: dict[tuple, Any] = {}  # one model per (path, threads, n_ctx) per process: loading costs memory and time
 
     def __init__(self, gguf: str | None = None, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,

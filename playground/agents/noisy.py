@@ -137,7 +137,7 @@ class NoisyAgent:
     def _failure_action(self, mode: str, view: AgentView, planned: str | None) -> Proposal:
         """The action of a failure mode, with a thought that believes in it (no mismatch)."""
         variant = (view.extras.get("failure_variants") or {}).get(mode)
-        if variant:  # the env says what this failure looks like here (e.g. AppWorld code cells)
+        if variant:  # the env says what this failure looks like here (e.g. code cells)
             self.variant_label = variant.get("label", "")
             return Proposal(thought=f"I will run this ({mode}).", action=variant["code"])
         kinds = view.extras.get("action_kinds")
@@ -170,7 +170,7 @@ class NoisyAgent:
         return Proposal(thought=f"Let me {action} first.", action=action)
 
     def _kind_failure(self, mode: str, kinds: dict[str, str], planned: str | None) -> Proposal | None:
-        """The failure in an env that names its action kinds (e.g. WebShop); None where it has no such action.
+        """The failure in an env that names its action kinds; None where it has no such action.
 
         repeat: re-read or re-page the same thing; stall: read sub-pages; drift: open another
         item or choose another option than planned; stop: the finish action before the plan's end.

@@ -14,7 +14,7 @@ from playground.host.manager import get_host
 from playground.run.report import format_table
 from playground.run.rundir import RunDirError
 from playground.cli.compare import compare_command
-from playground.cli.options import DEFAULT_HARNESSES, CLIError, episode_options, make_config
+from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.run.runner import RunConfig, RunConfigError, run
 
 @click.group()
@@ -44,7 +44,7 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1) ->
 @cli.command("run")
 @episode_options
 @click.option("--harness", "harnesses", multiple=True,
-              help="harness to run (repeatable; each runs the same tasks) [default: base, and sentry when installed]")
+              help="harness to run (repeatable; each runs the same tasks) [default: those their plugins mark as defaults]")
 @click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: runs/<time>]")
 @click.option("--playbook", default=None, help="playbook database for harnesses that use one")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
@@ -53,7 +53,7 @@ def run_command(harnesses, out, playbook, workers, **options) -> None:
     """Run an agent on a task set under one or more harnesses and print a table."""
     host = get_host()
     if not harnesses:
-        harnesses = tuple(h for h in DEFAULT_HARNESSES if h in host.harnesses)
+        harnesses = default_harnesses(host)
     out = out or str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
     config = make_config(host, harnesses, out, playbook, **options)
     summary = run_with_progress(host, config, options["quiet"], workers)
@@ -77,7 +77,7 @@ def envs_command(ctx: click.Context) -> None:
 @envs_command.command("setup")
 @click.argument("name")
 def envs_setup_command(name: str) -> None:
-    """Install what env NAME needs outside this environment (e.g. AppWorld's own virtual environment)."""
+    """Install what env NAME needs outside this environment (e.g. a benchmark's own virtual environment)."""
     host = get_host()
     try:
         provider = host.envs.get(name).provider

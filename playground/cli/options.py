@@ -1,4 +1,4 @@
-"""The options shared by commands that run episodes (`run`, and plugin commands such as `darc profile`)."""
+"""The options shared by commands that run episodes (`run`, and plugin commands that play episodes)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,24 @@ import click
 from playground.core.errors import PlaygroundError
 from playground.run.runner import RunConfig, RunConfigError, check_config, resolve_tasks
 
-DEFAULT_ENV = "textworld:custom"
 DEFAULT_AGENT = "noisy"
-DEFAULT_HARNESSES = ("base", "sentry")
 
 
 class CLIError(PlaygroundError):
     """A user error on the command line: printed as one line, exit code 2."""
+
+
+def default_env(host) -> str:
+    """`ENV:TASK_SET` of the env its plugin marks as the default (`EnvProvider.is_default`), for a run without --env."""
+    for spec in host.envs:
+        if getattr(spec.provider, "is_default", False):
+            return f"{spec.name}:{spec.provider.default_task_set}"
+    raise CLIError(f"no loaded env is marked as the default; choose one with --env from: {', '.join(host.envs.names())}")
+
+
+def default_harnesses(host) -> tuple[str, ...]:
+    """The harnesses their plugins mark as defaults (`register(..., default=True)`), for a run without --harness."""
+    return tuple(spec.name for spec in host.harnesses if spec.default)
 
 
 def parse_pairs(pairs: tuple[str, ...], option: str) -> dict[str, str]:
@@ -49,7 +60,7 @@ def _agent_options(pairs: tuple[str, ...], base_url: str | None, model: str | No
 def episode_options(command):
     """The options that say what to run: env, tasks, agent, parameters, budget, seed."""
     options = [
-        click.option("--env", "env_name", default=None, help=f"env or env:task_set [default: {DEFAULT_ENV}]"),
+        click.option("--env", "env_name", default=None, help="env or env:task_set [default: the env its plugin marks as default; `playground envs`]"),
         click.option("--agent", default=None, help=f"agent name [default: {DEFAULT_AGENT}]"),
         click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
                      help="agent option (repeatable)"),
@@ -73,7 +84,7 @@ def episode_options(command):
 def make_config(host, harnesses, out: str, playbook: str | None, *, env_name, agent, agent_options, llm_base_url,
                 model, params, episodes, split, seed, max_steps, strict, quiet) -> RunConfig:
     """Build and check a RunConfig from the command line; CLIError names what is wrong."""
-    env, _, task_set = (env_name or DEFAULT_ENV).partition(":")
+    env, _, task_set = (env_name or default_env(host)).partition(":")
     try:
         task_set, split, tasks = resolve_tasks(host, env, task_set or None, split, episodes)
         config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=agent or DEFAULT_AGENT,

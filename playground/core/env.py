@@ -11,13 +11,13 @@ Keys every env puts in `info` (where it can): `goal`, `admissible_actions` (sort
 when the env was made with `expert=True`, `expert_plan` (for non-LLM agents).
 
 An admissible action may be a template `verb[...]`: any `verb[<argument>]` with a
-non-empty argument is admissible (WebShop's `search[...]`). Optional keys that let
+non-empty argument is admissible (a shop's `search[...]`). Optional keys that let
 env-agnostic plugins understand an env's actions:
 - `action_kinds`: admissible action -> kind, where "look" reads without changing
-  anything, "move" navigates, "finish" ends the task (e.g. WebShop's Buy Now);
+  anything, "move" navigates, "finish" ends the task (e.g. a shop's Buy Now);
 - `open_choices`: choices visible on screen that are still unmade and that the finish
-  action would leave unmade (e.g. WebShop option groups with no value chosen);
-- `action_format`: "code" where an action is a program (AppWorld's Python cells), so
+  action would leave unmade (e.g. a product's option groups with no value chosen);
+- `action_format`: "code" where an action is a program (Python code cells), so
   plugins that read actions as short commands leave them alone (default "command").
 """
 
@@ -39,7 +39,7 @@ class TextEnv(gymnasium.Env):
 
     Subclasses implement `reset` and `step` as in gymnasium. An env that can save and
     restore its state sets `can_snapshot = True` and implements `snapshot()` and
-    `restore()`; the loop uses that for rollback (DART) and replay (AED).
+    `restore()`; the loop uses that for rollback and replay.
     """
 
     metadata = {"render_modes": []}
@@ -164,6 +164,7 @@ class EnvProvider:
     name: str = ""
     description: str = ""
     default_task_set: str = ""
+    is_default: bool = False  # the env `playground run` uses when no --env is given
 
     def task_sets(self) -> Mapping[str, TaskSet]:
         """Return the task sets this env offers, by name."""

@@ -75,11 +75,11 @@ def register_interventions(register) -> None:
     Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=())`.
     `factory(params)` gets the harness parameters (a dict) and returns an episode
     plugin: an object whose methods implement runtime hooks with `@hookimpl`.
-    `modes` names the failure modes the intervention is admissible for (used by DARC);
+    `modes` names the failure modes the intervention is admissible for (used by methods that diagnose before choosing);
     `cost_unit` says what its cost is counted in: "steps" (env steps of the attempt),
     "tokens" (prompt + completion tokens), "reasks" (interventions made), or any unit
     with a fixed `cost` per attempt (e.g. `cost_unit="k", cost=4` for a retrieval budget).
-    `envs` names the envs it works with (empty: any), so DARC only evaluates it there.
+    `envs` names the envs it works with (empty: any), so methods only try it there.
     """
 
 
@@ -87,8 +87,10 @@ def register_interventions(register) -> None:
 def register_harnesses(register) -> None:
     """Register harnesses: named sets of interventions plus parameters.
 
-    Call `register(name, interventions=[...], params={...}, description="")`.
-    The built-in `base` harness has no interventions.
+    Call `register(name, interventions=[...], params={...}, description="", default=False)`.
+    The interventions are called in the order listed (the first listed decides first).
+    `default=True` adds the harness to `playground run` without `--harness`. The
+    built-in `base` harness has no interventions.
     """
 
 
@@ -104,7 +106,7 @@ def register_observers(register) -> None:
 
 @hookspec
 def register_harness_loaders(register) -> None:
-    """Register harnesses built from a name with a prefix, such as `darc:POLICY.json`.
+    """Register harnesses built from a name with a prefix, such as `METHOD:POLICY.json`.
 
     Call `register(prefix, loader, description="")`. When a run names a harness that
     starts with `prefix`, `loader(name, rest)` is called with the whole name and the text
@@ -117,7 +119,7 @@ def register_harness_loaders(register) -> None:
 def register_commands(cli) -> None:
     """Add subcommands or command groups to the `playground` click group `cli`.
 
-    This is the one way to add a command; the built-in `playbook` and `darc` groups use it.
+    This is the one way to add a command; the built-in method plugins' command groups use it.
     """
 
 
@@ -132,7 +134,7 @@ def episode_started(start: EpisodeStart) -> None:
 
     Called on every episode plugin; return values are ignored. Harness plugins use it
     to set up their per-episode state (e.g. open the playbook); `start.env_info` is the
-    env's reset info, for env-specific facts (e.g. AppWorld's API docs).
+    env's reset info, for env-specific facts (e.g. an API's documentation).
     """
 
 

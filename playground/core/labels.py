@@ -1,7 +1,7 @@
-"""The failure taxonomy shared by detectors, the playbook and DARC.
+"""The failure taxonomy shared by detectors, the playbook and the methods.
 
 A failure has a type and one or more retrieval labels. Plugins may add labels to a
-type or new types with `register_failure_type` (e.g. Finance's `format_precision`).
+type or new types with `register_failure_type` (e.g. an env's own output-format failures).
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ class StepContext:
     # from the env's info, where it gives them (see playground.core.env)
     action_kinds: Mapping[str, str] = field(default_factory=dict)
     open_choices: tuple[str, ...] = ()
-    action_format: str = "command"  # "code" where an action is a program (AppWorld cells)
+    action_format: str = "command"  # "code" where an action is a program (a code cell)
 
     def __post_init__(self) -> None:
         _freeze_fields(self, "action_kinds")
@@ -244,7 +244,7 @@ class EpisodeStart:
     max_steps: int
     playbook: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
-    # The env's reset info, read-only: env-specific facts a plugin may need (e.g. AppWorld's API docs).
+    # The env's reset info, read-only: env-specific facts a plugin may need (e.g. an API's documentation).
     env_info: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -151,8 +151,9 @@ class Host:
             self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin,
                                                           None if cost is None else float(cost), tuple(envs)))
 
-        def harness(name, interventions=(), params=None, description="") -> None:
-            self.harnesses.add(name, HarnessSpec(name, tuple(interventions), dict(params or {}), description, plugin))
+        def harness(name, interventions=(), params=None, description="", default=False) -> None:
+            self.harnesses.add(name, HarnessSpec(name, tuple(interventions), dict(params or {}), description, plugin,
+                                                 default=bool(default)))
 
         def observer(name, factory) -> None:
             self.observers.add(name, ObserverSpec(name, factory, plugin))

@@ -22,7 +22,7 @@ class AgentSpec:
 
 @dataclass(frozen=True)
 class InterventionSpec:
-    """An intervention: a factory of per-episode plugin objects, with DARC metadata."""
+    """An intervention: a factory of per-episode plugin objects, with the metadata methods choose by (modes, cost, envs)."""
 
     name: str
     factory: Callable[[dict], Any]
@@ -48,9 +48,11 @@ class HarnessSpec:
     description: str = ""
     plugin: str = ""
     # A cascade: try the task with cascade[0] alone; if the attempt fails by `verifier`,
-    # reset to the same initial state and try cascade[1], and so on (DARC deployment).
+    # reset to the same initial state and try cascade[1], and so on (a harness loader such as a
+    # method's frozen policy builds these).
     cascade: tuple[str, ...] = ()
     verifier: str = "env:won"
+    default: bool = False  # run by `playground run` when no --harness is given
 
     @property
     def attempts(self) -> tuple[tuple[str, ...], ...]:
@@ -69,7 +71,7 @@ class ObserverSpec:
 
 @dataclass(frozen=True)
 class HarnessLoaderSpec:
-    """Builds harnesses from names with a prefix (`darc:POLICY.json`): `loader(name, rest) -> HarnessSpec`."""
+    """Builds harnesses from names with a prefix (`PREFIX:FILE`): `loader(name, rest) -> HarnessSpec`."""
 
     prefix: str
     loader: Callable[[str, str], HarnessSpec]

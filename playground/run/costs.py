@@ -1,4 +1,4 @@
-"""What an attempt under an intervention costs, in the intervention's own unit (used by DARC)."""
+"""What an attempt under an intervention costs, in the intervention's own unit (used by methods that weigh cost against success)."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
 
 
 def _cascade_fields(records: list[dict]) -> dict[str, Any]:
-    """For cascade harnesses (DARC deployment): the verifier used, mean summed cost and attempts per task."""
+    """For cascade harnesses: the verifier used, mean summed cost and attempts per task."""
     cascades = [r for r in records if "attempts" in r]
     if not cascades:
         return {}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from playground.cli.options import DEFAULT_ENV, CLIError, episode_options, make_config
+from playground.cli.options import CLIError, default_env, episode_options, make_config
 from playground.host.manager import get_host
 
 
@@ -50,7 +50,7 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, *
     from playground.plugins.darc.evaluate import chosen_interventions, evaluate
 
     host = get_host()
-    env = (options["env_name"] or DEFAULT_ENV).partition(":")[0]
+    env = (options["env_name"] or default_env(host)).partition(":")[0]
     try:
         names = chosen_interventions(host, env, diagnosis, all_interventions)
     except ValueError as exc:

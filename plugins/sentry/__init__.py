@@ -31,7 +31,7 @@ def register_interventions(register):
 @hookimpl
 def register_harnesses(register):
     """Register Sentry's harness and its ablations."""
-    register("sentry", ["sentry"], description="Sentry: hard + soft repair, retrieval, verified lesson updates")
+    register("sentry", ["sentry"], default=True, description="Sentry: hard + soft repair, retrieval, verified lesson updates")
     register("sentry-no-soft", ["sentry"], {"soft_repair": False}, description="Sentry with hard repair only")
     register("sentry-frozen", ["sentry"], {"update_playbook": False}, description="Sentry retrieving, never updating")
     register("sentry-persistent", ["sentry"], {"persistent": True},
