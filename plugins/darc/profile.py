@@ -4,8 +4,8 @@ The agent runs alone; the chosen detectors watch it without intervening (each is
 so that only its detection and observer hooks are called). The signature histogram counts
 failure onsets: a label detected at consecutive steps (one streak) counts once. The
 diagnosis is a rule over it: each failure type belongs to a failure mode (declared with
-the type in the host's label registry), and the mode with the most onsets per episode wins. The admissible interventions are those registered
-for that mode.
+the type in the host's label registry), and the mode with the most onsets per episode
+wins. The admissible interventions are those registered for that mode.
 """
 
 from __future__ import annotations
