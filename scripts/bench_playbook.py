@@ -23,11 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from playground.core.labels import FAILURE_TYPES
+from playground.host.manager import default_labels
 from playground.plugins.playbook.store import Playbook
 
 CHUNK = 50_000
-TYPES = ("action_validity", "progress", "grounding", "procedure")  # 3, 4, 3 and 8 labels
+TYPES = ("action_validity", "progress", "grounding", "procedure")  # 3, 4, 3 and 14 labels with every plugin loaded
 
 
 def lesson_records(count: int, seed: int = 0):
@@ -36,7 +36,7 @@ def lesson_records(count: int, seed: int = 0):
     start = time.time() - count
     for i in range(count):
         failure_type = rng.choice(TYPES)
-        labels = sorted(FAILURE_TYPES[failure_type])
+        labels = sorted(default_labels().labels_of(failure_type))
         yield {"failure_type": failure_type, "labels": rng.sample(labels, rng.randint(1, min(3, len(labels)))),
                "subtype": f"subtype {rng.randrange(4)}", "trigger": f"{failure_type} trigger {rng.randrange(50)}",
                "principle": f"Principle {i}: when this happens, check the goal and try one new action.",
@@ -67,7 +67,7 @@ def time_retrieval(path: Path, queries: int, count: bool) -> list[float]:
     with Playbook(path) as book:
         for i in range(queries + 100):
             failure_type = rng.choice(TYPES)
-            labels = rng.sample(sorted(FAILURE_TYPES[failure_type]), rng.randint(1, 3))
+            labels = rng.sample(sorted(default_labels().labels_of(failure_type)), rng.randint(1, 3))
             started = time.perf_counter_ns()
             got = book.retrieve(failure_type, labels, k=5, count=count)
             elapsed = (time.perf_counter_ns() - started) / 1_000

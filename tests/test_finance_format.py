@@ -12,7 +12,7 @@ from playground.envs.finance.agents import MODE_LABELS, NUMBER_MODES, TAG_MODES,
 from playground.envs.finance.env import FinanceEnv
 from playground.envs.finance.format_check import LABELS, check, expected_format
 from playground.envs.finance.guard import FormatGuard
-from playground.core.labels import FAILURE_TYPES
+from playground.host.manager import default_labels
 from playground.testing import ScriptedAgent, play
 
 FORMULA = data.get_task("formula-20000")
@@ -25,7 +25,8 @@ def labels(context: str, answer: str) -> set[str]:
 
 
 def test_labels_are_the_taxonomy_ones():
-    assert set(LABELS) == FAILURE_TYPES["format_precision"]
+    assert set(LABELS) == default_labels().labels_of("format_precision")
+    assert {label.plugin for label in default_labels() if label.failure_type == "format_precision"} == {"finance"}
 
 
 @pytest.mark.parametrize("answer, expected", [

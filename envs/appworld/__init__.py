@@ -4,11 +4,11 @@ AppWorld runs in its own virtual environment behind its own HTTP server (it pins
 pydantic 1); `playground envs setup appworld` creates that venv and builds the embedded
 task set. Registers the env `appworld` (task sets `embedded` and, with `APPWORLD_ROOT`,
 `data`), the procedural interventions `local_induction`, `auto_knowledge` and
-`retrieval_fallback` (DARC's procedure-breadth family) and a harness for each.
+`retrieval_fallback` (DARC's procedure-breadth family) and a harness for each, and
+declares the labels of a failed code cell (of the `procedure` failure type).
 Nothing of AppWorld is imported in this process.
 """
 
-from playground.core.labels import register_failure_type
 from playground.core.hookspecs import hookimpl
 
 PROCEDURAL = {
@@ -23,10 +23,18 @@ COSTS = {"local_induction": 1, "auto_knowledge": 2, "retrieval_fallback": 2}
 def register_envs(register) -> None:
     """Register the `appworld` env."""
     from playground.envs.appworld.env import AppWorldProvider
+
+    register(AppWorldProvider())
+
+
+@hookimpl
+def register_failure_labels(register) -> None:
+    """Declare the labels `interventions.classify_error` gives a failed cell."""
+    from playground.core.labels import FailureLabel
     from playground.envs.appworld.interventions import FAILURE_TYPE, LABELS
 
-    register_failure_type(FAILURE_TYPE, LABELS)
-    register(AppWorldProvider())
+    for label in LABELS:
+        register(FailureLabel(label, FAILURE_TYPE))
 
 
 def _procedural(source: str):

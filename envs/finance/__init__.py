@@ -3,7 +3,7 @@
 Registers the env `finance` (task sets `formula`, `finer`, and `formula-data` /
 `finer-data` from `FINANCE_DATA` files), the agents `oracle` and `format-noisy`, the
 interventions `format-guard` and `demos-k1` ... `demos-k16` and a harness of the same
-name for each. Nothing heavy is imported here; `bm25s` is imported when a demonstration
+name for each, and declares the failure type `format_precision` with its labels. Nothing heavy is imported here; `bm25s` is imported when a demonstration
 index is first built.
 """
 
@@ -18,6 +18,17 @@ def register_envs(register) -> None:
     from playground.envs.finance.env import FinanceProvider
 
     register(FinanceProvider())
+
+
+@hookimpl
+def register_failure_labels(register) -> None:
+    """Declare `format_precision` (a failure mode of its own) and the labels `format_check` reports."""
+    from playground.core.labels import FailureLabel, FailureType
+    from playground.envs.finance.format_check import FAILURE_TYPE, LABELS
+
+    register(FailureType(FAILURE_TYPE, "format_precision", "the answer's format is not the one the question asks for"))
+    for label in LABELS:
+        register(FailureLabel(label, FAILURE_TYPE))
 
 
 @hookimpl

@@ -26,7 +26,8 @@ from playground.agents.base import expert_action, parse_options
 from playground.core.env import is_template, kind_of
 from playground.core.payloads import AgentView, Proposal
 
-# failure mode -> (failure type, retrieval label) a correct detector would report
+# failure mode -> (failure type, retrieval label) a correct detector would report; both are names the
+# plugins declare in the failure-label registry (tests/test_labels.py checks they are)
 FAILURE_LABELS: dict[str, tuple[str, str]] = {
     "invalid": ("action_validity", "invalid_action"),
     "malformed": ("action_validity", "unparseable_action"),

@@ -4,7 +4,7 @@ Two kinds of hooks, grouped by phase as in pytest's hookspec:
 
 * Registration hooks, called once when plugins load. Each receives a `register`
   callable and adds named things to the host (envs, agents, interventions, harnesses,
-  observers, CLI commands). Plugins are modules (or objects) with `@hookimpl` functions.
+  observers, failure labels, CLI commands). Plugins are modules (or objects) with `@hookimpl` functions.
 
 * Runtime hooks, called by the episode loop. They are implemented by the *episode
   plugins*: the intervention objects a harness names and the observers, all built fresh
@@ -112,6 +112,23 @@ def register_harness_loaders(register) -> None:
     starts with `prefix`, `loader(name, rest)` is called with the whole name and the text
     after the prefix and returns a `playground.host.registry.HarnessSpec`; it raises
     `ValueError` naming what is wrong with `rest`.
+    """
+
+
+@hookspec
+def register_failure_labels(register) -> None:
+    """Declare failure types and labels: the vocabulary of detections and lessons.
+
+    Call `register(FailureType(name, mode, description=""))` for a failure type (its
+    `mode` is the failure mode it counts towards, as named in interventions' `modes`) and
+    `register(FailureLabel(name, failure_type, advice="", trigger="", resolved_when=""))`
+    for each label; both come from `playground.core.labels`. Called once per plugin, when
+    it loads. A plugin may declare labels of a type that another plugin declares, whatever
+    the load order. Each type name and each label name is declared by one plugin only: a
+    second declaration is an error naming the plugin that declared it first, and the
+    plugin declaring it again is skipped. After loading, a label whose type no loaded
+    plugin declares is dropped and reported. The host's registry (`Host.labels`) is what
+    detectors, repairs, playbook validation and mode diagnosis read.
     """
 
 

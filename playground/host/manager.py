@@ -15,11 +15,12 @@ import importlib
 import importlib.metadata
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from playground.core.errors import PlaygroundError
 from playground.core.env import EnvProvider
+from playground.core.labels import FailureLabel, FailureType, LabelRegistry
 from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
 from playground.host.registry import (
     AgentSpec,
@@ -75,6 +76,7 @@ class Host:
         self.harnesses: Registry[HarnessSpec] = Registry("harness")
         self.observers: Registry[ObserverSpec] = Registry("observer")
         self.harness_loaders: Registry[HarnessLoaderSpec] = Registry("harness prefix")
+        self.labels = LabelRegistry()  # the failure types and labels the plugins declared
         self.commands_added = False
 
     # -- loading -------------------------------------------------------------------------
@@ -91,6 +93,7 @@ class Host:
             loader = (lambda plugin=plugin: importlib.import_module(plugin)) if isinstance(plugin, str) else (lambda plugin=plugin: plugin)
             self._load_one(name, f"given: {plugin if isinstance(plugin, str) else type(plugin).__name__}", loader)
         self._check_harnesses()
+        self._check_labels()
         return self
 
     def _load_one(self, name: str, source: str, loader: Callable[[], Any]) -> None:
@@ -123,6 +126,7 @@ class Host:
             for registry in (self.envs, self.agents, self.interventions, self.harnesses, self.observers,
                              self.harness_loaders):
                 registry.remove_from_plugin(plugin_name)
+            self.labels.remove_from_plugin(plugin_name)
             self.pm.unregister(name=plugin_name)
             record = next(r for r in self.records if r.name == plugin_name and r.status == "loaded")
             self.records.remove(record)
@@ -161,9 +165,15 @@ class Host:
         def harness_loader(prefix, loader, description="") -> None:
             self.harness_loaders.add(prefix, HarnessLoaderSpec(prefix, loader, description, plugin))
 
+        def failure_label(declaration) -> None:
+            if not isinstance(declaration, (FailureType, FailureLabel)):
+                raise RegistrationError(f"register_failure_labels expects a FailureType or FailureLabel, "
+                                        f"got {type(declaration).__name__}")
+            self.labels.add(replace(declaration, plugin=plugin))
+
         return {"register_envs": env, "register_agents": agent, "register_interventions": intervention,
                 "register_harnesses": harness, "register_observers": observer,
-                "register_harness_loaders": harness_loader}
+                "register_harness_loaders": harness_loader, "register_failure_labels": failure_label}
 
     def _check_harnesses(self) -> None:
         """Drop harnesses that name interventions no loaded plugin provides."""
@@ -175,6 +185,14 @@ class Host:
                     PluginRecord(f"{spec.plugin}:{spec.name}", f"harness from {spec.plugin}", "failed"),
                     f"harness {spec.name!r} needs unknown intervention(s) {', '.join(missing)}",
                 )
+
+    def _check_labels(self) -> None:
+        """Drop failure labels whose type no loaded plugin declares."""
+        for label in self.labels.orphans():
+            self.labels.remove_label(label.name)
+            self._fail(PluginRecord(f"{label.plugin}:{label.name}", f"failure label from {label.plugin}", "failed"),
+                       f"failure label {label.name!r} has undeclared failure type {label.failure_type!r}; "
+                       f"declared: {', '.join(self.labels.types()) or '(none)'}")
 
     def add_commands(self, cli) -> None:
         """Let plugins add CLI subcommands (once); a failing plugin is reported, not fatal."""
@@ -200,6 +218,11 @@ def get_host() -> Host:
     if _HOST is None:
         _HOST = Host().load()
     return _HOST
+
+
+def default_labels() -> LabelRegistry:
+    """The process-wide host's failure labels, for code that has no host at hand (e.g. a `Playbook`)."""
+    return get_host().labels
 
 
 def reset_host() -> None:

@@ -3,9 +3,9 @@
 The agent runs alone; the chosen detectors watch it without intervening (each is wrapped
 so that only its detection and observer hooks are called). The signature histogram counts
 failure onsets: a label detected at consecutive steps (one streak) counts once. The
-diagnosis is a rule over it: each failure type maps to a DARC failure mode, and the mode
-with the most onsets per episode wins. The admissible interventions are those registered
-for that mode.
+diagnosis is a rule over it: each failure type belongs to a failure mode (declared with
+the type in the host's label registry), and the mode with the most onsets per episode
+wins. The admissible interventions are those registered for that mode.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from playground.run.runner import RunConfig, run
 from playground.run.traces import read_trace
 
 DARC_MODES = ("action_validity", "procedure_breadth", "format_precision")
-MODE_OF_TYPE = {"action_validity": "action_validity", "format_precision": "format_precision",
-                "progress": "procedure_breadth", "grounding": "procedure_breadth", "procedure": "procedure_breadth"}
 PROFILE_HARNESS = "darc-profile"
 
 
@@ -89,7 +87,7 @@ def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episode
     """Pick the dominant failure mode from the signature histogram (rule: most detections per episode)."""
     counts: Counter[str] = Counter({mode: 0 for mode in DARC_MODES})
     for failure_type, labels in histogram.items():
-        counts[MODE_OF_TYPE.get(failure_type, failure_type)] += sum(labels.values())
+        counts[host.labels.mode_of(failure_type)] += sum(labels.values())
     per_episode = {mode: round(count / max(episodes, 1), 4) for mode, count in counts.items()}
     order = sorted(per_episode, key=lambda m: (-per_episode[m], DARC_MODES.index(m) if m in DARC_MODES else 99, m))
     mode = order[0]

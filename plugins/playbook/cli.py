@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from playground.cli.options import CLIError
-from playground.core.labels import UnknownFailure, check_failure
+from playground.core.labels import UnknownFailure
+from playground.host.manager import default_labels
 
 
 class PlaybookCLIError(CLIError):
@@ -74,7 +75,7 @@ def retrieve_command(path: str, failure_type: str, labels: str, k: int, as_json:
     """Show the lessons Sentry would retrieve for a failure, and why each was chosen."""
     wanted = tuple(label.strip() for label in labels.split(",") if label.strip())
     try:
-        check_failure(failure_type, wanted)
+        default_labels().check(failure_type, wanted)
     except UnknownFailure as exc:
         raise PlaybookCLIError(str(exc)) from None
     with _open(path, read_only=True) as playbook:

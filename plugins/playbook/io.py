@@ -14,8 +14,11 @@ Nothing read from a playbook file is ever executed or evaluated: JSONL lines go 
 `json.loads` only, ACE lines through one regular expression.
 
 ACE playbooks (https://github.com/ace-agent/ace) have no failure types, so every ACE bullet
-becomes a lesson of the failure type "procedure", registered here with one label per
-canonical ACE section; see `read_ace` for the whole mapping.
+becomes a lesson of the failure type "procedure", which the playbook plugin declares with
+one label per canonical ACE section; see `read_ace` for the whole mapping.
+
+Failure types and labels are checked against a `LabelRegistry`: the one given, else the
+process-wide host's (`playground.host.manager.default_labels`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from playground.core.errors import PlaygroundError
-from playground.core.labels import FAILURE_TYPES, UnknownFailure, check_failure
+from playground.core.labels import FailureLabel, FailureType, LabelRegistry, UnknownFailure
+from playground.host.manager import default_labels
 
 MAX_TEXT_CHARS = 4_000  # trigger, principle
 MAX_SUBTYPE_CHARS = 200
@@ -59,7 +63,12 @@ ACE_SECTIONS = {
     "TROUBLESHOOTING AND PITFALLS": "troubleshooting_and_pitfalls",
     "OTHERS": "others",
 }
-assert set(ACE_SECTIONS.values()) <= FAILURE_TYPES[ACE_FAILURE_TYPE], "failures.py must list every ACE label"
+# What the playbook plugin declares through `register_failure_labels`.
+FAILURE_LABELS = (
+    FailureType(ACE_FAILURE_TYPE, "procedure_breadth",
+                "procedural knowledge without a diagnosed failure, e.g. imported ACE playbooks"),
+    *(FailureLabel(label, ACE_FAILURE_TYPE) for label in ACE_SECTIONS.values()),
+)
 
 _ACE_BULLET = re.compile(
     r"^\[(?P<id>[^\]\s]+)\]\s*(?:helpful=(?P<helpful>\d+)\s+harmful=(?P<harmful>\d+)\s*::\s*)?(?P<text>\S.*)$")
@@ -100,9 +109,9 @@ def label_key(labels: Iterable[str]) -> str:
     return ",".join(sorted(labels))
 
 
-def lesson_problems(record: Any, taxonomy: bool = True) -> list[str]:
+def lesson_problems(record: Any, taxonomy: bool = True, labels: LabelRegistry | None = None) -> list[str]:
     """Return what is wrong with a lesson record (empty when it is a valid lesson); with
-    `taxonomy`, an unknown failure type or label is one of the problems."""
+    `taxonomy`, a failure type or label unknown to `labels` (default: the host's) is one of the problems."""
     if not isinstance(record, dict):
         return [f"expected a JSON object, got {type(record).__name__}"]
     problems = [f"missing field {name!r}" for name in REQUIRED_FIELDS if name not in record]
@@ -112,7 +121,7 @@ def lesson_problems(record: Any, taxonomy: bool = True) -> list[str]:
     problems += _type_problems(record)
     if taxonomy and not problems:
         try:
-            check_failure(record["failure_type"], record["labels"])
+            (labels if labels is not None else default_labels()).check(record["failure_type"], record["labels"])
         except UnknownFailure as error:
             problems.append(str(error))
     return problems
@@ -199,9 +208,9 @@ def _no_constants(name: str) -> float:
     raise ValueError(f"{name} is not allowed")
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
+def read_jsonl(path: str | os.PathLike, labels: LabelRegistry | None = None) -> list[dict]:
     """Return the normalized lesson records of a JSONL playbook, or raise PlaybookImportError
-    listing every bad line; blank lines are skipped."""
+    listing every bad line; blank lines are skipped. Labels are checked against `labels` (default: the host's)."""
     path = Path(path)
     records, problems = [], []
     for number, raw in _file_text_lines(path):
@@ -213,7 +222,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
         except (ValueError, RecursionError) as error:
             problems.append(f"line {number}: not valid JSON ({error})")
             continue
-        line_problems = lesson_problems(record)
+        line_problems = lesson_problems(record, labels=labels)
         problems += [f"line {number}: {problem}" for problem in line_problems]
         if not line_problems:
             records.append({**normalized(record), "line": number, "source_id": record.get("id")})
@@ -254,7 +263,7 @@ def ace_trigger(text: str, section: str) -> str:
     return f"ACE section: {section or 'none'}"
 
 
-def read_ace(path: str | os.PathLike) -> list[dict]:
+def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None) -> list[dict]:
     """Return the lesson records of an ACE playbook, or raise PlaybookImportError listing
     every line that is neither blank, a `#` header nor a `[id] (helpful=X harmful=Y ::) text` bullet.
 
@@ -262,6 +271,7 @@ def read_ace(path: str | os.PathLike) -> list[dict]:
     unknown section); subtype = the section title; principle = the bullet text; trigger =
     `ace_trigger(text, section)`; helped = helpful; provenance = {"source": "ace", "id": ...,
     "harmful": ...}. Lessons keep the file's order in their ids and share one created_at.
+    Labels are checked against `labels` (default: the host's).
     """
     path = Path(path)
     now = time.time()
@@ -292,7 +302,7 @@ def read_ace(path: str | os.PathLike) -> list[dict]:
             "created_at": now,
             "helped": int(match["helpful"] or 0),
         }
-        line_problems = lesson_problems(record)
+        line_problems = lesson_problems(record, labels=labels)
         problems += [f"line {number}: {problem}" for problem in line_problems]
         if not line_problems:
             records.append({**normalized(record), "line": number})

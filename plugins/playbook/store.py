@@ -30,7 +30,8 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from playground.core.labels import check_failure
+from playground.core.labels import LabelRegistry
+from playground.host.manager import default_labels
 from playground.plugins.playbook.io import (ImportReport, PlaybookError, PlaybookImportError, label_key, lesson_problems,
                                     normalized, read_ace, read_jsonl, write_jsonl)
 
@@ -152,12 +153,15 @@ class Playbook:
     playbook (e.g. a shipped one, in a folder that cannot be written) for retrieval and
     inspection: every change raises PlaybookError and retrieval counters are not kept.
     Use one Playbook per process (or thread); processes share lessons only through the
-    file. Also a context manager that closes it.
+    file. Also a context manager that closes it. Failure types and labels are checked
+    against `labels`, by default the process-wide host's registry.
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0, read_only: bool = False):
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0, read_only: bool = False,
+                 labels: LabelRegistry | None = None):
         self.path = Path(path)
         self.read_only = read_only
+        self._labels = labels
         self._busy_timeout_s = busy_timeout_s
         _check_is_playbook_or_new(self.path)
         if read_only:
@@ -202,6 +206,11 @@ class Playbook:
     def __repr__(self) -> str:
         return f"Playbook({str(self.path)!r})"
 
+    @property
+    def labels(self) -> LabelRegistry:
+        """The failure types and labels lessons are checked against."""
+        return self._labels if self._labels is not None else default_labels()
+
     def __enter__(self) -> Playbook:
         return self
 
@@ -226,7 +235,7 @@ class Playbook:
         """
         record = _checked({"failure_type": failure_type, "labels": _as_list(labels), "trigger": trigger,
                            "principle": principle, "subtype": subtype, "provenance": provenance or {},
-                           "created_at": created_at})
+                           "created_at": created_at}, self.labels)
         return self._write(lambda db: self._insert(db, record, "add", {}))
 
     def add_many(self, records: Iterable[dict]) -> list[int]:
@@ -235,7 +244,7 @@ class Playbook:
         checked = []
         for number, record in enumerate(records):
             try:
-                checked.append(_checked({**record, "labels": _as_list(record.get("labels", []))}))
+                checked.append(_checked({**record, "labels": _as_list(record.get("labels", []))}, self.labels))
             except ValueError as error:
                 raise type(error)(f"record {number}: {error}") from error
         return self._write(lambda db: [self._insert(db, record, "add", {}) for record in checked])
@@ -246,7 +255,7 @@ class Playbook:
         Every line is checked first; any bad line raises PlaybookImportError naming the file and
         the line numbers, and the playbook is left untouched.
         """
-        records = read_jsonl(path)
+        records = read_jsonl(path, self.labels)
         return self._import(path, records, "jsonl")
 
     def import_ace(self, path: str | Path) -> ImportReport:
@@ -255,7 +264,7 @@ class Playbook:
         See `playground.plugins.playbook.io.read_ace` for how bullets map to lessons. Lines that do not
         parse raise PlaybookImportError naming the file and the line numbers.
         """
-        records = read_ace(path)
+        records = read_ace(path, self.labels)
         return self._import(path, records, "ace")
 
     def _import(self, path: str | Path, records: list[dict], kind: str) -> ImportReport:
@@ -285,7 +294,7 @@ class Playbook:
         `retrieved` counter goes up by one (the returned lessons show the counters from before).
         """
         labels = _as_list(labels)
-        check_failure(failure_type, labels)
+        self.labels.check(failure_type, labels)
         if k <= 0:
             return []
         picked = self._read(lambda db: _pick(db, failure_type, set(labels), k))
@@ -630,13 +639,13 @@ def _as_list(labels: Iterable[str]) -> list:
     return labels if isinstance(labels, str) else list(labels)
 
 
-def _checked(record: dict) -> dict:
+def _checked(record: dict, labels: LabelRegistry) -> dict:
     """Return the normalized record, or raise UnknownFailure / ValueError saying what is wrong."""
     record = {name: value for name, value in record.items() if value is not None}
     problems = lesson_problems(record, taxonomy=False)
     if problems:
         raise ValueError("invalid lesson: " + "; ".join(problems))
-    check_failure(record["failure_type"], record["labels"])
+    labels.check(record["failure_type"], record["labels"])
     return normalized(record)
 
 

@@ -1,7 +1,9 @@
 """Sentry: test-time failure recovery with an external playbook of verified lessons.
 
 Registers the `sentry` and `validity-guard` interventions and the harnesses `sentry`,
-`sentry-no-soft`, `sentry-frozen`, `sentry-persistent`, `guard-only` and `sentry-llm`.
+`sentry-no-soft`, `sentry-frozen`, `sentry-persistent`, `guard-only` and `sentry-llm`, and
+declares the failure types its detectors report (`action_validity`, `progress`,
+`grounding`) with their labels.
 """
 
 from playground.core.hookspecs import hookimpl
@@ -17,6 +19,15 @@ def _validity_guard(params):
     from playground.plugins.sentry.harness import SentryPlugin
 
     return SentryPlugin({**params, "screen": False, "soft_repair": False})
+
+
+@hookimpl
+def register_failure_labels(register):
+    """Declare the failure types and labels Sentry's detectors report (see `labels`)."""
+    from playground.plugins.sentry.labels import LABELS, TYPES
+
+    for declaration in (*TYPES, *LABELS):
+        register(declaration)
 
 
 @hookimpl

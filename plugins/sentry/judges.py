@@ -13,24 +13,16 @@ import json
 import re
 from typing import Any
 
-from playground.core.labels import FAILURE_TYPES, UnknownFailure, check_failure
+from playground.core.labels import UnknownFailure
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
 from playground.core.payloads import Detection, Proposal, StepContext, StepOutcome
+from playground.host.manager import default_labels
 
 from playground.plugins.sentry.detectors import Window
 from playground.plugins.sentry.lessons import LessonDraft, summarise
-from playground.plugins.sentry.repair import GENERAL_ADVICE
+from playground.plugins.sentry.labels import label_text
 from playground.plugins.sentry.verifier import RecoveryVerifier, Verdict
 
-RESOLUTION = {
-    "repetition_or_looping": "the agent stopped repeating the looped action and did something new that changed the situation",
-    "planning_stall": "the agent took actions that changed the world instead of idling",
-    "over_exploration": "the agent started acting on what it found instead of wandering",
-    "termination_miscalibration": "the agent kept working on the task instead of stopping early",
-    "hallucination": "the agent only acted on things it had observed",
-    "objective_drift": "the agent went back to the objects the goal names",
-    "reasoning_action_mismatch": "the agent's actions matched its stated targets",
-}
 JSON_OBJECT = re.compile(r"\{.*\}", re.S)
 
 
@@ -75,14 +67,14 @@ def _steps_text(context: StepContext, window: Window) -> str:
 class LLMDetector:
     """Asks the judge model whether the proposed action shows a progress or grounding failure."""
 
-    SYSTEM = ("You diagnose failures of an agent acting in a text environment. Answer with one JSON object: "
-              '{"failure": true|false, "failure_type": "progress"|"grounding", "labels": [...], '
-              '"confidence": 0..1, "evidence": "a short quote"}. Labels for progress: '
-              + ", ".join(sorted(FAILURE_TYPES["progress"])) + ". Labels for grounding: "
-              + ", ".join(sorted(FAILURE_TYPES["grounding"])) + ".")
-
     def __init__(self, model: ChatModel) -> None:
         self.model = model
+        self.labels = default_labels()
+        self.SYSTEM = ("You diagnose failures of an agent acting in a text environment. Answer with one JSON object: "
+                       '{"failure": true|false, "failure_type": "progress"|"grounding", "labels": [...], '
+                       '"confidence": 0..1, "evidence": "a short quote"}. Labels for progress: '
+                       + ", ".join(sorted(self.labels.labels_of("progress"))) + ". Labels for grounding: "
+                       + ", ".join(sorted(self.labels.labels_of("grounding"))) + ".")
 
     def detect(self, context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
         """Return the judge's detection, or None (no failure, or an unusable reply)."""
@@ -95,7 +87,7 @@ class LLMDetector:
         failure_type = str(answer.get("failure_type", ""))
         labels = tuple(str(label) for label in answer.get("labels") or ())
         try:
-            check_failure(failure_type, labels)
+            self.labels.check(failure_type, labels)
         except UnknownFailure:
             return None
         if not labels or failure_type not in ("progress", "grounding"):
@@ -128,7 +120,7 @@ class LLMVerifier(RecoveryVerifier):
             since = [o for o in self.outcomes if o.context.step >= verdict.watch.repair_step]
             steps = "\n".join(f"- {o.proposal.action or '(stop)'} -> {o.observation.strip()[:160]}" for o in since)
             user = (f"Diagnosed failure: {label}. It counts as resolved when "
-                    f"{RESOLUTION.get(label, 'the failure stopped and progress resumed')}.\n"
+                    f"{label_text(label, 'resolved_when', 'the failure stopped and progress resumed')}.\n"
                     f"Steps since the repair:\n{steps}")
             answer = ask_json(self.model, self.SYSTEM, user) or {}
             resolved = answer.get("resolved") is True
@@ -151,7 +143,7 @@ class LLMSummariser:
         """Return a lesson draft written by the model (the template's when the reply is unusable)."""
         template = summarise(verdict, failing_action)
         label = verdict.watch.detection.labels[0]
-        user = (f"Failure: {label} ({GENERAL_ADVICE.get(label, '')}). Failing action: {failing_action!r}. "
+        user = (f"Failure: {label} ({label_text(label, 'advice')}). Failing action: {failing_action!r}. "
                 f"Recovered with: {verdict.watch.progress_action!r}. Evidence: {verdict.evidence}")
         answer = ask_json(self.model, self.SYSTEM, user) or {}
         trigger, principle = str(answer.get("trigger", "")).strip(), str(answer.get("principle", "")).strip()

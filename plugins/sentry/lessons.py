@@ -8,19 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playground.plugins.sentry.repair import GENERAL_ADVICE
+from playground.plugins.sentry.labels import label_text
 from playground.plugins.sentry.verifier import Verdict
-
-TRIGGERS = {
-    "repetition_or_looping": "the agent repeats '{verb} ...' and the observation stops changing",
-    "planning_stall": "several actions in a row ('{verb} ...') change nothing in the world",
-    "over_exploration": "the agent keeps moving and inspecting ('{verb} ...') without acting on what it found",
-    "termination_miscalibration": "the agent wants to stop while the visible score shows the task unfinished",
-    "hallucination": "the agent acts on an object it has never observed ('{verb} ...')",
-    "objective_drift": "the agent handles objects the goal never mentions ('{verb} ...')",
-    "reasoning_action_mismatch": "the agent's stated target differs from what its action '{verb} ...' touches",
-}
-
 
 @dataclass(frozen=True)
 class LessonDraft:
@@ -42,8 +31,8 @@ def summarise(verdict: Verdict, failing_action: str) -> LessonDraft:
     detection = verdict.watch.detection
     label = detection.labels[0]
     verb = _verb(failing_action)
-    trigger = TRIGGERS.get(label, "the failure '{verb}' recurs").format(verb=verb)
+    trigger = label_text(label, "trigger", "the failure '{verb}' recurs").format(verb=verb)
     recovery = _verb(verdict.watch.progress_action)
-    principle = (f"{GENERAL_ADVICE.get(label, 'Change course.')} What worked: switching to a "
+    principle = (f"{label_text(label, 'advice', 'Change course.')} What worked: switching to a "
                  f"'{recovery} ...' action that changed the world; progress resumed within {verdict.watch.cycles} steps.")
     return LessonDraft(detection.failure_type, tuple(detection.labels), f"{detection.subtype}:{verb}", trigger, principle)

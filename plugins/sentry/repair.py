@@ -6,20 +6,7 @@ from playground.core.env import fill_template, is_template
 from playground.core.payloads import Detection, InterventionMessage, StepContext
 
 from playground.plugins.sentry.detectors import action_kind, object_words, words
-
-GENERAL_ADVICE = {
-    "invalid_action": "That action is not available here. Choose exactly one of the valid actions listed.",
-    "unparseable_action": "Your reply did not contain a single well-formed action. Reply with one valid action only.",
-    "wrong_schema": "The action does not follow the expected format. Use the format the task requires.",
-    "repetition_or_looping": "You are repeating actions that already produced their result. Do something that changes the situation.",
-    "planning_stall": "Your recent actions changed nothing. Pick the next concrete step of your plan that changes the world.",
-    "over_exploration": "You are exploring without acting on what you found. Act on the objects the goal needs.",
-    "termination_miscalibration": "The task is not finished yet. Check the goal: what remains to be done?",
-    "hallucination": "Your action refers to something you have not observed. Only act on things you have seen.",
-    "objective_drift": "You are acting on things the goal does not mention. Return to the objects the goal names.",
-    "reasoning_action_mismatch": "Your action does not do what your reasoning says. Make the action match your intended target.",
-}
-
+from playground.plugins.sentry.labels import label_text
 
 def rank_actions(context: StepContext, top: int = 12) -> list[str]:
     """Rank the admissible actions: goal-term overlap up, recently done and looping actions down.
@@ -42,7 +29,7 @@ def rank_actions(context: StepContext, top: int = 12) -> list[str]:
 def hard_repair_message(context: StepContext, detection: Detection, top: int) -> InterventionMessage:
     """Tell the agent its action is invalid and offer the best-ranked valid actions."""
     ranked = tuple(rank_actions(context, top))
-    lines = [f"Your action was rejected: {detection.evidence}.", GENERAL_ADVICE.get(detection.labels[0], ""),
+    lines = [f"Your action was rejected: {detection.evidence}.", label_text(detection.labels[0], "advice"),
              "Valid actions, most promising first:", *(f"- {a}" for a in ranked)]
     return InterventionMessage("hard_repair", "\n".join(l for l in lines if l), detection.failure_type, ranked,
                                detection.labels)
@@ -60,7 +47,7 @@ def soft_repair_message(context: StepContext, detection: Detection, lessons: lis
     and (where the env lists them) the best-ranked actions not tried recently."""
     label = detection.labels[0]
     lines = [f"A possible failure was detected ({detection.failure_type}: {', '.join(detection.labels)}).",
-             GENERAL_ADVICE.get(label, ""), f"Evidence: {detection.evidence}", "Your last steps:"]
+             label_text(label, "advice"), f"Evidence: {detection.evidence}", "Your last steps:"]
     for turn in context.history[-window:]:
         first_line = turn.observation.strip().splitlines()[0] if turn.observation.strip() else ""
         lines.append(f"- step {turn.step}: {turn.action} -> {first_line[:160]}")
