@@ -71,7 +71,7 @@ def test_render_shows_question_answer_pairs_and_counts_them():
     assert "Answer:\nAnswer:" not in formula
 
 
-@pytest.mark.parametrize("k", demos.BUDGETS)
+@pytest.mark.parametrize("k", (1, 2, 4, 8, 16))
 def test_each_budget_shows_k_demonstrations_once_per_episode(k):
     agent = ScriptedAgent(["five", "5"])
     plugin = RetrievalDemos(k, {})

@@ -40,11 +40,6 @@ def domain_and_grammar() -> tuple[str, str]:
     return Path(info.ALFRED_PDDL_PATH).read_text(), Path(info.ALFRED_TWL2_PATH).read_text()
 
 
-def alfworld_version() -> str:
-    """Return the installed alfworld version."""
-    return str(alfworld_module("info").__version__)
-
-
 class IsolatedRandom:
     """A private state for the global `random` module, swapped in around engine calls.
 

@@ -56,11 +56,6 @@ class Goal:
         return TRANSFORM_OF.get(self.task_type, ("", ""))[1]
 
     @property
-    def needed(self) -> int:
-        """How many target objects must end at the destination."""
-        return 2 if self.task_type == "pick_two_obj_and_place" else 1
-
-    @property
     def is_look(self) -> bool:
         """True for look_at_obj_in_light (the destination is a lamp)."""
         return self.task_type == "look_at_obj_in_light"

@@ -101,7 +101,6 @@ class Track:
     visited: set[str] = field(default_factory=set)
     opened: set[str] = field(default_factory=set)
     seen: dict[str, str] = field(default_factory=dict)  # object -> receptacle it was last seen in
-    lamp_used: bool = False
 
     def update(self, goal: Goal, action: str, observation: str, valid: bool = True) -> None:
         """Apply one finished step."""
@@ -127,8 +126,6 @@ class Track:
                 self.placed.add(c.obj)
         elif c.verb in ("clean", "heat", "cool"):
             self.transformed.setdefault(c.obj, set()).add(c.verb)
-        elif c.verb == "use":
-            self.lamp_used = True
         for recep, objects in contents(observation).items():
             for obj in objects:
                 self.seen[obj] = recep

@@ -24,7 +24,6 @@ from playground.envs.finance import data
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import EpisodeStart, StepContext
 
-BUDGETS = (1, 2, 4, 8, 16)
 HEADER = "Solved examples of similar questions (question -> answer):"
 ANSWER_PREFIX = "Answer: "
 EXAMPLE_PREFIX = "Example "

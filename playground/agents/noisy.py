@@ -66,14 +66,13 @@ class NoisyAgent:
         self.rng = random.Random(0)
         self.mode: str | None = None
         self.remaining = 0
-        self.last_action = ""
         self.loop_action = ""
         self.last_search = ""
         self.variant_label = ""  # the env's label for the failure being made, where it gives one
 
     def reset(self, task_id: str, seed: int) -> None:
         self.rng = random.Random(f"noisy:{seed}:{task_id}")
-        self.mode, self.remaining, self.last_action, self.loop_action, self.last_search = None, 0, "", "", ""
+        self.mode, self.remaining, self.loop_action, self.last_search = None, 0, "", ""
         self.variant_label = ""
 
     @property
@@ -89,7 +88,6 @@ class NoisyAgent:
         proposal = self._react(view, planned) if view.message else None
         if proposal is None:
             proposal = self._next(view, planned)
-        self.last_action = proposal.action
         if kind_of(proposal.action, view.extras.get("action_kinds") or {}) == "search":
             self.last_search = proposal.action
         return proposal
