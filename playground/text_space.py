@@ -167,8 +167,8 @@ class UnicodeText(Text):
         return hash((UnicodeText, self.min_length, self.max_length))
 
 
-# Fast versions of gymnasium's per-character Text helpers (used by flattening and by
-# AsyncVectorEnv's shared memory); gymnasium's own would also work, one character at a time.
+# Fast versions of gymnasium's per-character Text helpers (flattening, and AsyncVectorEnv's
+# shared memory, where gymnasium's own reader would also return stale strings: SharedTexts).
 
 @flatten.register(UnicodeText)
 def _flatten_unicode_text(space: UnicodeText, x: str) -> np.ndarray:
@@ -184,10 +184,41 @@ def _unflatten_unicode_text(space: UnicodeText, x: np.ndarray) -> str:
     return _codes_to_text(x[x < CHARACTERS])
 
 
+class SharedTexts(Sequence):
+    """The `n` strings in a shared-memory buffer, decoded whenever they are read.
+
+    `AsyncVectorEnv(shared_memory=True)` (the default) reads its observation buffer once,
+    expecting a view that the workers' writes update, as a numpy array is; gymnasium's own
+    `Text` reader returns a tuple of strings made at that moment, which never changes. This
+    is the view for text: `deepcopy` (what the vector env returns with `copy=True`, the
+    default) gives a plain tuple of the strings written by the latest step.
+    """
+
+    def __init__(self, space: UnicodeText, shared_memory, n: int) -> None:
+        self._data = np.frombuffer(shared_memory.get_obj(), dtype=np.int32).reshape((n, space.max_length))
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        row = self._data[index]
+        return _codes_to_text(row[row < CHARACTERS])
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __deepcopy__(self, memo) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and not isinstance(other, str) and tuple(self) == tuple(other)
+
+    def __repr__(self) -> str:
+        return f"SharedTexts({tuple(self)!r})"
+
+
 @read_from_shared_memory.register(UnicodeText)
-def _read_unicode_text(space: UnicodeText, shared_memory, n: int = 1) -> tuple[str, ...]:
-    data = np.frombuffer(shared_memory.get_obj(), dtype=np.int32).reshape((n, space.max_length))
-    return tuple(_codes_to_text(row[row < CHARACTERS]) for row in data)
+def _read_unicode_text(space: UnicodeText, shared_memory, n: int = 1) -> SharedTexts:
+    return SharedTexts(space, shared_memory, n)
 
 
 @create_empty_array.register(UnicodeText)
