@@ -12,9 +12,11 @@ from __future__ import annotations
 import copy
 import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import gymnasium
 import numpy as np
@@ -331,3 +333,14 @@ def test_async_vector_env_of_tiny():
 @pytest.mark.slow
 def test_async_vector_env_of_textworld(cache):
     _vector_matches_single_envs("playground/TextWorld-v0", task_set="easy")
+
+
+@pytest.mark.slow
+def test_the_loop_in_the_docs_wins_its_game(cache):
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "gymnasium.md").read_text()
+    code = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
+    assert len(code.strip().splitlines()) == 6  # an import and a five-line loop
+    scope: dict = {}
+    exec(code, scope)
+    assert scope["terminated"] and scope["info"]["won"]
+    scope["env"].close()
