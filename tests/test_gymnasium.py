@@ -53,7 +53,12 @@ def engine_cache(tmp_path_factory):
 
 @pytest.fixture
 def cache(request, engine_cache, monkeypatch):
-    """The module's game cache, except for AppWorld, whose setup lives in the user's cache."""
+    """The module's game cache, except for AppWorld, whose setup lives in the user's cache.
+
+    ALFWORLD_DATA is unset so that ALFWorld's default task set is `generated` (something
+    earlier in the session may have imported alfworld, which sets it to its download folder).
+    """
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
     if "appworld" in request.node.name:
         if CACHE_AT_IMPORT is None:
             monkeypatch.delenv("PLAYGROUND_CACHE", raising=False)

@@ -69,7 +69,7 @@ class AppWorldEnv(TextEnv):
         """Open the world of task `options["task"]` (default: one of the default split's, by seed) as it starts."""
         super().reset(seed=seed)
         task_id = self.task_for_reset(seed, options)
-        if not task_id or not (self.root / "data" / "tasks" / task_id).is_dir():
+        if not (self.root / "data" / "tasks" / task_id).is_dir():
             raise ValueError(f"appworld: no task {task_id!r} under {self.root / 'data' / 'tasks'}")
         self._open(task_id)
         self.done, self.report, self.solved, self.last_code = False, None, 0, ""
