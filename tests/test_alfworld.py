@@ -170,11 +170,11 @@ def test_invalid_actions_never_reach_the_engine(provider, cache):
 
 
 def test_bad_task_ids_are_named(provider, cache):
-    from playground.envs.alfworld.data import AlfWorldDataError
+    from playground.core.env import UnknownTaskError
 
     env = provider.make("generated")
     for bad in ("valid_unseen/pick_and_place_simple-Apple-None-Fridge-1/trial_20000", "nonsense", "train/x/trial_1"):
-        with pytest.raises(AlfWorldDataError, match="alfworld"):
+        with pytest.raises(UnknownTaskError, match=f"alfworld: unknown task '{bad}' in task set 'generated'; expected"):
             env.reset(options={"task": bad})
 
 

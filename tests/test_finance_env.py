@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from playground.core.env import UnknownTaskError
 from playground.envs.finance import data
 from playground.envs.finance.agents import OracleAgent
 from playground.envs.finance.env import FinanceEnv, FinanceProvider
@@ -107,9 +108,10 @@ def test_finer_env_scores_positions_and_reports_them():
 
 def test_bad_task_ids_are_named():
     env = FinanceEnv("formula")
-    with pytest.raises(ValueError, match="not in task set 'formula'"):
+    with pytest.raises(UnknownTaskError, match=r"finance: unknown task 'finer-1' in task set 'formula'; "
+                                               r"expected 'formula-<n>' with n in 0-9999 \(train\)"):
         env.reset(options={"task": "finer-1"})
-    with pytest.raises(data.FinanceDataError, match="unknown task id 'nope'"):
+    with pytest.raises(UnknownTaskError, match="finance: unknown task 'nope'"):
         env.reset(options={"task": "nope"})
 
 

@@ -13,7 +13,7 @@ from playground.envs.webshop import data
 from playground.envs.webshop.catalogue import Catalogue, Goal, Product, generate_catalogue, goal_for, price_upper_for
 from playground.envs.webshop.env import WebShopEnv, WebShopProvider, expert_query
 from playground.envs.webshop.reward import normalize_color, purchase_reward, title_nouns
-from playground.core.env import fill_template, is_admissible, kind_of, match_admissible
+from playground.core.env import UnknownTaskError, fill_template, is_admissible, kind_of, match_admissible
 from playground.core.payloads import EpisodeIds, Proposal, StepContext, Turn
 from playground.plugins.sentry.detectors import run_detectors
 
@@ -233,7 +233,8 @@ def test_generated_catalogue_is_deterministic_and_goals_are_satisfiable():
 
 def test_unknown_task_id_is_named():
     env = WebShopProvider().make("generated")
-    with pytest.raises(ValueError, match="'data-3' is not a 'generated' task"):
+    with pytest.raises(UnknownTaskError, match=r"webshop: unknown task 'data-3' in task set 'generated'; "
+                                               r"expected 'generated-<n>' with n in 0-9999 \(train\)"):
         env.reset(options={"task": "data-3"})
 
 
@@ -320,8 +321,8 @@ def context_at(env: WebShopEnv, history: list[Turn], info: dict) -> StepContext:
                        action_kinds=info["action_kinds"], open_choices=tuple(info["open_choices"]))
 
 
-def play(env: WebShopEnv, actions: list[str]) -> tuple[list[Turn], dict, str]:
-    obs, info = env.reset(options={"task": "t"})
+def play(env: WebShopEnv, actions: list[str], task: str = "t") -> tuple[list[Turn], dict, str]:
+    obs, info = env.reset(options={"task": task})
     first, history = obs, []
     for action in actions:
         kind = kind_of(action, info["action_kinds"])
@@ -330,8 +331,8 @@ def play(env: WebShopEnv, actions: list[str]) -> tuple[list[Turn], dict, str]:
     return history, info, first
 
 
-def labels(env, actions, proposed) -> set[tuple[str, str]]:
-    history, info, first = play(env, actions)
+def labels(env, actions, proposed, task: str = "t") -> set[tuple[str, str]]:
+    history, info, first = play(env, actions, task)
     found = run_detectors(context_at(env, history, info), Proposal("", proposed), 5, first_observation=first)
     return {(d.labels[0], d.subtype) for d in found}
 
@@ -343,8 +344,8 @@ def test_detects_repeated_identical_searches():
 
 def test_detects_paging_without_inspecting():
     env = WebShopProvider().make("generated")
-    env.goal_of = lambda task: data.generated_goal(env.catalogue, 20000)
-    found = labels(env, ["search[olive oil]", "click[Next >]", "click[Next >]", "click[Next >]"], "click[Next >]")
+    found = labels(env, ["search[olive oil]", "click[Next >]", "click[Next >]", "click[Next >]"], "click[Next >]",
+                   task="generated-20000")
     assert ("over_exploration", "paging") in found
 
 

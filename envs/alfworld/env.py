@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from playground.core.env import TextEnv, match_admissible
+from playground.core.env import TaskSet, TextEnv, match_admissible
 from playground.envs.alfworld.data import task_type_of
 from playground.envs.alfworld.engine import IsolatedRandom, alfworld_module
 
@@ -147,15 +147,15 @@ class AlfWorldEnv(TextEnv):
     """ALFWorld games behind the playground env API (see module docstring).
 
     `locate(task_id)` returns the game file of a task (generating it first if needed);
-    `default_task()` names the task played when reset gets none.
+    `task_set` checks task ids and gives the tasks played when reset names none.
     """
 
     can_snapshot = True
+    env_name = "alfworld"
 
-    def __init__(self, locate: Callable[[str], Path], default_task: Callable[[], str], expert: bool = False) -> None:
-        super().__init__()
+    def __init__(self, locate: Callable[[str], Path], task_set: TaskSet | None = None, expert: bool = False) -> None:
+        super().__init__(task_set)
         self.locate = locate
-        self.default_task = default_task
         self.expert = expert
         self._session: GameSession | None = None
         self._task = ""
@@ -165,9 +165,9 @@ class AlfWorldEnv(TextEnv):
         self._actions: list[str] = []
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start the task in `options["task"]` (default: the first task of the default split) afresh."""
+        """Start the task in `options["task"]` (default: one of the default split's, by seed) afresh."""
         super().reset(seed=seed)
-        task = (options or {}).get("task") or self.default_task()
+        task = self.task_for_reset(seed, options)
         game_file = self.locate(task)
         if self._session is None or self._session.game_file != game_file:
             self.close()

@@ -43,11 +43,37 @@ def _generated_split(split: str) -> Callable[[int], list[str]]:
     return ids
 
 
+def _is_generated_task(task_id: str) -> bool:
+    """True for the id of a generated game (its seed in its split's range, the folder the seed gives)."""
+    from playground.envs.alfworld.generate import split_seed
+    from playground.envs.alfworld.problems import sample_problem
+
+    try:
+        split, seed = split_seed(task_id)
+    except AlfWorldDataError:
+        return False
+    return sample_problem(seed, split).task_id == task_id
+
+
+def _is_official_task(task_id: str) -> bool:
+    """True for the id of a game file under the official data root (a missing root is an error)."""
+    root = official_root()
+    try:
+        return (trial_dir(root, task_id) / GAME_FILE).is_file()
+    except AlfWorldDataError:
+        return False
+
+
 TASK_SETS: dict[str, TaskSet] = {
     "generated": TaskSet("generated", "ALFWorld games from the embedded generator (six task types, no download)",
-                         {s: _generated_split(s) for s in SPLITS}, default_split=DEFAULT_SPLIT, default_count=10),
+                         {s: _generated_split(s) for s in SPLITS}, default_split=DEFAULT_SPLIT, default_count=10,
+                         is_task=_is_generated_task,
+                         task_form="'<split>/<task folder>/trial_<seed>' of a generated game, e.g. one listed by "
+                                   "the task set's tasks()"),
     "official": TaskSet("official", "the official ALFWorld games under $ALFWORLD_DATA/json_2.1.1",
-                        {s: _official_split(s) for s in SPLITS}, default_split=DEFAULT_SPLIT, default_count=10),
+                        {s: _official_split(s) for s in SPLITS}, default_split=DEFAULT_SPLIT, default_count=10,
+                        is_task=_is_official_task,
+                        task_form="'<split>/<task folder>/<trial>' with a game file under $ALFWORLD_DATA/json_2.1.1"),
 }
 
 
@@ -90,9 +116,7 @@ class AlfWorldProvider(EnvProvider):
         """Build a fresh `AlfWorldEnv` for `task_set` (imports textworld and alfworld)."""
         from playground.envs.alfworld.env import AlfWorldEnv
 
-        chosen = get_task_set(task_set)
-        return AlfWorldEnv(lambda task: locate_game(task_set, task),
-                           lambda: chosen.tasks(chosen.default_split, 1)[0], expert=expert)
+        return AlfWorldEnv(lambda task: locate_game(task_set, task), get_task_set(task_set), expert=expert)
 
     def prepare(self, task_set: str, task_ids: list[str], progress: Callable[[str], None] | None = None) -> None:
         """Make sure every task's game exists (generated games are made when listed; this checks them)."""

@@ -23,11 +23,12 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from playground.core.env import EnvProvider, TaskSet, TextEnv, path_from_env
 from playground.envs.appworld import setup as appworld_setup
@@ -49,9 +50,10 @@ class AppWorldEnv(TextEnv):
     """One AppWorld task world at a time on a shared server (see module docstring)."""
 
     can_snapshot = True
+    env_name = "appworld"
 
-    def __init__(self, server: AppWorldServer, root: Path, expert: bool = False) -> None:
-        super().__init__()
+    def __init__(self, server: AppWorldServer, root: Path, expert: bool = False, task_set: TaskSet | None = None) -> None:
+        super().__init__(task_set)
         self.server, self.root, self.expert = server, Path(root), expert
         self.task_id = ""
         self.task: dict = {}
@@ -64,11 +66,9 @@ class AppWorldEnv(TextEnv):
         self.cells: list[str] = []  # every cell executed since reset, in order (replayed by restore)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Open the world of task `options["task"]` (its databases as the task starts)."""
+        """Open the world of task `options["task"]` (default: one of the default split's, by seed) as it starts."""
         super().reset(seed=seed)
-        task_id = str((options or {}).get("task", ""))
-        if not task_id:
-            raise ValueError("appworld: reset needs options={'task': <task id>}")
+        task_id = self.task_for_reset(seed, options)
         if not (self.root / "data" / "tasks" / task_id).is_dir():
             raise ValueError(f"appworld: no task {task_id!r} under {self.root / 'data' / 'tasks'}")
         self._open(task_id)
@@ -81,8 +81,9 @@ class AppWorldEnv(TextEnv):
                        f"Supervisor: {supervisor.get('first_name', '')} {supervisor.get('last_name', '')} "
                        f"({supervisor.get('email', '')}, {supervisor.get('phone_number', '')}); "
                        f"now: {self.task.get('datetime', '')}\n{USAGE}")
-        # The procedural interventions read the docs from here (EpisodeStart.env_info).
-        return observation, {**self._info(valid=True), "api_docs": self.server.api_docs()}
+        # The procedural interventions read the docs from here (EpisodeStart.env_info); a copy,
+        # so that a caller who changes one reset's info does not change the next one's.
+        return observation, {**self._info(valid=True), "api_docs": copy.deepcopy(self.server.api_docs())}
 
     def step(self, action: str):
         """Execute one code cell; end and evaluate when the task has been completed."""
@@ -224,21 +225,24 @@ class AppWorldProvider(EnvProvider):
 
     def task_sets(self) -> dict[str, TaskSet]:
         """`embedded` always listed (it needs setup); `data` when APPWORLD_ROOT is set."""
+        embedded = {"test": _dataset_ids(appworld_setup.embedded_root, "playground", setup_needed=True)}
         sets = {"embedded": TaskSet("embedded", f"tasks built with AppWorld's own models at setup "
-                                                f"({appworld_setup.SETUP_COMMAND})",
-                                    {"test": _dataset_ids(appworld_setup.embedded_root, "playground", setup_needed=True)},
-                                    default_split="test", default_count=12)}
+                                                f"({appworld_setup.SETUP_COMMAND})", embedded,
+                                    default_split="test", default_count=12, is_task=_listed_in(embedded),
+                                    task_form="a task id listed in <root>/data/datasets/playground.txt")}
         real = _real_root()
         if real is not None:
-            sets["data"] = TaskSet("data", f"AppWorld data in {real}",
-                                   {split: _dataset_ids(lambda: real, split) for split in REAL_SPLITS},
-                                   default_split="dev", default_count=10)
+            splits = {split: _dataset_ids(lambda: real, split) for split in REAL_SPLITS}
+            sets["data"] = TaskSet("data", f"AppWorld data in {real}", splits, default_split="dev", default_count=10,
+                                   is_task=_listed_in(splits),
+                                   task_form=f"a task id listed in {real}/data/datasets/<split>.txt "
+                                             f"for a split of {', '.join(REAL_SPLITS)}")
         return sets
 
     def make(self, task_set: str, *, expert: bool = False, **options: Any) -> AppWorldEnv:
         """An env on the server of the task set's root (the server starts on first reset)."""
         root = self._root(task_set)
-        return AppWorldEnv(server_for(root), root, expert)
+        return AppWorldEnv(server_for(root), root, expert, self.task_sets()[task_set])
 
     def prepare(self, task_set: str, task_ids: list[str], progress=None) -> None:
         """Check the setup, then start the server once (its start time is reported)."""
@@ -270,9 +274,14 @@ def _real_root() -> Path | None:
     return path_from_env("APPWORLD_ROOT")
 
 
+def _listed_in(splits: dict) -> Callable[[str], bool]:
+    """A task set's `is_task`: the id is listed in one of its dataset files (read whole)."""
+    return lambda task_id: any(task_id in ids(None) for ids in splits.values())
+
+
 def _dataset_ids(root_of, dataset: str, setup_needed: bool = False):
-    """A split read from `<root>/data/datasets/<dataset>.txt` (one task id per line)."""
-    def ids(count: int) -> list[str]:
+    """A split read from `<root>/data/datasets/<dataset>.txt` (one task id per line; all for count None)."""
+    def ids(count: int | None) -> list[str]:
         if setup_needed and not appworld_setup.is_set_up():
             raise ValueError(appworld_setup.not_set_up_message())
         path = Path(root_of()) / "data" / "datasets" / f"{dataset}.txt"

@@ -26,21 +26,23 @@ GOALS = {
 class FinanceEnv(TextEnv):
     """A single-step question-answering env over Finance tasks (see module docstring)."""
 
-    def __init__(self, task_set: str, expert: bool = False) -> None:
-        super().__init__()
-        self.task_set = task_set
+    env_name = "finance"
+
+    def __init__(self, task_set: str | TaskSet, expert: bool = False) -> None:
+        if isinstance(task_set, str):
+            sets = data.task_sets()
+            if task_set not in sets:
+                raise ValueError(f"finance: unknown task set {task_set!r}; choose from: {', '.join(sorted(sets))}")
+            task_set = sets[task_set]
+        super().__init__(task_set)
         self.expert = expert
         self.task: data.Task | None = None
         self.done = False
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Show the question of `options["task"]`; return (context, info)."""
+        """Show the question of `options["task"]` (default: one of the default split's, by seed); return (context, info)."""
         super().reset(seed=seed)
-        task_id = str((options or {}).get("task", ""))
-        if not task_id:
-            raise ValueError("finance: reset needs options={'task': <task id>}")
-        if data.task_set_of(task_id) != self.task_set:
-            raise ValueError(f"finance: task {task_id!r} is not in task set {self.task_set!r}")
+        task_id = self.task_for_reset(seed, options)
         self.task, self.done = data.get_task(task_id), False
         return self.task.context, self._info(valid=True, score=0.0, won=False)
 
@@ -82,7 +84,7 @@ class FinanceProvider(EnvProvider):
         sets = self.task_sets()
         if task_set not in sets:
             raise ValueError(f"finance: unknown task set {task_set!r}; choose from: {', '.join(sorted(sets))}")
-        return FinanceEnv(task_set, expert=expert)
+        return FinanceEnv(sets[task_set], expert=expert)
 
     def describe(self, task_set: str) -> dict:
         """Return the env, task set, version and the generator seeds or the files and their hash."""

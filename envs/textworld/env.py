@@ -78,10 +78,10 @@ class TextWorldEnv(TextEnv):
     """
 
     can_snapshot = True
+    env_name = "textworld"
 
     def __init__(self, task_set: TaskSet, expert: bool = False) -> None:
-        super().__init__()
-        self.task_set = task_set
+        super().__init__(task_set)
         self.expert = expert
         self._infos = EnvInfos(admissible_commands=True, objective=True, score=True, max_score=True,
                                won=True, lost=True, policy_commands=expert)
@@ -91,9 +91,9 @@ class TextWorldEnv(TextEnv):
         self._status = _Status()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start the task in `options["task"]` (default: the first test task) afresh."""
+        """Start the task in `options["task"]` (default: one of the default split's, by seed) afresh."""
         super().reset(seed=seed)
-        task = (options or {}).get("task") or self.task_set.tasks(self.task_set.default_split, 1)[0]
+        task = self.task_for_reset(seed, options)
         game = ensure_game(self.task_set, task)
         if game != self._game:
             self.close()

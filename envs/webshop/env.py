@@ -58,9 +58,11 @@ class WebShopEnv(TextEnv):
     """A WebShop session over one goal (see module docstring)."""
 
     can_snapshot = True
+    env_name = "webshop"
 
-    def __init__(self, catalogue: Catalogue, goal_of: Callable[[str], Goal], expert: bool = False) -> None:
-        super().__init__()
+    def __init__(self, catalogue: Catalogue, goal_of: Callable[[str], Goal], expert: bool = False,
+                 task_set: TaskSet | None = None) -> None:
+        super().__init__(task_set)
         self.catalogue, self.goal_of, self.expert = catalogue, goal_of, expert
         self.index = index_for(catalogue)
         self.state = PageState()
@@ -71,12 +73,9 @@ class WebShopEnv(TextEnv):
     # -- gymnasium API -----------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start on the search page of task `options["task"]`; return (observation, info)."""
+        """Start on the search page of task `options["task"]` (default: one of the default split's, by seed)."""
         super().reset(seed=seed)
-        task_id = str((options or {}).get("task", ""))
-        if not task_id:
-            raise ValueError("webshop: reset needs options={'task': <task id>}")
-        self.goal = self.goal_of(task_id)
+        self.goal = self.goal_of(self.task_for_reset(seed, options))
         self.state, self.reward_info = PageState(), None
         self._expert_search: list[str] | None = None  # the expert's search steps depend on the goal only
         return self.render(), self._info(valid=True)
@@ -328,17 +327,20 @@ class WebShopProvider(EnvProvider):
         directory = data.data_dir()
         if directory is not None:
             sets["data"] = TaskSet("data", f"real WebShop files in {directory}",
-                                   {split: _data_split(split) for split in data.SPLITS}, default_count=10)
+                                   {split: _data_split(split) for split in data.SPLITS}, default_count=10,
+                                   is_task=_is_data_task, task_form="'data-<n>', n a goal index of the WebShop files")
         return sets
 
     def make(self, task_set: str, *, expert: bool = False, **options: Any) -> WebShopEnv:
         """Build an env over `task_set`'s catalogue."""
+        chosen = self.task_sets().get(task_set)
         if task_set == "generated":
             catalogue = data.generated_catalogue()
-            return WebShopEnv(catalogue, lambda task: data.generated_goal(catalogue, _task_number(task, "generated")), expert)
+            return WebShopEnv(catalogue, lambda task: data.generated_goal(catalogue, _task_number(task, "generated")),
+                              expert, chosen)
         if task_set == "data":
             catalogue = _real_catalogue()
-            return WebShopEnv(catalogue, lambda task: catalogue.goals[_task_number(task, "data")], expert)
+            return WebShopEnv(catalogue, lambda task: catalogue.goals[_task_number(task, "data")], expert, chosen)
         raise KeyError(task_set)
 
     def describe(self, task_set: str) -> dict:
@@ -363,6 +365,11 @@ def _data_split(split: str):
         return [f"data-{i}" for i in indices[:count]]
 
     return ids
+
+
+def _is_data_task(task_id: str) -> bool:
+    head, _, number = task_id.rpartition("-")
+    return head == "data" and number.isascii() and number.isdigit() and int(number) < len(_real_catalogue().goals)
 
 
 def _task_number(task_id: str, prefix: str) -> int:

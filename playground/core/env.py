@@ -4,7 +4,12 @@ An env plugin registers an `EnvProvider` (via the `register_envs` hook). The pro
 lists task sets and their splits, names the tasks of a split, and builds a fresh
 `TextEnv` per episode. The env follows gymnasium's API with text observations and
 text actions; `reset(seed=..., options={"task": task_id})` puts it in that task's
-initial state, the same every time.
+initial state, the same every time. `reset(seed=k)` without a task plays a task of the
+env's split (by default its task set's default split): the `k % n`-th of its `n` tasks
+(for an open-ended generated split, of its first `default_count`); `reset()` with no seed
+draws one from the env's seeded random generator, as gymnasium envs do. An unknown task
+raises `UnknownTaskError`. Observations and actions are Unicode text (`UnicodeText`), so
+gymnasium's `check_env` and vector envs work on every env.
 
 Keys every env puts in `info` (where it can): `goal`, `admissible_actions` (sorted),
 `valid_action` (for the last action), `won`, `lost`, `score`, `max_score`; and, only
@@ -24,30 +29,93 @@ env-agnostic plugins understand an env's actions:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import gymnasium
-from gymnasium import spaces
+
+from playground.core.errors import PlaygroundError
+from playground.core.text_space import UnicodeText
 
 MAX_TEXT = 1_000_000
+RESET_OPTIONS = ("task",)
+
+
+class UnknownTaskError(PlaygroundError, ValueError):
+    """`reset(options={"task": ...})` named a task its env's task set does not have."""
+
+    def __init__(self, env: str, task: str, task_set: "TaskSet") -> None:
+        self.env, self.task, self.task_set = env, task, task_set.name
+        super().__init__(f"{env}: unknown task {task!r} in task set {task_set.name!r}; "
+                         f"expected {task_set.expected_ids()}")
 
 
 class TextEnv(gymnasium.Env):
     """Base class for playground envs: text in, text out, optional snapshots.
 
-    Subclasses implement `reset` and `step` as in gymnasium. An env that can save and
-    restore its state sets `can_snapshot = True` and implements `snapshot()` and
-    `restore()`; the loop uses that for rollback and replay.
+    Subclasses implement `reset` and `step` as in gymnasium; `reset` calls
+    `super().reset(seed=seed)` and then `self.task_for_reset(seed, options)` to learn which
+    task to play. An env made with a `task_set` checks explicit tasks against it and picks
+    one of its `split` (default: the task set's default split) when reset names none. An
+    env that can save and restore its state sets `can_snapshot = True` and implements
+    `snapshot()` and `restore()`; the loop uses that for rollback and replay.
     """
 
     metadata = {"render_modes": []}
     can_snapshot: bool = False
+    env_name: str = ""  # used in error messages; default: the class name
 
-    def __init__(self) -> None:
-        self.observation_space = spaces.Text(max_length=MAX_TEXT)
-        self.action_space = spaces.Text(max_length=MAX_TEXT)
+    def __init__(self, task_set: "TaskSet | None" = None, *, split: str | None = None,
+                 render_mode: str | None = None) -> None:
+        if render_mode is not None:
+            raise ValueError(f"{self._name()}: no render modes (text envs return their text as observations); "
+                             f"got render_mode={render_mode!r}")
+        self.render_mode = None
+        self.task_set = task_set
+        self.split = split
+        if split is not None:
+            self.use_split(split)
+        self.observation_space = UnicodeText(MAX_TEXT)
+        self.action_space = UnicodeText(MAX_TEXT)
+
+    def use_split(self, split: str) -> None:
+        """Play tasks of `split` when reset names no task; ValueError names the splits."""
+        if self.task_set is None or split not in self.task_set.splits:
+            choices = ", ".join(self.task_set.splits) if self.task_set is not None else "(no task set)"
+            raise ValueError(f"{self._name()}: unknown split {split!r}; choose from: {choices}")
+        self.split = split
+
+    def task_for_reset(self, seed: int | None, options: Mapping[str, Any] | None) -> str:
+        """The task a `reset(seed=seed, options=options)` plays (call after `super().reset(seed=seed)`).
+
+        `options["task"]` is checked against the task set (`UnknownTaskError`). Without it:
+        the `seed % n`-th of the split's `n` tasks, or with no seed one drawn from
+        `self.np_random` (seeded by an earlier reset), so the same seeds give the same tasks.
+        """
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(RESET_OPTIONS))
+        if unknown:
+            raise ValueError(f"{self._name()}: unknown reset option(s) {', '.join(map(repr, unknown))}; "
+                             f"known: {', '.join(map(repr, RESET_OPTIONS))}")
+        task = options.get("task")
+        if task is not None and str(task) != "":
+            task = str(task)
+            if self.task_set is not None and not self.task_set.has_task(task):
+                raise UnknownTaskError(self._name(), task, self.task_set)
+            return task
+        if self.task_set is None:
+            raise ValueError(f"{self._name()}: reset needs options={{'task': <task id>}} (this env has no task set)")
+        split = self.split or self.task_set.default_split
+        tasks = self.task_set.tasks(split)
+        if not tasks:
+            raise ValueError(f"{self._name()}: split {split!r} of task set {self.task_set.name!r} has no tasks")
+        index = seed % len(tasks) if seed is not None else int(self.np_random.integers(len(tasks)))
+        return tasks[index]
+
+    def _name(self) -> str:
+        return self.env_name or type(self).__name__
 
     def snapshot(self) -> Any:
         """Return an opaque copy of the current state (only if `can_snapshot`)."""
@@ -63,7 +131,10 @@ class TaskSet:
     """A named set of tasks with disjoint splits.
 
     `splits` maps a split name to its task ids, or to a function `count -> ids` for
-    generated sets whose splits are open-ended ranges of seeds.
+    generated sets whose splits are open-ended ranges of seeds (`seed_range`). Which ids
+    belong to the set (`has_task`) is known for listed ids and seed ranges; a split given
+    as another function needs `is_task` (task id -> bool) and `task_form` (the expected
+    ids, in words, for error messages), else any id is taken as the set's.
     """
 
     name: str
@@ -72,6 +143,33 @@ class TaskSet:
     default_split: str = "test"
     default_count: int = 10
     params: Mapping[str, Any] = field(default_factory=dict)
+    is_task: Callable[[str], bool] | None = None
+    task_form: str = ""
+
+    def has_task(self, task_id: str) -> bool:
+        """True when `task_id` is a task of one of the splits."""
+        if self.is_task is not None:
+            return bool(self.is_task(task_id))
+        sources = list(self.splits.values())
+        if any(callable(s) and not isinstance(s, SeedRange) for s in sources):
+            return True  # an opaque split function: the env finds out
+        return any(task_id in source for source in sources)
+
+    def expected_ids(self) -> str:
+        """The task ids of this set, in words (for error messages)."""
+        if self.task_form:
+            return self.task_form
+        ranges: dict[str, list[str]] = {}
+        parts = []
+        for split, source in self.splits.items():
+            if isinstance(source, SeedRange):
+                ranges.setdefault(source.prefix, []).append(
+                    f"{source.start}-{source.start + source.size - 1} ({split})")
+            elif not callable(source):
+                examples = ", ".join(repr(t) for t in list(source)[:2])
+                parts.append(f"one of the {len(source)} ids of {split} ({examples}{', ...' if len(source) > 2 else ''})")
+        parts[:0] = [f"'{prefix}-<n>' with n in {', '.join(spans)}" for prefix, spans in ranges.items()]
+        return "; ".join(parts) or "a task id of one of its splits"
 
     def tasks(self, split: str, count: int | None = None) -> list[str]:
         """Return the ids of the first `count` tasks of `split` (all for a fixed split)."""
@@ -145,17 +243,32 @@ def fill_template(template: str, argument: str) -> str:
     return template[: -len(TEMPLATE_ARGUMENT)] + f"[{clean}]"
 
 
-def seed_range(prefix: str, start: int, size: int = 10_000) -> Callable[[int], list[str]]:
+@dataclass(frozen=True)
+class SeedRange:
+    """A generated split: called with `count`, the ids `<prefix>-<start>`, `<prefix>-<start+1>`, ...
+    (at most `size`); `task_id in split` says whether an id is one of its `size` ids."""
+
+    prefix: str
+    start: int
+    size: int = 10_000
+
+    def __call__(self, count: int) -> list[str]:
+        if count > self.size:
+            raise ValueError(f"{self.prefix}: at most {self.size} tasks per split, asked for {count}")
+        return [f"{self.prefix}-{self.start + i}" for i in range(count)]
+
+    def __contains__(self, task_id: object) -> bool:
+        match = re.fullmatch(rf"{re.escape(self.prefix)}-(0|[1-9][0-9]*)", str(task_id))
+        return match is not None and self.start <= int(match.group(1)) < self.start + self.size
+
+
+
+def seed_range(prefix: str, start: int, size: int = 10_000) -> SeedRange:
     """A generated split: `count -> ["<prefix>-<start>", "<prefix>-<start+1>", ...]`, at most `size` ids.
 
     Splits built with disjoint `start`s of the same `size` never share a task.
     """
-    def ids(count: int) -> list[str]:
-        if count > size:
-            raise ValueError(f"{prefix}: at most {size} tasks per split, asked for {count}")
-        return [f"{prefix}-{start + i}" for i in range(count)]
-
-    return ids
+    return SeedRange(prefix, start, size)
 
 
 class EnvProvider:

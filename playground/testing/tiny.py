@@ -28,24 +28,27 @@ def _world(seed: int) -> dict:
     return {"rooms": rooms, "target": objects[0], "placement": placement}
 
 
+TASK_SET = TaskSet("default", "2-4 rooms, 3 objects, fetch one back",
+                   {"train": seed_range("tiny", 0), "dev": seed_range("tiny", 10_000),
+                    "test": seed_range("tiny", 20_000)})
+
+
 class TinyEnv(TextEnv):
     """The fetch-and-return world for one task (see module docstring)."""
 
     can_snapshot = True
+    env_name = "tiny"
 
-    def __init__(self, expert: bool = False) -> None:
-        super().__init__()
+    def __init__(self, expert: bool = False, task_set: TaskSet = TASK_SET) -> None:
+        super().__init__(task_set)
         self.expert = expert
         self.state: dict[str, Any] = {}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start the task in `options["task"]` (default: one of the default split's, by seed) afresh."""
         super().reset(seed=seed)
-        task = (options or {}).get("task", "tiny-0")
-        try:
-            task_seed = int(str(task).rsplit("-", 1)[-1])
-        except ValueError:
-            raise ValueError(f"tiny: bad task id {task!r} (expected 'tiny-<number>')") from None
-        world = _world(task_seed)
+        task = self.task_for_reset(seed, options)
+        world = _world(int(task.rsplit("-", 1)[-1]))
         self.state = {"task": task, **world, "where": 0, "carrying": None, "done": False, "moves": 0}
         return self._describe(), self._info(valid=True)
 
@@ -160,12 +163,12 @@ class TinyProvider(EnvProvider):
     default_task_set = "default"
 
     def task_sets(self):
-        return {"default": TaskSet("default", "2-4 rooms, 3 objects, fetch one back",
-                                   {"train": seed_range("tiny", 0), "dev": seed_range("tiny", 10_000),
-                                    "test": seed_range("tiny", 20_000)})}
+        return {"default": TASK_SET}
 
     def make(self, task_set: str, *, expert: bool = False, **options: Any) -> TinyEnv:
-        return TinyEnv(expert=expert)
+        if task_set not in self.task_sets():
+            raise ValueError(f"tiny: unknown task set {task_set!r}; choose from: default")
+        return TinyEnv(expert=expert, task_set=self.task_sets()[task_set])
 
     def describe(self, task_set: str) -> dict:
         return {"env": "tiny", "task_set": task_set, "version": "1", "seeds": "train 0+, dev 10000+, test 20000+"}
