@@ -317,7 +317,8 @@ def test_real_attribute_file_with_generated_product_records(tmp_path):
 def context_at(env: WebShopEnv, history: list[Turn], info: dict) -> StepContext:
     return StepContext("r", "e", "webshop", "t", "sentry", len(history), env.goal.instruction, env.render(),
                        tuple(info["admissible_actions"]), tuple(history), info["score"], info["max_score"],
-                       action_kinds=info["action_kinds"], open_choices=tuple(info["open_choices"]))
+                       action_kinds=info["action_kinds"], open_choices=tuple(info["open_choices"]),
+                       action_format=info["action_format"])
 
 
 def play(env: WebShopEnv, actions: list[str]) -> tuple[list[Turn], dict, str]:
@@ -381,7 +382,7 @@ def noisy_proposal(mode: str, env: WebShopEnv, actions: list[str], **options) ->
     agent.reset("t", 0)
     history, info, _ = play(env, actions)
     view = AgentView(env.goal.instruction, env.render(), tuple(history), tuple(info["admissible_actions"]), len(history),
-                     extras={"expert_plan": info["expert_plan"], "action_kinds": info["action_kinds"]})
+                     extras={key: info[key] for key in ("expert_plan", "action_kinds", "action_format")})
     return agent.propose(view)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from playground.agents.base import bind_env
 from playground.testing.tiny import TinyEnv
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, EpisodeResult, run_episode
@@ -81,5 +82,6 @@ def play(env, agent, plugins: Iterable[Any] = (), *, task: str = "tiny-0", max_s
     hooks = EpisodeHooks([(f"plugin{i}", p) for i, p in enumerate(plugins)])
     config = EpisodeConfig("test-run", f"test:{task}", "test-env", task, harness, type(agent).__name__, seed,
                            max_steps, playbook=playbook, params=dict(params or {}), strict=strict)
+    bind_env(agent, env)
     played.result = run_episode(env, agent, hooks, config, lambda kind, data: played.events.append((kind, data)))
     return played
