@@ -194,3 +194,10 @@ def test_server_stops_without_leaving_a_process(provider):
     server.stop()
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # the whole process group is gone
+
+
+@needs_server
+def test_appworld_meets_the_env_contract(provider):
+    from playground.testing import check_env
+
+    check_env(provider, "embedded", tasks=1, steps=2)

@@ -418,3 +418,9 @@ def test_cli_runs_noisy_under_base_and_sentry(capsys, tmp_path):
     capsys.readouterr()
     code = main(["envs"])
     assert code == 0 and "webshop:generated" in capsys.readouterr().out
+
+
+def test_webshop_meets_the_env_contract():
+    from playground.testing import check_env
+
+    check_env(WebShopProvider(), "generated", tasks=3, steps=6)

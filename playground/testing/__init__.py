@@ -1,9 +1,11 @@
-"""Helpers for plugin authors: a tiny in-memory env, a scripted agent, and `play()`.
+"""Helpers for plugin authors: a tiny in-memory env, a scripted agent, `play()` and `check_env()`.
 
     from playground.testing import ScriptedAgent, play, tiny_env
 
     result = play(tiny_env(), ScriptedAgent(["look", "go east"]), plugins=[MyGuard()])
     assert result.count("intervention") == 1
+
+`check_env(provider)` checks an env plugin against the env contract (see its module).
 
 The same objects are pytest fixtures (`tiny_env`, `scripted_agent`, `play_episode`)
 as soon as playground is installed.
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from playground.agents.base import bind_env
+from playground.testing.check_env import check_env
 from playground.testing.tiny import TinyEnv
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, EpisodeResult, run_episode
