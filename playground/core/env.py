@@ -16,7 +16,7 @@ The `info` contract (`EnvInfo`, a TypedDict; every key optional to the type chec
 - `expert_plan` (list of str): only when the env was made with `expert=True`, the rest of
   a plan that solves the task from here (for non-LLM agents; never shown to an LLM);
 - `open_choices` (list of str): choices visible on screen that are still unmade and that
-  the finish action would leave unmade (e.g. WebShop option groups with no value chosen);
+  the finish action would leave unmade (e.g. a shop's option groups with no value chosen);
 - `action_format` (str): how an action is written: "command" (default: a verb and the
   objects it acts on, "take apple"), "web" (clicks and searches on a page,
   `click[label]`, `search[query]`: no world objects, so object-grounding rules leave
@@ -25,7 +25,7 @@ The `info` contract (`EnvInfo`, a TypedDict; every key optional to the type chec
 - `task` (str): the task id; anything else is the env's own (documented by the env).
 
 An admissible action may be a template `verb[...]`: any `verb[<argument>]` with a
-non-empty argument is admissible (WebShop's `search[...]`).
+non-empty argument is admissible (a web search, `search[...]`).
 
 `action_kinds` maps admissible actions (or templates) to what they do, so env-agnostic
 plugins understand an env's actions without knowing its verbs (`kind_of` looks one up):
@@ -37,7 +37,7 @@ plugins understand an env's actions without knowing its verbs (`kind_of` looks o
 - "use": any other action on the world's objects (put, drop, cook, heat, slice);
 - "search", "page", "open", "select": web pages: a query, paging through results,
   opening an item of a list, choosing an option;
-- "finish": ends the task (e.g. WebShop's Buy Now);
+- "finish": ends the task (e.g. a shop's Buy Now);
 - "other": anything else.
 Every admissible action has a kind. Where `admissible_actions` is None (free-text
 answers, code cells) no action can be named in advance, so `action_kinds` is `{}`: no
