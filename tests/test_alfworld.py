@@ -301,3 +301,9 @@ def test_run_on_official_layout_data(fake_data, tmp_path):
     summary = run(host, RunConfig(env="alfworld", task_set=task_set, split=split, tasks=tasks, agent="noisy",
                                   harnesses=["base", "sentry"], out=str(tmp_path / "run"), max_steps=30, strict=True))
     assert summary["harnesses"]["base"]["episodes"] == 2 and summary["harnesses"]["sentry"]["episodes"] == 2
+
+
+def test_alfworld_meets_the_env_contract(provider):
+    from playground.testing import check_env
+
+    check_env(provider, "generated", split="valid_unseen", tasks=2)

@@ -141,9 +141,9 @@ def test_failed_cells_are_invalid_and_checkpoints_replay(provider):
     env = provider.make("embedded", expert=True)
     task_id = embedded_ids(provider)[0]
     _, info = env.reset(options={"task": task_id})
-    variants = info["failure_variants"]
-    assert {"malformed", "stall", "stop"} <= set(variants)
-    output, _, done, _, info = env.step(variants["malformed"]["code"])
+    variants = env.failure_variants()
+    assert {"malformed", "stall", "stop"} <= set(variants) and "failure_variants" not in info
+    output, _, done, _, info = env.step(variants["malformed"]["action"])
     assert output.startswith("Execution failed") and not info["valid_action"] and not done
     plan = info["expert_plan"]
     _, _, _, _, info = env.step(plan[0])
@@ -194,3 +194,10 @@ def test_server_stops_without_leaving_a_process(provider):
     server.stop()
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # the whole process group is gone
+
+
+@needs_server
+def test_appworld_meets_the_env_contract(provider):
+    from playground.testing import check_env
+
+    check_env(provider, "embedded", tasks=1, steps=2)

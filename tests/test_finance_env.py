@@ -244,3 +244,10 @@ def test_loading_the_plugin_does_not_import_bm25s():
             "Host(strict=True).load(); "
             "print('bm25s' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+@pytest.mark.parametrize("task_set", ["formula", "finer"])
+def test_finance_meets_the_env_contract(task_set):
+    from playground.testing import check_env
+
+    check_env(FinanceProvider(), task_set)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +31,58 @@ def test_new_plugin_project_loads_runs_and_passes_its_test(tmp_path, monkeypatch
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", str(project)], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(project)}, cwd=project)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _run_pytest(project: Path, python: str = sys.executable, env: dict | None = None) -> None:
+    result = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(project)], capture_output=True,
+                            text=True, env=env or {**os.environ, "PYTHONPATH": str(project)}, cwd=project)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("kind, listing", [("env", "envs"), ("agent", "agents")])
+def test_new_env_and_agent_projects_load_run_and_pass_their_tests(tmp_path, monkeypatch, capsys, kind, listing):
+    name = f"my-{kind}"
+    assert main(["new-plugin", name, "--kind", kind, "--dir", str(tmp_path)]) == 0
+    project = tmp_path / name
+    module = name.replace("-", "_")
+    assert {p.name for p in project.iterdir()} >= {"pyproject.toml", "README.md", f"{module}.py", f"test_{module}.py"}
+    assert f'{name} = "{module}"' in (project / "pyproject.toml").read_text()
+
+    monkeypatch.syspath_prepend(str(project))
+    host = Host(strict=True).load(extra={name: module})
+    assert name in getattr(host, listing)
+    env, agent = (f"{name}", "expert") if kind == "env" else ("tiny", name)
+    config = RunConfig(env=env, task_set="default", split="test", tasks=[f"{env}-20000", f"{env}-20001"], agent=agent,
+                       harnesses=["base", "sentry"], out=str(tmp_path / "run"))
+    summary = run(host, config)
+    assert all(h["episodes"] == 2 and h["errors"] == 0 for h in summary["harnesses"].values())
+    if kind == "env":
+        assert summary["harnesses"]["base"]["success_rate"] == 1.0
+    _run_pytest(project)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, listing", [("intervention", "harnesses"), ("env", "envs"), ("agent", "agents")])
+def test_generated_package_installs_into_a_fresh_venv(tmp_path, kind, listing):
+    """pip installs the generated project (--no-deps) into a new venv that sees this one's packages."""
+    name = f"fresh-{kind}"
+    assert main(["new-plugin", name, "--kind", kind, "--dir", str(tmp_path)]) == 0
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    # --system-site-packages reaches the base interpreter's packages; this venv's (playground) come in by a .pth
+    site_packages = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   check=True, capture_output=True, text=True).stdout.strip()
+    Path(site_packages, "_host_venv.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    install = subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(tmp_path / name)],
+                             capture_output=True, text=True)
+    assert install.returncode == 0, install.stdout + install.stderr
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PLAYGROUND_PLUGINS")}
+    plugins = subprocess.run([python, "-m", "playground.cli.main", "plugins"], capture_output=True, text=True, env=env)
+    assert f"{name}  [loaded]  entry point: playground-{name}==0.1.0" in plugins.stdout, plugins.stdout + plugins.stderr
+    listed = subprocess.run([python, "-m", "playground.cli.main", listing], capture_output=True, text=True, env=env)
+    assert name in listed.stdout, listed.stdout + listed.stderr
+    _run_pytest(tmp_path / name, python, env)
 
 
 @pytest.mark.parametrize("name", ["Bad Name", "9lives", ""])

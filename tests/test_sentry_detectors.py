@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from playground.core.env import command_kinds
 from playground.core.payloads import Detection, EpisodeIds, Proposal, StepContext, StepOutcome, Turn
 from playground.plugins.sentry.detectors import run_detectors
 from playground.plugins.sentry.harness import SentryPlugin
@@ -18,11 +19,13 @@ ADMISSIBLE = ("examine old map", "go east", "inventory", "look", "take old map")
 def ctx(history=(), admissible=ADMISSIBLE, score=0.0, max_score=1.0, step=None) -> StepContext:
     history = tuple(history)
     return StepContext(EpisodeIds("r", "e", "tiny", "tiny-1", "sentry"), len(history) if step is None else step, GOAL,
-                       "You are in the hall. You see an old map.", admissible, history, score, max_score)
+                       "You are in the hall. You see an old map.", admissible, history, score, max_score,
+                       action_kinds=command_kinds(admissible or ()))
 
 
 def turn(step, action, observation="ok", valid=True, score=0.0) -> Turn:
-    return Turn(step, "", action, observation, valid, 0.0, score)
+    """A finished turn; its kind as the loop records it (the env's kind for a valid action)."""
+    return Turn(step, "", action, observation, valid, 0.0, score, command_kinds([action])[action] if valid else "")
 
 
 def labels(detections):

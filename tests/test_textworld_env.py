@@ -256,3 +256,11 @@ def test_stale_generation_folders_are_removed_but_fresh_ones_kept(tmp_path):
     os.utime(other, (old, old))
     assert games.remove_stale_temporaries(game) == [stale]
     assert not stale.exists() and fresh.exists() and other.exists()  # only this game's, only old ones
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_set", ["custom", "cooking"])
+def test_textworld_meets_the_env_contract(provider, task_set):
+    from playground.testing import check_env
+
+    check_env(provider, task_set, tasks=1)

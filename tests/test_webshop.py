@@ -318,7 +318,8 @@ def test_real_attribute_file_with_generated_product_records(tmp_path):
 def context_at(env: WebShopEnv, history: list[Turn], info: dict) -> StepContext:
     return StepContext(EpisodeIds("r", "e", "webshop", "t", "sentry"), len(history), env.goal.instruction, env.render(),
                        tuple(info["admissible_actions"]), tuple(history), info["score"], info["max_score"],
-                       action_kinds=info["action_kinds"], open_choices=tuple(info["open_choices"]))
+                       action_kinds=info["action_kinds"], open_choices=tuple(info["open_choices"]),
+                       action_format=info["action_format"])
 
 
 def play(env: WebShopEnv, actions: list[str], task: str = "t") -> tuple[list[Turn], dict, str]:
@@ -382,7 +383,7 @@ def noisy_proposal(mode: str, env: WebShopEnv, actions: list[str], **options) ->
     agent.reset("t", 0)
     history, info, _ = play(env, actions)
     view = AgentView(env.goal.instruction, env.render(), tuple(history), tuple(info["admissible_actions"]), len(history),
-                     extras={"expert_plan": info["expert_plan"], "action_kinds": info["action_kinds"]})
+                     extras={key: info[key] for key in ("expert_plan", "action_kinds", "action_format")})
     return agent.propose(view)
 
 
@@ -418,3 +419,9 @@ def test_cli_runs_noisy_under_base_and_sentry(capsys, tmp_path):
     capsys.readouterr()
     code = main(["envs"])
     assert code == 0 and "webshop:generated" in capsys.readouterr().out
+
+
+def test_webshop_meets_the_env_contract():
+    from playground.testing import check_env
+
+    check_env(WebShopProvider(), "generated", tasks=3, steps=6)

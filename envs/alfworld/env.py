@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from playground.core.env import TaskSet, TextEnv, match_admissible
+from playground.core.env import EnvInfo, TaskSet, TextEnv, command_kinds, match_admissible
 from playground.envs.alfworld.data import task_type_of
 from playground.envs.alfworld.engine import IsolatedRandom, alfworld_module
 
@@ -213,13 +213,15 @@ class AlfWorldEnv(TextEnv):
     def _admissible(self) -> list[str]:
         return [] if self._state.won else list(self._state.admissible)
 
-    def _info(self, valid: bool) -> dict:
+    def _info(self, valid: bool) -> EnvInfo:
         won = self._state.won
-        info = {
+        admissible = self._admissible()
+        info: EnvInfo = {
             "task": self._task,
             "task_type": self._task_type,
             "goal": self._goal,
-            "admissible_actions": self._admissible(),
+            "admissible_actions": admissible,
+            "action_kinds": command_kinds(admissible),
             "valid_action": valid,
             "won": won,
             "lost": False,

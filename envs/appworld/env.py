@@ -15,10 +15,13 @@
   order, so the state comes back the same). AppWorld's own `save_state`/`load_state` store
   changes against base databases (`data/base_dbs`) that the embedded set does not have,
   so they are not used.
+- `admissible_actions` is None (any cell may be run) and `action_kinds` is `{}`: no cell
+  can be named in advance, so no cell has a kind.
 - With `expert=True` (non-LLM agents only), `expert_plan` is the rest of the task's
-  scripted solution and `failure_variants` says how the next cell looks under each of
-  the `noisy` agent's failure modes: a wrong API name, a syntax error, a skipped lookup
-  or a missing login, a docs-only cell, the previous cell again, or completing too early.
+  scripted solution, and `failure_variants()` (the env contract's hook for
+  failure-injection agents) says how the next cell looks under each of the `noisy`
+  agent's failure modes: a wrong API name, a syntax error, a skipped lookup or a missing
+  login, a docs-only cell, the previous cell again, or completing too early.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from playground.core.env import EnvProvider, TaskSet, TextEnv, path_from_env
+from playground.core.env import EnvInfo, EnvProvider, FailureVariant, TaskSet, TextEnv, path_from_env
 from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.server import AppWorldError, AppWorldServer
 
@@ -132,10 +135,11 @@ class AppWorldEnv(TextEnv):
                 pass  # the server may already be gone at exit
             self.task_id = ""
 
-    def _info(self, valid: bool) -> dict[str, Any]:
+    def _info(self, valid: bool) -> EnvInfo:
         report = self.report or {}
-        info: dict[str, Any] = {
-            "goal": self.task.get("instruction", ""), "admissible_actions": None, "valid_action": valid,
+        info: EnvInfo = {  # plus AppWorld's own `apps` and, once evaluated, `test_report`
+            "goal": self.task.get("instruction", ""), "admissible_actions": None, "action_kinds": {},
+            "valid_action": valid,
             "action_format": "code", "won": bool(report.get("success")), "lost": self.done and not report.get("success"),
             "score": float(len(report.get("passes", []))) if self.report else 0.0,
             "max_score": float(report["num_tests"]) if self.report else None, "apps": self.meta.get("apps", []),
@@ -146,28 +150,30 @@ class AppWorldEnv(TextEnv):
                                    "failures": [f.get("requirement", "") for f in report.get("failures", [])]}
         if self.expert:
             info["expert_plan"] = [] if self.done else self.solution[self.solved:]
-            info["failure_variants"] = {} if self.done else self.failure_variants()
         return info
 
-    def failure_variants(self) -> dict[str, dict[str, str]]:
-        """How the next scripted cell looks under each `noisy` failure mode: {mode: {"code", "label"}}."""
-        if self.solved >= len(self.solution):
+    def failure_variants(self) -> dict[str, FailureVariant]:
+        """How the next scripted cell looks under each `noisy` failure mode: {mode: {"action", "label"}}.
+
+        Only for an env made with `expert=True` (it reads the scripted solution); {} once done.
+        """
+        if not self.expert or self.done or self.solved >= len(self.solution):
             return {}
         cell, variants = self.solution[self.solved], {}
         wrong = wrong_api_name(cell)
         if wrong:
-            variants["invalid"] = {"code": wrong, "label": "unknown_api"}
-        variants["malformed"] = {"code": cell.rstrip().rstrip(")") + "\n", "label": "syntax_error"}
+            variants["invalid"] = {"action": wrong, "label": "unknown_api"}
+        variants["malformed"] = {"action": cell.rstrip().rstrip(")") + "\n", "label": "syntax_error"}
         if self.solved == self.meta.get("lookup_cell") and self.meta.get("skipped_lookup"):
-            variants["drift"] = {"code": self.meta["skipped_lookup"], "label": "missing_lookup"}
+            variants["drift"] = {"action": self.meta["skipped_lookup"], "label": "missing_lookup"}
         elif "access_token=" in cell:
-            variants["drift"] = {"code": re.sub(r",?\s*access_token\s*=\s*[\w\[\]\"']+", "", cell), "label": "missing_login"}
+            variants["drift"] = {"action": re.sub(r",?\s*access_token\s*=\s*[\w\[\]\"']+", "", cell), "label": "missing_login"}
         app = (self.meta.get("apps") or ["supervisor"])[0]
-        variants["stall"] = {"code": f"print(apis.api_docs.show_api_descriptions(app_name={app!r}))", "label": "planning_stall"}
+        variants["stall"] = {"action": f"print(apis.api_docs.show_api_descriptions(app_name={app!r}))", "label": "planning_stall"}
         if self.last_code:
-            variants["repeat"] = {"code": self.last_code, "label": "repetition_or_looping"}
+            variants["repeat"] = {"action": self.last_code, "label": "repetition_or_looping"}
         if self.solved < len(self.solution) - 1:
-            variants["stop"] = {"code": COMPLETE, "label": "termination_miscalibration"}
+            variants["stop"] = {"action": COMPLETE, "label": "termination_miscalibration"}
         return variants
 
 

@@ -1,7 +1,8 @@
 """The Finance env: one question, one answer, scored as the benchmark scores it.
 
 `reset(options={"task": id})` shows the question context as the observation; `info`
-carries `goal` (a short instruction), `admissible_actions=None` (free text),
+carries `goal` (a short instruction), `admissible_actions=None` (free text) with
+`action_kinds={}` (no answer can be named in advance; every answer ends the episode),
 `valid_action`, `won`, `score`/`max_score` (Formula: 1 point; FiNER: one point per gold
 tag) and, when made with `expert=True`, `expert_plan=[target]`. `step(answer)` scores the
 answer and ends the episode. `valid_action` says whether the answer is well-formed for
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from playground.core.env import EnvProvider, TaskSet, TextEnv
+from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv
 from playground.envs.finance import data
 from playground.envs.finance.format_check import check
 from playground.envs.finance.scoring import score_answer
@@ -58,10 +59,11 @@ class FinanceEnv(TextEnv):
         reward = result.score / result.max_score if result.max_score else 0.0
         return observation, reward, True, False, self._info(valid=valid, score=result.score, won=result.won)
 
-    def _info(self, valid: bool, score: float, won: bool) -> dict[str, Any]:
+    def _info(self, valid: bool, score: float, won: bool) -> EnvInfo:
         task = self.task
         max_score = score_answer(task.family, task.target, task.target).max_score
-        info = {"goal": GOALS[task.family], "admissible_actions": None, "valid_action": valid, "won": won,
+        info: EnvInfo = {"goal": GOALS[task.family], "admissible_actions": None, "action_kinds": {},
+                         "valid_action": valid, "won": won,
                 "lost": self.done and not won, "score": score, "max_score": max_score, "family": task.family}
         if self.expert:
             info["expert_plan"] = [] if self.done else [task.target]

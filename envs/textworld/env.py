@@ -17,7 +17,7 @@ from typing import Any
 import textworld
 from textworld import EnvInfos
 
-from playground.core.env import TaskSet, TextEnv, match_admissible
+from playground.core.env import EnvInfo, TaskSet, TextEnv, command_kinds, match_admissible
 from playground.envs.textworld.games import ensure_game
 
 INVALID_ACTION_TEXT = "That is not something you can do here."
@@ -153,12 +153,14 @@ class TextWorldEnv(TextEnv):
     def _admissible(self) -> list[str]:
         return [] if self._status.ended else list(self._status.admissible)
 
-    def _info(self, valid: bool) -> dict:
+    def _info(self, valid: bool) -> EnvInfo:
         s = self._status
-        info = {
+        admissible = self._admissible()
+        info: EnvInfo = {
             "task": self._task,
             "goal": s.goal,
-            "admissible_actions": self._admissible(),
+            "admissible_actions": admissible,
+            "action_kinds": command_kinds(admissible),
             "valid_action": valid,
             "won": s.won,
             "lost": s.lost,

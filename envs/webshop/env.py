@@ -16,7 +16,9 @@ changes nothing (`valid_action` False).
 `score` (the reward once bought, else 0) and `max_score` 1, plus two keys detectors use:
 `action_kinds` (admissible action -> "search", "page" (results paging), "open" (a
 product), "select" (an option), "look" (a sub-page), "move" (back) or "finish" (Buy
-Now)) and `open_choices` (option groups on the item page with no value chosen yet). After Buy Now it has `reward_info`; with `expert=True`, `expert_plan`.
+Now)) and `open_choices` (option groups on the item page with no value chosen yet);
+`action_format` is "web" (clicks and searches, no world objects). After Buy Now it has
+`reward_info`; with `expert=True`, `expert_plan`.
 The state is a small record, so the env can snapshot and restore.
 """
 
@@ -26,7 +28,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
-from playground.core.env import EnvProvider, TaskSet, TextEnv, seed_range
+from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv, seed_range
 from playground.envs.webshop import data
 from playground.envs.webshop.catalogue import Catalogue, Goal, Product
 from playground.envs.webshop.reward import purchase_reward
@@ -229,13 +231,13 @@ class WebShopEnv(TextEnv):
         chosen = dict(self.state.chosen)
         return [n for n in self.catalogue.product(self.state.asin).options if n not in chosen]
 
-    def _info(self, valid: bool) -> dict[str, Any]:
+    def _info(self, valid: bool) -> EnvInfo:
         s = self.state
         kinds = self.action_kinds()
-        info = {"goal": self.goal.instruction, "admissible_actions": sorted(kinds), "valid_action": valid,
+        info: EnvInfo = {"goal": self.goal.instruction, "admissible_actions": sorted(kinds), "valid_action": valid,
                 "won": s.bought and s.reward >= 1.0, "lost": s.bought and s.reward < 1.0,
                 "score": s.reward if s.bought else 0.0, "max_score": 1.0, "action_kinds": kinds,
-                "open_choices": self.open_choices()}
+                "open_choices": self.open_choices(), "action_format": "web"}
         if self.reward_info is not None:
             info["reward_info"] = dict(self.reward_info)
         if self.expert:

@@ -16,13 +16,26 @@ from playground.core.payloads import AgentView, Proposal
 
 
 class Agent(Protocol):
-    """What the loop needs from an agent."""
+    """What the loop needs from an agent.
+
+    An agent may also define `bind_env(env)`: whoever runs the episode (the runner,
+    `playground.testing.play`) calls it with the episode's env before the episode, through
+    `bind_env()` below. It is for instruments such as `noisy`, which ask the env how a
+    failure looks there (`TextEnv.failure_variants`); an agent under study must not use it.
+    """
 
     def reset(self, task_id: str, seed: int) -> None:
         """Forget the previous episode; `seed` makes any randomness repeatable."""
 
     def propose(self, view: AgentView) -> Proposal:
         """Return the next (thought, action), or `Proposal(finish=True)` to stop."""
+
+
+def bind_env(agent: Any, env: Any) -> None:
+    """Hand `env` to `agent` when the agent asks for it (an optional `bind_env(env)` method)."""
+    bind = getattr(agent, "bind_env", None)
+    if callable(bind):
+        bind(env)
 
 
 class AgentConfigError(PlaygroundError, ValueError):

@@ -13,6 +13,16 @@ It reacts to interventions the way the harness design expects an agent to:
   `recover_matching` when the message's lesson labels include the failure it is making,
   and `recover_other` otherwise.
 
+How a failure looks depends on the env, and the agent knows no env by name:
+- an env that knows (e.g. code cells) says so through `TextEnv.failure_variants()`: the
+  agent calls it on the env it was bound to (`bind_env`) and sends the variant for its
+  mode, with the env's label for it;
+- otherwise it reads the env's `action_kinds`: on web pages (`action_format` "web") it
+  re-reads or re-pages (repeat), opens sub-pages (stall), opens another item or option
+  (drift) and finishes early with the finish action (stop); in command envs it repeats or
+  stalls with "look"-kind actions and drifts to actions on unrelated objects (never
+  "look" or "consume" ones, which could end the game).
+
 It is an instrument, not a model of any LLM: figures obtained with it say whether the
 machinery works, never how well an LLM agent would do.
 """
@@ -51,8 +61,8 @@ DEFAULTS: dict[str, Any] = {
 }
 
 SINGLE_STEP_MODES = {"invalid", "malformed", "stop"}
-STALL_VERBS = ("look", "inventory", "examine")
-UNSAFE_VERBS = ("eat", "drink")
+IDLE_KINDS = ("look",)  # actions that change nothing: stalling and looping
+UNSAFE_KINDS = ("consume",)  # never drifted to: eating the wrong thing can lose the game
 
 
 class NoisyAgent:
@@ -69,6 +79,11 @@ class NoisyAgent:
         self.loop_action = ""
         self.last_search = ""
         self.variant_label = ""  # the env's label for the failure being made, where it gives one
+        self.env: Any = None
+
+    def bind_env(self, env: Any) -> None:
+        """Remember the episode's env, to ask it how failures look there (`failure_variants`)."""
+        self.env = env
 
     def reset(self, task_id: str, seed: int) -> None:
         self.rng = random.Random(f"noisy:{seed}:{task_id}")
@@ -135,17 +150,18 @@ class NoisyAgent:
 
     def _failure_action(self, mode: str, view: AgentView, planned: str | None) -> Proposal:
         """The action of a failure mode, with a thought that believes in it (no mismatch)."""
-        variant = (view.extras.get("failure_variants") or {}).get(mode)
+        variant = self._variants().get(mode)
         if variant:  # the env says what this failure looks like here (e.g. code cells)
             self.variant_label = variant.get("label", "")
-            return Proposal(thought=f"I will run this ({mode}).", action=variant["code"])
-        kinds = view.extras.get("action_kinds")
-        if kinds and mode in ("repeat", "stall", "drift", "stop"):
-            proposal = self._kind_failure(mode, dict(kinds), planned)
+            return Proposal(thought=f"I will run this ({mode}).", action=variant["action"])
+        kinds = dict(view.extras.get("action_kinds") or {})
+        if view.extras.get("action_format") == "web" and mode in ("repeat", "stall", "drift", "stop"):
+            proposal = self._kind_failure(mode, kinds, planned)
             # a failure this page offers no action for is not made here
             return proposal or self._on_plan(planned, "Next step of the plan")
         target = planned or "the goal"
         admissible = sorted(a for a in view.admissible_actions or () if not is_template(a))
+        idle = [a for a in admissible if kinds.get(a) in IDLE_KINDS]
         if mode == "invalid":
             action = _misspell(planned or "look", self.rng)
             return Proposal(thought=f"I will {action}.", action=action)
@@ -155,21 +171,24 @@ class NoisyAgent:
             return Proposal(thought="I think the task is done.", action="", finish=True)
         if mode == "repeat":
             if not self.loop_action:
-                idle = [a for a in admissible if a.startswith(STALL_VERBS)] or ["look"]
-                self.loop_action = self.rng.choice(idle)
+                self.loop_action = self.rng.choice(idle or ["look"])
             return Proposal(thought=f"I should {self.loop_action} to be sure.", action=self.loop_action)
         if mode == "drift":
-            drift = [a for a in admissible if a != planned and not a.startswith(STALL_VERBS + UNSAFE_VERBS)
+            drift = [a for a in admissible if a != planned and kinds.get(a) not in IDLE_KINDS + UNSAFE_KINDS
                      and not _shares_object(a, planned, view.goal)]
             if drift:
                 action = self.rng.choice(drift)
                 return Proposal(thought=f"I will {action}.", action=action)
-        stall = [a for a in admissible if a.startswith(STALL_VERBS)] or ["look"]
-        action = self.rng.choice(stall)
+        action = self.rng.choice(idle or ["look"])
         return Proposal(thought=f"Let me {action} first.", action=action)
 
+    def _variants(self) -> dict:
+        """The bound env's failure variants now (`TextEnv.failure_variants`), or {}."""
+        variants = getattr(self.env, "failure_variants", None)
+        return dict(variants() or {}) if callable(variants) else {}
+
     def _kind_failure(self, mode: str, kinds: dict[str, str], planned: str | None) -> Proposal | None:
-        """The failure in an env that names its action kinds; None where it has no such action.
+        """The failure on web pages (`action_format` "web"); None where the page has no such action.
 
         repeat: re-read or re-page the same thing; stall: read sub-pages; drift: open another
         item or choose another option than planned; stop: the finish action before the plan's end.

@@ -128,15 +128,18 @@ def plugins_command(as_json: bool) -> None:
 @cli.command("new-plugin")
 @click.argument("name")
 @click.option("--dir", "parent", default=".", show_default=True, help="folder to create the project in")
-def new_plugin_command(name: str, parent: str) -> None:
-    """Write a ready-to-install plugin project NAME (an intervention, a harness, a test)."""
+@click.option("--kind", type=click.Choice(["intervention", "env", "agent"]), default="intervention", show_default=True,
+              help="what the plugin registers")
+def new_plugin_command(name: str, parent: str, kind: str) -> None:
+    """Write a ready-to-install plugin project NAME: module, pyproject, README and a passing test."""
     from playground.cli.scaffold import scaffold_plugin
 
     try:
-        target = scaffold_plugin(name, Path(parent))
+        target = scaffold_plugin(name, Path(parent), kind)
     except (ValueError, OSError) as exc:
         raise CLIError(str(exc)) from None
-    click.echo(f"created {target}; next: pip install -e {target} && playground harnesses && pytest {target}")
+    listing = {"intervention": "harnesses", "env": "envs", "agent": "agents"}[kind]
+    click.echo(f"created {target}; next: pip install -e {target} && playground {listing} && pytest {target}")
 
 
 

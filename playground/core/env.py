@@ -11,19 +11,48 @@ draws one from the env's seeded random generator, as gymnasium envs do. An unkno
 raises `UnknownTaskError`. Observations and actions are Unicode text (`UnicodeText`), so
 gymnasium's `check_env` and vector envs work on every env.
 
-Keys every env puts in `info` (where it can): `goal`, `admissible_actions` (sorted),
-`valid_action` (for the last action), `won`, `lost`, `score`, `max_score`; and, only
-when the env was made with `expert=True`, `expert_plan` (for non-LLM agents).
+The `info` contract (`EnvInfo`, a TypedDict; every key optional to the type checker):
+
+- required of every env, after reset and after every step: `goal` (str),
+  `admissible_actions` (sorted list of str, or None where actions are free text or
+  code), `valid_action` (bool, for the last action; True after reset), `won` and `lost`
+  (bool), `score` (float), `max_score` (float, or None while unknown), and
+  `action_kinds` (dict, see below);
+- `expert_plan` (list of str): only when the env was made with `expert=True`, the rest of
+  a plan that solves the task from here (for non-LLM agents; never shown to an LLM);
+- `open_choices` (list of str): choices visible on screen that are still unmade and that
+  the finish action would leave unmade (e.g. a shop's option groups with no value chosen);
+- `action_format` (str): how an action is written: "command" (default: a verb and the
+  objects it acts on, "take apple"), "web" (clicks and searches on a page,
+  `click[label]`, `search[query]`: no world objects, so object-grounding rules leave
+  them alone) or "code" (a program, e.g. a Python cell: plugins that read actions as
+  short commands leave them alone);
+- `task` (str): the task id; anything else is the env's own (documented by the env).
 
 An admissible action may be a template `verb[...]`: any `verb[<argument>]` with a
-non-empty argument is admissible (a shop's `search[...]`). Optional keys that let
-env-agnostic plugins understand an env's actions:
-- `action_kinds`: admissible action -> kind, where "look" reads without changing
-  anything, "move" navigates, "finish" ends the task (e.g. a shop's Buy Now);
-- `open_choices`: choices visible on screen that are still unmade and that the finish
-  action would leave unmade (e.g. a product's option groups with no value chosen);
-- `action_format`: "code" where an action is a program (Python code cells), so
-  plugins that read actions as short commands leave them alone (default "command").
+non-empty argument is admissible (a web search, `search[...]`).
+
+`action_kinds` maps admissible actions (or templates) to what they do, so env-agnostic
+plugins understand an env's actions without knowing its verbs (`kind_of` looks one up):
+- "look": reads without changing anything (look, inventory, examine, a sub-page);
+- "move": navigates (go east, go to the fridge, back to the results);
+- "access": opens, closes, locks or unlocks a container or door (instrumental);
+- "take": picks an object up;
+- "consume": uses an object up for good (eat, drink);
+- "use": any other action on the world's objects (put, drop, cook, heat, slice);
+- "search", "page", "open", "select": web pages: a query, paging through results,
+  opening an item of a list, choosing an option;
+- "finish": ends the task (e.g. a shop's Buy Now);
+- "other": anything else.
+Every admissible action has a kind. Where `admissible_actions` is None (free-text
+answers, code cells) no action can be named in advance, so `action_kinds` is `{}`: no
+action has a kind, and rules keyed on kinds (idle looks, wandering, finishing with
+choices open) never fire there. `command_kinds` gives the kinds of text-adventure
+commands by their verb.
+
+Failure-injection agents (the `noisy` instrument) may ask an env how a failure looks
+there: an env that knows sets `failure_variants()` (see `TextEnv.failure_variants`);
+agents reach the env through their optional `bind_env(env)`, called before each episode.
 """
 
 from __future__ import annotations
@@ -32,7 +61,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypedDict
 
 import gymnasium
 
@@ -50,6 +79,41 @@ class UnknownTaskError(PlaygroundError, ValueError):
         self.env, self.task, self.task_set = env, task, task_set.name
         super().__init__(f"{env}: unknown task {task!r} in task set {task_set.name!r}; "
                          f"expected {task_set.expected_ids()}")
+
+
+ACTION_KINDS = ("look", "move", "access", "take", "consume", "use", "search", "page", "open", "select", "finish",
+                "other")
+ACTION_FORMATS = ("command", "web", "code")
+
+
+class EnvInfo(TypedDict, total=False):
+    """The `info` dict an env returns from `reset` and `step` (see the module docstring)."""
+
+    goal: str  # the task, in words
+    admissible_actions: list[str] | None  # sorted; None where actions are free text or code
+    valid_action: bool  # whether the last action was understood and done (True after reset)
+    won: bool  # the task is solved
+    lost: bool  # the task can no longer be solved
+    score: float  # points so far
+    max_score: float | None  # the most points the task gives (None while unknown)
+    action_kinds: dict[str, str]  # admissible action or template -> one of ACTION_KINDS ({} without a list)
+    expert_plan: list[str]  # only with expert=True: the rest of a plan that solves the task
+    open_choices: list[str]  # unmade choices on screen that the finish action would leave unmade
+    action_format: str  # one of ACTION_FORMATS (default "command")
+    task: str  # the task id
+
+
+REQUIRED_INFO: dict[str, type | tuple[type, ...]] = {
+    "goal": str, "admissible_actions": (list, tuple, type(None)), "valid_action": bool, "won": bool, "lost": bool,
+    "score": (int, float), "max_score": (int, float, type(None)), "action_kinds": dict,
+}
+
+
+class FailureVariant(TypedDict):
+    """How one failure mode looks in an env right now: the action to send and the env's label for it."""
+
+    action: str
+    label: str
 
 
 class TextEnv(gymnasium.Env):
@@ -124,6 +188,16 @@ class TextEnv(gymnasium.Env):
     def restore(self, snapshot: Any) -> None:
         """Put the env back into a state returned by `snapshot()`."""
         raise NotImplementedError(f"{type(self).__name__} cannot restore")
+
+    def failure_variants(self) -> Mapping[str, FailureVariant]:
+        """How the next action looks under failure modes, for failure-injection agents only.
+
+        Modes are the `noisy` agent's ("invalid", "malformed", "repeat", "stall", "drift",
+        "stop"); an env whose failures look different from generic command-style ones (a
+        wrong API name in a code cell) returns them here, by mode. Default: none, so the
+        agent makes its generic failures from `action_kinds`.
+        """
+        return {}
 
 
 @dataclass(frozen=True)
@@ -235,6 +309,22 @@ def kind_of(action: str, action_kinds: Mapping[str, str]) -> str:
         if _key(admissible) == _key(action) or (is_template(admissible) and fills_template(action, admissible)):
             return kind
     return ""
+
+
+COMMAND_VERB_KINDS: dict[str, str] = {
+    **dict.fromkeys(("look", "l", "inventory", "i", "examine", "x", "check", "read"), "look"),
+    "go": "move",
+    **dict.fromkeys(("open", "close", "lock", "unlock"), "access"),
+    "take": "take",
+    **dict.fromkeys(("eat", "drink"), "consume"),
+    **dict.fromkeys(("drop", "put", "insert", "move", "use", "cook", "heat", "cool", "clean", "slice", "chop", "dice",
+                     "toggle", "prepare"), "use"),
+}
+
+
+def command_kinds(actions, verbs: Mapping[str, str] = COMMAND_VERB_KINDS, default: str = "other") -> dict[str, str]:
+    """Kinds of text-adventure commands by their first word ("go east" -> "move"); `default` for other verbs."""
+    return {a: verbs.get(a.strip().lower().split(" ", 1)[0], default) for a in actions}
 
 
 def fill_template(template: str, argument: str) -> str:

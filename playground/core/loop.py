@@ -214,7 +214,7 @@ def _rollback(env, decision, checkpoints: dict[int, _Checkpoint], config: Episod
 def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict):
     """Ask the agent, run detectors and the decision hook, re-asking while plugins say so."""
     message = None
-    extras = {key: info[key] for key in ("expert_plan", "action_kinds", "failure_variants") if key in info}
+    extras = {key: info[key] for key in ("expert_plan", "action_kinds", "action_format") if key in info}
     notes = tuple(str(n) for n in hooks.collect("agent_notes", context=context))
     attempt = 0
     while True:

@@ -24,6 +24,7 @@ from playground.core.episode_hooks import EpisodeHooks
 from playground.run.costs import attempt_cost
 from playground.core.errors import format_exception
 from playground.host.manager import Host
+from playground.agents.base import bind_env
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.host.registry import HarnessSpec
 from playground.run.report import EpisodeTally, summarise_run
@@ -247,6 +248,7 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
     try:
         env = host.envs.get(config.env).provider.make(config.task_set, expert=host.agents.get(config.agent).needs_expert)
         agent = host.agents.get(config.agent).factory(**config.agent_options)
+        bind_env(agent, env)
         interventions = [(name, host.interventions.get(name).factory(params)) for name in names]
         observers = [(o.name, o.factory()) for o in host.observers]
         hooks = EpisodeHooks(interventions, observers)

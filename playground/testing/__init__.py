@@ -1,9 +1,11 @@
-"""Helpers for plugin authors: a tiny in-memory env, a scripted agent, and `play()`.
+"""Helpers for plugin authors: a tiny in-memory env, a scripted agent, `play()` and `check_env()`.
 
     from playground.testing import ScriptedAgent, play, tiny_env
 
     result = play(tiny_env(), ScriptedAgent(["look", "go east"]), plugins=[MyGuard()])
     assert result.count("intervention") == 1
+
+`check_env(provider)` checks an env plugin against the env contract (see its module).
 
 The same objects are pytest fixtures (`tiny_env`, `scripted_agent`, `play_episode`)
 as soon as playground is installed.
@@ -14,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from playground.agents.base import bind_env
+from playground.testing.check_env import check_env
 from playground.testing.tiny import TinyEnv
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, EpisodeResult, run_episode
@@ -81,5 +85,6 @@ def play(env, agent, plugins: Iterable[Any] = (), *, task: str = "tiny-0", max_s
     hooks = EpisodeHooks([(f"plugin{i}", p) for i, p in enumerate(plugins)])
     config = EpisodeConfig("test-run", f"test:{task}", "test-env", task, harness, type(agent).__name__, seed,
                            max_steps, playbook=playbook, params=dict(params or {}), strict=strict)
+    bind_env(agent, env)
     played.result = run_episode(env, agent, hooks, config, lambda kind, data: played.events.append((kind, data)))
     return played

@@ -13,7 +13,7 @@ import copy
 import random
 from typing import Any
 
-from playground.core.env import EnvProvider, TaskSet, TextEnv, seed_range
+from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv, command_kinds, seed_range
 from playground.core.hookspecs import hookimpl
 
 ROOMS = ["hall", "kitchen", "study", "garden", "cellar", "attic"]
@@ -130,11 +130,13 @@ class TinyEnv(TextEnv):
         plan.append(f"drop {target}")
         return plan
 
-    def _info(self, valid: bool) -> dict:
+    def _info(self, valid: bool) -> EnvInfo:
         s = self.state
-        info = {
+        admissible = self._admissible()
+        info: EnvInfo = {
             "goal": f"Bring the {s['target']} to the {s['rooms'][0]} and drop it there.",
-            "admissible_actions": self._admissible(),
+            "admissible_actions": admissible,
+            "action_kinds": command_kinds(admissible),
             "valid_action": valid,
             "won": s["done"],
             "lost": False,

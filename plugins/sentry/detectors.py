@@ -15,12 +15,11 @@ from playground.core.env import is_admissible, kind_of
 from playground.core.payloads import Detection, Proposal, StepContext, Turn
 
 DETECTOR = "sentry"
-OBSERVE_VERBS = ("look", "inventory", "examine", "l", "i", "x", "check", "read")
 STOP_WORDS = {"the", "a", "an", "to", "from", "into", "in", "on", "with", "of", "and", "at", "for", "it", "i", "will",
               "my", "me", "then", "next", "now", "this", "that", "is", "be", "should", "let", "plan", "step", "says", "one",
               "you", "your", "there", "here", "some", "any", "all", "what", "which", "we", "our", "so", "if", "not"}
 MAX_ACTION_WORDS = 12
-INSTRUMENTAL_VERBS = ("go", "open", "close", "unlock", "lock")
+INSTRUMENTAL_KINDS = ("look", "move", "access")  # never off-goal: reading, walking, opening the way
 
 
 @dataclass(frozen=True)
@@ -50,24 +49,14 @@ def object_words(action: str) -> set[str]:
     return set(words(action)[1:])
 
 
-def is_observation_only(action: str) -> bool:
-    """True for actions whose verb only looks (they change nothing in the world)."""
-    return action.strip().lower().split(" ", 1)[0] in OBSERVE_VERBS
-
-
 def action_kind(action: str, action_kinds=None) -> str:
-    """The action's kind: the env's (`action_kinds`) where it gives one, else "look"/"move" by verb, else ""."""
-    kind = kind_of(action, action_kinds) if action_kinds else ""
-    if kind:
-        return kind
-    if is_observation_only(action):
-        return "look"
-    return "move" if action.strip().lower().startswith("go ") else ""
+    """The action's kind as the env's `action_kinds` gives it, or "" (not admissible, or no kinds)."""
+    return kind_of(action, action_kinds) if action_kinds else ""
 
 
 def turn_kind(turn: Turn) -> str:
-    """The kind of a finished turn's action (recorded by the loop, else by verb)."""
-    return turn.kind or action_kind(turn.action)
+    """The kind of a finished turn's action, as the loop recorded it from the env's `action_kinds`."""
+    return turn.kind
 
 
 def _quote(turns: tuple[Turn, ...], proposal: Proposal) -> str:
@@ -225,22 +214,23 @@ def detect_hallucination(context: StepContext, proposal: Proposal, window: Windo
 def detect_objective_drift(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
     """Handling unrelated things the goal never mentions, two steps out of the last three.
 
-    Moves, looks and access actions (open, close, unlock) are instrumental and never
-    count; the off-goal actions must touch different objects (a coherent sub-plan on
+    Moves, looks and access actions (kinds "move", "look", "access") are instrumental and
+    never count; the off-goal actions must touch different objects (a coherent sub-plan on
     one object, like taking an ingredient from a fridge, is not drift).
     """
     goal_words = set(words(window.goal))
 
-    def off_goal(action: str) -> set[str]:
+    def off_goal(action: str, kind: str) -> set[str]:
         objs = object_words(action)
-        if not objs or is_observation_only(action) or action.split(" ", 1)[0] in INSTRUMENTAL_VERBS or objs & goal_words:
+        if not objs or kind in INSTRUMENTAL_KINDS or objs & goal_words:
             return set()
         return objs
 
-    # envs that name their action kinds (web pages, not worlds) have no objects to drift to
-    if proposal.finish or context.action_kinds or not off_goal(proposal.action):
+    # web pages (action_format "web") have no objects to drift to
+    proposed = action_kind(proposal.action, context.action_kinds)
+    if proposal.finish or context.action_format == "web" or not off_goal(proposal.action, proposed):
         return None
-    recent = [off_goal(a) for a in [t.action for t in window.turns[-2:]] + [proposal.action]]
+    recent = [off_goal(t.action, turn_kind(t)) for t in window.turns[-2:]] + [off_goal(proposal.action, proposed)]
     scattered = [objs for objs in recent if objs]
     if len(scattered) < 2 or any(a & b for i, a in enumerate(scattered) for b in scattered[i + 1:]):
         return None
@@ -251,7 +241,8 @@ def detect_objective_drift(context: StepContext, proposal: Proposal, window: Win
 
 def detect_reasoning_action_mismatch(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
     """The thought names a target the action does not touch."""
-    if proposal.finish or context.action_kinds or is_observation_only(proposal.action):
+    if (proposal.finish or context.action_format == "web"
+            or action_kind(proposal.action, context.action_kinds) == "look"):
         return None
     entities = {w for a in [*(context.admissible_actions or ()),
                                                       *(t.action for t in context.history if t.valid_action)]

@@ -1,0 +1,207 @@
+"""`check_env(provider)`: check an env plugin against the env contract (`playground.core.env`).
+
+In the spirit of gymnasium's `check_env`, for playground's own promises:
+
+- reset: the same task reset twice (in the same env and in a fresh one, same seed) gives
+  the same observation and info (determinism by seed and task);
+- info: the required keys (`REQUIRED_INFO`) with the right types after reset and after
+  each step; `admissible_actions` sorted; every `action_kinds` key an admissible action
+  (or template) and every kind one of `ACTION_KINDS` (`{}` where there is no list);
+  `action_format` one of `ACTION_FORMATS`; `expert_plan` a list of str;
+- step: gymnasium's 5-tuple with a text observation;
+- an invalid action changes nothing: `valid_action` False, and the env then answers a
+  following "look"-kind action (or, without one, reports the info) exactly as it would
+  have without the invalid action (skipped where actions are free text or code);
+- snapshots (when `can_snapshot`): after `restore`, replaying the same actions gives the
+  same results as the first time.
+
+Every failure is an AssertionError naming the env, task set, task and check.
+
+    from playground.testing import check_env
+    check_env(MyProvider())                     # its default task set, two tasks
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playground.core.env import (
+    ACTION_FORMATS,
+    ACTION_KINDS,
+    REQUIRED_INFO,
+    EnvProvider,
+    is_admissible,
+    is_template,
+)
+
+INVALID_ACTION = "xyzzy plugh frobnicate"  # no env's command
+STATE_KEYS = ("goal", "admissible_actions", "won", "lost", "score", "max_score", "action_kinds")
+
+
+def check_env(provider: EnvProvider, task_set: str | None = None, *, split: str | None = None, tasks: int = 2,
+              steps: int = 3, seed: int = 0) -> None:
+    """Check `provider`'s env on the first `tasks` tasks of `split` of `task_set` (defaults: the provider's)."""
+    name = getattr(provider, "name", "") or type(provider).__name__
+    sets = provider.task_sets()
+    task_set = task_set or provider.default_task_set
+    _check(task_set in sets, f"check_env({name}): task set {task_set!r} not among {sorted(sets)}")
+    chosen = sets[task_set]
+    split = split or chosen.default_split
+    ids = chosen.tasks(split, tasks)
+    _check(bool(ids), f"check_env({name}:{task_set}): split {split!r} has no tasks")
+    provider.prepare(task_set, ids)
+    for task in ids:
+        _EnvCheck(provider, task_set, task, steps, seed, f"check_env({name}:{task_set}, task {task!r})").run()
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise AssertionError(message)
+
+
+class _EnvCheck:
+    def __init__(self, provider: EnvProvider, task_set: str, task: str, steps: int, seed: int, where: str) -> None:
+        self.provider, self.task_set, self.task, self.steps, self.seed, self.where = provider, task_set, task, steps, seed, where
+
+    def fail_unless(self, condition: bool, check: str, detail: str = "") -> None:
+        _check(condition, f"{self.where}: {check}" + (f": {detail}" if detail else ""))
+
+    def make(self):
+        return self.provider.make(self.task_set, expert=True)
+
+    def reset(self, env) -> tuple[str, dict]:
+        result = env.reset(seed=self.seed, options={"task": self.task})
+        self.fail_unless(isinstance(result, tuple) and len(result) == 2, "reset returns (observation, info)", repr(result)[:200])
+        observation, info = result
+        self.fail_unless(isinstance(observation, str), "reset's observation is text", type(observation).__name__)
+        self.info_ok(info, "after reset")
+        return observation, info
+
+    def step(self, env, action: str) -> tuple:
+        result = env.step(action)
+        self.fail_unless(isinstance(result, tuple) and len(result) == 5,
+                         "step returns (observation, reward, terminated, truncated, info)", repr(result)[:200])
+        observation, reward, terminated, truncated, info = result
+        self.fail_unless(isinstance(observation, str), f"step({action!r})'s observation is text", type(observation).__name__)
+        self.fail_unless(isinstance(reward, (int, float)) and isinstance(terminated, bool) and isinstance(truncated, bool),
+                         f"step({action!r}) returns a number reward and bool terminated/truncated",
+                         f"{reward!r}, {terminated!r}, {truncated!r}")
+        self.info_ok(info, f"after step({action!r})")
+        return result
+
+    def info_ok(self, info: Any, when: str) -> None:
+        self.fail_unless(isinstance(info, dict), f"info is a dict {when}", type(info).__name__)
+        for key, types in REQUIRED_INFO.items():
+            self.fail_unless(key in info, f"info has required key {key!r} {when}", f"keys: {sorted(info)}")
+            value = info[key]
+            ok = isinstance(value, types) and not (key in ("score", "max_score") and isinstance(value, bool))
+            self.fail_unless(ok, f"info[{key!r}] has the right type {when}", f"{type(value).__name__}: {value!r}"[:200])
+        admissible, kinds = info["admissible_actions"], info["action_kinds"]
+        if admissible is not None:
+            self.fail_unless(all(isinstance(a, str) for a in admissible), f"admissible actions are text {when}")
+            self.fail_unless(list(admissible) == sorted(admissible), f"admissible actions are sorted {when}",
+                             str(list(admissible))[:300])
+            strange = [a for a in kinds if a not in admissible]
+            self.fail_unless(not strange, f"action_kinds keys are admissible actions {when}", str(strange)[:300])
+        else:
+            self.fail_unless(kinds == {}, f"action_kinds is {{}} without an admissible list {when}", str(kinds)[:300])
+        bad = {a: k for a, k in kinds.items() if k not in ACTION_KINDS}
+        self.fail_unless(not bad, f"every kind is one of {ACTION_KINDS} {when}", str(bad)[:300])
+        if "action_format" in info:
+            self.fail_unless(info["action_format"] in ACTION_FORMATS, f"action_format is one of {ACTION_FORMATS} {when}",
+                             repr(info["action_format"]))
+        if "open_choices" in info:
+            self.fail_unless(all(isinstance(c, str) for c in info["open_choices"]), f"open_choices are text {when}")
+        if "expert_plan" in info:
+            plan = info["expert_plan"]
+            self.fail_unless(isinstance(plan, list) and all(isinstance(a, str) for a in plan),
+                             f"expert_plan is a list of text {when}", repr(plan)[:200])
+
+    def run(self) -> None:
+        env = self.make()
+        try:
+            first = self.reset(env)
+            self.fail_unless(self.reset(env) == first, "determinism: resetting the same task again gives the same "
+                             "observation and info")
+            fresh = self.make()
+            try:
+                self.fail_unless(self.reset(fresh) == first, "determinism: a fresh env reset to the same task and seed "
+                                 "gives the same observation and info")
+            finally:
+                fresh.close()
+            self.check_invalid_action(env, first)
+            if getattr(env, "can_snapshot", False):
+                self.check_snapshot(env)
+            self.check_steps(env)
+        finally:
+            env.close()
+
+    def plan(self, info: dict) -> list[str]:
+        """Up to `steps` actions to play from here: the expert plan, else admissible actions that are not looks."""
+        plan = list(info.get("expert_plan") or [])
+        if not plan:
+            kinds = info["action_kinds"]
+            plan = [a for a in info["admissible_actions"] or () if not is_template(a) and kinds.get(a) != "look"]
+        return plan[: self.steps]
+
+    def check_invalid_action(self, env, first: tuple[str, dict]) -> None:
+        _, info = first
+        admissible = info["admissible_actions"]
+        if admissible is None or is_admissible(INVALID_ACTION, admissible):
+            return  # free text or code: every action means something
+        self.reset(env)
+        observation, _, terminated, _, after = self.step(env, INVALID_ACTION)
+        self.fail_unless(after["valid_action"] is False, f"an invalid action ({INVALID_ACTION!r}) has valid_action False")
+        self.fail_unless(not terminated, "an invalid action does not end the episode")
+        looks = sorted(a for a, k in info["action_kinds"].items() if k == "look" and not is_template(a))
+        if looks:
+            with_invalid = self.step(env, looks[0])
+            self.reset(env)
+            without = self.step(env, looks[0])
+            self.fail_unless(_state(with_invalid) == _state(without), "an invalid action changes nothing",
+                             f"{looks[0]!r} after it gives {_state(with_invalid)!r:.300}, without it {_state(without)!r:.300}")
+        else:
+            self.fail_unless(_keys(after) == _keys(info), "an invalid action changes nothing",
+                             f"info after it {_keys(after)!r:.300}, after reset {_keys(info)!r:.300}")
+
+    def check_snapshot(self, env) -> None:
+        _, info = self.reset(env)
+        saved = env.snapshot()
+        actions = self.plan(info)
+        played = self.play(env, actions)
+        env.restore(saved)
+        again = self.play(env, actions)
+        self.fail_unless(_comparable(again) == _comparable(played), "snapshot/restore round trip: replaying "
+                         f"{actions} after restore() gives the same results", f"{again!r:.300} vs {played!r:.300}")
+        env.restore(saved)  # a snapshot stays reusable
+        self.fail_unless(_comparable(self.play(env, actions)) == _comparable(played),
+                         "snapshot/restore round trip: a snapshot can be restored twice")
+
+    def check_steps(self, env) -> None:
+        _, info = self.reset(env)
+        played = self.play(env, self.plan(info))
+        self.reset(env)
+        self.fail_unless(_comparable(self.play(env, self.plan(info))) == _comparable(played),
+                         "determinism: the same actions from the same reset give the same results")
+
+    def play(self, env, actions: list[str]) -> list[tuple]:
+        results = []
+        for action in actions:
+            result = self.step(env, action)
+            results.append(result)
+            if result[2] or result[3]:
+                break
+        return results
+
+
+def _keys(info: dict) -> dict:
+    return {k: info.get(k) for k in STATE_KEYS}
+
+
+def _state(result: tuple) -> tuple:
+    observation, reward, terminated, truncated, info = result
+    return observation, reward, terminated, truncated, _keys(info)
+
+
+def _comparable(results: list[tuple]) -> list[tuple]:
+    return [_state(r) + (r[4].get("valid_action"), r[4].get("expert_plan")) for r in results]
