@@ -117,7 +117,7 @@ class SentryPlugin:
         self.soft_repairs = 0
         self.last_soft_step: int | None = None
         self.last_soft_type: str | None = None
-        self.bar: tuple[int, frozenset[str]] | None = None  # (repair step, barred actions)
+        self.bar: tuple[int, frozenset[tuple[str, str]]] | None = None  # (repair step, barred (observation, action))
 
     # -- episode -------------------------------------------------------------------
 
@@ -223,11 +223,24 @@ class SentryPlugin:
             return Decision(NAME, "give_up", stop=True, detections=(detection,))
         return None
 
+    def _looped(self, view: BlindView, proposal: Proposal) -> frozenset[tuple[str, str]]:
+        """The (observation, action) pairs the agent was looping on: the proposal in the current state,
+        and every pair the last W steps repeated. A pair, not an action: the same action from
+        another state is not the loop (walking back along a corridor is not)."""
+        history, size = view.history, int(self.p["window"])
+        before = [history[i - 1].observation if i > 0 else self.first_observation for i in range(len(history))]
+        pairs = [(b.strip(), t.action.strip()) for b, t in zip(before[-size:], history[-size:])] if size else []
+        looped = {pair for pair in pairs if pairs.count(pair) >= 2} | {(view.observation.strip(), proposal.action.strip())}
+        return frozenset(pair for pair in looped if pair[1])
+
     def _barred(self, view: BlindView, proposal: Proposal) -> Decision | None:
-        """`bar_loops`: a proposal of an action the agent was looping on, within N steps of the repair."""
+        """`bar_loops`: the agent proposes, within N steps of a loop repair, an action it was looping on
+        from the state it looped in."""
         if self.bar is None or proposal.finish:
             return None
-        step, actions = self.bar
+        step, pairs = self.bar
+        here = view.observation.strip()
+        actions = {action for state, action in pairs if state == here}
         if proposal.action.strip() not in actions or view.step > step + int(self.p["bar_loops"]):
             return None
         if view.step == step and view.attempt == 0:  # the looped proposal itself: the soft repair's business
@@ -263,9 +276,7 @@ class SentryPlugin:
         self.last_soft_step = view.step
         self.last_soft_type = detection.failure_type
         if int(self.p["bar_loops"]) > 0 and set(detection.labels) & set(LOOP_LABELS) and not proposal.finish:
-            recent = [t.action for t in view.history[-int(self.p["window"]):]]
-            looped = {proposal.action.strip()} | {a.strip() for a in recent if recent.count(a) >= 2}
-            self.bar = (view.step, frozenset(a for a in looped if a))
+            self.bar = (view.step, self._looped(view, proposal))
         return Decision(NAME, "soft_repair", message=message, detections=(detection,),
                         details={"lessons": list(ids), "why": [item.reason for item in lessons]})
 
