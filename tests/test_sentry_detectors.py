@@ -6,6 +6,7 @@ import dataclasses
 
 from playground.core.env import command_kinds
 from playground.core.payloads import Detection, EpisodeIds, Proposal, StepContext, StepOutcome, Turn
+from playground.plugins.sentry.blind import blind_outcome, blind_view
 from playground.plugins.sentry.detectors import run_detectors
 from playground.plugins.sentry.harness import SentryPlugin
 from playground.plugins.sentry.repair import rank_actions
@@ -58,10 +59,17 @@ def test_stall_needs_a_streak_of_idle_actions():
     assert "planning_stall" not in labels(run_detectors(ctx(busy), Proposal("", "look"), 5))
 
 
-def test_early_stop_is_termination_miscalibration():
-    found = run_detectors(ctx([turn(0, "go east")], score=0.0), Proposal("done", "", finish=True), 5)
-    assert labels(found) == {"termination_miscalibration"}
-    assert run_detectors(ctx([turn(0, "go east")], score=1.0), Proposal("done", "", finish=True), 5) == []
+def test_early_stop_is_read_from_observations_and_goal_never_the_score():
+    stop = Proposal("done", "", finish=True)
+    for score in (0.0, 1.0, None):  # the score is invisible: the same verdict whatever it says
+        found = run_detectors(ctx([turn(0, "go east", "A kitchen.")], ADMISSIBLE + ("take red key",), score), stop, 5)
+        assert labels(found) == {"termination_miscalibration"}
+        assert found[0].confidence == 0.9 and "key" in found[0].evidence  # the goal's red key was never observed
+    seen_key = [turn(0, "go east", "A kitchen. You see a red key.")]
+    assert run_detectors(ctx(seen_key), stop, 5)[0].confidence == 0.8  # entities seen, still no completion message
+    done = [turn(0, "drop red key", "You drop the red key. Well done: the red key is back in the hall.")]
+    assert run_detectors(ctx(done, score=0.0, max_score=1.0), stop, 5) == []
+    assert labels(run_detectors(ctx([]), stop, 5)) == {"termination_miscalibration"}  # stops before acting
 
 
 def test_hallucination_drift_and_mismatch():
@@ -110,42 +118,92 @@ def test_soft_repair_only_after_a_detection_and_respects_cooldown_and_cap():
     assert quiet.count("intervention") == 0 and quiet.result.won
 
 
-def _outcome(step, action, observation, valid=True, score=0.0, won=False, reward=0.0):
+def _outcome(step, action, observation, valid=True, score=0.0, won=False, reward=0.0, after=ADMISSIBLE):
     context = ctx(step=step)
-    return StepOutcome(context, Proposal("", action), observation, reward, won, False, valid, won, score, ADMISSIBLE)
+    return StepOutcome(context, Proposal("", action), observation, reward, won, False, valid, won, score, after)
 
 
-def test_verifier_resolves_after_quiet_progress_and_ignores_reward_and_won():
-    detection = Detection("sentry", "progress", ("repetition_or_looping",), 0.9)
+def _observe(verifier, outcome):
+    return verifier.observe(blind_outcome(outcome))
+
+
+LOOP = Detection("sentry", "progress", ("repetition_or_looping",), 0.9)
+
+
+def test_the_verifier_only_ever_receives_blind_outcomes():
+    outcome = blind_outcome(_outcome(1, "look", "x", score=5.0, won=True, reward=3.0))
+    fields = {f.name for f in dataclasses.fields(outcome)} | {f.name for f in dataclasses.fields(outcome.view)}
+    assert not fields & {"reward", "score", "max_score", "won", "terminated", "truncated", "status"}
+    assert not {"reward", "score"} & {f.name for f in dataclasses.fields(blind_view(ctx([turn(0, "look")])).history[0])}
+
+
+def test_early_admission_resolves_after_quiet_progress_and_ignores_reward_and_won():
     steps = [("look", "same"), ("take old map", "You take the old map."), ("go east", "A kitchen."), ("look", "A kitchen.")]
 
     def verdicts(perturb: bool):
-        v = RecoveryVerifier(horizon=10, quiet_steps=3)
-        v.start_episode("start")
-        v.watch(1, detection, (), 0.0)
+        v = RecoveryVerifier(horizon=10, quiet_steps=3, admission="early")
+        v.start_episode("start", GOAL)
+        v.watch(1, LOOP, ())
         out = []
         for i, (action, obs) in enumerate(steps, start=1):
             o = _outcome(i, action, obs)
             if perturb:
-                o = dataclasses.replace(o, won=True, reward=100.0, terminated=True)
-            out += [(x.resolved, x.watch.repair_step) for x in v.observe(o)]
+                o = dataclasses.replace(o, won=True, reward=100.0, terminated=True, score=9.0)
+            out += [(x.resolved, x.watch.repair_step) for x in _observe(v, o)]
         return out
 
     assert verdicts(False) == [(True, 1)]
     assert verdicts(True) == verdicts(False)
 
 
+def test_window_admission_waits_for_the_horizon_and_needs_task_relevant_progress():
+    relevant = [("look", "same"), ("go east", "A kitchen. You see a red key."), ("look", "A kitchen.")]
+    v = RecoveryVerifier(horizon=5, admission="window")
+    v.start_episode("start", GOAL)
+    v.watch(1, LOOP, ())
+    in_reach = ADMISSIBLE + ("take red key",)  # the actions on offer name the goal's entities
+    results = [x for i, (a, o) in enumerate(relevant, start=1) for x in _observe(v, _outcome(i, a, o, after=in_reach))]
+    assert results == []  # grounded, relevant progress at cycle 2, but the window is still open
+    results = [x for i in range(4, 6) for x in _observe(v, _outcome(i, "look", "A kitchen."))]
+    assert [(x.resolved, x.watch.relevant_action) for x in results] == [(True, "go east")]
+
+    v = RecoveryVerifier(horizon=3, admission="window")  # new places, none tied to the goal's entities
+    v.start_episode("start", GOAL)
+    v.watch(1, LOOP, ())
+    moves = [("go east", "A kitchen."), ("go east", "A study."), ("go east", "A garden.")]
+    results = [x for i, (a, o) in enumerate(moves, start=1) for x in _observe(v, _outcome(i, a, o))]
+    assert [x.resolved for x in results] == [False] and "none tied to the goal" in results[0].evidence
+
+    v = RecoveryVerifier(horizon=10, admission="window")  # the episode ends inside the window
+    v.start_episode("start", GOAL)
+    v.watch(1, LOOP, ())
+    assert _observe(v, _outcome(1, "take red key", "You take the red key.", after=("drop red key",))) == []
+    assert [x.resolved for x in v.finish()] == [True] and v.finish() == []
+
+
 def test_verifier_unresolved_when_the_pattern_recurs_or_nothing_progresses():
-    detection = Detection("sentry", "progress", ("repetition_or_looping",), 0.9)
-    v = RecoveryVerifier(horizon=4, quiet_steps=3)
-    v.start_episode("start")
-    v.watch(1, detection, (), 0.0)
-    v.observe(_outcome(1, "look", "x"))
-    v.note_detections(2, [detection])
-    assert [x.resolved for x in v.observe(_outcome(2, "look", "x"))] == [False]
-    v.watch(3, detection, (), 0.0)
-    results = [x.resolved for i in range(3, 7) for x in v.observe(_outcome(i, "look", "x"))]
-    assert results == [False]
+    for admission in ("window", "early"):
+        v = RecoveryVerifier(horizon=4, quiet_steps=3, admission=admission)
+        v.start_episode("start", GOAL)
+        v.watch(1, LOOP, ())
+        _observe(v, _outcome(1, "look", "x"))
+        v.note_detections(2, [LOOP])
+        assert [x.resolved for x in _observe(v, _outcome(2, "look", "x"))] == [False]
+        v.watch(3, LOOP, ())
+        results = [x.resolved for i in range(3, 7) for x in _observe(v, _outcome(i, "look", "x"))]
+        assert results == [False]
+    v = RecoveryVerifier(admission="early")  # early admission gives no verdict on repairs the end cuts short
+    v.start_episode("start", GOAL)
+    v.watch(1, LOOP, ())
+    assert v.finish() == []
+
+
+def test_no_verification_gives_every_repair_an_unverified_verdict_after_one_step():
+    v = RecoveryVerifier(admission="none")
+    v.start_episode("start", GOAL)
+    v.watch(1, LOOP, ())
+    [verdict] = _observe(v, _outcome(1, "look", "same"))
+    assert verdict.resolved is None and verdict.name == "unverified" and verdict.watch.progress_action == "look"
 
 
 def test_an_insisted_early_stop_is_offered_concrete_actions():

@@ -156,6 +156,18 @@ def episode_started(start: EpisodeStart) -> None:
 
 
 @hookspec
+def verify_at_end(end: EpisodeEnd) -> Verification | list[Verification] | None:
+    """Verifier, fan-out: verdicts on repairs still watched when the episode ends.
+
+    Called once when an episode ends without an error (won, lost, stopped, truncated),
+    after its last `verify_recovery` and before `episode_finished`, so a verifier whose
+    watch window the episode cut short can judge on what was seen (the loop records each
+    verdict and its lesson as `verify_recovery`'s). Like `verify_recovery`, it should judge
+    from the observable behaviour, not from `end.won` or `end.status`.
+    """
+
+
+@hookspec
 def episode_finished(end: EpisodeEnd) -> None:
     """Observer, fan-out: the episode has ended (won, lost, stopped, truncated, error).
 

@@ -119,17 +119,24 @@ class _EpisodeState:
 
 
 def _finish(hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _EpisodeState) -> None:
+    failed: PluginError | None = None
+    if state.started and state.status != "error":
+        try:
+            end = EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error)
+            _verdicts(hooks.collect("verify_at_end", end=end), emit)
+        except PluginError as exc:
+            failed, state.status, state.error = exc, "error", str(exc)
+            emit("error", {"message": str(exc), "plugin": exc.plugin, "hook": exc.hook})
     emit("end", {"status": state.status, "won": state.won, "steps": state.steps, "error": state.error,
                  "score": state.score, "max_score": state.max_score})
-    if not state.started:
-        return
-    end = EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error)
-    try:
-        hooks.call("episode_finished", end=end)
-    except PluginError as exc:
-        emit("error", {"message": str(exc), "plugin": exc.plugin, "hook": exc.hook})
-        if config.strict:
-            raise
+    if state.started:
+        try:
+            hooks.call("episode_finished", end=EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error))
+        except PluginError as exc:
+            emit("error", {"message": str(exc), "plugin": exc.plugin, "hook": exc.hook})
+            failed = failed or exc
+    if failed is not None and config.strict:
+        raise failed
 
 
 def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _EpisodeState) -> None:
@@ -183,10 +190,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
                       "reward": float(reward), "score": info.get("score"), "valid_action": valid,
                       "won": state.won, "terminated": bool(terminated), "truncated": bool(truncated)})
         hooks.call("step_completed", outcome=outcome)
-        for verdict in hooks.collect("verify_recovery", outcome=outcome):
-            emit("verification", to_dict(verdict))
-            if verdict.lesson:
-                emit("lesson", to_dict(verdict.lesson))
+        _verdicts(hooks.collect("verify_recovery", outcome=outcome), emit)
         if terminated:
             state.status = "won" if state.won else "lost"
             return
@@ -194,6 +198,14 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
             state.status = "truncated"
             return
     state.status = "truncated"
+
+
+def _verdicts(verdicts: list, emit: Emit) -> None:
+    """Record verifiers' verdicts (event `verification`) and the lesson each stored (event `lesson`)."""
+    for verdict in verdicts:
+        emit("verification", to_dict(verdict))
+        if verdict.lesson:
+            emit("lesson", to_dict(verdict.lesson))
 
 
 def _rollback(env, decision, checkpoints: dict[int, _Checkpoint], config: EpisodeConfig, emit: Emit,

@@ -12,7 +12,8 @@ failure type that share at least one label with the failure; they are ranked by 
 of shared labels, then by recency (newer `created_at`, then higher id); a diversity cap
 takes at most one lesson per (subtype, trigger) until no other candidate is left (then
 such repeats fill up, in rank order); at most k are returned; when no lesson of the type shares a label, the most recent lessons of the
-type are returned instead (ranked and capped the same way).
+type are returned instead (ranked and capped the same way). Other retrieval modes exist for
+ablations (`RETRIEVAL_MODES`): by type only, over any type, or at random.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ SCHEMA_VERSION = 1
 PAGE = 1_000  # rows per read when iterating over a whole playbook
 REPEATS_CHECK = 128  # rows retrieval reads at one overlap level before it looks up the unseen triggers
 GROUPS_CHECK_LIMIT = 1_000  # ... provided the level has at most this many distinct (subtype, trigger)
+RETRIEVAL_MODES = ("labels", "type", "any", "random")  # `Playbook.retrieve(mode=...)`; all but "labels" are ablations
 
 SCHEMA = [
     "CREATE TABLE playbook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -286,18 +288,31 @@ class Playbook:
 
     # ---- retrieving ---------------------------------------------------------------------
 
-    def retrieve(self, failure_type: str, labels: Iterable[str], k: int = 5, count: bool = True) -> list[Retrieved]:
+    def retrieve(self, failure_type: str, labels: Iterable[str], k: int = 5, count: bool = True, *,
+                 mode: str = "labels", rng: random.Random | None = None) -> list[Retrieved]:
         """Return at most k lessons for a detected failure, by Sentry's rules (see the module doc).
 
         Lessons come in rank order: first those picked under the diversity cap, then any
         (subtype, trigger) repeats used to fill up to k. With `count`, each returned lesson's
         `retrieved` counter goes up by one (the returned lessons show the counters from before).
+        `mode` (`RETRIEVAL_MODES`, for ablations): "labels" is Sentry's rule; "type" ranks the
+        lessons of the failure type by recency alone, ignoring labels; "any" does the same over
+        every type; "random" draws k lessons of any type uniformly with `rng`.
         """
         labels = _as_list(labels)
         self.labels.check(failure_type, labels)
+        if mode not in RETRIEVAL_MODES:
+            raise ValueError(f"retrieval mode must be one of {', '.join(RETRIEVAL_MODES)}, got {mode!r}")
         if k <= 0:
             return []
-        picked = self._read(lambda db: _pick(db, failure_type, set(labels), k))
+        if mode == "labels":
+            picked = self._read(lambda db: _pick(db, failure_type, set(labels), k))
+        elif mode == "type":
+            picked = self._read(lambda db: _pick(db, failure_type, set(), k, reason="type only: most recent of type"))
+        elif mode == "any":
+            picked = self._read(lambda db: _pick_any(db, set(labels), k))
+        else:
+            picked = self._read(lambda db: _pick_random(db, set(labels), k, rng or random.Random()))
         if count and picked:
             self.record_retrieved([item.lesson.id for item in picked])
         return picked
@@ -513,7 +528,8 @@ class Playbook:
 
 # ---- retrieval ----------------------------------------------------------------------------
 
-def _pick(db: sqlite3.Connection, failure_type: str, query: set[str], k: int) -> list[Retrieved]:
+def _pick(db: sqlite3.Connection, failure_type: str, query: set[str], k: int,
+          reason: str = "fallback: most recent of type") -> list[Retrieved]:
     """Return the lessons Sentry's rules pick (see the module doc)."""
     by_overlap: dict[int, list[str]] = defaultdict(list)
     for (key,) in db.execute("SELECT label_key FROM label_keys WHERE failure_type = ?", (failure_type,)):
@@ -546,7 +562,29 @@ def _pick(db: sqlite3.Connection, failure_type: str, query: set[str], k: int) ->
         if len(picked) == k:
             break
     picked += repeats[:k - len(picked)]
-    return [_retrieved(overlap, row, query) for overlap, row in picked]
+    return [_retrieved(overlap, row, query, reason) for overlap, row in picked]
+
+
+def _pick_any(db: sqlite3.Connection, query: set[str], k: int) -> list[Retrieved]:
+    """Retrieval mode "any": the most recent lessons of every type, under the same diversity cap."""
+    picked: list[tuple] = []
+    repeats: list[tuple] = []
+    seen: set[int] = set()
+    for row in db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY created_at DESC, id DESC"):
+        (repeats if row[GROUP] in seen else picked).append(row)
+        seen.add(row[GROUP])
+        if len(picked) == k or len(repeats) >= k and len(picked) + len(repeats) >= max(REPEATS_CHECK, 2 * k):
+            break
+    picked += repeats[:k - len(picked)]
+    return [_retrieved(0, row, query, "unfiltered: most recent of any type") for row in picked]
+
+
+def _pick_random(db: sqlite3.Connection, query: set[str], k: int, rng: random.Random) -> list[Retrieved]:
+    """Retrieval mode "random": k lessons of any type drawn uniformly."""
+    ids = [row[0] for row in db.execute("SELECT id FROM lessons ORDER BY id")]
+    chosen = rng.sample(ids, min(k, len(ids)))
+    rows = [db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id = ?", (lesson_id,)).fetchone() for lesson_id in chosen]
+    return [_retrieved(0, row, query, "random draw") for row in rows]
 
 
 def _rank(row: tuple) -> tuple[float, int]:
@@ -582,13 +620,13 @@ def _newest(db: sqlite3.Connection, failure_type: str, key: str, page: int) -> I
         rows = db.execute(NEWEST_BEFORE, (failure_type, key, rows[-1][CREATED_AT], rows[-1][ID], page)).fetchall()
 
 
-def _retrieved(overlap: int, row: tuple, query: set[str]) -> Retrieved:
+def _retrieved(overlap: int, row: tuple, query: set[str], fallback: str = "fallback: most recent of type") -> Retrieved:
     lesson = _lesson(row)
     shared = tuple(sorted(query.intersection(lesson.labels)))
     if overlap:
         reason = f"shares {overlap} label{'s' if overlap > 1 else ''}: {', '.join(shared)}"
     else:
-        reason = "fallback: most recent of type"
+        reason = fallback
     return Retrieved(lesson, shared, reason)
 
 

@@ -1,8 +1,7 @@
 """Sentry: test-time failure recovery with an external playbook of verified lessons.
 
-Registers the `sentry` and `validity-guard` interventions and the harnesses `sentry`,
-`sentry-no-soft`, `sentry-frozen`, `sentry-persistent`, `guard-only` and `sentry-llm`, and
-declares the failure types its detectors report (`action_validity`, `progress`,
+Registers the `sentry` and `validity-guard` interventions, the harness `sentry`, its
+ablations (`ABLATIONS`), `sentry-persistent`, `guard-only` and `sentry-llm`, and declares the failure types its detectors report (`action_validity`, `progress`,
 `grounding`) with their labels.
 """
 
@@ -39,12 +38,30 @@ def register_interventions(register):
              description="hard repair of invalid actions only: ranked valid actions, rewrite, fallback")
 
 
+ABLATIONS = (
+    ("sentry-no-hard", {"hard_repair": False}, "Sentry without the hard repair (invalid actions go to the env)"),
+    ("sentry-no-soft", {"soft_repair": False}, "Sentry with hard repair only"),
+    ("sentry-no-verify", {"admission": "none"}, "Sentry writing a lesson from every soft repair, unverified"),
+    ("sentry-no-need-check", {"need_check": False},
+     "Sentry repairing every detection (no confidence threshold, no cooldown)"),
+    ("sentry-early-admission", {"admission": "early"},
+     "Sentry admitting a lesson after quiet_steps quiet steps and any grounded progress (the earlier rule)"),
+    ("sentry-frozen", {"update_playbook": False}, "Sentry retrieving, never updating"),
+    ("sentry-retrieval-random", {"retrieval": "random"}, "Sentry retrieving k lessons at random"),
+    ("sentry-retrieval-unfiltered", {"retrieval": "any"}, "Sentry retrieving the newest lessons of any type"),
+    ("sentry-retrieval-type-only", {"retrieval": "type"}, "Sentry retrieving by failure type only, no label match"),
+    ("sentry-k3", {"k": 3}, "Sentry retrieving at most 3 lessons"),
+    ("sentry-k10", {"k": 10}, "Sentry retrieving at most 10 lessons"),
+    ("sentry-bar-loops", {"bar_loops": 3}, "Sentry barring the looped actions for 3 steps after a progress repair"),
+)
+
+
 @hookimpl
 def register_harnesses(register):
     """Register Sentry's harness and its ablations."""
     register("sentry", ["sentry"], default=True, description="Sentry: hard + soft repair, retrieval, verified lesson updates")
-    register("sentry-no-soft", ["sentry"], {"soft_repair": False}, description="Sentry with hard repair only")
-    register("sentry-frozen", ["sentry"], {"update_playbook": False}, description="Sentry retrieving, never updating")
+    for name, params, description in ABLATIONS:
+        register(name, ["sentry"], params, description=description)
     register("sentry-persistent", ["sentry"], {"persistent": True},
              description="Sentry plus the whole playbook in context every step (exposure control)")
     register("guard-only", ["validity-guard"], description="the action-validity guard alone")

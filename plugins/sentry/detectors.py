@@ -1,8 +1,10 @@
 """Sentry's rule-based failure detectors over the last W steps and the proposed action.
 
-Each detector is a function `(context, proposal, window) -> Detection | None`. Action
-validity is checked first; progress and grounding detectors only run on valid actions.
-Confidence is a rough prior for how often the rule is right, used by routing.
+Each detector is a function `(view, proposal, window) -> Detection | None` over a
+`BlindView` (`plugins/sentry/blind.py`): what the agent sees, never the reward, the
+score, `max_score` or `won`. Action validity is checked first; progress and grounding
+detectors only run on valid actions. Confidence is a rough prior for how often the rule
+is right, used by routing.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from playground.core.env import is_admissible, kind_of
-from playground.core.payloads import Detection, Proposal, StepContext, Turn
+from playground.core.payloads import Detection, Proposal, StepContext
+
+from playground.plugins.sentry.blind import BlindTurn, BlindView, blind_view
 
 DETECTOR = "sentry"
 STOP_WORDS = {"the", "a", "an", "to", "from", "into", "in", "on", "with", "of", "and", "at", "for", "it", "i", "will",
@@ -20,20 +24,25 @@ STOP_WORDS = {"the", "a", "an", "to", "from", "into", "in", "on", "with", "of", 
               "you", "your", "there", "here", "some", "any", "all", "what", "which", "we", "our", "so", "if", "not"}
 MAX_ACTION_WORDS = 12
 INSTRUMENTAL_KINDS = ("look", "move", "access")  # never off-goal: reading, walking, opening the way
+# what an env says when a task is done; text the agent reads, so fair game for a blind detector
+COMPLETION = re.compile(r"\b(you (have )?won|you win|well done|congratulations|task (is )?(complete|completed|done|"
+                        r"finished|accomplished)|mission accomplished|you have (completed|finished)|"
+                        r"thank you for (shopping|your purchase))\b|\*\*\* the end \*\*\*", re.I)
 
 
 @dataclass(frozen=True)
 class Window:
     """The last W turns of an episode plus what the detectors derive from them."""
 
-    turns: tuple[Turn, ...]
+    turns: tuple[BlindTurn, ...]
     goal: str
     seen_words: frozenset[str]  # words of the goal, every observation so far and the admissible actions
     first_observation: str = ""  # the observation right after reset
 
 
-def make_window(context: StepContext, size: int, first_observation: str = "") -> Window:
+def make_window(context: BlindView | StepContext, size: int, first_observation: str = "") -> Window:
     """Return the last `size` turns and the text the agent has seen so far."""
+    context = blind_view(context)
     seen = " ".join([context.goal, first_observation, context.observation, *(t.observation for t in context.history),
                      *(context.admissible_actions or ())])
     return Window(context.history[-size:], context.goal.lower(), frozenset(words(seen)), first_observation)
@@ -49,17 +58,28 @@ def object_words(action: str) -> set[str]:
     return set(words(action)[1:])
 
 
+def goal_entities(view: BlindView) -> set[str]:
+    """The goal's entities: goal words that the actions on offer or taken name as objects (or
+    directions), so the goal's framing text does not count; every content word of the goal
+    where the env lists no actions."""
+    goal = set(words(view.goal))
+    actions = [*(view.admissible_actions or ()), *(t.action for t in view.history)]
+    if not actions:
+        return goal
+    return goal & {w for a in actions for w in object_words(a)}
+
+
 def action_kind(action: str, action_kinds=None) -> str:
     """The action's kind as the env's `action_kinds` gives it, or "" (not admissible, or no kinds)."""
     return kind_of(action, action_kinds) if action_kinds else ""
 
 
-def turn_kind(turn: Turn) -> str:
+def turn_kind(turn: BlindTurn) -> str:
     """The kind of a finished turn's action, as the loop recorded it from the env's `action_kinds`."""
     return turn.kind
 
 
-def _quote(turns: tuple[Turn, ...], proposal: Proposal) -> str:
+def _quote(turns: tuple[BlindTurn, ...], proposal: Proposal) -> str:
     steps = [f"step {t.step}: {t.action!r}" for t in turns[-3:]]
     return "; ".join([*steps, f"proposed: {proposal.action!r}"])
 
@@ -67,7 +87,7 @@ def _quote(turns: tuple[Turn, ...], proposal: Proposal) -> str:
 # -- action validity ------------------------------------------------------------------
 
 
-def detect_invalid_action(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+def detect_invalid_action(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
     """Unparseable actions, and actions not in the env's admissible list."""
     if proposal.finish:
         return None
@@ -99,7 +119,7 @@ def _verb(action: str) -> str:
 # -- progress ------------------------------------------------------------------------
 
 
-def detect_repetition(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+def detect_repetition(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
     """The same action proposed again from a state where it was already tried (a loop).
 
     "Same state" means the observation before the earlier try equals the current one,
@@ -121,22 +141,20 @@ def detect_repetition(context: StepContext, proposal: Proposal, window: Window) 
                      + _quote(window.turns, proposal), subtype="cycle" if cycle else "repeat")
 
 
-def detect_stall(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
-    """A streak of actions that change nothing (looking, invalid actions) with no score gain."""
+def detect_stall(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
+    """A streak of actions that change nothing (looking, invalid actions), and another one proposed."""
     recent = window.turns[-3:]
     if proposal.finish or len(recent) < 3:
         return None
     idle = [not t.valid_action or turn_kind(t) == "look" for t in recent]
-    scores = [t.score for t in recent if t.score is not None]
-    gained = len(scores) >= 2 and scores[-1] > scores[0]
     proposed_idle = not proposal.action or action_kind(proposal.action, context.action_kinds) == "look"
-    if all(idle) and proposed_idle and not gained:
+    if all(idle) and proposed_idle:
         return Detection(DETECTOR, "progress", ("planning_stall",), 0.8,
                          "four actions in a row that change nothing: " + _quote(recent, proposal), subtype="idle")
     return None
 
 
-def detect_inspection_when_ready(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+def detect_inspection_when_ready(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
     """Reading more about an item already inspected once, with every choice made and the finish action on offer.
 
     Needs env action kinds ("open", "look", "finish"); envs without them never trigger it.
@@ -159,8 +177,8 @@ def detect_inspection_when_ready(context: StepContext, proposal: Proposal, windo
                      + _quote(window.turns, proposal), subtype="inspect_when_ready")
 
 
-def detect_over_exploration(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
-    """Wandering: many different moves and inspections in the window, at least two moves, no score gain."""
+def detect_over_exploration(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
+    """Wandering: many different moves and inspections in the window, at least two moves."""
     proposed = action_kind(proposal.action, context.action_kinds)
     if proposal.finish or proposed not in ("look", "move", "page"):
         return None
@@ -172,37 +190,49 @@ def detect_over_exploration(context: StepContext, proposal: Proposal, window: Wi
         return None
     actions = [t.action for t in window.turns] + [proposal.action]
     exploring = [a for a, k in zip(actions, kinds) if k in ("look", "move")]
-    scores = [t.score for t in window.turns if t.score is not None]
-    gained = len(scores) >= 2 and scores[-1] > scores[0]
     moves = kinds.count("move")
-    if len(exploring) >= 5 and len(set(exploring)) >= 4 and moves >= 2 and not gained:
+    if len(exploring) >= 5 and len(set(exploring)) >= 4 and moves >= 2:
         return Detection(DETECTOR, "progress", ("over_exploration",), 0.65,
                          f"{len(exploring)} of the last {len(actions)} actions only explore: " + _quote(window.turns, proposal),
                          subtype="wander")
     return None
 
 
-def detect_early_stop(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
-    """The agent declares the task done while the visible score says it is not."""
+def detect_early_stop(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
+    """The agent declares the task done while nothing it has seen says the task is done.
+
+    Read from observations and the goal only (never the score): a stop before any action;
+    a finish action with choices still open (WebShop); a stop when none of the last
+    observations carries a completion message (`COMPLETION`), all the more suspect
+    (higher confidence) when some of the goal's entities were never even observed.
+    """
     if not proposal.finish and action_kind(proposal.action, context.action_kinds) == "finish" and context.open_choices:
         return Detection(DETECTOR, "progress", ("termination_miscalibration",), 0.9,
                          f"{proposal.action!r} ends the task with choices still open: {', '.join(context.open_choices)}",
                          subtype="finish_with_open_choices")
     if not proposal.finish:
         return None
-    if context.max_score is not None and context.score is not None and context.score < context.max_score:
-        return Detection(DETECTOR, "progress", ("termination_miscalibration",), 0.9,
-                         f"agent stops at score {context.score} of {context.max_score}", subtype="early_stop")
     if not context.history:
         return Detection(DETECTOR, "progress", ("termination_miscalibration",), 0.9,
                          "agent stops before taking any action", subtype="early_stop")
-    return None
+    recent = [context.observation, *(t.observation for t in context.history[-2:])]
+    if any(COMPLETION.search(text) for text in recent):
+        return None
+    observed = set(words(" ".join([window.first_observation, context.observation,
+                                   *(t.observation for t in context.history)])))
+    unobserved = sorted(goal_entities(context) - observed)
+    if unobserved:
+        return Detection(DETECTOR, "progress", ("termination_miscalibration",), 0.9,
+                         f"agent stops with no completion message and goal entities never observed: "
+                         f"{', '.join(unobserved[:5])}", subtype="early_stop")
+    return Detection(DETECTOR, "progress", ("termination_miscalibration",), 0.8,
+                     "agent stops with no completion message in the last observations", subtype="early_stop")
 
 
 # -- reasoning and grounding ---------------------------------------------------------
 
 
-def detect_hallucination(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+def detect_hallucination(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
     """The action names things never seen in the goal, observations or admissible actions."""
     unseen = sorted(w for w in object_words(proposal.action) if w not in window.seen_words)
     if proposal.finish or not unseen or action_kind(proposal.action, context.action_kinds) == "search":
@@ -211,7 +241,7 @@ def detect_hallucination(context: StepContext, proposal: Proposal, window: Windo
                      f"{proposal.action!r} names {', '.join(unseen)}, never observed", subtype="unseen_object")
 
 
-def detect_objective_drift(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+def detect_objective_drift(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
     """Handling unrelated things the goal never mentions, two steps out of the last three.
 
     Moves, looks and access actions (kinds "move", "look", "access") are instrumental and
@@ -239,7 +269,7 @@ def detect_objective_drift(context: StepContext, proposal: Proposal, window: Win
                      subtype="off_goal")
 
 
-def detect_reasoning_action_mismatch(context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+def detect_reasoning_action_mismatch(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
     """The thought names a target the action does not touch."""
     if (proposal.finish or context.action_format == "web"
             or action_kind(proposal.action, context.action_kinds) == "look"):
@@ -257,19 +287,21 @@ def detect_reasoning_action_mismatch(context: StepContext, proposal: Proposal, w
     return None
 
 
-Detector = Callable[[StepContext, Proposal, Window], Detection | None]
+Detector = Callable[[BlindView, Proposal, Window], Detection | None]
 VALIDITY_DETECTORS: tuple[Detector, ...] = (detect_invalid_action,)
 PROGRESS_DETECTORS: tuple[Detector, ...] = (detect_early_stop, detect_repetition, detect_stall, detect_inspection_when_ready,
                                             detect_over_exploration)
 GROUNDING_DETECTORS: tuple[Detector, ...] = (detect_hallucination, detect_objective_drift, detect_reasoning_action_mismatch)
 
 
-def run_detectors(context: StepContext, proposal: Proposal, window_size: int, screen: bool = True,
+def run_detectors(context: BlindView | StepContext, proposal: Proposal, window_size: int, screen: bool = True,
                   first_observation: str = "") -> list[Detection]:
     """Validity first; if the action is valid and `screen` is on, the progress and grounding rules.
 
-    `first_observation` is the observation after reset (the state before the first action).
+    A `StepContext` is first reduced to its `BlindView`, so no rule can read a reward or a
+    score. `first_observation` is the observation after reset (the state before the first action).
     """
+    context = blind_view(context)
     window = make_window(context, window_size, first_observation)
     if context.action_format == "code":  # programs: only the progress rules apply (repeats, stops)
         return [d for d in (f(context, proposal, window) for f in PROGRESS_DETECTORS) if d] if screen else []

@@ -8,33 +8,45 @@ k retrieved lessons of the same failure type), subject to a per-episode cap and 
 cooldown (which does not apply when the agent wants to stop, since that ends the episode).
 An agent that still wants to stop early after the advice is offered the ranked valid
 actions once more (`block_early_stop`). With `follow_up` N, the N steps after a progress repair
-carry a standing note that keeps offering the actions not tried recently. Nothing detected:
-nothing retrieved. Soft repairs are watched by the verifier, and only verified ones become
-lessons in the playbook.
+carry a standing note that keeps offering the actions not tried recently; with `bar_loops` N,
+the actions a progress repair found the agent looping on are barred for N steps (a barred
+proposal is re-asked with other actions, then replaced). Nothing detected: nothing retrieved.
+Soft repairs are watched by the verifier for `horizon` cycles, and only verified ones become
+lessons in the playbook (`admission`).
+
+Blind by construction: the plugin never hands a hook payload to its parts. It reduces each
+one to what the agent sees (`blind.py`: no reward, score, `max_score`, `won` or status) and
+passes only that to the detectors, repairs, verifier and judges.
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
-from playground.core.payloads import (Decision, EpisodeEnd, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
-                                 Verification)
+from playground.core.payloads import (Decision, Detection, EpisodeEnd, EpisodeStart, InterventionMessage, Proposal,
+                                      StepContext, StepOutcome, Verification)
 
-from playground.plugins.sentry.detectors import make_window, run_detectors
+from playground.plugins.sentry.blind import BlindView, blind_outcome, blind_view
+from playground.plugins.sentry.detectors import DETECTOR, make_window, run_detectors
 from playground.plugins.sentry.lessons import summarise
 from playground.plugins.sentry.repair import fresh_actions, hard_repair_message, rank_actions, soft_repair_message
-from playground.plugins.sentry.verifier import RecoveryVerifier
+from playground.plugins.sentry.verifier import ADMISSIONS, RecoveryVerifier, Verdict
 
 DEFAULTS: dict[str, Any] = {
     "window": 5,              # W: steps of local evidence
     "k": 5,                   # lessons retrieved at most
-    "horizon": 10,            # H: cycles the verifier watches
-    "quiet_steps": 3,         # steps without the failure before a repair counts as resolved
+    "horizon": 10,            # H: cycles the verifier watches before it admits a lesson
+    "admission": "window",    # "window": judge when the H cycles close | "early": quiet_steps rule | "none": no verification
+    "quiet_steps": 3,         # admission=early: steps without the failure before a repair counts as resolved
     "threshold": 0.6,         # minimum detection confidence for a soft repair
     "cooldown": 2,            # steps after a soft repair with no new soft repair
+    "need_check": True,       # the intervention-need check (threshold, cooldown); off: every detection is repaired
+    "retrieval": "labels",    # "labels" (type + shared labels) | "type" (type only) | "any" (any type) | "random"
+    "bar_loops": 0,           # steps after a progress repair during which the looped actions are barred
     "follow_up": 0,           # steps after a soft repair that keep offering the actions not tried recently
     "max_repairs": 10,        # soft repairs per episode at most
     "top_actions": 12,        # actions offered by a hard repair
@@ -55,8 +67,11 @@ DEFAULTS: dict[str, Any] = {
     "judge_local": False,     # ... or the embedded GGUF model
 }
 CHOICES = {"fallback": ("best", "reask", "give_up"), "detector": ("rules", "llm", "both"),
-           "verifier": ("rules", "llm"), "summariser": ("template", "llm")}
+           "verifier": ("rules", "llm"), "summariser": ("template", "llm"), "admission": ADMISSIONS,
+           "retrieval": ("labels", "type", "any", "random")}
 NAME = "sentry"
+OWN_DETECTORS = (DETECTOR, "sentry-llm-judge")  # recurrence is judged on Sentry's own detections only
+LOOP_LABELS = ("repetition_or_looping", "planning_stall")  # the progress failures whose actions `bar_loops` bars
 
 
 class SentryConfigError(PlaygroundError, ValueError):
@@ -88,23 +103,28 @@ class SentryPlugin:
             from playground.plugins.sentry.judges import LLMDetector, LLMSummariser, LLMVerifier, make_judge_model
 
             judge = make_judge_model(self.p)
-        horizon, quiet = int(self.p["horizon"]), int(self.p["quiet_steps"])
-        self.verifier = LLMVerifier(judge, horizon, quiet) if self.p["verifier"] == "llm" else RecoveryVerifier(horizon, quiet)
+        horizon, quiet, admission = int(self.p["horizon"]), int(self.p["quiet_steps"]), self.p["admission"]
+        self.verifier = (LLMVerifier(judge, horizon, quiet, admission) if self.p["verifier"] == "llm"
+                         else RecoveryVerifier(horizon, quiet, admission))
         self.judge_detector = LLMDetector(judge) if self.p["detector"] in ("llm", "both") else None
         self.summarise = LLMSummariser(judge).summarise if self.p["summariser"] == "llm" else summarise
         self.playbook = None
-        self.start: EpisodeStart | None = None
+        # what Sentry keeps of the episode's start: ids and the playbook path for provenance, and
+        # what the agent saw (never the env's reset info, which carries score and max_score)
+        self.ids = None
+        self.playbook_path: str | None = None
+        self.first_observation = ""
         self.soft_repairs = 0
         self.last_soft_step: int | None = None
         self.last_soft_type: str | None = None
-        self.failing_actions: dict[int, str] = {}
+        self.bar: tuple[int, frozenset[tuple[str, str]]] | None = None  # (repair step, barred (observation, action))
 
     # -- episode -------------------------------------------------------------------
 
     @hookimpl
     def episode_started(self, start: EpisodeStart) -> None:
-        self.start = start
-        self.verifier.start_episode(start.observation)
+        self.ids, self.playbook_path, self.first_observation = start.ids, start.playbook, start.observation
+        self.verifier.start_episode(start.observation, start.goal)
         uses_playbook = self.p["soft_repair"] or self.p["persistent"]
         if start.playbook and uses_playbook:
             from playground.plugins.playbook.store import Playbook
@@ -112,6 +132,11 @@ class SentryPlugin:
             read_only = bool(self.p["playbook_read_only"])
             if not read_only or Path(start.playbook).is_file():
                 self.playbook = Playbook(start.playbook, read_only=read_only)
+
+    @hookimpl
+    def verify_at_end(self, end: EpisodeEnd):
+        """Judge the repairs the episode's end cut short, on what was seen (never `end.won` or `end.status`)."""
+        return self._verifications(self.verifier.finish())
 
     @hookimpl
     def episode_finished(self, end: EpisodeEnd) -> None:
@@ -123,116 +148,171 @@ class SentryPlugin:
 
     @hookimpl
     def agent_notes(self, context: StepContext):
-        notes = [self._follow_up_note(context)]
+        view = blind_view(context)
+        notes = [self._follow_up_note(view)]
         if self.p["persistent"] and self.playbook is not None:
             lines = [f"- [{lesson.failure_type}: {', '.join(lesson.labels)}] when {lesson.trigger}: {lesson.principle}"
                      for lesson in self.playbook.all()]
             notes.append("Playbook of lessons from earlier episodes:\n" + "\n".join(lines) if lines else None)
         return [n for n in notes if n] or None
 
-    def _follow_up_note(self, context: StepContext) -> str | None:
+    def _follow_up_note(self, view: BlindView) -> str | None:
         """In the `follow_up` steps after a progress repair, keep offering the actions not tried recently.
 
         Only the fresh actions are named, never the ones the agent was looping on: a small
         model tends to copy whatever actions its prompt mentions.
         """
         last = self.last_soft_step
-        if last is None or not 0 < context.step - last <= int(self.p["follow_up"]):
+        if last is None or not 0 < view.step - last <= int(self.p["follow_up"]):
             return None
         if self.last_soft_type != "progress":
             return None
-        offered = fresh_actions(context, int(self.p["window"]), int(self.p["top_actions"]))
+        offered = fresh_actions(view, int(self.p["window"]), int(self.p["top_actions"]))
         return ("You were stuck a few steps ago. Keep making progress; actions you have not tried recently: "
                 + ", ".join(offered)) if offered else None
 
     @hookimpl
-    def detect_failures(self, context: StepContext, proposal):
-        first = self.start.observation if self.start else ""
+    def detect_failures(self, context: StepContext, proposal: Proposal):
+        view = blind_view(context)
         rules = self.p["screen"] and self.p["detector"] in ("rules", "both")
-        found = run_detectors(context, proposal, int(self.p["window"]), screen=bool(rules), first_observation=first)
+        found = run_detectors(view, proposal, int(self.p["window"]), screen=bool(rules),
+                              first_observation=self.first_observation)
         if self.judge_detector is None or not self.p["screen"] or any(d.failure_type == "action_validity" for d in found):
             return found
-        judged = self.judge_detector.detect(context, proposal, make_window(context, int(self.p["window"]), first))
+        judged = self.judge_detector.detect(view, proposal, make_window(view, int(self.p["window"]), self.first_observation))
         return found + ([judged] if judged else [])
 
     @hookimpl
-    def decide_intervention(self, context: StepContext, proposal, detections):
-        if context.attempt == 0:
-            self.verifier.note_detections(context.step, detections)
+    def decide_intervention(self, context: StepContext, proposal: Proposal, detections):
+        view = blind_view(context)
+        if view.attempt == 0:
+            self.verifier.note_detections(view.step, [d for d in detections if d.detector in OWN_DETECTORS])
         invalid = [d for d in detections if d.failure_type == "action_validity"]
         if invalid and self.p["hard_repair"]:
-            return self._hard_repair(context, invalid[0])
+            return self._hard_repair(view, invalid[0])
+        barred = self._barred(view, proposal)
+        if barred is not None:
+            return barred
         if invalid or not self.p["soft_repair"]:
             return None
-        if context.attempt > 0:
-            return self._insisted_stop(context, proposal, detections)
-        return self._soft_repair(context, proposal, detections)
+        if view.attempt > 0:
+            return self._insisted_stop(view, proposal, detections)
+        return self._soft_repair(view, proposal, detections)
 
-    def _insisted_stop(self, context: StepContext, proposal, detections) -> Decision | None:
+    def _insisted_stop(self, view: BlindView, proposal: Proposal, detections) -> Decision | None:
         """The agent still wants to stop after the advice: offer concrete actions once more."""
         early = [d for d in detections if "termination_miscalibration" in d.labels]
-        if not (early and proposal.finish and self.p["block_early_stop"] and context.admissible_actions):
+        if not (early and proposal.finish and self.p["block_early_stop"] and view.admissible_actions):
             return None
-        if context.attempt >= int(self.p["max_reasks_per_step"]):
+        if view.attempt >= int(self.p["max_reasks_per_step"]):
             return None
-        ranked = tuple(rank_actions(context, int(self.p["top_actions"])))
+        ranked = tuple(rank_actions(view, int(self.p["top_actions"])))
         message = InterventionMessage("hard_repair", "The task is not finished. Choose one of these actions:\n"
                                       + "\n".join(f"- {a}" for a in ranked), "progress", ranked, early[0].labels)
         return Decision(NAME, "termination_guard", message=message, detections=tuple(early))
 
-    def _hard_repair(self, context: StepContext, detection) -> Decision | None:
-        if context.attempt < int(self.p["max_reasks_per_step"]):
-            message = hard_repair_message(context, detection, int(self.p["top_actions"]))
+    def _hard_repair(self, view: BlindView, detection: Detection) -> Decision | None:
+        if view.attempt < int(self.p["max_reasks_per_step"]):
+            message = hard_repair_message(view, detection, int(self.p["top_actions"]))
             return Decision(NAME, "hard_repair", message=message, detections=(detection,))
         fallback = self.p["fallback"]
-        ranked = rank_actions(context, 1)
+        ranked = rank_actions(view, 1)
         if fallback == "best" and ranked:
             return Decision(NAME, "hard_repair_fallback", action=ranked[0], detections=(detection,))
         if fallback == "give_up":
             return Decision(NAME, "give_up", stop=True, detections=(detection,))
         return None
 
-    def _soft_repair(self, context: StepContext, proposal, detections) -> Decision | None:
-        candidates = [d for d in detections if d.confidence >= float(self.p["threshold"])]
+    def _looped(self, view: BlindView, proposal: Proposal) -> frozenset[tuple[str, str]]:
+        """The (observation, action) pairs the agent was looping on: the proposal in the current state,
+        and every pair the last W steps repeated. A pair, not an action: the same action from
+        another state is not the loop (walking back along a corridor is not)."""
+        history, size = view.history, int(self.p["window"])
+        before = [history[i - 1].observation if i > 0 else self.first_observation for i in range(len(history))]
+        pairs = [(b.strip(), t.action.strip()) for b, t in zip(before[-size:], history[-size:])] if size else []
+        looped = {pair for pair in pairs if pairs.count(pair) >= 2} | {(view.observation.strip(), proposal.action.strip())}
+        return frozenset(pair for pair in looped if pair[1])
+
+    def _barred(self, view: BlindView, proposal: Proposal) -> Decision | None:
+        """`bar_loops`: the agent proposes, within N steps of a loop repair, an action it was looping on
+        from the state it looped in."""
+        if self.bar is None or proposal.finish:
+            return None
+        step, pairs = self.bar
+        here = view.observation.strip()
+        actions = {action for state, action in pairs if state == here}
+        if proposal.action.strip() not in actions or view.step > step + int(self.p["bar_loops"]):
+            return None
+        if view.step == step and view.attempt == 0:  # the looped proposal itself: the soft repair's business
+            return None
+        others = [a for a in rank_actions(view, len(view.admissible_actions or ())) if a not in actions]
+        if not others:
+            return None
+        if view.attempt < int(self.p["max_reasks_per_step"]):
+            offered = tuple(others[:int(self.p["top_actions"])])
+            message = InterventionMessage(
+                "hard_repair", f"You were looping on {proposal.action!r}; it is barred for a few steps. "
+                "Choose one of these actions instead:\n" + "\n".join(f"- {a}" for a in offered), "progress", offered,
+                LOOP_LABELS)
+            return Decision(NAME, "loop_bar", message=message, details={"barred": sorted(actions)})
+        return Decision(NAME, "loop_bar", action=others[0], details={"barred": sorted(actions)})
+
+    def _soft_repair(self, view: BlindView, proposal: Proposal, detections) -> Decision | None:
+        need_check = self.p["need_check"]
+        threshold = float(self.p["threshold"]) if need_check else 0.0
+        candidates = [d for d in detections if d.confidence >= threshold and d.failure_type != "action_validity"]
         if not candidates or self.soft_repairs >= int(self.p["max_repairs"]):
             return None
-        cooling = self.last_soft_step is not None and context.step - self.last_soft_step <= int(self.p["cooldown"])
+        cooling = (need_check and self.last_soft_step is not None
+                   and view.step - self.last_soft_step <= int(self.p["cooldown"]))
         if cooling and not proposal.finish:  # stopping ends the episode: never let a cooldown wave it through
             return None
         detection = max(candidates, key=lambda d: d.confidence)
-        lessons = self.playbook.retrieve(detection.failure_type, detection.labels, int(self.p["k"])) if self.playbook else []
-        message = soft_repair_message(context, detection, lessons, int(self.p["window"]), int(self.p["top_actions"]))
+        lessons = self._retrieve(view, detection)
+        message = soft_repair_message(view, detection, lessons, int(self.p["window"]), int(self.p["top_actions"]))
         ids = tuple(item.lesson.id for item in lessons)
-        self.verifier.watch(context.step, detection, ids, context.score)
-        self.failing_actions[context.step] = proposal.action
+        self.verifier.watch(view.step, detection, ids, proposal.action)
         self.soft_repairs += 1
-        self.last_soft_step = context.step
+        self.last_soft_step = view.step
         self.last_soft_type = detection.failure_type
+        if int(self.p["bar_loops"]) > 0 and set(detection.labels) & set(LOOP_LABELS) and not proposal.finish:
+            self.bar = (view.step, self._looped(view, proposal))
         return Decision(NAME, "soft_repair", message=message, detections=(detection,),
                         details={"lessons": list(ids), "why": [item.reason for item in lessons]})
 
+    def _retrieve(self, view: BlindView, detection: Detection) -> list:
+        if self.playbook is None:
+            return []
+        mode = self.p["retrieval"]
+        rng = random.Random(f"{self.ids.episode_id if self.ids else ''}:{view.step}") if mode == "random" else None
+        return self.playbook.retrieve(detection.failure_type, detection.labels, int(self.p["k"]), mode=mode, rng=rng)
+
     @hookimpl
     def verify_recovery(self, outcome: StepOutcome):
+        return self._verifications(self.verifier.observe(blind_outcome(outcome)))
+
+    def _verifications(self, verdicts: list[Verdict]) -> list[Verification]:
         results = []
-        for verdict in self.verifier.observe(outcome):
+        for verdict in verdicts:
             w = verdict.watch
             lesson = None
             if self.playbook is not None and not self.playbook.read_only:
-                for lesson_id in w.lesson_ids:
-                    self.playbook.record_outcome(lesson_id, verified=True, helped=verdict.resolved)
-                if verdict.resolved and self.p["update_playbook"]:
+                if verdict.resolved is not None:
+                    for lesson_id in w.lesson_ids:
+                        self.playbook.record_outcome(lesson_id, verified=True, helped=verdict.resolved)
+                if verdict.resolved is not False and self.p["update_playbook"]:
                     lesson = self._store_lesson(verdict)
-            results.append(Verification(NAME, w.repair_step, w.detection.failure_type,
-                                        "resolved" if verdict.resolved else "unresolved", verdict.evidence, lesson))
+            results.append(Verification(NAME, w.repair_step, w.detection.failure_type, verdict.name, verdict.evidence,
+                                        lesson))
         return results
 
-    def _store_lesson(self, verdict) -> dict:
-        draft = self.summarise(verdict, self.failing_actions.get(verdict.watch.repair_step, ""))
-        s = self.start
-        provenance = {"run": s.ids.run_id, "env": s.ids.env, "task": s.ids.task_id, "episode": s.ids.episode_id,
+    def _store_lesson(self, verdict: Verdict) -> dict:
+        draft = self.summarise(verdict, verdict.watch.failing_action or "")
+        ids = self.ids
+        provenance = {"run": ids.run_id, "env": ids.env, "task": ids.task_id, "episode": ids.episode_id,
                       "step": verdict.watch.repair_step}
         lesson_id = self.playbook.add(draft.failure_type, draft.labels, draft.trigger, draft.principle,
                                       subtype=draft.subtype, provenance=provenance)
         return {"id": lesson_id, "failure_type": draft.failure_type, "labels": list(draft.labels),
                 "subtype": draft.subtype, "trigger": draft.trigger, "principle": draft.principle,
-                "provenance": provenance, "playbook": str(s.playbook)}
+                "provenance": provenance, "playbook": str(self.playbook_path)}

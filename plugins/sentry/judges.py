@@ -4,7 +4,8 @@ Selected with harness parameters `detector=llm`, `verifier=llm`, `summariser=llm
 judge model given by `judge_base_url` + `judge_model` (any OpenAI-compatible endpoint) or
 `judge_local=true` (the embedded GGUF model). Every judge asks for a small JSON object;
 a reply that does not parse means "no detection" / "unresolved" / "use the template",
-never a crash. The verifier judge sees actions and observations only: no reward, no `won`.
+never a crash. Every judge reads blind records (`blind.py`): actions and observations, no
+reward, no score, no `won`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 
 from playground.core.labels import UnknownFailure
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
-from playground.core.payloads import Detection, Proposal, StepContext, StepOutcome
+from playground.core.payloads import Detection, Proposal
 from playground.host.manager import default_labels
 
+from playground.plugins.sentry.blind import BlindOutcome, BlindView
 from playground.plugins.sentry.detectors import Window
 from playground.plugins.sentry.lessons import LessonDraft, summarise
 from playground.plugins.sentry.labels import label_text
@@ -58,7 +60,7 @@ def ask_json(model: ChatModel, system: str, user: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _steps_text(context: StepContext, window: Window) -> str:
+def _steps_text(context: BlindView, window: Window) -> str:
     lines = [f"- {t.action} -> {t.observation.strip().splitlines()[0][:160] if t.observation.strip() else ''}"
              for t in window.turns]
     return "\n".join(lines) or "(no steps yet)"
@@ -76,7 +78,7 @@ class LLMDetector:
                        + ", ".join(sorted(self.labels.labels_of("progress"))) + ". Labels for grounding: "
                        + ", ".join(sorted(self.labels.labels_of("grounding"))) + ".")
 
-    def detect(self, context: StepContext, proposal: Proposal, window: Window) -> Detection | None:
+    def detect(self, context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
         """Return the judge's detection, or None (no failure, or an unusable reply)."""
         user = (f"Goal: {context.goal}\nLast steps:\n{_steps_text(context, window)}\n"
                 f"Current observation: {context.observation[:400]}\nProposed thought: {proposal.thought}\n"
@@ -101,32 +103,39 @@ class LLMDetector:
 
 
 class LLMVerifier(RecoveryVerifier):
-    """Watches repairs on the rule verifier's schedule, but lets the judge model give the verdict."""
+    """Watches repairs on the rule verifier's schedule, but lets the judge model give the verdict.
+
+    The judge is shown the blind outcomes only (actions and observations; no reward, no `won`)."""
 
     SYSTEM = ("You check whether an agent recovered from a diagnosed failure. You see only its actions and what "
               'it observed. Answer with one JSON object: {"resolved": true|false, "evidence": "a short quote"}.')
 
-    def __init__(self, model: ChatModel, horizon: int = 10, quiet_steps: int = 3) -> None:
-        super().__init__(horizon, quiet_steps)
+    def __init__(self, model: ChatModel, horizon: int = 10, quiet_steps: int = 3, admission: str = "window") -> None:
+        super().__init__(horizon, quiet_steps, admission)
         self.model = model
-        self.outcomes: list[StepOutcome] = []
+        self.outcomes: list[BlindOutcome] = []
 
-    def observe(self, outcome: StepOutcome) -> list[Verdict]:
+    def observe(self, outcome: BlindOutcome) -> list[Verdict]:
         """Record the step; when a watch is due for a verdict, ask the judge for it."""
         self.outcomes.append(outcome)
-        judged = []
-        for verdict in super().observe(outcome):
-            label = verdict.watch.detection.labels[0]
-            since = [o for o in self.outcomes if o.context.step >= verdict.watch.repair_step]
-            steps = "\n".join(f"- {o.proposal.action or '(stop)'} -> {o.observation.strip()[:160]}" for o in since)
-            user = (f"Diagnosed failure: {label}. It counts as resolved when "
-                    f"{label_text(label, 'resolved_when', 'the failure stopped and progress resumed')}.\n"
-                    f"Steps since the repair:\n{steps}")
-            answer = ask_json(self.model, self.SYSTEM, user) or {}
-            resolved = answer.get("resolved") is True
-            evidence = f"judge: {str(answer.get('evidence', 'no usable answer'))[:200]}"
-            judged.append(Verdict(verdict.watch, resolved, evidence))
-        return judged
+        return [self._ask(v) for v in super().observe(outcome)]
+
+    def finish(self) -> list[Verdict]:
+        """The episode ended: ask the judge about the repairs the rules would judge now."""
+        return [self._ask(v) for v in super().finish()]
+
+    def _ask(self, verdict: Verdict) -> Verdict:
+        if verdict.resolved is None:  # not verified at all (the no-verification ablation)
+            return verdict
+        label = verdict.watch.detection.labels[0]
+        since = [o for o in self.outcomes if o.step >= verdict.watch.repair_step]
+        steps = "\n".join(f"- {o.action or '(stop)'} -> {o.observation.strip()[:160]}" for o in since)
+        user = (f"Diagnosed failure: {label}. It counts as resolved when "
+                f"{label_text(label, 'resolved_when', 'the failure stopped and progress resumed')}.\n"
+                f"Steps since the repair:\n{steps or '(none: the episode ended)'}")
+        answer = ask_json(self.model, self.SYSTEM, user) or {}
+        resolved = answer.get("resolved") is True
+        return Verdict(verdict.watch, resolved, f"judge: {str(answer.get('evidence', 'no usable answer'))[:200]}")
 
 
 class LLMSummariser:

@@ -32,7 +32,9 @@ def summarise(verdict: Verdict, failing_action: str) -> LessonDraft:
     label = detection.labels[0]
     verb = _verb(failing_action)
     trigger = label_text(label, "trigger", "the failure '{verb}' recurs").format(verb=verb)
-    recovery = _verb(verdict.watch.progress_action)
+    watch = verdict.watch
+    recovery = _verb(watch.relevant_action or watch.progress_action)
+    within = watch.progress_cycle or watch.cycles
     principle = (f"{label_text(label, 'advice', 'Change course.')} What worked: switching to a "
-                 f"'{recovery} ...' action that changed the world; progress resumed within {verdict.watch.cycles} steps.")
+                 f"'{recovery} ...' action that changed the world; progress resumed within {within} steps.")
     return LessonDraft(detection.failure_type, tuple(detection.labels), f"{detection.subtype}:{verb}", trigger, principle)

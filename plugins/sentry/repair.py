@@ -1,18 +1,23 @@
-"""Sentry's repair messages: the hard repair's ranked action view and the soft repair's advice."""
+"""Sentry's repair messages: the hard repair's ranked action view and the soft repair's advice.
+
+Repairs read a `BlindView` (what the agent sees); a `StepContext` is reduced to one first.
+"""
 
 from __future__ import annotations
 
 from playground.core.env import fill_template, is_template
 from playground.core.payloads import Detection, InterventionMessage, StepContext
 
+from playground.plugins.sentry.blind import BlindView, blind_view
 from playground.plugins.sentry.detectors import action_kind, object_words, words
 from playground.plugins.sentry.labels import label_text
 
-def rank_actions(context: StepContext, top: int = 12) -> list[str]:
+def rank_actions(context: BlindView | StepContext, top: int = 12) -> list[str]:
     """Rank the admissible actions: goal-term overlap up, recently done and looping actions down.
 
     A template such as `search[...]` is offered filled with the goal's text.
     """
+    context = blind_view(context)
     goal_terms = set(words(context.goal))
     recent = [t.action for t in context.history[-5:]]
 
@@ -26,7 +31,7 @@ def rank_actions(context: StepContext, top: int = 12) -> list[str]:
     return sorted(actions, key=score)[:top]
 
 
-def hard_repair_message(context: StepContext, detection: Detection, top: int) -> InterventionMessage:
+def hard_repair_message(context: BlindView, detection: Detection, top: int) -> InterventionMessage:
     """Tell the agent its action is invalid and offer the best-ranked valid actions."""
     ranked = tuple(rank_actions(context, top))
     lines = [f"Your action was rejected: {detection.evidence}.", label_text(detection.labels[0], "advice"),
@@ -35,13 +40,13 @@ def hard_repair_message(context: StepContext, detection: Detection, top: int) ->
                                detection.labels)
 
 
-def fresh_actions(context: StepContext, window: int, top: int) -> tuple[str, ...]:
+def fresh_actions(context: BlindView, window: int, top: int) -> tuple[str, ...]:
     """The best-ranked admissible actions not taken in the last `window` steps."""
     recent = {t.action for t in context.history[-window:]}
     return tuple(a for a in rank_actions(context, len(context.admissible_actions or ())) if a not in recent)[:top]
 
 
-def soft_repair_message(context: StepContext, detection: Detection, lessons: list, window: int,
+def soft_repair_message(context: BlindView, detection: Detection, lessons: list, window: int,
                         top: int = 12) -> InterventionMessage:
     """Advice for the failure type, the last `window` steps as evidence, the retrieved lessons,
     and (where the env lists them) the best-ranked actions not tried recently."""
