@@ -72,6 +72,8 @@ class RunDir:
                         f"{str(self.path)!r} holds a run with a different {key} "
                         f"({old.get(key)!r}, now {config.get(key)!r}); use another --out")
             config = {**config, "harnesses": old["harnesses"] + [h for h in config["harnesses"] if h not in old["harnesses"]]}
+            if old.get("run_id"):  # the run's identity survives resumes (lessons are keyed by it)
+                config["run_id"] = old["run_id"]
         _write_atomic(path, json.dumps(config, indent=2, default=str) + "\n")
         return config
 
