@@ -23,7 +23,7 @@ def cli() -> None:
     """playground: run agents on text benchmarks under failure-recovery harnesses."""
 
 
-def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1) -> dict:
+def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, repair: bool = False) -> dict:
     """Run `config` with a progress bar on stderr; return the summary."""
     click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)} "
                f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}", err=True)
@@ -36,7 +36,7 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1) ->
                 bar.update(1, f"{message}: {record['status']}")
 
         try:
-            return run(host, config, progress, workers=workers)
+            return run(host, config, progress, workers=workers, repair=repair)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
 
@@ -49,14 +49,16 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1) ->
 @click.option("--playbook", default=None, help="playbook database for harnesses that use one")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="episodes played at once, in worker processes")
-def run_command(harnesses, out, playbook, workers, **options) -> None:
+@click.option("--repair", is_flag=True,
+              help="move bad lines of a damaged DIR/episodes.jsonl to episodes.quarantine.jsonl and play them again")
+def run_command(harnesses, out, playbook, workers, repair, **options) -> None:
     """Run an agent on a task set under one or more harnesses and print a table."""
     host = get_host()
     if not harnesses:
         harnesses = default_harnesses(host)
     out = out or str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
     config = make_config(host, harnesses, out, playbook, **options)
-    summary = run_with_progress(host, config, options["quiet"], workers)
+    summary = run_with_progress(host, config, options["quiet"], workers, repair)
     click.echo(format_table(summary))
     click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
 

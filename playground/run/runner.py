@@ -27,7 +27,7 @@ from playground.host.manager import Host
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.host.registry import HarnessSpec
 from playground.run.report import EpisodeTally, summarise_run
-from playground.run.rundir import RunDir, episode_key, trace_path
+from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
 from playground.run.traces import TraceWriter
 
 
@@ -116,21 +116,25 @@ def episode_seed(run_seed: int, task_id: str) -> int:
 
 
 def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None,
-        workers: int = 1) -> dict:
+        workers: int = 1, repair: bool = False) -> dict:
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary.
 
     `workers > 1` plays episodes in that many worker processes (spawned; each loads the
     plugins the way the CLI does: built-ins, entry points, the PLAYGROUND_* variables).
     Records are written as episodes finish, so their order in episodes.jsonl varies, and
     harnesses that learn online see their playbook grow in a different order.
+    `repair` moves bad lines of a damaged episodes.jsonl to episodes.quarantine.jsonl (their
+    episodes are played again) instead of refusing the directory.
     """
     if workers < 1:
         raise RunConfigError(f"workers must be at least 1, got {workers}")
     check_config(host, config)
     env_spec = host.envs.get(config.env)
-    rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12]})
+    rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12]}, repair=repair)
     run_id = rundir.config["run_id"]
     notify = progress or (lambda message, record: None)
+    if rundir.quarantined:
+        notify(f"moved {rundir.quarantined} bad line(s) of episodes.jsonl to {QUARANTINE}", None)
     try:
         env_spec.provider.prepare(config.task_set, config.tasks, lambda msg: notify(msg, None))
         header_base = {**env_spec.provider.describe(config.task_set), "run_id": run_id, "agent": config.agent,
