@@ -145,7 +145,8 @@ class RunDir:
 def trace_path(run_path: Path, harness: str, task_id: str, attempt: int = 1) -> Path:
     """Return where, under the run directory `run_path`, the trace of one episode (or attempt) goes."""
     suffix = "" if attempt == 1 else f".attempt{attempt}"
-    return Path(run_path) / "traces" / _safe(harness) / f"{_safe(task_id)}{suffix}.jsonl"
+    relative = Path("traces") / _safe(harness) / f"{_safe(task_id)}{suffix}.jsonl"
+    return confined(run_path, relative, what=f"trace of {harness!r} on {task_id!r}")
 
 
 def _safe(name: str) -> str:

@@ -26,6 +26,7 @@ from playground.core.errors import format_exception
 from playground.host.manager import Host
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.host.registry import HarnessSpec
+from playground.run.files import confined, safe_file_name
 from playground.run.report import EpisodeTally, summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
 from playground.run.traces import TraceWriter
@@ -196,8 +197,15 @@ def _worker_episode(config: RunConfig, run_id: str, run_path: str, header_base: 
 
 
 def playbook_path(config: RunConfig, harness: str) -> str:
-    """The playbook a harness uses: `--playbook` for all, else its own under DIR/playbooks/."""
-    return config.playbook or str(Path(config.out) / "playbooks" / f"{harness}.sqlite")
+    """The playbook a harness uses: `--playbook` for all, else its own under DIR/playbooks/.
+
+    The harness name becomes one safe file name (`darc:../x/p.json` or an absolute policy
+    path never leads out of DIR/playbooks/).
+    """
+    if config.playbook:
+        return config.playbook
+    root = Path(config.out) / "playbooks"
+    return str(confined(root, safe_file_name(harness) + ".sqlite", what=f"playbook of harness {harness!r}"))
 
 
 def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, header_base: dict,
