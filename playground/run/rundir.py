@@ -95,6 +95,15 @@ class RunDir:
                     raise RunDirError(
                         f"{str(self.path)!r} holds a run with a different {key} "
                         f"({old.get(key)!r}, now {config.get(key)!r}); use another --out")
+            old_prints = old.get("harness_fingerprints")
+            new_prints = config.get("harness_fingerprints")
+            if isinstance(old_prints, dict) and isinstance(new_prints, dict):
+                changed = [h for h in new_prints if h in old_prints and old_prints[h] != new_prints[h]]
+                if changed:
+                    raise RunDirError(
+                        f"{str(self.path)!r} holds a run whose harness {changed[0]!r} was defined differently "
+                        "(another policy file content, parameters or interventions); use another --out")
+                config = {**config, "harness_fingerprints": {**old_prints, **new_prints}}
             config = {**config, "harnesses": old["harnesses"] + [h for h in config["harnesses"] if h not in old["harnesses"]]}
             if old.get("run_id"):  # the run's identity survives resumes (lessons are keyed by it)
                 config["run_id"] = old["run_id"]

@@ -10,6 +10,7 @@ directory's episode records, so resume works the same way.
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import time
 import uuid
@@ -110,6 +111,17 @@ def resolve_harness(host: Host, name: str) -> HarnessSpec:
     return host.harnesses.get(name)
 
 
+def harness_fingerprint(host: Host, name: str) -> str:
+    """A hash of what a harness does (its attempts, parameters, cascade and verifier), and for a harness
+    built by a loader (`PREFIX:REST`, e.g. from a policy file) also its description, which names the
+    file's content hash: a resumed run refuses a harness that changed meanwhile."""
+    spec = resolve_harness(host, name)
+    built = any(name.startswith(loader.prefix) for loader in host.harness_loaders)
+    what = {"attempts": spec.attempts, "params": dict(spec.params), "cascade": spec.cascade,
+            "verifier": spec.verifier, "description": spec.description if built else None}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def episode_seed(run_seed: int, task_id: str) -> int:
     """Return the seed of a task's episodes: the same for every harness of a run."""
     digest = hashlib.sha256(f"{run_seed}:{task_id}".encode()).digest()
@@ -131,7 +143,9 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         raise RunConfigError(f"workers must be at least 1, got {workers}")
     check_config(host, config)
     env_spec = host.envs.get(config.env)
-    rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12]}, repair=repair)
+    fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
+    rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
+                    repair=repair)
     run_id = rundir.config["run_id"]
     notify = progress or (lambda message, record: None)
     if rundir.quarantined:
