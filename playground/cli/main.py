@@ -56,7 +56,9 @@ def run_command(harnesses, out, playbook, workers, repair, **options) -> None:
     host = get_host()
     if not harnesses:
         harnesses = default_harnesses(host)
-    out = out or str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
+    if out is not None and not out.strip():
+        raise CLIError("--out is empty; name a run directory (or leave --out out for runs/run-<date>-<time>)")
+    out = out if out is not None else str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
     config = make_config(host, harnesses, out, playbook, **options)
     summary = run_with_progress(host, config, options["quiet"], workers, repair)
     click.echo(format_table(summary))
