@@ -103,14 +103,27 @@ def agents_command() -> None:
 
 @cli.command("harnesses")
 def harnesses_command() -> None:
-    """List harnesses and the interventions each uses."""
+    """List harnesses and the interventions each uses, the harness prefixes, and the interventions."""
     host = get_host()
-    for spec in host.harnesses:
+    harnesses = list(host.harnesses)
+    width = max((len(spec.name) for spec in harnesses), default=0)
+    click.echo("harnesses:")
+    for spec in harnesses:
         parts = ", ".join(spec.interventions) or "no interventions"
-        click.echo(f"{spec.name}: {spec.description} ({parts})  [plugin {spec.plugin}]")
-    for spec in host.interventions:
-        modes = f" modes: {', '.join(spec.modes)}" if spec.modes else ""
-        click.echo(f"  intervention {spec.name}: {spec.description}{modes}, cost in {spec.cost_unit}")
+        default = " (default)" if spec.default else ""
+        click.echo(f"  {spec.name.ljust(width)}  {spec.description}{default} ({parts})  [plugin {spec.plugin}]")
+    loaders = list(host.harness_loaders)
+    if loaders:
+        click.echo("harness prefixes (--harness PREFIX...):")
+        width = max(len(loader.prefix) for loader in loaders)
+        for loader in loaders:
+            click.echo(f"  {loader.prefix.ljust(width)}  {loader.description}")
+    interventions = list(host.interventions)
+    width = max((len(spec.name) for spec in interventions), default=0)
+    click.echo("interventions:")
+    for spec in interventions:
+        modes = f"; modes: {', '.join(spec.modes)}" if spec.modes else ""
+        click.echo(f"  {spec.name.ljust(width)}  {spec.description}{modes}; cost in {spec.cost_unit}")
 
 
 @cli.command("plugins")
