@@ -11,7 +11,12 @@ import time
 
 import pytest
 
-from playground.agents.client import HTTPChatModel, LLMError, _parse_completion, retry_after_seconds
+from playground.agents.client import (
+    HTTPChatModel,
+    LLMError,
+    _parse_completion,
+    retry_after_seconds,
+)
 from playground.testing.openai_server import Reply, ScriptedChatServer, chat_response
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -132,9 +137,8 @@ def test_odd_usage_and_content_parts_are_read_leniently():
 def test_a_non_utf8_body_is_a_named_error():
     def handler(sock):
         sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\n\xff\xfe\xfd\xfc")
-    with RawServer(handler) as server:
-        with pytest.raises(LLMError, match="not JSON"):
-            HTTPChatModel(server.base_url, "m", retries=0).complete(MESSAGES)
+    with RawServer(handler) as server, pytest.raises(LLMError, match="not JSON"):
+        HTTPChatModel(server.base_url, "m", retries=0).complete(MESSAGES)
 
 
 def test_a_huge_reply_is_cut_and_marked(tmp_path):

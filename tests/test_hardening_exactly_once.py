@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
+from playground.plugins.playbook.store import Playbook
 
 from playground.host.manager import Host
-from playground.plugins.playbook.store import Playbook
 from playground.run.runner import RunConfig, run
 
 TASKS = [f"tiny-{i}" for i in range(20_000, 20_026)]  # the last one stores two lessons

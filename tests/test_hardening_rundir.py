@@ -59,7 +59,7 @@ def test_a_bad_line_in_the_middle_is_named_and_repair_quarantines_it(capsys, run
     code, _, err = cli(capsys, "compare", str(run_dir), str(run_dir))
     assert code == 2 and "episodes.jsonl:2:" in err and "Traceback" not in err
 
-    code, out, err = cli(capsys, *RUN, "--out", str(run_dir), "--repair")
+    code, _, err = cli(capsys, *RUN, "--out", str(run_dir), "--repair")
     assert code == 0, err
     quarantined = [json.loads(line) for line in (run_dir / "episodes.quarantine.jsonl").read_text().splitlines()]
     assert [q["line"] for q in quarantined] == [2]

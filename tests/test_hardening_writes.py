@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from playground.plugins.playbook.store import Playbook
 
 from playground.cli.main import main
-from playground.plugins.playbook.store import Playbook
 from playground.run.files import OutputError, atomic_write, check_output
 
 

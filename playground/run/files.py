@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Callable, Iterable
+from typing import IO
 
 from playground.core.errors import PlaygroundError
 
