@@ -71,13 +71,13 @@ def test_sigkill_then_resume_loses_nothing_and_counts_nothing_twice(tmp_path):
 def test_a_torn_last_record_is_dropped_and_the_episode_rerun(tmp_path):
     config = {"env": "tiny", "harnesses": ["base"]}
     rundir = RunDir(tmp_path, config)
-    rundir.record({"key": "base/tiny-1", "won": True})
+    rundir.record({"key": "base/tiny-1", "harness": "base", "task_id": "tiny-1", "status": "won", "won": True})
     rundir.close()
     with open(tmp_path / "episodes.jsonl", "a") as f:
         f.write('{"key": "base/tiny-2", "wo')  # killed mid-write
     rundir = RunDir(tmp_path, config)
     assert rundir.is_finished("base/tiny-1") and not rundir.is_finished("base/tiny-2")
-    rundir.record({"key": "base/tiny-2", "won": True})
+    rundir.record({"key": "base/tiny-2", "harness": "base", "task_id": "tiny-2", "status": "won", "won": True})
     rundir.close()
     lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
     assert [json.loads(line)["key"] for line in lines] == ["base/tiny-1", "base/tiny-2"]

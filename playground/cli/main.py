@@ -23,7 +23,7 @@ def cli() -> None:
     """playground: run agents on text benchmarks under failure-recovery harnesses."""
 
 
-def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1) -> dict:
+def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, repair: bool = False) -> dict:
     """Run `config` with a progress bar on stderr; return the summary."""
     click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)} "
                f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}", err=True)
@@ -36,7 +36,7 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1) ->
                 bar.update(1, f"{message}: {record['status']}")
 
         try:
-            return run(host, config, progress, workers=workers)
+            return run(host, config, progress, workers=workers, repair=repair)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
 
@@ -49,14 +49,18 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1) ->
 @click.option("--playbook", default=None, help="playbook database for harnesses that use one")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="episodes played at once, in worker processes")
-def run_command(harnesses, out, playbook, workers, **options) -> None:
+@click.option("--repair", is_flag=True,
+              help="move bad lines of a damaged DIR/episodes.jsonl to episodes.quarantine.jsonl and play them again")
+def run_command(harnesses, out, playbook, workers, repair, **options) -> None:
     """Run an agent on a task set under one or more harnesses and print a table."""
     host = get_host()
     if not harnesses:
         harnesses = default_harnesses(host)
-    out = out or str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
+    if out is not None and not out.strip():
+        raise CLIError("--out is empty; name a run directory (or leave --out out for runs/run-<date>-<time>)")
+    out = out if out is not None else str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
     config = make_config(host, harnesses, out, playbook, **options)
-    summary = run_with_progress(host, config, options["quiet"], workers)
+    summary = run_with_progress(host, config, options["quiet"], workers, repair)
     click.echo(format_table(summary))
     click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
 
@@ -99,14 +103,27 @@ def agents_command() -> None:
 
 @cli.command("harnesses")
 def harnesses_command() -> None:
-    """List harnesses and the interventions each uses."""
+    """List harnesses and the interventions each uses, the harness prefixes, and the interventions."""
     host = get_host()
-    for spec in host.harnesses:
+    harnesses = list(host.harnesses)
+    width = max((len(spec.name) for spec in harnesses), default=0)
+    click.echo("harnesses:")
+    for spec in harnesses:
         parts = ", ".join(spec.interventions) or "no interventions"
-        click.echo(f"{spec.name}: {spec.description} ({parts})  [plugin {spec.plugin}]")
-    for spec in host.interventions:
-        modes = f" modes: {', '.join(spec.modes)}" if spec.modes else ""
-        click.echo(f"  intervention {spec.name}: {spec.description}{modes}, cost in {spec.cost_unit}")
+        default = " (default)" if spec.default else ""
+        click.echo(f"  {spec.name.ljust(width)}  {spec.description}{default} ({parts})  [plugin {spec.plugin}]")
+    loaders = list(host.harness_loaders)
+    if loaders:
+        click.echo("harness prefixes (--harness PREFIX...):")
+        width = max(len(loader.prefix) for loader in loaders)
+        for loader in loaders:
+            click.echo(f"  {loader.prefix.ljust(width)}  {loader.description}")
+    interventions = list(host.interventions)
+    width = max((len(spec.name) for spec in interventions), default=0)
+    click.echo("interventions:")
+    for spec in interventions:
+        modes = f"; modes: {', '.join(spec.modes)}" if spec.modes else ""
+        click.echo(f"  {spec.name.ljust(width)}  {spec.description}{modes}; cost in {spec.cost_unit}")
 
 
 @cli.command("plugins")

@@ -84,6 +84,8 @@ def episode_options(command):
 def make_config(host, harnesses, out: str, playbook: str | None, *, env_name, agent, agent_options, llm_base_url,
                 model, params, episodes, split, seed, max_steps, strict, quiet) -> RunConfig:
     """Build and check a RunConfig from the command line; CLIError names what is wrong."""
+    if env_name is not None and not env_name.strip():
+        raise CLIError(f"--env is empty; choose from: {', '.join(host.envs.names())}")
     env, _, task_set = (env_name or default_env(host)).partition(":")
     try:
         task_set, split, tasks = resolve_tasks(host, env, task_set or None, split, episodes)

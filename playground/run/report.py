@@ -135,24 +135,47 @@ TABLE_COLUMNS = [
     ("episodes", "episodes"),
     ("success", "success_rate"),
     ("95% CI", "success_ci95"),
+    ("score", "mean_score"),
     ("steps", "mean_steps"),
     ("invalid/ep", "invalid_actions_per_episode"),
     ("detected", "detected_failures"),
     ("interventions", "interventions"),
     ("verified", "verified_recoveries"),
+    ("resolved", "resolved_share"),
     ("lessons", "lessons_added"),
     ("errors", "errors"),
 ]
+# Columns shown only when some harness has a value (the env reports a score; a verifier judged a recovery).
+OPTIONAL_COLUMNS = {"mean_score", "resolved_share"}
+PERCENT_COLUMNS = {"success_rate", "mean_score", "resolved_share"}
+LEGEND = {
+    "success": "share of episodes won",
+    "95% CI": "Wilson interval of the success rate",
+    "score": "mean score / max score, over episodes whose env reports one",
+    "steps": "mean env steps per episode",
+    "invalid/ep": "actions the env rejected, per episode",
+    "detected": "failures detected",
+    "interventions": "interventions made (re-asks, replaced actions, stops, rollbacks)",
+    "verified": "repairs a verifier judged resolved",
+    "resolved": "verified / (verified + unresolved) repairs",
+    "lessons": "lessons added to the playbook",
+    "errors": "episodes ended by an error",
+}
 
 
-def format_table(summary: dict[str, Any]) -> str:
-    """Return a plain-text table with one row per harness."""
-    rows = [[title for title, _ in TABLE_COLUMNS]]
-    for name, h in summary["harnesses"].items():
+def format_table(summary: dict[str, Any], legend: bool = True) -> str:
+    """Return a plain-text table with one row per harness, then (with `legend`) what each column means."""
+    harnesses = summary["harnesses"]
+    columns = [(title, key) for title, key in TABLE_COLUMNS
+               if key not in OPTIONAL_COLUMNS or any(h.get(key) is not None for h in harnesses.values())]
+    rows = [[title for title, _ in columns]]
+    for name, h in harnesses.items():
         row = []
-        for title, key in TABLE_COLUMNS:
+        for title, key in columns:
             value = name if key is None else h.get(key)
-            if key == "success_rate":
+            if value is None:
+                value = "-"
+            elif key in PERCENT_COLUMNS:
                 value = f"{value:.0%}"
             elif isinstance(value, float):
                 value = f"{value:.2f}"
@@ -166,4 +189,8 @@ def format_table(summary: dict[str, Any]) -> str:
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
              for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if legend:
+        shown = [title for title, _ in columns if title in LEGEND]
+        width = max(len(title) for title in shown)
+        lines += [""] + [f"{title.rjust(width)}: {LEGEND[title]}" for title in shown]
     return "\n".join(lines)

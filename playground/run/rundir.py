@@ -6,23 +6,39 @@ Layout of `--out DIR`:
     traces/<harness>/<task>.jsonl   one event stream per episode
     episodes.jsonl         one record per finished episode, appended and fsynced
     summary.json           written at the end of every run
+    episodes.quarantine.jsonl  bad lines moved out of episodes.jsonl by `--repair`
     .lock                  held while a process runs in DIR
 
 An episode counts as finished only once its record is in `episodes.jsonl`. A resumed
 run skips those and replays any other, so a run killed at any moment loses at most the
 episode in flight and never counts one twice.
+
+A damaged directory (a line of episodes.jsonl that is not a record, a config.json that is
+not a run config) is a RunDirError naming the file, the line and how to recover; with
+`repair=True` bad lines of episodes.jsonl are moved to episodes.quarantine.jsonl (each as
+`{"line", "problem", "raw"}`, `raw` decoded with surrogateescape so no byte is lost) and
+their episodes are played again.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from playground.core.errors import PlaygroundError
-from playground.run.traces import json_line, read_jsonl
+from playground.run.files import atomic_write_text, confined, safe_file_name
+from playground.run.traces import json_line
+
+QUARANTINE = "episodes.quarantine.jsonl"
+# Fields every episode record has, and the types of the optional ones the reports read.
+RECORD_TEXT_FIELDS = ("key", "harness", "task_id", "status")
+RECORD_NUMBER_FIELDS = ("steps", "invalid_actions", "detected_failures", "verified_recoveries",
+                        "unresolved_recoveries", "lessons_added", "prompt_tokens", "completion_tokens", "seconds",
+                        "cost")
 
 # Config keys that must match for a directory to be resumed; harnesses may be added.
 IDENTITY_KEYS = ("env", "task_set", "split", "tasks", "agent", "agent_options", "seed", "max_steps", "params")
@@ -40,7 +56,7 @@ def episode_key(harness: str, task_id: str) -> str:
 class RunDir:
     """An open, locked run directory."""
 
-    def __init__(self, path: str | Path, config: dict[str, Any]) -> None:
+    def __init__(self, path: str | Path, config: dict[str, Any], repair: bool = False) -> None:
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -51,35 +67,57 @@ class RunDir:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RunDirError(f"run directory {str(self.path)!r} is in use by another playground process") from None
-        self.config = self._merge_config(config)
-        self.episodes_path = self.path / "episodes.jsonl"
-        self._drop_torn_tail()
-        self.records: dict[str, dict] = {}
-        if self.episodes_path.exists():
-            for record in read_jsonl(self.episodes_path):
-                self.records.setdefault(record["key"], record)
+        try:
+            self.config = self._merge_config(config)
+            self.episodes_path = self.path / "episodes.jsonl"
+            self._drop_torn_tail()
+            self.records: dict[str, dict] = {}
+            if self.episodes_path.exists():
+                records, problems = read_episodes(self.episodes_path)
+                if problems and repair:
+                    self.quarantined = quarantine(self.episodes_path, problems)
+                elif problems:
+                    raise RunDirError(describe_problems(self.episodes_path, problems, repairable=True))
+                for record in records:
+                    self.records.setdefault(record["key"], record)
+        except BaseException:
+            self._lock.close()
+            raise
+
+    quarantined = 0  # bad lines moved to episodes.quarantine.jsonl by this open
 
     def _merge_config(self, config: dict[str, Any]) -> dict[str, Any]:
         path = self.path / "config.json"
         if path.exists():
-            try:
-                old = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
-                raise RunDirError(f"{path} is not a readable run config ({exc})") from None
+            old = read_config(path)
             for key in IDENTITY_KEYS:
                 if old.get(key) != config.get(key):
                     raise RunDirError(
                         f"{str(self.path)!r} holds a run with a different {key} "
                         f"({old.get(key)!r}, now {config.get(key)!r}); use another --out")
+            old_prints = old.get("harness_fingerprints")
+            new_prints = config.get("harness_fingerprints")
+            if isinstance(old_prints, dict) and isinstance(new_prints, dict):
+                changed = [h for h in new_prints if h in old_prints and old_prints[h] != new_prints[h]]
+                if changed:
+                    raise RunDirError(
+                        f"{str(self.path)!r} holds a run whose harness {changed[0]!r} was defined differently "
+                        "(another policy file content, parameters or interventions); use another --out")
+                config = {**config, "harness_fingerprints": {**old_prints, **new_prints}}
             config = {**config, "harnesses": old["harnesses"] + [h for h in config["harnesses"] if h not in old["harnesses"]]}
-        _write_atomic(path, json.dumps(config, indent=2, default=str) + "\n")
+            if old.get("run_id"):  # the run's identity survives resumes (lessons are keyed by it)
+                config["run_id"] = old["run_id"]
+        atomic_write_text(path, json.dumps(config, indent=2, default=str) + "\n")
         return config
 
     def _drop_torn_tail(self) -> None:
         """Cut a half-written last line (from a killed process) off episodes.jsonl."""
         if not self.episodes_path.exists():
             return
-        data = self.episodes_path.read_bytes()
+        try:
+            data = self.episodes_path.read_bytes()
+        except OSError as exc:
+            raise RunDirError(f"{self.episodes_path}: cannot read ({exc.strerror or exc})") from None
         if data and not data.endswith(b"\n"):
             with open(self.episodes_path, "r+b") as f:
                 f.truncate(data.rfind(b"\n") + 1)
@@ -105,7 +143,7 @@ class RunDir:
     def write_summary(self, summary: dict[str, Any]) -> Path:
         """Write summary.json atomically and return its path."""
         path = self.path / "summary.json"
-        _write_atomic(path, json.dumps(summary, indent=2) + "\n")
+        atomic_write_text(path, json.dumps(summary, indent=2) + "\n")
         return path
 
     def close(self) -> None:
@@ -116,14 +154,142 @@ class RunDir:
 def trace_path(run_path: Path, harness: str, task_id: str, attempt: int = 1) -> Path:
     """Return where, under the run directory `run_path`, the trace of one episode (or attempt) goes."""
     suffix = "" if attempt == 1 else f".attempt{attempt}"
-    return Path(run_path) / "traces" / _safe(harness) / f"{_safe(task_id)}{suffix}.jsonl"
+    relative = Path("traces") / _safe(harness) / f"{_safe(task_id)}{suffix}.jsonl"
+    return confined(run_path, relative, what=f"trace of {harness!r} on {task_id!r}")
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_.:" else "_" for c in name)
+    return safe_file_name(name)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def read_config(path: Path) -> dict[str, Any]:
+    """Return a run directory's config.json, or raise RunDirError saying what is wrong and how to recover."""
+    recover = ("restore it, or move it away to resume with this command's settings (the check that the "
+               "recorded episodes match them is then skipped), or use another --out")
+    try:
+        old = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read the run config ({exc.strerror or exc})") from None
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON
+        raise RunDirError(f"{path}: not a run config: not valid JSON ({exc}); {recover}") from None
+    if not isinstance(old, dict):
+        raise RunDirError(f"{path}: not a run config: expected a JSON object, got {type(old).__name__}; {recover}")
+    harnesses = old.get("harnesses")
+    if not isinstance(harnesses, list) or not all(isinstance(h, str) for h in harnesses):
+        raise RunDirError(f"{path}: not a run config: no 'harnesses' list of names; {recover}")
+    return old
+
+
+def record_problem(record: Any) -> str | None:
+    """What makes `record` unusable as an episode record, or None when it is one."""
+    if not isinstance(record, dict):
+        return f"expected a JSON object, got {type(record).__name__}"
+    for name in RECORD_TEXT_FIELDS:
+        if not isinstance(record.get(name), str) or not record[name]:
+            return f"no {name!r} (a non-empty string)"
+    if "won" in record and not isinstance(record["won"], bool):
+        return f"'won' must be true or false, got {record['won']!r}"
+    for name in RECORD_NUMBER_FIELDS:
+        value = record.get(name, 0)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or not math.isfinite(value)):
+            return f"{name!r} must be a number, got {value!r}"
+    for name in ("score", "max_score"):
+        value = record.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or not math.isfinite(value)):
+            return f"{name!r} must be a number or null, got {value!r}"
+    interventions = record.get("interventions", {})
+    if not isinstance(interventions, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in interventions.values()):
+        return "'interventions' must be an object of counts"
+    if "attempts" in record and not isinstance(record["attempts"], list):
+        return "'attempts' must be a list"
+    if "trace" in record and not isinstance(record["trace"], str):
+        return "'trace' must be a string"
+    return None
+
+
+def read_episodes(path: Path) -> tuple[list[dict], list[tuple[int, str, bytes]]]:
+    """Return the records of an episodes.jsonl file and its bad lines as (line number, problem, raw bytes).
+
+    Blank lines are skipped; a torn (unterminated) last line, from a killed process, is ignored.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    lines = data.split(b"\n")
+    lines.pop()  # after the last newline: empty, or a torn last line
+    records, problems = [], []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            problems.append((number, f"not UTF-8 text (byte {exc.start})", raw))
+            continue
+        except (ValueError, RecursionError) as exc:
+            problems.append((number, f"not valid JSON ({getattr(exc, 'msg', exc)})", raw))
+            continue
+        problem = record_problem(record)
+        if problem:
+            problems.append((number, f"not an episode record: {problem}", raw))
+        else:
+            records.append(record)
+    return records, problems
+
+
+def describe_problems(path: Path, problems: list[tuple[int, str, bytes]], repairable: bool) -> str:
+    """One message naming the first bad line of `path`, how many there are, and how to recover."""
+    number, problem, _ = problems[0]
+    more = ""
+    if len(problems) > 1:
+        listed = ", ".join(str(n) for n, _, _ in problems[:10]) + (", ..." if len(problems) > 10 else "")
+        more = f" ({len(problems)} bad lines: {listed})"
+    how = ("rerun the same command with --repair to move bad lines to "
+           f"{QUARANTINE} and play their episodes again, or fix or delete the line") if repairable else (
+           f"rerun the run's own command with --repair (moves bad lines to {QUARANTINE}), or fix or delete the line")
+    return f"{path}:{number}: {problem}{more}; {how}"
+
+
+def quarantine(path: Path, problems: list[tuple[int, str, bytes]]) -> int:
+    """Move the bad lines of episodes.jsonl to episodes.quarantine.jsonl; return how many were moved.
+
+    The quarantine file is appended to and synced before episodes.jsonl is replaced, so a
+    crash in between leaves every line in at least one of them.
+    """
+    bad = {number for number, _, _ in problems}
+    with open(path.with_name(QUARANTINE), "a", encoding="utf-8") as handle:
+        for number, problem, raw in problems:
+            handle.write(json.dumps({"line": number, "problem": problem,
+                                     "raw": raw.decode("utf-8", "surrogateescape")}) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    tail = lines.pop()
+    kept = b"".join(raw + b"\n" for number, raw in enumerate(lines, start=1) if number not in bad) + tail
+    from playground.run.files import atomic_write
+
+    atomic_write(path, lambda handle: handle.write(kept), binary=True)
+    return len(bad)
+
+
+def load_records(run_path: str | Path) -> list[dict]:
+    """The episode records of a run directory, checked (RunDirError names a bad line and how to recover)."""
+    path = Path(run_path) / "episodes.jsonl"
+    if not path.is_file():
+        raise RunDirError(f"no episodes.jsonl in {str(run_path)!r}: not a run directory")
+    records, problems = read_episodes(path)
+    if problems:
+        raise RunDirError(describe_problems(path, problems, repairable=False))
+    return records
+
+
+def record_trace(run_path: str | Path, record: dict) -> Path:
+    """The trace file a record names, which must lie inside its run directory (PathEscapeError otherwise)."""
+    if not isinstance(record.get("trace"), str):
+        raise RunDirError(f"{run_path}: episode {record.get('key')!r} names no trace file")
+    return confined(run_path, record["trace"], what=f"trace of episode {record.get('key')!r}")

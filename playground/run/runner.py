@@ -10,6 +10,7 @@ directory's episode records, so resume works the same way.
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import time
 import uuid
@@ -27,8 +28,9 @@ from playground.host.manager import Host
 from playground.agents.base import bind_env
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.host.registry import HarnessSpec
+from playground.run.files import confined, safe_file_name
 from playground.run.report import EpisodeTally, summarise_run
-from playground.run.rundir import RunDir, episode_key, trace_path
+from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
 from playground.run.traces import TraceWriter
 
 
@@ -86,13 +88,127 @@ def check_config(host: Host, config: RunConfig) -> None:
         raise RunConfigError(exc.args[0]) from None
     except (ValueError, OSError) as exc:
         raise RunConfigError(str(exc)) from None
+    if not config.tasks:
+        raise RunConfigError(f"{config.env}:{config.task_set} split {config.split} has no tasks; nothing to run")
+    if not str(config.out).strip():
+        raise RunConfigError("the run directory (--out) is empty")
+    if config.playbook is not None:
+        check_playbook_file(config.playbook)
+    known: set[str] = set(LOOP_PARAMS)
+    opaque = False
     try:
         host.agents.get(config.agent).factory(**config.agent_options)
         for spec in specs:
-            for name in {n for attempt in spec.attempts for n in attempt}:
-                host.interventions.get(name).factory({**spec.params, **config.params})
+            for name in sorted({n for attempt in spec.attempts for n in attempt}):
+                probe = _ParamProbe({**spec.params, **config.params})
+                plugin = host.interventions.get(name).factory(probe)
+                keys = _declared_params(plugin)
+                if keys is not None:
+                    known |= keys
+                elif probe.iterated:
+                    opaque = True
+                known |= probe.read if not probe.iterated else set()
     except (PlaygroundError, ValueError) as exc:  # a TypeError is a bug in the factory, not bad config
         raise RunConfigError(str(exc)) from None
+    unknown = sorted(set(config.params) - known)
+    if unknown and not opaque:
+        raise RunConfigError(f"unknown --param {', '.join(map(repr, unknown))} for harness(es) "
+                             f"{', '.join(config.harnesses)}; known: {', '.join(sorted(known))}")
+
+
+# Parameters the episode loop itself reads.
+LOOP_PARAMS = ("max_reasks_per_step",)
+
+
+class _ParamProbe(dict):
+    """The parameters handed to an intervention factory while checking a run: records the keys it reads.
+
+    A factory that iterates over the parameters (copies them, filters them) reveals nothing by
+    its reads; then the keys of its plugin's parameter mapping count (`_declared_params`).
+    """
+
+    def __init__(self, data: dict) -> None:
+        super().__init__(data)
+        self.read: set[str] = set()
+        self.iterated = False
+
+    def __getitem__(self, key):
+        if not self.iterated:
+            self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        if not self.iterated:
+            self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key) -> bool:
+        if not self.iterated:
+            self.read.add(key)
+        return super().__contains__(key)
+
+    def _iterating(self):
+        self.iterated = True
+        return self
+
+    def __iter__(self):
+        return dict.__iter__(self._iterating())
+
+    def keys(self):
+        return dict.keys(self._iterating())
+
+    def items(self):
+        return dict.items(self._iterating())
+
+    def values(self):
+        return dict.values(self._iterating())
+
+    def copy(self):
+        return dict(dict.items(self._iterating()))
+
+
+def _declared_params(plugin: Any) -> set[str] | None:
+    """The parameter names an intervention plugin declares: the keys of its resolved-parameters mapping
+    (an attribute `params` or `p` holding every parameter it knows, defaults included), else None."""
+    for attribute in ("params", "p"):
+        value = getattr(plugin, attribute, None)
+        if isinstance(value, dict) and not isinstance(value, _ParamProbe) and value:
+            return {str(key) for key in value}
+    return None
+
+
+def check_playbook_file(path: str) -> None:
+    """Refuse, before any episode, a --playbook that cannot be one: an empty name, a folder, a file that is
+    not an SQLite database, or an SQLite database of something else (a playbook marks itself with a
+    `playbook_meta` table; a missing or empty file becomes a new playbook)."""
+    import sqlite3
+
+    if not str(path).strip():
+        raise RunConfigError("--playbook is empty")
+    file = Path(path)
+    if file.is_dir():
+        raise RunConfigError(f"--playbook {path!r} is a folder; name a playbook file (e.g. {path}/playbook.sqlite)")
+    if not file.exists() or file.stat().st_size == 0:
+        return
+    try:
+        with open(file, "rb") as handle:
+            header = handle.read(16)
+    except OSError as exc:
+        raise RunConfigError(f"--playbook {path!r}: cannot read it ({exc.strerror or exc})") from None
+    if header != b"SQLite format 3\x00":
+        raise RunConfigError(f"--playbook {path!r} is not a playbook (not an SQLite database: a JSONL export? "
+                             "import it with `playground playbook import NEW.sqlite FILE`)")
+    try:
+        db = sqlite3.connect(file.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise RunConfigError(f"--playbook {path!r} is not a usable SQLite database ({exc})") from None
+    if names and "playbook_meta" not in names:
+        raise RunConfigError(f"--playbook {path!r} is an SQLite database but not a playbook "
+                             f"(it has {', '.join(sorted(names)[:5])})")
 
 
 def resolve_harness(host: Host, name: str) -> HarnessSpec:
@@ -110,6 +226,17 @@ def resolve_harness(host: Host, name: str) -> HarnessSpec:
     return host.harnesses.get(name)
 
 
+def harness_fingerprint(host: Host, name: str) -> str:
+    """A hash of what a harness does (its attempts, parameters, cascade and verifier), and for a harness
+    built by a loader (`PREFIX:REST`, e.g. from a policy file) also its description, which names the
+    file's content hash: a resumed run refuses a harness that changed meanwhile."""
+    spec = resolve_harness(host, name)
+    built = any(name.startswith(loader.prefix) for loader in host.harness_loaders)
+    what = {"attempts": spec.attempts, "params": dict(spec.params), "cascade": spec.cascade,
+            "verifier": spec.verifier, "description": spec.description if built else None}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def episode_seed(run_seed: int, task_id: str) -> int:
     """Return the seed of a task's episodes: the same for every harness of a run."""
     digest = hashlib.sha256(f"{run_seed}:{task_id}".encode()).digest()
@@ -117,21 +244,27 @@ def episode_seed(run_seed: int, task_id: str) -> int:
 
 
 def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None,
-        workers: int = 1) -> dict:
+        workers: int = 1, repair: bool = False) -> dict:
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary.
 
     `workers > 1` plays episodes in that many worker processes (spawned; each loads the
     plugins the way the CLI does: built-ins, entry points, the PLAYGROUND_* variables).
     Records are written as episodes finish, so their order in episodes.jsonl varies, and
     harnesses that learn online see their playbook grow in a different order.
+    `repair` moves bad lines of a damaged episodes.jsonl to episodes.quarantine.jsonl (their
+    episodes are played again) instead of refusing the directory.
     """
     if workers < 1:
         raise RunConfigError(f"workers must be at least 1, got {workers}")
     check_config(host, config)
     env_spec = host.envs.get(config.env)
-    rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12]})
+    fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
+    rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
+                    repair=repair)
     run_id = rundir.config["run_id"]
     notify = progress or (lambda message, record: None)
+    if rundir.quarantined:
+        notify(f"moved {rundir.quarantined} bad line(s) of episodes.jsonl to {QUARANTINE}", None)
     try:
         env_spec.provider.prepare(config.task_set, config.tasks, lambda msg: notify(msg, None))
         header_base = {**env_spec.provider.describe(config.task_set), "run_id": run_id, "agent": config.agent,
@@ -193,8 +326,15 @@ def _worker_episode(config: RunConfig, run_id: str, run_path: str, header_base: 
 
 
 def playbook_path(config: RunConfig, harness: str) -> str:
-    """The playbook a harness uses: `--playbook` for all, else its own under DIR/playbooks/."""
-    return config.playbook or str(Path(config.out) / "playbooks" / f"{harness}.sqlite")
+    """The playbook a harness uses: `--playbook` for all, else its own under DIR/playbooks/.
+
+    The harness name becomes one safe file name (`prefix:../x/p.json` or an absolute policy
+    path never leads out of DIR/playbooks/).
+    """
+    if config.playbook:
+        return config.playbook
+    root = Path(config.out) / "playbooks"
+    return str(confined(root, safe_file_name(harness) + ".sqlite", what=f"playbook of harness {harness!r}"))
 
 
 def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, header_base: dict,

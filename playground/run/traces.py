@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from playground.core.errors import PlaygroundError
+
 EVENT_TYPES = frozenset({
     "header", "reset", "checkpoint", "proposal", "detection", "intervention", "rollback",
     "step", "verification", "lesson", "error", "end",
@@ -49,19 +51,40 @@ class TraceWriter:
         self._file.close()
 
 
+class TraceError(PlaygroundError, ValueError):
+    """A trace (or other JSONL) file that cannot be read; the message names the file and line."""
+
+
 def read_jsonl(path: Path) -> Iterator[dict]:
-    """Yield the records of a JSONL file, skipping a torn (unterminated) last line."""
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.endswith("\n"):
-                return  # written by a process killed mid-line
-            if line.strip():
+    """Yield the JSON objects of a JSONL file, skipping a torn (unterminated) last line.
+
+    TraceError names the file and line of anything else: bytes that are not UTF-8, a line
+    that is not JSON, a line that is not a JSON object, or a file that cannot be read.
+    """
+    try:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                if not raw.endswith(b"\n"):
+                    return  # written by a process killed mid-line
+                if not raw.strip():
+                    continue
                 try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+                    record = json.loads(raw.decode("utf-8"))
+                except UnicodeDecodeError as exc:
+                    raise TraceError(f"{path}:{number}: not UTF-8 text (byte {exc.start})") from None
+                except (ValueError, RecursionError) as exc:
+                    raise TraceError(f"{path}:{number}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+                if not isinstance(record, dict):
+                    raise TraceError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+                yield record
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def read_trace(path: Path) -> list[dict]:
-    """Return all events of a trace file."""
-    return list(read_jsonl(path))
+    """Return all events of a trace file; TraceError names a line that is not an event."""
+    events = list(read_jsonl(path))
+    for number, event in enumerate(events, start=1):
+        if not isinstance(event.get("type"), str):
+            raise TraceError(f"{path}: event {number} has no 'type'")
+    return events

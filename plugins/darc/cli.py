@@ -72,15 +72,24 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, *
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="chains to print")
 @click.option("--plot", "plot_path", default=None, help="also draw the cost-success frontier to this PNG")
 @click.option("--out", default=None, help="policy.json to write [default: next to the evidence]")
+@click.option("--force", is_flag=True, help="replace an existing policy (--out) or plot (--plot)")
 def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: float, interventions: str | None,
-                    count_only: bool, top: int, plot_path: str | None, out: str | None) -> None:
+                    count_only: bool, top: int, plot_path: str | None, out: str | None, force: bool) -> None:
     """Score every short-circuit chain on the evidence, print the best, freeze the winner to policy.json."""
     from playground.plugins.darc.distill import count_chains, distill, policy_dict, save_policy
     from playground.plugins.darc.evidence import load_evidence
+    from playground.run.files import OutputError, check_output
 
     names = [n.strip() for n in interventions.split(",") if n.strip()] if interventions else None
     if max_len < 1:
         raise CLIError(f"--max-len must be at least 1, got {max_len}")
+    path = Path(out) if out is not None else Path(evidence_path).with_name("policy.json")
+    if not count_only:  # every output checked before any work, so nothing is half done
+        check_output(path, force=force, inputs=[evidence_path], what="policy (--out)")
+        if plot_path is not None:
+            check_output(plot_path, force=force, inputs=[evidence_path, path], what="plot (--plot)")
+            if Path(plot_path).resolve() == path.resolve():
+                raise OutputError("--plot and --out name the same file")
     try:
         evidence = load_evidence(evidence_path, names)
         if count_only:
@@ -94,7 +103,6 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
     click.echo(f"{'rank':>4}  {'J':>7}  {'succ':>6}  {'cost':>8}  chain")
     for rank, chain in enumerate(result.ranked()[:top], 1):
         click.echo(f"{rank:>4}  {chain.J:7.4f}  {chain.succ:6.3f}  {chain.cost:8.3f}  {' -> '.join(chain.names)}")
-    path = Path(out) if out else Path(evidence_path).with_name("policy.json")
     save_policy(path, policy_dict(result, evidence_path))
     click.echo(f"policy: {path} (deploy: playground run --harness darc:{path})", err=True)
     if plot_path:

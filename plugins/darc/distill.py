@@ -210,9 +210,6 @@ def policy_dict(result: DistillResult, evidence_path: str | os.PathLike, **extra
 
 def save_policy(path: str | os.PathLike, policy: dict[str, Any]) -> Path:
     """Write a policy dict as a JSON file, replacing any old file only once the new one is fully written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(policy, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    from playground.run.files import atomic_write_text
+
+    return atomic_write_text(path, json.dumps(policy, indent=2) + "\n")

@@ -15,6 +15,7 @@ from pathlib import Path
 from playground.run.costs import attempt_cost
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
+from playground.run.rundir import load_records
 from playground.run.runner import RunConfig, run
 
 from playground.plugins.darc.evidence import write_evidence
@@ -54,8 +55,7 @@ def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str |
     run_dir = out / "evaluate-run"
     run(host, replace(config, harnesses=harnesses, out=str(run_dir)))
     rows = []
-    for line in (run_dir / "episodes.jsonl").read_text().splitlines():
-        record = json.loads(line)
+    for record in load_records(run_dir):
         name = record["harness"][len(EVAL_PREFIX):]
         cost = attempt_cost([host.interventions.get(name)], record)
         rows.append((record["task_id"], name, int(bool(record["won"])), cost))

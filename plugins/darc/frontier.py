@@ -53,6 +53,6 @@ def plot_frontier(result: DistillResult, path_png: str | os.PathLike, title: str
                             f"lambda = {result.lam:g}")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8, loc="lower right")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png")
-    return path
+    from playground.run.files import atomic_write
+
+    return atomic_write(path, lambda handle: figure.savefig(handle, format="png"), binary=True)

@@ -20,6 +20,8 @@ from playground.core.hookspecs import hookimpl
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec, InterventionSpec
 from playground.run.runner import RunConfig, run
+from playground.run.files import atomic_write_text
+from playground.run.rundir import load_records, record_trace
 from playground.run.traces import read_trace
 
 DARC_MODES = ("action_validity", "procedure_breadth", "format_precision")
@@ -114,14 +116,13 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
     histogram: dict[str, Counter] = {}
     invalid = 0
     episodes = 0
-    for line in (run_dir / "episodes.jsonl").read_text().splitlines():
-        record = json.loads(line)
+    for record in load_records(run_dir):
         episodes += 1
         invalid += int(record.get("invalid_actions", 0))
         previous: set[str] = set()  # labels detected at the previous step: a streak counts once
         current: set[str] = set()
         step = None
-        for event in read_trace(run_dir / record["trace"]):
+        for event in read_trace(record_trace(run_dir, record)):  # never a file outside the run directory
             if event["type"] != "detection":
                 continue
             if event["step"] != step:
@@ -137,6 +138,5 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
               "detectors": detectors, "histogram": plain, "invalid_actions": invalid,
               "modes_per_episode": diagnosis.per_episode, "mode": diagnosis.mode, "why": diagnosis.why,
               "admissible_interventions": diagnosis.admissible}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "diagnosis.json").write_text(json.dumps(result, indent=2) + "\n")
+    atomic_write_text(out / "diagnosis.json", json.dumps(result, indent=2) + "\n")
     return result

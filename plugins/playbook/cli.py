@@ -93,9 +93,13 @@ def retrieve_command(path: str, failure_type: str, labels: str, k: int, as_json:
 @playbook_group.command("export")
 @click.argument("path")
 @click.argument("out")
-def export_command(path: str, out: str) -> None:
-    """Write every lesson to OUT as JSONL."""
+@click.option("--force", is_flag=True, help="replace OUT if it exists (never the playbook itself)")
+def export_command(path: str, out: str, force: bool) -> None:
+    """Write every lesson to OUT as JSONL (a new file unless --force; written whole, then renamed into place)."""
+    from playground.run.files import check_output
+
     with _open(path, read_only=True) as playbook:
+        check_output(out, force=force, inputs=[path], what="export file")
         count = playbook.export_jsonl(out)
     click.echo(f"exported {count} lessons to {out}")
 

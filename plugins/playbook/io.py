@@ -27,7 +27,6 @@ import json
 import math
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any, Iterable
 from playground.core.errors import PlaygroundError
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry, UnknownFailure
 from playground.host.manager import default_labels
+from playground.run.files import atomic_write
 
 MAX_TEXT_CHARS = 4_000  # trigger, principle
 MAX_SUBTYPE_CHARS = 200
@@ -233,20 +233,14 @@ def read_jsonl(path: str | os.PathLike, labels: LabelRegistry | None = None) -> 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
     """Write records as JSONL, replacing `path` only once the whole file is written; return the count."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
-                                     suffix=".tmp", delete=False) as handle:
-        try:
-            for record in records:
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                count += 1
-        except BaseException:
-            handle.close()
-            os.unlink(handle.name)
-            raise
-    os.replace(handle.name, path)
+
+    def write(handle) -> None:
+        nonlocal count
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            count += 1
+    atomic_write(path, write)
     return count
 
 

@@ -82,6 +82,22 @@ SCHEMA = [
         lesson_id INTEGER, details TEXT NOT NULL)""",
 ]
 
+# Exactly-once lessons: the lesson each provenance (run, episode, attempt, step) stored. A
+# replayed episode (its process killed after storing a lesson but before the episode was
+# recorded) adds the same lesson again; `add` then returns the stored id instead.
+# Added to older playbooks when they are opened for writing (no schema version change).
+ORIGINS_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS lesson_origins (
+        run TEXT NOT NULL, episode TEXT NOT NULL, attempt TEXT NOT NULL, step TEXT NOT NULL,
+        lesson_id INTEGER NOT NULL,
+        PRIMARY KEY (run, episode, attempt, step)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS lesson_origins_by_lesson ON lesson_origins (lesson_id)",
+    """CREATE TRIGGER IF NOT EXISTS lessons_forget_origin AFTER DELETE ON lessons BEGIN
+        DELETE FROM lesson_origins WHERE lesson_id = old.id;
+    END""",
+]
+ORIGIN_KEYS = ("run", "episode", "attempt", "step")
+
 COLUMNS = ("id, failure_type, label_key, subtype, trigger_pattern, principle, provenance, "
            "created_at, retrieved, verified, helped, trigger_group")
 ID, CREATED_AT, GROUP = 0, 7, 11  # positions in a row of COLUMNS
@@ -238,7 +254,7 @@ class Playbook:
         record = _checked({"failure_type": failure_type, "labels": _as_list(labels), "trigger": trigger,
                            "principle": principle, "subtype": subtype, "provenance": provenance or {},
                            "created_at": created_at}, self.labels)
-        return self._write(lambda db: self._insert(db, record, "add", {}))
+        return self._write(lambda db: self._insert_once(db, record))
 
     def add_many(self, records: Iterable[dict]) -> list[int]:
         """Store many lesson records (dicts with `add`'s arguments as keys) in one transaction and
@@ -249,7 +265,7 @@ class Playbook:
                 checked.append(_checked({**record, "labels": _as_list(record.get("labels", []))}, self.labels))
             except ValueError as error:
                 raise type(error)(f"record {number}: {error}") from error
-        return self._write(lambda db: [self._insert(db, record, "add", {}) for record in checked])
+        return self._write(lambda db: [self._insert_once(db, record) for record in checked])
 
     def import_jsonl(self, path: str | Path) -> ImportReport:
         """Add every lesson of a JSONL file (as written by `export_jsonl`), all or nothing.
@@ -276,6 +292,20 @@ class Playbook:
                     for record in records]
         ids = self._write(insert_all)
         return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None)
+
+    def _insert_once(self, db: sqlite3.Connection, record: dict) -> int:
+        """Insert a lesson unless its provenance (run, episode, attempt, step) already stored one; return the id."""
+        origin = origin_key(record["provenance"])
+        if origin is not None:
+            found = db.execute("SELECT lesson_id FROM lesson_origins WHERE run = ? AND episode = ? AND attempt = ? "
+                               "AND step = ?", origin).fetchone()
+            if found is not None:
+                return found[0]
+        lesson_id = self._insert(db, record, "add", {})
+        if origin is not None:
+            db.execute("INSERT INTO lesson_origins (run, episode, attempt, step, lesson_id) VALUES (?, ?, ?, ?, ?)",
+                       (*origin, lesson_id))
+        return lesson_id
 
     def _insert(self, db: sqlite3.Connection, record: dict, op: str, details: dict) -> int:
         lesson_id = db.execute(INSERT, (
@@ -408,6 +438,7 @@ class Playbook:
                 lesson = _lesson(row)
                 db.execute("UPDATE lessons SET retrieved = retrieved + ?, verified = verified + ?, "
                            "helped = helped + ? WHERE id = ?", (lesson.retrieved, lesson.verified, lesson.helped, keep))
+                db.execute("UPDATE lesson_origins SET lesson_id = ? WHERE lesson_id = ?", (keep, duplicate))
                 db.execute("DELETE FROM lessons WHERE id = ?", (duplicate,))
                 _log(db, "merge", duplicate, {"into": keep, "similarity": round(ratio, 4), "lesson": lesson.to_dict()})
                 removed += 1
@@ -464,10 +495,13 @@ class Playbook:
         def create(db: sqlite3.Connection) -> None:
             names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
             if "playbook_meta" in names:
+                if "lesson_origins" not in names:
+                    for statement in ORIGINS_SCHEMA:
+                        db.execute(statement)
                 return
             if names:
                 raise PlaybookError(f"{self.path}: an SQLite database but not a playbook (has {', '.join(sorted(names))})")
-            for statement in SCHEMA:
+            for statement in SCHEMA + ORIGINS_SCHEMA:
                 db.execute(statement)
             db.executemany("INSERT INTO playbook_meta (key, value) VALUES (?, ?)",
                            [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)), ("created_at", str(time.time()))])
@@ -685,6 +719,15 @@ def _checked(record: dict, labels: LabelRegistry) -> dict:
         raise ValueError("invalid lesson: " + "; ".join(problems))
     labels.check(record["failure_type"], record["labels"])
     return normalized(record)
+
+
+def origin_key(provenance: dict[str, Any]) -> tuple[str, str, str, str] | None:
+    """The identity of a lesson stored by an episode: (run, episode, attempt, step) from its provenance,
+    as text; None unless run, episode and step are all there (`attempt` is optional: "" when missing)."""
+    if not all(provenance.get(name) not in (None, "") for name in ("run", "episode", "step")):
+        return None
+    return tuple(json.dumps(provenance.get(name, ""), sort_keys=True, default=str)  # type: ignore[return-value]
+                 for name in ORIGIN_KEYS)
 
 
 def trigger_group(subtype: str, trigger: str) -> int:

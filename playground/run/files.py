@@ -1,0 +1,119 @@
+"""Safe writes of user-named output files, and paths confined to a root.
+
+Every file a command writes to a path the user named goes through `check_output` first
+(nothing is overwritten without `force`, never one of the command's own inputs, never a
+folder) and is then written by `atomic_write`: to a temporary file in the same folder,
+flushed and renamed over the target only once it is complete, the temporary file removed
+when anything fails. A path built from user input under a root folder (a harness or task
+name used as a file name) goes through `safe_file_name` and `confined`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO
+
+from playground.core.errors import PlaygroundError
+
+
+class OutputError(PlaygroundError):
+    """An output path that must not be written: it exists, is a folder, or is one of the inputs."""
+
+
+class PathEscapeError(PlaygroundError):
+    """A path derived from user input would leave the folder it belongs in."""
+
+
+def check_output(path: str | os.PathLike, *, force: bool = False, inputs: Iterable[str | os.PathLike] = (),
+                 what: str = "output", option: str = "--force") -> Path:
+    """Return `path` after checking that it may be written; OutputError says why not.
+
+    Refused: an empty name; a folder; any of `inputs` (the same file, through links too,
+    with SQLite's `-wal`/`-shm`/`-journal` side files); an existing file unless `force`.
+    """
+    if not str(path).strip():
+        raise OutputError(f"the {what} path is empty")
+    target = Path(path)
+    if target.is_dir():
+        raise OutputError(f"{what} {str(target)!r} is a folder; name a file inside it")
+    for source in inputs:
+        source = Path(source)
+        for protected in (source, *(source.with_name(source.name + s) for s in ("-wal", "-shm", "-journal"))):
+            if _same_file(target, protected):
+                raise OutputError(f"{what} {str(target)!r} is the input {str(protected)!r}; "
+                                  "refusing to overwrite it (name another file)")
+    if target.exists() and not force:
+        raise OutputError(f"{what} {str(target)!r} already exists; pass {option} to replace it")
+    parent = target.parent
+    if parent.exists() and not parent.is_dir():
+        raise OutputError(f"{what} {str(target)!r}: {str(parent)!r} is not a folder")
+    return target
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], *, binary: bool = False) -> Path:
+    """Write `path` through `write(handle)` into a temporary file beside it, then rename it into place.
+
+    The target is replaced only by a complete file; on any error the temporary file is
+    removed and the target left as it was. OutputError names a folder that cannot be written.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = tempfile.NamedTemporaryFile("wb" if binary else "w", encoding=None if binary else "utf-8",
+                                             dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+    except OSError as exc:
+        raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        with handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        try:
+            os.unlink(handle.name)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write `text` to `path` atomically (see `atomic_write`)."""
+    return atomic_write(path, lambda handle: handle.write(text))
+
+
+def safe_file_name(name: str) -> str:
+    """Return `name` as one safe file name: letters, digits and `-_.:` only, no leading dot.
+
+    A name that had to be changed gets a short hash of the original appended, so two
+    different names never share a file (`a/b` and `a_b` differ).
+    """
+    cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "-_.:" else "_" for c in name).lstrip(".")
+    if cleaned == name and name:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{cleaned[:80] or '_'}-{digest}"
+
+
+def confined(root: str | os.PathLike, relative: str | os.PathLike, what: str = "path") -> Path:
+    """Return `root / relative` after checking it stays inside `root` (PathEscapeError otherwise)."""
+    root_path = Path(root).resolve()
+    candidate = (Path(root) / relative)
+    resolved = candidate.resolve()
+    if Path(relative).is_absolute() or not resolved.is_relative_to(root_path):
+        raise PathEscapeError(f"{what} {str(relative)!r} is outside {str(root)!r}; refusing to use it")
+    return candidate

@@ -1,0 +1,90 @@
+"""Issue 16, item 6: bad input is refused before the first episode is played."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from playground.cli.main import main
+
+COMMON = ["--env", "tiny", "--agent", "noisy", "--episodes", "2", "--quiet"]
+
+
+def cli(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _refused(capsys, tmp_path, *args, expect: str):
+    out = tmp_path / "run"
+    code, _, err = cli(capsys, "run", *COMMON, "--out", str(out), *args)
+    assert code == 2 and expect in err and "Traceback" not in err, err
+    assert not (out / "episodes.jsonl").exists() and not (out / "traces").exists()
+    return err
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "garbage", "folder", "foreign sqlite", "empty name"])
+def test_a_bad_playbook_is_refused_before_any_episode(capsys, tmp_path, kind):
+    path = tmp_path / "pb.sqlite"
+    if kind == "jsonl":
+        path.write_text(json.dumps({"failure_type": "progress", "labels": ["x"], "trigger": "t", "principle": "p"}) + "\n")
+    elif kind == "garbage":
+        path.write_bytes(b"\x00\x01garbage" * 100)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "foreign sqlite":
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE customers (id INTEGER)")
+        db.commit()
+        db.close()
+    else:
+        path = ""
+    before = path.read_bytes() if kind in ("jsonl", "garbage", "foreign sqlite") else None
+    _refused(capsys, tmp_path, "--harness", "sentry", "--playbook", str(path), expect="--playbook")
+    if before is not None:
+        assert path.read_bytes() == before
+
+
+def test_a_new_or_existing_playbook_is_accepted(capsys, tmp_path):
+    path = tmp_path / "pb.sqlite"
+    for _ in range(2):
+        code, _, err = cli(capsys, "run", *COMMON, "--harness", "sentry", "--playbook", str(path),
+                           "--out", str(tmp_path / f"run{_}"))
+        assert code == 0, err
+
+
+def test_unknown_params_are_refused_naming_the_known_ones(capsys, tmp_path):
+    err = _refused(capsys, tmp_path, "--harness", "sentry", "--param", "treshold=0.5", expect="treshold")
+    assert "threshold" in err and "max_reasks_per_step" in err
+    _refused(capsys, tmp_path, "--harness", "base", "--param", "k=3", expect="unknown --param 'k'")
+
+
+def test_known_params_are_accepted(capsys, tmp_path):
+    for i, args in enumerate((["--harness", "sentry", "--param", "threshold=0.5"],
+                              ["--harness", "base", "--param", "max_reasks_per_step=1"],
+                              ["--harness", "base", "--harness", "sentry", "--param", "k=3"])):
+        code, _, err = cli(capsys, "run", *COMMON, "--out", str(tmp_path / f"r{i}"), *args)
+        assert code == 0, err
+
+
+def test_empty_env_and_out_are_errors(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, "run", "--env", "", "--agent", "noisy", "--episodes", "1", "--quiet", "--out", "r")
+    assert code == 2 and "--env" in err
+    code, _, err = cli(capsys, "run", "--env", "tiny", "--agent", "noisy", "--episodes", "1", "--quiet", "--out", "")
+    assert code == 2 and "--out" in err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "r").exists()
+
+
+def test_zero_tasks_is_an_error(tmp_path):
+    from playground.host.manager import Host
+    from playground.run.runner import RunConfig, RunConfigError, run
+
+    config = RunConfig(env="tiny", task_set="default", split="test", tasks=[], agent="noisy", harnesses=["base"],
+                       out=str(tmp_path / "r"))
+    with pytest.raises(RunConfigError, match="no tasks"):
+        run(Host().load(), config)
+    assert not (tmp_path / "r").exists()

@@ -1,0 +1,35 @@
+"""Issue 16, item 9: the run table explains itself; `playground harnesses` is aligned and lists prefixes."""
+
+from __future__ import annotations
+
+import re
+
+from playground.cli.main import main
+from playground.run.report import format_table
+
+
+def _summary(**extra):
+    base = {"episodes": 2, "success_rate": 0.5, "success_ci95": [0.1, 0.9], "mean_steps": 3.0,
+            "invalid_actions_per_episode": 0.0, "detected_failures": 1, "interventions": {"x": 2},
+            "verified_recoveries": 1, "lessons_added": 0, "errors": 0, "mean_score": None, "resolved_share": None}
+    return {"harnesses": {"base": base, "other": {**base, **extra}}}
+
+
+def test_the_table_has_a_legend_and_shows_score_and_resolved_share_only_when_known():
+    plain = format_table(_summary())
+    assert "score" not in plain.splitlines()[0] and "resolved" not in plain.splitlines()[0]
+    assert "success: share of episodes won" in plain
+    table = format_table(_summary(mean_score=0.75, resolved_share=0.5))
+    header, _, base, other = table.splitlines()[:4]
+    assert "score" in header and "resolved" in header
+    assert "75%" in other and "50%" in other and " - " in base + " "
+    assert "resolved: verified / (verified + unresolved) repairs" in table
+
+
+def test_harnesses_listing_is_aligned_and_names_the_prefixes(capsys):
+    assert main(["harnesses"]) == 0
+    out = capsys.readouterr().out
+    assert "harness prefixes" in out and "darc:" in out
+    rows = out.split("harness prefixes")[0].splitlines()[1:]
+    starts = {re.match(r"  \S+\s+", line).end() for line in rows}
+    assert len(rows) > 1 and len(starts) == 1  # descriptions start in one column

@@ -1,0 +1,123 @@
+"""Issue 16, item 1: every write to a user-named file is safe.
+
+Nothing is overwritten without `--force`, never an input of the command, never a folder;
+files are written beside the target and renamed into place, temporary files removed on error.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playground.plugins.playbook.store import Playbook
+
+from playground.cli.main import main
+from playground.run.files import OutputError, atomic_write, check_output
+
+
+def cli(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _playbook(tmp_path):
+    path = tmp_path / "pb.sqlite"
+    with Playbook(path) as pb:
+        pb.add("progress", ["repetition_or_looping"], "repeats look", "do something new", subtype="repeat:look")
+    return path
+
+
+def _evidence(tmp_path):
+    path = tmp_path / "evidence.csv"
+    path.write_text("task_id,intervention,success,cost\nt1,a,1,2\nt1,b,0,1\nt2,a,0,3\nt2,b,1,1\n")
+    return path
+
+
+def test_export_onto_the_playbook_itself_is_refused_and_the_playbook_kept(capsys, tmp_path):
+    path = _playbook(tmp_path)
+    before = path.read_bytes()
+    for args in ([], ["--force"]):
+        code, _, err = cli(capsys, "playbook", "export", str(path), str(path), *args)
+        assert code == 2 and "input" in err and len(err.strip().splitlines()) == 1
+    assert path.read_bytes() == before
+    with Playbook(path, read_only=True) as pb:
+        assert len(pb) == 1
+
+
+def test_export_never_overwrites_without_force(capsys, tmp_path):
+    path = _playbook(tmp_path)
+    out = tmp_path / "lessons.jsonl"
+    out.write_text("precious\n")
+    code, _, err = cli(capsys, "playbook", "export", str(path), str(out))
+    assert code == 2 and "--force" in err
+    assert out.read_text() == "precious\n"
+    code, _, err = cli(capsys, "playbook", "export", str(path), str(out), "--force")
+    assert code == 0, err
+    assert json.loads(out.read_text().splitlines()[0])["trigger"] == "repeats look"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no temp file left
+
+
+def test_export_into_a_folder_is_a_named_error(capsys, tmp_path):
+    path = _playbook(tmp_path)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    code, _, err = cli(capsys, "playbook", "export", str(path), str(folder))
+    assert code == 2 and "folder" in err and "Traceback" not in err
+
+
+def test_distill_never_overwrites_the_policy_the_evidence_or_a_plot_without_force(capsys, tmp_path):
+    evidence = _evidence(tmp_path)
+    before = evidence.read_text()
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(evidence), "--out", str(evidence))
+    assert code == 2 and "input" in err
+    assert evidence.read_text() == before
+    policy = tmp_path / "policy.json"
+    policy.write_text("{}")
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(evidence))
+    assert code == 2 and "--force" in err and policy.read_text() == "{}"
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(evidence), "--force")
+    assert code == 0, err
+    assert json.loads(policy.read_text())["chain"]
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(evidence), "--out", str(tmp_path / "p2.json"),
+                       "--plot", str(evidence))
+    assert code == 2 and evidence.read_text() == before and not (tmp_path / "p2.json").exists()
+    folder = tmp_path / "plots"
+    folder.mkdir()
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(evidence), "--out", str(tmp_path / "p3.json"),
+                       "--plot", str(folder))
+    assert code == 2 and "folder" in err and "Traceback" not in err
+
+
+def test_distill_into_a_folder_is_a_named_error(capsys, tmp_path):
+    evidence = _evidence(tmp_path)
+    folder = tmp_path / "pol"
+    folder.mkdir()
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(evidence), "--out", str(folder))
+    assert code == 2 and "folder" in err
+
+
+def test_atomic_write_leaves_no_temp_file_and_the_old_content_on_error(tmp_path):
+    target = tmp_path / "x.txt"
+    target.write_text("old")
+
+    def explode(handle):
+        handle.write("half")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, explode)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+def test_check_output_protects_sqlite_side_files_and_links(tmp_path):
+    source = tmp_path / "pb.sqlite"
+    source.write_text("x")
+    link = tmp_path / "link"
+    link.symlink_to(source)
+    for target in (link, tmp_path / "pb.sqlite-wal"):
+        with pytest.raises(OutputError):
+            check_output(target, force=True, inputs=[source])
+    with pytest.raises(OutputError):
+        check_output("", force=True)
