@@ -44,7 +44,7 @@ def _run(tmp_path: Path, harness: str, playbook: Path | None = None, tasks=TASKS
 def test_every_ablation_is_listed_by_playground_harnesses():
     result = run_cli("harnesses")
     assert result.returncode == 0, result.stderr
-    listed = {line.split(":", 1)[0] for line in result.stdout.splitlines()}
+    listed = {line.split()[0] for line in result.stdout.splitlines()[1:] if line.startswith("  ")}
     assert set(NAMES) | {"sentry", "sentry-no-soft", "sentry-frozen", "sentry-k3", "sentry-k10"} <= listed
 
 
