@@ -187,10 +187,21 @@ def test_noisy_runs_under_base_sentry_and_procedural_harnesses(capsys, tmp_path)
 def test_server_stops_without_leaving_a_process(provider):
     from playground.envs.appworld.server import AppWorldServer
 
+    import urllib.error
+    import urllib.request
+
     server = AppWorldServer(appworld_setup.venv_python(), appworld_setup.embedded_root())
     server.start()
-    pid = server.process.pid
-    assert server.get("/")  # it answers
+    pid, url = server.process.pid, server.url
+    assert url == f"http://127.0.0.1:{server.port}" and server.port > 0
+    welcome = server.get("/")  # it answers, as AppWorld's own server
+    assert isinstance(welcome, dict) and "Welcome to AppWorld Server" in welcome["message"]
+    docs = server.api_docs()
+    assert {"supervisor", "spotify", "venmo"} <= set(docs)
+    assert "complete_task" in docs["supervisor"] and "login" in docs["spotify"]
     server.stop()
+    assert server.process is None
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # the whole process group is gone
+    with pytest.raises(urllib.error.URLError):  # and nothing listens on its port any more
+        urllib.request.urlopen(url + "/", timeout=5)
