@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("alfworld", reason="the alfworld env needs `pip install alfworld`")
+from tests.conftest import require_extra  # noqa: E402
+
+require_extra("alfworld", "alfworld")  # skips for users without the extra; fails in CI
 
 from playground.envs.alfworld.data import LAYOUT_DIR, TASK_TYPES, is_playable, list_tasks, parse_task_folder  # noqa: E402
 from playground.host.manager import Host  # noqa: E402

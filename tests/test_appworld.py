@@ -16,10 +16,11 @@ import pytest
 from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.env import wrong_api_name
 from playground.envs.appworld.interventions import classify_error, full_listing, induced_rule, relevant_docs
+from tests.conftest import needs_extra
 
 CACHE_AT_IMPORT = os.environ.get("PLAYGROUND_CACHE")
 SET_UP = appworld_setup.is_set_up()
-needs_server = pytest.mark.skipif(not SET_UP, reason=f"AppWorld not set up: {appworld_setup.not_set_up_message()}")
+needs_server = needs_extra("appworld", SET_UP, f"AppWorld not set up: {appworld_setup.not_set_up_message()}")
 
 UNKNOWN_API = """Execution failed. Traceback:
   File "<python-input>", line 1, in <module>

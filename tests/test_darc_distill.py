@@ -6,6 +6,7 @@ import hashlib
 import importlib.util
 import itertools
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from playground.plugins.darc.distill import (Chain, count_chains, distill, halti
 from playground.plugins.darc.evidence import Evidence, EvidenceError, evidence_hash, load_evidence, write_evidence
 from playground.plugins.darc.frontier import PlotUnavailable, pareto_front, plot_frontier
 from playground.plugins.darc.policy import read_policy
+from tests.conftest import needs_extra
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
@@ -296,15 +298,16 @@ def test_pareto_front_keeps_chains_no_other_beats_on_both_axes(tmp_path):
     assert [(c.names, c.cost, c.succ) for c in front] == [(("b",), 1.5, 0.5), (("b", "a"), 2.0, 0.75)]
 
 
-@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
+@needs_extra("test", HAS_MATPLOTLIB, "matplotlib is not installed")
 def test_plot_frontier_writes_a_png(tmp_path):
     result = distill(random_evidence(40, 4), max_len=3, lam=0.2, tau_free=1.0)
     path = plot_frontier(result, tmp_path / "plots" / "frontier.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.skipif(HAS_MATPLOTLIB, reason="matplotlib is installed")
-def test_plot_frontier_without_matplotlib_says_what_to_install(tmp_path):
+def test_plot_frontier_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed: importing it fails
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     result = distill(random_evidence(10, 2), max_len=2, lam=0.0, tau_free=0.0)
     with pytest.raises(PlotUnavailable, match="matplotlib"):
         plot_frontier(result, tmp_path / "frontier.png")
