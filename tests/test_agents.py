@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from playground.agents.base import ExpertAgent, RandomAgent
-from playground.agents.noisy import FAILURE_LABELS, NoisyAgent
+from playground.agents.noisy import FAILURE_LABELS, STALL_VERBS, NoisyAgent
 from playground.core.payloads import AgentView, InterventionMessage
 from playground.testing import play, tiny_env
 
@@ -32,23 +32,60 @@ def test_noisy_with_zero_rates_is_the_expert():
         assert _actions(noisy) == _actions(expert) and noisy.result.won
 
 
-@pytest.mark.parametrize("mode", ["invalid", "malformed", "repeat", "stall", "drift", "stop"])
-def test_each_failure_mode_shows_up(mode):
-    rates = {m: 0.0 for m in FAILURE_LABELS} | {mode: 0.5}
-    invalid = stops = repeats = stalls = drifts = 0
+def _signatures(rates: dict) -> dict[str, int]:
+    """Counts, over ten tiny episodes, of what each failure mode (and nothing else) leaves in the trace."""
+    counts = dict.fromkeys(FAILURE_LABELS, 0)
     for task in TASKS[:10]:
         result = play(tiny_env(), NoisyAgent(**rates), task=task, max_steps=30)
         steps = result.of("step")
-        invalid += sum(not s["valid_action"] for s in steps)
-        stops += result.result.status == "stopped"
         actions = [s["action"] for s in steps]
-        repeats += sum(1 for x, y in zip(actions, actions[1:]) if x == y)
-        stalls += sum(a.startswith(("look", "inventory", "examine")) for a in actions)
-        drifts += sum(a.startswith(("take", "drop")) and not result.of("reset")[0]["goal"].split()[2] in a
-                      for a in actions)
-    observed = {"invalid": invalid, "malformed": invalid, "stop": stops, "repeat": repeats,
-                "stall": stalls, "drift": drifts}
-    assert observed[mode] > 0
+        goal_object = result.of("reset")[0]["goal"].split()[2]
+        counts["invalid"] += sum(not s["valid_action"] and ">>" not in s["action"] for s in steps)
+        counts["malformed"] += sum(">>" in a for a in actions)
+        counts["stop"] += result.result.status == "stopped"
+        # a repetition: the same idle action three times in a row (the expert never idles)
+        counts["repeat"] += sum(1 for x, y, z in zip(actions, actions[1:], actions[2:])
+                                if x == y == z and x.startswith(STALL_VERBS))
+        counts["stall"] += sum(a.startswith(STALL_VERBS) for a in actions)
+        counts["drift"] += sum(a.startswith(("take", "drop")) and goal_object not in a for a in actions)
+    return counts
+
+
+ZERO = {m: 0.0 for m in FAILURE_LABELS}
+
+
+def test_without_failures_no_signature_shows_up():
+    assert _signatures(ZERO) == dict.fromkeys(FAILURE_LABELS, 0)
+
+
+@pytest.mark.parametrize("mode", ["invalid", "malformed", "repeat", "stall", "drift", "stop"])
+def test_each_failure_mode_shows_up(mode):
+    assert _signatures(ZERO | {mode: 0.5})[mode] > 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_repeat_streak_repeats_one_idle_action_off_the_plan(seed):
+    agent = NoisyAgent(**ZERO | {"repeat": 1.0}, min_streak=5, max_streak=5)
+    agent.reset("tiny-1", seed)
+    view = AgentView("Bring the red key", "You are in the hall.", (),
+                     ("go east", "look", "inventory", "examine old map", "examine door", "take old map"), 0, None,
+                     extras={"expert_plan": ["go east"]})
+    actions = [agent.propose(view).action for _ in range(5)]
+    assert len(set(actions)) == 1 and actions[0].startswith(STALL_VERBS) and actions[0] != "go east"
+    assert agent.failure == FAILURE_LABELS["repeat"]
+
+
+def test_a_stall_streak_wanders_between_idle_actions():
+    """The control for the test above: stalling is not repeating (the idle actions vary)."""
+    varied = 0
+    for seed in range(5):
+        agent = NoisyAgent(**ZERO | {"stall": 1.0}, min_streak=5, max_streak=5)
+        agent.reset("tiny-1", seed)
+        view = AgentView("Bring the red key", "You are in the hall.", (),
+                         ("go east", "look", "inventory", "examine old map", "examine door"), 0, None,
+                         extras={"expert_plan": ["go east"]})
+        varied += len({agent.propose(view).action for _ in range(5)}) > 1
+    assert varied >= 4
 
 
 def _view(message=None, plan=("go east",)):

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("alfworld", reason="the alfworld env needs `pip install alfworld`")
+from tests.conftest import require_extra  # noqa: E402
+
+require_extra("alfworld", "alfworld")  # skips for users without the extra; fails in CI
 
 from playground.envs.alfworld.data import LAYOUT_DIR, TASK_TYPES, is_playable, list_tasks, parse_task_folder  # noqa: E402
 from playground.host.manager import Host  # noqa: E402
@@ -275,19 +277,31 @@ def test_type_saturation_and_loop_fallback(provider, cache):
 
 
 def test_run_on_generated_games_with_every_harness(cache, tmp_path):
+    """base, sentry and every harness the alfworld plugin registers (alfworld-guard and alfworld-sentry)."""
     host = load_host()
-    assert {"alfworld-guard", "alfworld-sentry"} <= set(host.harnesses.names())
+    own = sorted(h.name for h in host.harnesses if h.plugin == "alfworld")
+    assert own == ["alfworld-guard", "alfworld-sentry"]
     assert {"action_pruning", "type_saturation", "loop_fallback"} <= set(host.interventions.names())
     assert all(host.interventions.get(n).modes == ("action_validity",)
                for n in ("action_pruning", "type_saturation", "loop_fallback"))
-    config = RunConfig(env="alfworld", task_set="generated", split="valid_unseen", tasks=cache["valid_unseen"][:3],
-                       agent="noisy", harnesses=["base", "sentry", "alfworld-guard"], out=str(tmp_path / "run"),
+    harnesses = ["base", "sentry", *own]
+    tasks = cache["valid_unseen"][:3]
+    config = RunConfig(env="alfworld", task_set="generated", split="valid_unseen", tasks=tasks,
+                       agent="noisy", harnesses=harnesses, out=str(tmp_path / "run"),
                        max_steps=30, params={"prior_games": PRIOR_GAMES}, strict=True,
                        agent_options={"invalid": 0.3})
     summary = run(host, config)
-    guarded = summary["harnesses"]["alfworld-guard"]
+    assert list(summary["harnesses"]) == harnesses
+    for name in harnesses:
+        figures = summary["harnesses"][name]
+        assert figures["episodes"] == len(tasks) and figures["errors"] == 0, name
+        headers = [json.loads(p.read_text().splitlines()[0]) for p in (tmp_path / "run" / "traces" / name).glob("*.jsonl")]
+        assert len(headers) == len(tasks)
+        assert all(h["interventions"] == list(host.harnesses.get(name).interventions) for h in headers), name
     assert summary["harnesses"]["base"]["invalid_actions_per_episode"] > 0
-    assert guarded["invalid_actions_per_episode"] == 0 and guarded["interventions"].get("hard_repair", 0) > 0
+    for name in own:  # both put the guard's pruning before anything else: no invalid action reaches the engine
+        guarded = summary["harnesses"][name]
+        assert guarded["invalid_actions_per_episode"] == 0 and guarded["interventions"].get("hard_repair", 0) > 0, name
     header = json.loads((tmp_path / "run" / "traces" / "base").glob("*.jsonl").__next__().read_text().splitlines()[0])
     assert header["env"] == "alfworld" and header["generator_hash"] and header["version"]
 

@@ -16,10 +16,11 @@ import pytest
 from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.env import wrong_api_name
 from playground.envs.appworld.interventions import classify_error, full_listing, induced_rule, relevant_docs
+from tests.conftest import needs_extra
 
 CACHE_AT_IMPORT = os.environ.get("PLAYGROUND_CACHE")
 SET_UP = appworld_setup.is_set_up()
-needs_server = pytest.mark.skipif(not SET_UP, reason=f"AppWorld not set up: {appworld_setup.not_set_up_message()}")
+needs_server = needs_extra("appworld", SET_UP, f"AppWorld not set up: {appworld_setup.not_set_up_message()}")
 
 UNKNOWN_API = """Execution failed. Traceback:
   File "<python-input>", line 1, in <module>
@@ -187,13 +188,24 @@ def test_noisy_runs_under_base_sentry_and_procedural_harnesses(capsys, tmp_path)
 def test_server_stops_without_leaving_a_process(provider):
     from playground.envs.appworld.server import AppWorldServer
 
+    import urllib.error
+    import urllib.request
+
     server = AppWorldServer(appworld_setup.venv_python(), appworld_setup.embedded_root())
     server.start()
-    pid = server.process.pid
-    assert server.get("/")  # it answers
+    pid, url = server.process.pid, server.url
+    assert url == f"http://127.0.0.1:{server.port}" and server.port > 0
+    welcome = server.get("/")  # it answers, as AppWorld's own server
+    assert isinstance(welcome, dict) and "Welcome to AppWorld Server" in welcome["message"]
+    docs = server.api_docs()
+    assert {"supervisor", "spotify", "venmo"} <= set(docs)
+    assert "complete_task" in docs["supervisor"] and "login" in docs["spotify"]
     server.stop()
+    assert server.process is None
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # the whole process group is gone
+    with pytest.raises(urllib.error.URLError):  # and nothing listens on its port any more
+        urllib.request.urlopen(url + "/", timeout=5)
 
 
 @needs_server

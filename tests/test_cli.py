@@ -43,11 +43,34 @@ def test_run_on_tiny_writes_the_run_directory(capsys, tmp_path):
 
 def test_two_harnesses_run_the_same_tasks(capsys, tmp_path):
     out = tmp_path / "run"
-    code, stdout, _ = cli(capsys, "run", "--env", "tiny", "--agent", "expert", "--harness", "base",
-                          "--harness", "base", "--episodes", "3", "--out", str(out), "--quiet")
+    code, stdout, _ = cli(capsys, "run", "--env", "tiny", "--agent", "noisy", "--harness", "base",
+                          "--harness", "guard-only", "--episodes", "3", "--seed", "5", "--out", str(out), "--quiet")
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert list(summary["harnesses"]) == ["base"] and summary["harnesses"]["base"]["success_rate"] == 1.0
+    assert list(summary["harnesses"]) == ["base", "guard-only"]
+    assert all(h["episodes"] == 3 for h in summary["harnesses"].values())
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    by_harness = {h: {r["task_id"]: r for r in records if r["harness"] == h} for h in ("base", "guard-only")}
+    assert len(records) == 6 and set(by_harness["base"]) == set(by_harness["guard-only"])
+    for task in by_harness["base"]:
+        base, guarded = by_harness["base"][task], by_harness["guard-only"][task]
+        assert base["seed"] == guarded["seed"]  # the same seed under every harness
+        resets = [next(json.loads(line) for line in (out / r["trace"]).read_text().splitlines()
+                       if json.loads(line)["type"] == "reset") for r in (base, guarded)]
+        assert resets[0]["observation"] == resets[1]["observation"] and resets[0]["goal"] == resets[1]["goal"]
+        headers = [json.loads((out / r["trace"]).read_text().splitlines()[0]) for r in (base, guarded)]
+        assert [h["interventions"] for h in headers] == [[], ["validity-guard"]]
+    assert len({r["seed"] for r in by_harness["base"].values()}) == 3  # while tasks get their own seeds
+
+
+def test_a_harness_named_twice_is_played_once(capsys, tmp_path):
+    out = tmp_path / "run"
+    code, _, _ = cli(capsys, "run", "--env", "tiny", "--agent", "expert", "--harness", "base",
+                     "--harness", "base", "--episodes", "3", "--out", str(out), "--quiet")
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["harnesses"]) == ["base"] and summary["harnesses"]["base"]["episodes"] == 3
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 3
 
 
 def test_rerun_resumes_and_skips_finished_episodes(capsys, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from playground.cli.main import main
+from playground.host.manager import Host
 
 
 def cli(capsys, *args):
@@ -21,9 +22,14 @@ def test_darc_pipeline_on_tiny(capsys, tmp_path):
     code, out, err = cli(capsys, "darc", "profile", *COMMON, "--out", str(p))
     assert code == 0, err
     diagnosis = json.loads((p / "diagnosis.json").read_text())
-    assert diagnosis["mode"] in ("action_validity", "procedure_breadth", "format_precision")
-    assert diagnosis["episodes"] == 8 and diagnosis["admissible_interventions"]
-    assert diagnosis["histogram"] and diagnosis["why"]
+    # the mode is the one with the most onsets per episode, and the admissible list is its interventions
+    per_episode = diagnosis["modes_per_episode"]
+    assert diagnosis["mode"] == max(per_episode, key=lambda m: per_episode[m]) and per_episode[diagnosis["mode"]] > 0
+    assert diagnosis["episodes"] == 8 and diagnosis["histogram"]
+    assert diagnosis["why"].startswith(f"{diagnosis['mode']}: {per_episode[diagnosis['mode']]} failure onsets")
+    host = Host().load()
+    assert diagnosis["admissible_interventions"] == sorted(
+        s.name for s in host.interventions if diagnosis["mode"] in s.modes and s.works_with("tiny"))
 
     code, out, err = cli(capsys, "darc", "evaluate", *COMMON, "--all-interventions", "--out", str(p))
     assert code == 0, err
@@ -50,7 +56,17 @@ def test_darc_pipeline_on_tiny(capsys, tmp_path):
     assert code == 0, err
     summary = json.loads((run / "summary.json").read_text())
     cascade = summary["harnesses"][f"darc:{p / 'policy.json'}"]
-    assert cascade["verifier"] == "env:won" and cascade["mean_cost"] > 0 and cascade["mean_attempts"] >= 1
+    records = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    deployed = [r for r in records if r["harness"] == f"darc:{p / 'policy.json'}"]
+    assert len(deployed) == 8
+    for record in deployed:  # each task: the chain in order, up to the first win
+        played = [a["interventions"][0] for a in record["attempts"]]
+        assert played == policy["chain"][:len(played)]
+        assert [a["won"] for a in record["attempts"]][:-1] == [False] * (len(played) - 1)
+        assert len(played) == len(policy["chain"]) or record["attempts"][-1]["won"]
+    assert cascade["verifier"] == "env:won"
+    assert cascade["mean_attempts"] == sum(len(r["attempts"]) for r in deployed) / 8
+    assert cascade["mean_cost"] == sum(r["cost"] for r in deployed) / 8 > 0
 
     code, out, err = cli(capsys, "compare", str(run), str(run), "--harness-a", "base",
                          "--harness-b", f"darc:{p / 'policy.json'}", "--resamples", "500")

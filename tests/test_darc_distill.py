@@ -6,6 +6,7 @@ import hashlib
 import importlib.util
 import itertools
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from playground.plugins.darc.distill import (Chain, count_chains, distill, halti
 from playground.plugins.darc.evidence import Evidence, EvidenceError, evidence_hash, load_evidence, write_evidence
 from playground.plugins.darc.frontier import PlotUnavailable, pareto_front, plot_frontier
 from playground.plugins.darc.policy import read_policy
+from tests.conftest import needs_extra
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
@@ -296,15 +298,45 @@ def test_pareto_front_keeps_chains_no_other_beats_on_both_axes(tmp_path):
     assert [(c.names, c.cost, c.succ) for c in front] == [(("b",), 1.5, 0.5), (("b", "a"), 2.0, 0.75)]
 
 
-@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
+@needs_extra("test", HAS_MATPLOTLIB, "matplotlib is not installed")
 def test_plot_frontier_writes_a_png(tmp_path):
     result = distill(random_evidence(40, 4), max_len=3, lam=0.2, tau_free=1.0)
     path = plot_frontier(result, tmp_path / "plots" / "frontier.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.skipif(HAS_MATPLOTLIB, reason="matplotlib is installed")
-def test_plot_frontier_without_matplotlib_says_what_to_install(tmp_path):
+def test_plot_frontier_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed: importing it fails
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     result = distill(random_evidence(10, 2), max_len=2, lam=0.0, tau_free=0.0)
     with pytest.raises(PlotUnavailable, match="matplotlib"):
         plot_frontier(result, tmp_path / "frontier.png")
+
+
+# --- boundaries found by mutation testing (scripts/mutation.sh) -----------------------------------------------
+
+def test_chains_of_length_one_are_allowed_and_zero_is_refused(tmp_path):
+    from playground.plugins.darc.distill import score_all_chains
+
+    _, evidence = hand_evidence(tmp_path)
+    result = distill(evidence, max_len=1, lam=0.0, tau_free=0.0)
+    assert sorted(c.names for c in result.candidates) == [("a",), ("b",), ("c",)] and count_chains(3, 1) == 3
+    chains, succ, cost = score_all_chains(evidence.success, evidence.cost, 1)
+    assert chains == [(0,), (1,), (2,)] and succ.tolist() == [0.25, 0.5, 0.5] and cost.tolist() == [1.75, 1.5, 2.5]
+    for call in (lambda: distill(evidence, max_len=0, lam=0.0, tau_free=0.0),
+                 lambda: score_all_chains(evidence.success, evidence.cost, 0)):
+        with pytest.raises(ValueError, match="at least 1"):
+            call()
+
+
+def test_one_task_is_enough_and_no_task_is_refused():
+    one = Evidence(("t1",), ("a", "b"), np.array([[0, 1]], dtype=bool), np.array([[2.0, 3.0]]))
+    assert distill(one, max_len=2, lam=0.0, tau_free=0.0).best.names == ("b",)
+    none = Evidence((), ("a", "b"), np.zeros((0, 2), dtype=bool), np.zeros((0, 2)))
+    with pytest.raises(ValueError, match="no tasks or no interventions"):
+        distill(none, max_len=2, lam=0.0, tau_free=0.0)
+
+
+def test_a_policy_is_saved_into_new_folders_as_indented_json(tmp_path):
+    path = save_policy(tmp_path / "new" / "deeper" / "policy.json", {"chain": ["a"], "J": 0.5})
+    assert path.read_text() == '{\n  "chain": [\n    "a"\n  ],\n  "J": 0.5\n}\n'

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -52,10 +54,99 @@ def test_at_least_30_formulas_all_used_and_targets_follow_the_rounding_rule():
     assert [benchmark_round(x) for x in (2, 8.3333, -15e6, 0.004, 2.675)] == ["2.0", "8.33", "-15000000.0", "0.0", "2.67"]
 
 
+SHOWN_VALUE = r"-?\$?[\d,]+(?:\.\d+)?%?(?: million)?|once|twice|\d+ times"
+
+# The formulas as their `expression` states them, written out again here (percent figures as shown, e.g. 6.5
+# for 6.5%), so that a wrong `compute` cannot agree with itself.
+BY_HAND = {
+    "Current Ratio": lambda v: v["ca"] / v["cl"],
+    "Quick Ratio": lambda v: (v["ca"] - v["inv"]) / v["cl"],
+    "Cash Ratio": lambda v: v["cash"] / v["cl"],
+    "Debt-to-Equity Ratio": lambda v: v["tl"] / v["eq"],
+    "Debt Ratio": lambda v: v["tl"] / v["ta"],
+    "Interest Coverage Ratio": lambda v: v["ebit"] / v["int"],
+    "Simple Interest": lambda v: v["p"] * (v["rate"] / 100) * v["t"],
+    "Compound Interest": lambda v: v["p"] * (1 + v["rate"] / 100 / v["n"]) ** (v["n"] * v["t"]),
+    "Future Value": lambda v: v["pv"] * (1 + v["rate"] / 100) ** v["n"],
+    "Present Value": lambda v: v["fv"] / (1 + v["rate"] / 100) ** v["n"],
+    "Net Present Value": lambda v: (-v["c0"] + v["cf1"] / (1 + v["rate"] / 100) + v["cf2"] / (1 + v["rate"] / 100) ** 2
+                                    + v["cf3"] / (1 + v["rate"] / 100) ** 3),
+    "Effective Annual Rate": lambda v: ((1 + v["rate"] / 100 / v["n"]) ** v["n"] - 1) * 100,
+    "Capital Asset Pricing Model": lambda v: v["rf"] + v["beta"] * (v["rm"] - v["rf"]),
+    "Sharpe Ratio": lambda v: (v["rp"] - v["rf"]) / v["sd"],
+    "Treynor Ratio": lambda v: (v["rp"] - v["rf"]) / v["beta"],
+    "Gordon Growth Model": lambda v: v["d1"] / (v["req"] / 100 - v["g"] / 100),
+    "Break-Even Units": lambda v: v["fixed"] / (v["price"] - v["var"]),
+    "Payback Period": lambda v: v["inv"] / v["cf"],
+    "Loan Payment": lambda v: (v["p"] * (v["rate"] / 100 / 12)
+                               / (1 - (1 + v["rate"] / 100 / 12) ** (-(v["years"] * 12)))),
+    "Inflation Rate": lambda v: (v["now"] - v["last"]) / v["last"] * 100,
+    "Unemployment Rate": lambda v: v["u"] / v["lf"] * 100,
+    "Balance of Trade": lambda v: v["x"] * 1_000_000 - v["m"] * 1_000_000,
+    "Weighted Average Cost of Capital": lambda v: (v["e"] / (v["e"] + v["d"]) * v["re"]
+                                                   + v["d"] / (v["e"] + v["d"]) * v["rd"] * (1 - v["tc"] / 100)),
+    "Rule of 72": lambda v: 72 / v["rate"],
+}
+
+
+def _shown_number(text: str) -> float:
+    """The value a question shows ("$1,250,000", "6.5%", "$45 million", "twice", "12 times") as a number."""
+    words = {"once": 1.0, "twice": 2.0}
+    if text in words:
+        return words[text]
+    return float(text.removesuffix(" times").removesuffix(" million").replace("$", "").replace(",", "").rstrip("%"))
+
+
+def _values_shown(formula, question: str) -> dict[str, float]:
+    """Read the formula's values back out of the question, by matching it against the formula's templates."""
+    for template in formula.questions:
+        pattern, names = "", set()
+        for literal, field, _, _ in string.Formatter().parse(template):
+            pattern += re.escape(literal)
+            if field == "who":
+                pattern += ".+?"
+            elif field:
+                pattern += f"(?P<{field}>{SHOWN_VALUE})" if field not in names else f"(?P={field})"
+                names.add(field)
+        match = re.fullmatch(pattern, question, flags=re.IGNORECASE)
+        if match:
+            return {name: _shown_number(text) for name, text in match.groupdict().items()}
+    raise AssertionError(f"question matches no template of {formula.name}: {question}")
+
+
 def test_generated_formula_values_give_the_stated_result():
-    context = formula_task(7)[1]
+    """The values the question shows, put into the formula, give the target (rounded as the benchmark does)."""
+    formulas = {f.name: f for f in FORMULAS}
+    checked_by_hand = set()
+    for seed in range(600):
+        name, context, target = formula_task(seed)
+        question = re.search(r"^Question: (.*)$", context, flags=re.MULTILINE).group(1)
+        assert f"Financial formula: {name}\nFormula: {formulas[name].expression}\n" in context
+        values = _values_shown(formulas[name], question)
+        assert set(values) == set(formulas[name].show)  # every value the formula needs is in the question
+        assert benchmark_round(formulas[name].compute(values)) == target, (seed, name, values)
+        if name in BY_HAND:
+            assert float(target) == pytest.approx(round(BY_HAND[name](values), 2), abs=0.011), (seed, name, values)
+            checked_by_hand.add(name)
+    assert checked_by_hand == set(BY_HAND)
     assert formula_task(7) == formula_task(7)  # deterministic by seed
-    assert "Question:" in context and "2 decimal places" in context
+
+
+@pytest.mark.parametrize("name, values, expected", [
+    ("Current Ratio", {"ca": 1_250_000, "cl": 500_000}, "2.5"),
+    ("Gross Margin", {"rev": 1_000_000, "cogs": 600_000}, "40.0"),
+    ("Compound Interest", {"p": 10_000, "rate": 5, "n": 12, "t": 10}, "16470.09"),
+    ("Net Present Value", {"c0": 10_000, "cf1": 5_000, "cf2": 4_000, "cf3": 3_000, "rate": 10}, "105.18"),
+    ("Loan Payment", {"p": 200_000, "rate": 6, "years": 30}, "1199.1"),
+    ("Weighted Average Cost of Capital", {"e": 600_000, "d": 400_000, "re": 10, "rd": 5, "tc": 25}, "7.5"),
+    ("Gordon Growth Model", {"d1": 2, "req": 10, "g": 4}, "33.33"),
+    ("Effective Annual Rate", {"rate": 12, "n": 12}, "12.68"),
+    ("Rule of 72", {"rate": 8}, "9.0"),
+    ("Balance of Trade", {"x": 300, "m": 450}, "-150000000.0"),
+])
+def test_formulas_give_hand_computed_results(name, values, expected):
+    formula = next(f for f in FORMULAS if f.name == name)
+    assert benchmark_round(formula.compute({k: float(v) for k, v in values.items()})) == expected
 
 
 def test_generated_tagging_tasks_have_four_listed_tags():

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needs_extra
+
 ROOT = Path(__file__).resolve().parents[1]
 LINT = shutil.which("lint-imports")
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(LINT is None, reason="import-linter not installed (extra 'test')")]
+pytestmark = [pytest.mark.slow, needs_extra("test", LINT is not None, "import-linter's lint-imports is not on PATH")]
 
 
 @pytest.fixture(scope="module")

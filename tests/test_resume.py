@@ -7,26 +7,40 @@ import os
 import signal
 import subprocess
 import sys
-import time
-
 import pytest
 
 from playground.run.rundir import RunDir
 from tests.conftest import write_plugin_dist
 
-SLOW_AGENT = """
+PAUSING_AGENT = """
+import os
+import sys
 import time
 from playground.core.hookspecs import hookimpl
 from playground.agents.base import ExpertAgent
 
-class SlowExpert(ExpertAgent):
+EPISODES = 0
+
+
+class PausingExpert(ExpertAgent):
+    # The expert; with PAUSE_IN_EPISODE=N set, it says PAUSED on stderr at the 2nd step of episode N and waits.
+
+    def reset(self, task_id, seed):
+        global EPISODES
+        EPISODES += 1
+        self.steps = 0
+        super().reset(task_id, seed)
+
     def propose(self, view):
-        time.sleep(0.02)
+        self.steps += 1
+        if str(EPISODES) == os.environ.get("PAUSE_IN_EPISODE") and self.steps == 2:
+            print("PAUSED", file=sys.stderr, flush=True)
+            time.sleep(600)  # killed here
         return super().propose(view)
 
 @hookimpl
 def register_agents(register):
-    register("slow-expert", SlowExpert, needs_expert=True)
+    register("pausing-expert", PausingExpert, needs_expert=True)
 """
 
 
@@ -39,19 +53,28 @@ def _records(out):
 
 @pytest.mark.slow
 def test_sigkill_then_resume_loses_nothing_and_counts_nothing_twice(tmp_path):
-    root = write_plugin_dist(tmp_path / "site", "slow-agent", {"slow": SLOW_AGENT})
+    root = write_plugin_dist(tmp_path / "site", "pausing-agent", {"pausing": PAUSING_AGENT})
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "slow-expert",
+    cmd = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "pausing-expert",
            "--harness", "base", "--episodes", "12", "--out", str(out), "--quiet"]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 60
-    while len(_records(out)) < 3 and time.time() < deadline:
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed_at = len(_records(out))
-    assert 3 <= killed_at < 12, "the run should have been killed part-way"
+    proc = subprocess.Popen(cmd, env={**env, "PAUSE_IN_EPISODE": "4"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stderr:  # wait for the agent to say it is paused inside episode 4 (EOF if the run dies)
+            lines.append(line)
+            if line.strip() == "PAUSED":
+                break
+        assert lines and lines[-1].strip() == "PAUSED", "".join(lines)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+    killed = _records(out)
+    assert [r["task_id"] for r in killed] == ["tiny-20000", "tiny-20001", "tiny-20002"]  # 3 finished, the 4th in flight
+    torn = [json.loads(line) for line in (out / "traces" / "base" / "tiny-20003.jsonl").read_text().splitlines()]
+    assert torn[0]["type"] == "header" and "end" not in {e["type"] for e in torn}
     assert not (out / "summary.json").exists()
 
     finished = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)

@@ -125,8 +125,9 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
         for event in read_trace(record_trace(run_dir, record)):  # never a file outside the run directory
             if event["type"] != "detection":
                 continue
-            if event["step"] != step:
-                previous, current, step = current, set(), event["step"]
+            if event["step"] != step:  # a step without detections in between ends every streak
+                previous = current if step is not None and event["step"] == step + 1 else set()
+                current, step = set(), event["step"]
             label = ",".join(event["labels"])
             current.add(label)
             if label not in previous:

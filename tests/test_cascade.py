@@ -1,0 +1,172 @@
+"""Cascade harnesses (HarnessSpec.cascade, played by the runner): the order of the attempts, the stop at the
+first win, the same seed for every attempt, and the summed steps and costs of the merged record.
+
+The interventions are small test plugins: `quit-after-N` lets the expert play N steps, then stops the
+episode (a lost attempt of exactly N steps); `let-play` does nothing (the expert wins).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from playground.cli.main import main
+from playground.core.hookspecs import hookimpl
+from playground.core.payloads import Decision
+from playground.agents.base import ExpertAgent
+from playground.host.manager import Host
+from playground.host.registry import HarnessSpec
+from playground.run.runner import RunConfig, episode_seed, run
+from playground.run.traces import read_trace
+
+TASKS = ["tiny-20000", "tiny-20001", "tiny-20002"]
+RESETS: list[tuple[str, int]] = []  # (task, seed) of every agent reset, in order
+
+
+class QuitAfter:
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
+    @hookimpl
+    def decide_intervention(self, context, proposal, detections):
+        if context.step >= self.steps:
+            return Decision("quit", "give_up", stop=True)
+
+
+class LetPlay:
+    @hookimpl
+    def episode_started(self, start):
+        pass
+
+
+class RecordingExpert(ExpertAgent):
+    def reset(self, task_id, seed):
+        RESETS.append((task_id, seed))
+        super().reset(task_id, seed)
+
+
+class CascadePlugin:
+    @hookimpl
+    def register_interventions(self, register):
+        register("quit-after-2", lambda params: QuitAfter(2), cost=7.0)       # a fixed cost per attempt
+        register("quit-after-3", lambda params: QuitAfter(3), cost_unit="steps")
+        register("let-play", lambda params: LetPlay(), cost_unit="steps")
+        register("let-play-too", lambda params: LetPlay(), cost=100.0)
+
+    @hookimpl
+    def register_agents(self, register):
+        register("recording-expert", RecordingExpert, needs_expert=True)
+
+
+@pytest.fixture
+def host():
+    RESETS.clear()
+    return Host(strict=True).load(extra={"cascade-test": CascadePlugin()})
+
+
+def play(host, tmp_path, chain, name="cascade", seed=0):
+    host.harnesses.add(name, HarnessSpec(name, cascade=tuple(chain)))
+    out = tmp_path / "run"
+    summary = run(host, RunConfig(env="tiny", task_set="default", split="test", tasks=TASKS, agent="recording-expert",
+                                  harnesses=[name], out=str(out), seed=seed, strict=True))
+    records = {r["task_id"]: r for r in map(json.loads, (out / "episodes.jsonl").read_text().splitlines())}
+    return summary, records, out
+
+
+def test_a_cascade_tries_in_order_and_stops_at_the_first_win(host, tmp_path):
+    summary, records, out = play(host, tmp_path, ["quit-after-2", "quit-after-3", "let-play", "let-play-too"])
+    for task in TASKS:
+        record = records[task]
+        assert [a["interventions"] for a in record["attempts"]] == [["quit-after-2"], ["quit-after-3"], ["let-play"]]
+        assert [a["won"] for a in record["attempts"]] == [False, False, True]
+        assert [a["status"] for a in record["attempts"]] == ["stopped", "stopped", "won"]
+        assert record["won"] and record["status"] == "won"  # the outcome is the last attempt's
+        # each attempt is traced under its own file, with its own interventions in the header
+        traces = [a["trace"] for a in record["attempts"]]
+        assert traces == [f"traces/cascade/{task}.jsonl", f"traces/cascade/{task}.attempt2.jsonl",
+                          f"traces/cascade/{task}.attempt3.jsonl"]
+        assert record["trace"] == traces[0]
+        headers = [next(iter(read_trace(out / t))) for t in traces]
+        assert [h["interventions"] for h in headers] == [["quit-after-2"], ["quit-after-3"], ["let-play"]]
+        assert not (out / f"traces/cascade/{task}.attempt4.jsonl").exists()  # never reached
+    assert summary["harnesses"]["cascade"]["mean_attempts"] == 3.0
+    assert summary["harnesses"]["cascade"]["success_rate"] == 1.0
+
+
+def test_a_first_attempt_win_plays_nothing_else(host, tmp_path):
+    summary, records, out = play(host, tmp_path, ["let-play", "quit-after-2"])
+    for task in TASKS:
+        assert [a["interventions"] for a in records[task]["attempts"]] == [["let-play"]]
+        assert not (out / f"traces/cascade/{task}.attempt2.jsonl").exists()
+    assert summary["harnesses"]["cascade"]["mean_attempts"] == 1.0
+    assert len(RESETS) == len(TASKS)
+
+
+def test_a_cascade_with_no_win_plays_every_attempt_and_ends_lost(host, tmp_path):
+    summary, records, _ = play(host, tmp_path, ["quit-after-3", "quit-after-2"])
+    for task in TASKS:
+        record = records[task]
+        assert [a["won"] for a in record["attempts"]] == [False, False]
+        assert not record["won"] and record["status"] == "stopped"
+        assert record["steps"] == 3 + 2 and record["cost"] == 3.0 + 7.0
+    assert summary["harnesses"]["cascade"]["success_rate"] == 0.0
+    assert summary["harnesses"]["cascade"]["mean_attempts"] == 2.0
+    assert summary["harnesses"]["cascade"]["mean_cost"] == 10.0
+
+
+def test_every_attempt_replays_the_task_with_the_same_seed(host, tmp_path):
+    _, records, out = play(host, tmp_path, ["quit-after-2", "quit-after-3", "let-play"], seed=11)
+    assert [task for task, _ in RESETS] == [t for t in TASKS for _ in range(3)]  # three attempts per task, in turn
+    for task in TASKS:
+        seeds = {seed for t, seed in RESETS if t == task}
+        assert seeds == {episode_seed(11, task)} and records[task]["seed"] == episode_seed(11, task)
+        headers = [next(iter(read_trace(out / a["trace"]))) for a in records[task]["attempts"]]
+        assert {h["seed"] for h in headers} == {episode_seed(11, task)}
+        # the same initial state: every attempt's reset shows the same observation and goal
+        resets = [next(e for e in read_trace(out / a["trace"]) if e["type"] == "reset")
+                  for a in records[task]["attempts"]]
+        assert len({(r["observation"], r["goal"]) for r in resets}) == 1
+    assert len({seed for _, seed in RESETS}) == len(TASKS)  # and the seed differs between tasks
+
+
+def test_steps_and_costs_are_summed_over_the_attempts_played(host, tmp_path):
+    summary, records, out = play(host, tmp_path, ["quit-after-2", "quit-after-3", "let-play", "let-play-too"])
+    costs = []
+    for task in TASKS:
+        record = records[task]
+        won_steps = record["attempts"][2]["steps"]
+        assert [a["steps"] for a in record["attempts"]] == [2, 3, won_steps] and won_steps > 3
+        # quit-after-2 has a fixed cost of 7; the others cost their steps
+        assert [a["cost"] for a in record["attempts"]] == [7.0, 3.0, float(won_steps)]
+        assert record["steps"] == 2 + 3 + won_steps
+        assert record["cost"] == 7.0 + 3.0 + won_steps
+        # the counters of the tally add up too: one stop decision in each lost attempt
+        assert record["interventions"] == {"give_up": 2}
+        step_events = sum(e["type"] == "step" for a in record["attempts"] for e in read_trace(out / a["trace"]))
+        assert step_events == record["steps"]
+        costs.append(record["cost"])
+    assert summary["harnesses"]["cascade"]["mean_cost"] == pytest.approx(sum(costs) / len(costs))
+    assert summary["harnesses"]["cascade"]["mean_steps"] == pytest.approx(
+        sum(records[t]["steps"] for t in TASKS) / len(TASKS))
+
+
+def test_a_darc_policy_file_deploys_the_same_cascade(tmp_path, capsys):
+    """`--harness darc:POLICY.json` plays the policy's chain as a cascade, in the chain's order."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"chain": ["validity-guard", "sentry"]}))
+    out = tmp_path / "deploy"
+    code = main(["run", "--env", "tiny", "--agent", "noisy", "--agent-option", "stop=1.0", "--episodes", "4",
+                 "--harness", f"darc:{policy}", "--out", str(out), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert len(records) == 4
+    for record in records:
+        attempts = record["attempts"]
+        # the noisy agent with stop=1.0 declares victory at once: the guard cannot stop that, so the
+        # first attempt is lost and the chain goes on to sentry, in the chain's order
+        assert attempts[0]["interventions"] == ["validity-guard"] and not attempts[0]["won"]
+        assert [a["interventions"] for a in attempts] == [["validity-guard"], ["sentry"]]
+        assert record["won"] == attempts[-1]["won"] and record["verifier"] == "env:won"
+        assert record["steps"] == sum(a["steps"] for a in attempts)
+        assert record["cost"] == sum(a["cost"] for a in attempts) == record["steps"]  # both cost their steps

@@ -1,0 +1,227 @@
+"""DARC's diagnosis and its restriction, end to end: profiling an agent whose failures are known gives the
+expected mode, the admissible interventions are exactly those registered for that mode on that env, and
+`darc evaluate --diagnosis` evaluates exactly those; plus `diagnose()` on hand-made histograms."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from playground.cli.main import main
+from playground.host.manager import Host
+from playground.plugins.darc.profile import DARC_MODES, diagnose
+from playground.run.traces import read_trace
+
+QUIET = {mode: "0" for mode in ("invalid", "malformed", "repeat", "stall", "drift", "stop")}
+
+
+def cli(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def noisy_options(**rates) -> list[str]:
+    """`--agent-option` pairs for a noisy agent making only the given failures."""
+    pairs = []
+    for mode, rate in {**QUIET, **rates}.items():
+        pairs += ["--agent-option", f"{mode}={rate}"]
+    return pairs
+
+
+def expected_admissible(host: Host, env: str, mode: str) -> set[str]:
+    """The spec of the restriction, from the registry: the interventions registered for `mode` usable on `env`."""
+    return {spec.name for spec in host.interventions
+            if mode in spec.modes and (not spec.envs or env in spec.envs) and not spec.name.startswith("detect-only:")}
+
+
+def evidence_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_profiling_invalid_actions_diagnoses_action_validity_and_evaluates_exactly_its_interventions(capsys, tmp_path):
+    out = tmp_path / "darc"
+    common = ["--env", "tiny", "--agent", "noisy", *noisy_options(invalid="0.3"), "--quiet"]
+    code, stdout, err = cli(capsys, "darc", "profile", *common, "--episodes", "6", "--detectors",
+                            "validity-guard", "--out", str(out))
+    assert code == 0, err
+    diagnosis = json.loads((out / "diagnosis.json").read_text())
+    assert diagnosis["mode"] == "action_validity"
+    assert set(diagnosis["histogram"]) == {"action_validity"} and diagnosis["invalid_actions"] > 0
+    assert diagnosis["modes_per_episode"]["action_validity"] > 0
+    assert diagnosis["modes_per_episode"]["procedure_breadth"] == diagnosis["modes_per_episode"]["format_precision"] == 0
+    assert f"{diagnosis['invalid_actions']} invalid actions reached the env" in diagnosis["why"]
+    host = Host().load()
+    admissible = expected_admissible(host, "tiny", "action_validity")
+    assert {"validity-guard", "sentry"} <= admissible and "action_pruning" not in admissible  # alfworld's only
+    assert diagnosis["admissible_interventions"] == sorted(admissible)
+    assert json.loads(stdout)["admissible_interventions"] == sorted(admissible)
+
+    # the detectors only watched: no intervention in the profiling run, the invalid actions reached the env
+    run_dir = out / "profile-run"
+    records = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert len(records) == 6 and diagnosis["episodes"] == 6
+    events = [e for r in records for e in read_trace(run_dir / r["trace"])]
+    assert not [e for e in events if e["type"] == "intervention"]
+    invalid_steps = sum(e["type"] == "step" and not e["valid_action"] for e in events)
+    assert diagnosis["invalid_actions"] == invalid_steps
+    assert sum(diagnosis["histogram"]["action_validity"].values()) <= invalid_steps
+
+    code, stdout, err = cli(capsys, "darc", "evaluate", *common, "--episodes", "3", "--diagnosis",
+                            str(out / "diagnosis.json"), "--out", str(out))
+    assert code == 0, err
+    assert f"evaluated {len(admissible)} interventions on 3 tasks" in stdout
+    rows = evidence_rows(out / "evidence.csv")
+    assert {r["intervention"] for r in rows} == admissible
+    assert len(rows) == 3 * len(admissible)
+    assert sorted(json.loads(line)["harness"] for line in (out / "evaluate-run" / "episodes.jsonl").read_text()
+                  .splitlines()) == sorted(f"darc-eval:{n}" for n in admissible for _ in range(3))
+
+
+def test_profiling_loops_diagnoses_procedure_breadth(capsys, tmp_path):
+    out = tmp_path / "darc"
+    code, _, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "noisy",
+                       *noisy_options(repeat="0.3", stall="0.3"), "--episodes", "6", "--out", str(out), "--quiet")
+    assert code == 0, err
+    diagnosis = json.loads((out / "diagnosis.json").read_text())
+    assert diagnosis["mode"] == "procedure_breadth" and diagnosis["invalid_actions"] == 0
+    host = Host().load()
+    assert diagnosis["histogram"] and {host.labels.mode_of(t) for t in diagnosis["histogram"]} == {"procedure_breadth"}
+    assert diagnosis["admissible_interventions"] == sorted(expected_admissible(host, "tiny", "procedure_breadth"))
+    assert "validity-guard" not in diagnosis["admissible_interventions"]
+
+
+def test_finance_format_failures_diagnose_format_precision_and_restrict_to_finance_interventions(capsys, tmp_path):
+    out = tmp_path / "darc"
+    common = ["--env", "finance:formula", "--agent", "format-noisy", "--quiet"]
+    code, _, err = cli(capsys, "darc", "profile", *common, "--episodes", "8", "--detectors", "format-guard",
+                       "--out", str(out))
+    assert code == 0, err
+    diagnosis = json.loads((out / "diagnosis.json").read_text())
+    assert diagnosis["mode"] == "format_precision" and set(diagnosis["histogram"]) == {"format_precision"}
+    host = Host().load()
+    admissible = expected_admissible(host, "finance", "format_precision")
+    assert {"format-guard", "demos-k1", "demos-k16"} <= admissible
+    assert diagnosis["admissible_interventions"] == sorted(admissible)
+
+    # restrict the diagnosis by hand to two of them: evaluate follows the file, not the library
+    diagnosis["admissible_interventions"] = ["demos-k1", "format-guard"]
+    (out / "diagnosis.json").write_text(json.dumps(diagnosis))
+    code, _, err = cli(capsys, "darc", "evaluate", *common, "--episodes", "2", "--diagnosis",
+                       str(out / "diagnosis.json"), "--out", str(out))
+    assert code == 0, err
+    rows = evidence_rows(out / "evidence.csv")
+    assert sorted((r["task_id"], r["intervention"]) for r in rows) == sorted(
+        (t, n) for t in {r["task_id"] for r in rows} for n in ("demos-k1", "format-guard"))
+    assert len(rows) == 4
+    assert {float(r["cost"]) for r in rows if r["intervention"] == "demos-k1"} == {1.0}  # its fixed cost k
+
+
+def test_evaluate_refuses_a_diagnosis_without_interventions_or_with_unknown_ones(capsys, tmp_path):
+    path = tmp_path / "diagnosis.json"
+    for content, message in [({"admissible_interventions": []}, "admits no intervention"),
+                             ({"admissible_interventions": ["crystal-ball"]}, "unknown intervention(s) crystal-ball"),
+                             ({"mode": "action_validity"}, "not a diagnosis file")]:
+        path.write_text(json.dumps(content))
+        code, _, err = cli(capsys, "darc", "evaluate", "--env", "tiny", "--episodes", "2", "--diagnosis", str(path),
+                           "--out", str(tmp_path / "out"), "--quiet")
+        assert code == 2 and message in err, err
+
+
+# -- diagnose() on hand-made histograms ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def host():
+    return Host().load()
+
+
+def test_the_mode_with_most_onsets_per_episode_wins(host):
+    histogram = {"action_validity": {"invalid_action": 3}, "progress": {"planning_stall": 2, "repetition_or_looping": 2},
+                 "grounding": {"objective_drift": 1}}
+    d = diagnose(histogram, invalid_actions=3, episodes=4, host=host, env="tiny")
+    # progress and grounding both belong to procedure_breadth: 2 + 2 + 1 = 5 onsets over 4 episodes
+    assert d.per_episode == {"action_validity": 0.75, "procedure_breadth": 1.25, "format_precision": 0.0}
+    assert d.mode == "procedure_breadth"
+    assert d.why == "procedure_breadth: 1.25 failure onsets per episode over 4 episodes (next: action_validity with 0.75)"
+    assert d.admissible == sorted(expected_admissible(host, "tiny", "procedure_breadth"))
+
+
+def test_action_validity_names_the_invalid_actions_and_admits_per_env(host):
+    histogram = {"action_validity": {"invalid_action": 5}, "format_precision": {"unparseable_number": 1}}
+    d = diagnose(histogram, invalid_actions=7, episodes=10, host=host, env="alfworld")
+    assert d.mode == "action_validity" and d.per_episode["action_validity"] == 0.5
+    assert d.why.endswith("; 7 invalid actions reached the env")
+    assert d.admissible == sorted(expected_admissible(host, "alfworld", "action_validity"))
+    assert "action_pruning" in d.admissible
+    assert "action_pruning" not in diagnose(histogram, 7, 10, host, "tiny").admissible
+
+
+def test_ties_go_to_the_first_darc_mode_and_nothing_detected_says_so(host):
+    tie = {"format_precision": {"unparseable_number": 2}, "progress": {"planning_stall": 2}}
+    assert diagnose(tie, 0, 2, host, "finance").mode == "procedure_breadth"  # DARC_MODES order breaks the tie
+    assert DARC_MODES.index("procedure_breadth") < DARC_MODES.index("format_precision")
+    empty = diagnose({}, 0, 3, host, "tiny")
+    assert empty.mode == DARC_MODES[0] and empty.per_episode == dict.fromkeys(DARC_MODES, 0.0)
+    assert empty.why.startswith("no failure detected in 3 episodes; defaulting to action_validity")
+    finance = diagnose({"format_precision": {"prose_around_answer": 3}}, 0, 3, host, "finance")
+    assert finance.mode == "format_precision" and finance.per_episode["format_precision"] == 1.0
+    assert finance.admissible == sorted(expected_admissible(host, "finance", "format_precision"))
+
+
+# -- profile() with a detector that would intervene at every step -----------------------------------
+
+
+class Nag:
+    """Detects a failure at every step but each third, and would stop the episode each time if it could."""
+
+    from playground.core.hookspecs import hookimpl as _hookimpl
+
+    @_hookimpl
+    def detect_failures(self, context, proposal):
+        from playground.core.payloads import Detection
+
+        if context.step % 3 != 2:
+            return Detection("nag", "action_validity", ("invalid_action",), 1.0, evidence="nag")
+
+    @_hookimpl
+    def decide_intervention(self, context, proposal, detections):
+        from playground.core.payloads import Decision
+
+        return Decision("nag", "give_up", stop=True)
+
+
+class NagPlugin:
+    from playground.core.hookspecs import hookimpl as _hookimpl
+
+    @_hookimpl
+    def register_interventions(self, register):
+        register("nag", lambda params: Nag(), modes=("action_validity",))
+
+
+def test_profiling_detectors_never_intervene_and_a_streak_counts_once(tmp_path):
+    from playground.plugins.darc.profile import profile
+    from playground.run.runner import RunConfig
+
+    host = Host(strict=True).load(extra={"nag": NagPlugin()})
+    tasks = [f"tiny-{i}" for i in range(100, 104)]
+    config = RunConfig(env="tiny", task_set="default", split="dev", tasks=tasks, agent="expert", harnesses=["base"],
+                       out=str(tmp_path / "unused"), strict=True)
+    result = profile(host, config, ["nag"], tmp_path / "darc")
+    run_dir = tmp_path / "darc" / "profile-run"
+    records = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert result["success_rate"] == 1.0 and all(r["won"] for r in records)  # nag never stopped anything
+    onsets = 0
+    for record in records:
+        events = list(read_trace(run_dir / record["trace"]))
+        assert not [e for e in events if e["type"] == "intervention"]
+        detected = sorted({e["step"] for e in events if e["type"] == "detection"})
+        assert detected and all(s % 3 != 2 for s in detected)
+        onsets += sum(1 for s in detected if s - 1 not in detected)  # a streak of consecutive steps counts once
+    assert onsets > len(records)  # episodes are long enough for several streaks each
+    assert result["histogram"] == {"action_validity": {"invalid_action": onsets}}
+    assert result["mode"] == "action_validity" and "nag" in result["admissible_interventions"]
+    assert result["modes_per_episode"]["action_validity"] == round(onsets / len(records), 4)
