@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from playground.agents.base import ExpertAgent, RandomAgent
-from playground.agents.noisy import FAILURE_LABELS, STALL_VERBS, NoisyAgent
+from playground.agents.noisy import FAILURE_LABELS, NoisyAgent
+from playground.core.env import command_kinds
 from playground.core.payloads import AgentView, InterventionMessage
 from playground.testing import play, tiny_env
 
@@ -32,6 +33,9 @@ def test_noisy_with_zero_rates_is_the_expert():
         assert _actions(noisy) == _actions(expert) and noisy.result.won
 
 
+IDLE_VERBS = ("look", "inventory", "examine")  # the tiny env's actions of kind "look"
+
+
 def _signatures(rates: dict) -> dict[str, int]:
     """Counts, over ten tiny episodes, of what each failure mode (and nothing else) leaves in the trace."""
     counts = dict.fromkeys(FAILURE_LABELS, 0)
@@ -45,8 +49,8 @@ def _signatures(rates: dict) -> dict[str, int]:
         counts["stop"] += result.result.status == "stopped"
         # a repetition: the same idle action three times in a row (the expert never idles)
         counts["repeat"] += sum(1 for x, y, z in zip(actions, actions[1:], actions[2:])
-                                if x == y == z and x.startswith(STALL_VERBS))
-        counts["stall"] += sum(a.startswith(STALL_VERBS) for a in actions)
+                                if x == y == z and x.startswith(IDLE_VERBS))
+        counts["stall"] += sum(a.startswith(IDLE_VERBS) for a in actions)
         counts["drift"] += sum(a.startswith(("take", "drop")) and goal_object not in a for a in actions)
     return counts
 
@@ -67,11 +71,11 @@ def test_each_failure_mode_shows_up(mode):
 def test_a_repeat_streak_repeats_one_idle_action_off_the_plan(seed):
     agent = NoisyAgent(**ZERO | {"repeat": 1.0}, min_streak=5, max_streak=5)
     agent.reset("tiny-1", seed)
-    view = AgentView("Bring the red key", "You are in the hall.", (),
-                     ("go east", "look", "inventory", "examine old map", "examine door", "take old map"), 0, None,
-                     extras={"expert_plan": ["go east"]})
+    admissible = ("examine door", "examine old map", "go east", "inventory", "look", "take old map")
+    view = AgentView("Bring the red key", "You are in the hall.", (), admissible, 0, None,
+                     extras={"expert_plan": ["go east"], "action_kinds": command_kinds(admissible)})
     actions = [agent.propose(view).action for _ in range(5)]
-    assert len(set(actions)) == 1 and actions[0].startswith(STALL_VERBS) and actions[0] != "go east"
+    assert len(set(actions)) == 1 and actions[0].startswith(IDLE_VERBS) and actions[0] != "go east"
     assert agent.failure == FAILURE_LABELS["repeat"]
 
 
@@ -81,9 +85,9 @@ def test_a_stall_streak_wanders_between_idle_actions():
     for seed in range(5):
         agent = NoisyAgent(**ZERO | {"stall": 1.0}, min_streak=5, max_streak=5)
         agent.reset("tiny-1", seed)
-        view = AgentView("Bring the red key", "You are in the hall.", (),
-                         ("go east", "look", "inventory", "examine old map", "examine door"), 0, None,
-                         extras={"expert_plan": ["go east"]})
+        admissible = ("examine door", "examine old map", "go east", "inventory", "look")
+        view = AgentView("Bring the red key", "You are in the hall.", (), admissible, 0, None,
+                         extras={"expert_plan": ["go east"], "action_kinds": command_kinds(admissible)})
         varied += len({agent.propose(view).action for _ in range(5)}) > 1
     assert varied >= 4
 
