@@ -99,16 +99,23 @@ def _signal(pid: int, sig: int, group: bool) -> None:
         pass
 
 
+def _exited_child(pid: int) -> bool:
+    """True when `pid` is a child of ours that has exited (not reaped: its status stays for its owner)."""
+    waitid = getattr(os, "waitid", None)
+    if waitid is None:
+        return False
+    try:
+        return waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except (ChildProcessError, OSError):
+        return False  # not our child: /proc or kill(0) tells
+
+
 def wait_gone(pid: int, timeout: float, start_time: str | None = None) -> bool:
-    """Wait up to `timeout` seconds for `pid` to end (reaping it when it is our child); True when it did."""
+    """Wait up to `timeout` seconds for `pid` to end; True when it did. A child of ours is left for its
+    owner (e.g. its Popen) to reap, with its exit status."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return True
-        except ChildProcessError:
-            pass  # not our child: someone else reaps it
-        if not is_running(pid, start_time):
+        if _exited_child(pid) or not is_running(pid, start_time):
             return True
         if time.monotonic() >= deadline:
             return False
