@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
 
 import pytest
 
 from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.env import wrong_api_name
 from playground.envs.appworld.interventions import classify_error, full_listing, induced_rule, relevant_docs
+from playground.envs.appworld.server import STOP_GRACE, answering_pid
+from playground.processes import is_running
+from tests.test_orphans import Lines, descendants, kill_and_check, needs_linux, records, start_run, wait_for_record
 
 CACHE_AT_IMPORT = os.environ.get("PLAYGROUND_CACHE")
 SET_UP = appworld_setup.is_set_up()
@@ -191,9 +200,82 @@ def test_server_stops_without_leaving_a_process(provider):
     server.start()
     pid = server.process.pid
     assert server.get("/")  # it answers
-    server.stop()
+    record = json.loads(server.pid_file.read_text())
+    assert (record["pid"], record["parent_pid"], record["port"], record["token"]) == (
+        pid, os.getpid(), server.port, server.token)
+    with pytest.raises(urllib.error.HTTPError) as refused:  # a request without this run's token never reaches AppWorld
+        urllib.request.urlopen(server.url + "/", timeout=10)
+    assert refused.value.code == 403
+    assert answering_pid(server.port, server.token) == pid and answering_pid(server.port, "other") is None
+    server.request("/initialize", task_id=embedded_ids(provider)[0], experiment_name="stop-test")
+    started = time.monotonic()
+    server.stop()  # AppWorld alone takes seconds to exit after a task; bounded by serve.py's grace
+    assert time.monotonic() - started < STOP_GRACE + 2
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # the whole process group is gone
+    assert not (appworld_setup.home() / "servers" / f"{pid}.json").exists()
+
+
+@pytest.mark.slow
+@needs_server
+@needs_linux
+def test_a_stale_server_is_stopped_when_a_new_run_starts(tmp_path):
+    from playground.envs.appworld.server import AppWorldServer
+
+    server = AppWorldServer(appworld_setup.venv_python(), appworld_setup.embedded_root())
+    server.start()
+    pid, pid_file = server.process.pid, server.pid_file
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    # as a run killed before this fix (or off Linux) leaves it: its starter is gone, the server runs on
+    pid_file.write_text(json.dumps({**json.loads(pid_file.read_text()), "parent_pid": gone.pid}))
+    done = subprocess.run([sys.executable, "-m", "playground.cli.main", "run", "--env", "appworld", "--agent",
+                           "expert", "--episodes", "1", "--out", str(tmp_path / "run"), "--quiet"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"stopped a stale server (pid {pid}," in done.stderr
+    assert server.process.wait(timeout=5) is not None and not pid_file.exists()
+    server.stop()
+
+
+@pytest.mark.slow
+@needs_server
+@needs_linux
+def test_kill_9_of_an_appworld_run_leaves_no_server_and_the_run_resumes(tmp_path):
+    out = tmp_path / "run"
+    args = ["--env", "appworld", "--agent", "expert", "--harness", "base", "--episodes", "6", "--workers", "2",
+            "--out", str(out)]
+    marker = uuid.uuid4().hex
+    proc = start_run(args, dict(os.environ), marker)
+    Lines(proc.stderr).wait_for(lambda line: "appworld: server on" in line, 180)
+    wait_for_record(out, 300)
+    family = {proc.pid, *descendants(proc.pid)}
+    servers = [r for r in _server_records() if r["parent_pid"] in family]
+    assert len(servers) >= 2  # the run's own (started by prepare) and at least one worker's
+    tracked = kill_and_check(proc, marker)
+    assert {r["pid"] for r in servers} <= set(tracked)
+    assert 1 <= len(records(out)) < 6
+
+    done = subprocess.run([sys.executable, "-m", "playground.cli.main", "run", *args, "--quiet"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    keys = [r["key"] for r in records(out)]
+    assert len(keys) == 6 and len(set(keys)) == 6
+    assert json.loads((out / "summary.json").read_text())["harnesses"]["base"]["success_rate"] == 1.0
+    # the killed run's pid files went with the rerun's first start; the rerun left none of its own
+    assert not [r for r in _server_records() if r["pid"] in {s["pid"] for s in servers}]
+    assert not [r for r in _server_records() if not is_running(r["parent_pid"], r.get("parent_start_time"))]
+
+
+def _server_records() -> list[dict]:
+    folder = appworld_setup.home() / "servers"
+    found = []
+    for path in folder.glob("*.json") if folder.is_dir() else []:
+        try:
+            found.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 @needs_server

@@ -195,7 +195,8 @@ def test_a_child_that_dies_with_its_parent_goes_when_the_parent_is_killed():
 
 
 def test_a_process_that_ignores_sigterm_is_killed_after_the_grace():
-    code = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(60)"
+    code = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\ntime.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
     assert proc.stdout.readline().strip() == b"ready"
     started = time.monotonic()

@@ -4,8 +4,9 @@
 
 - Serves `appworld.serve.environment:app` under uvicorn on 127.0.0.1:PORT, behind a check
   that every HTTP request carries the run's token (`X-Playground-Token`); any other
-  request gets 403; `/_playground` answers `{"pid": ...}` to a request with it. The token comes in the environment (not the command line, which
-  other users can read) and is removed from it before AppWorld runs any code.
+  request gets 403, and `/_playground` answers `{"pid": ...}` to one with it. The token
+  comes in the environment (not the command line, which other users can read) and is
+  removed from it before AppWorld runs any code.
 - Dies with its parent: `prctl(PR_SET_PDEATHSIG, SIGKILL)` (Linux; elsewhere the parent's
   pid file lets the next run find and stop it), and exits at once when the parent is
   already gone.

@@ -217,8 +217,8 @@ def stop_stale_servers(pid_dir: Path) -> list[dict]:
         if is_running(parent, record.get("parent_start_time")):
             continue
         start_time = record.get("start_time")
-        if is_running(pid, start_time) and (
-                start_time is not None or answering_pid(int(record.get("port", 0)), str(record.get("token")), 1) == pid):
+        port, token = int(record.get("port", 0)), str(record.get("token"))
+        if is_running(pid, start_time) and (start_time is not None or answering_pid(port, token, 1) == pid):
             stop_process_group(pid, STOP_GRACE, start_time)
             stopped.append(record)
         path.unlink(missing_ok=True)
