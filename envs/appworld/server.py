@@ -9,7 +9,8 @@ per-run token. Requests are plain JSON over HTTP (urllib) and carry the token.
 No server outlives its run:
 
 - the server dies with the process that started it (`serve.py` sets the Linux
-  parent-death signal), so a run killed with `kill -9` takes it along;
+  parent-death signal), so a run killed with `kill -9` takes it along; the signal follows
+  the starting thread, so start it from one that lives as long as the server should;
 - it runs in its own process group, stopped at exit: SIGTERM, then SIGKILL after
   `STOP_GRACE` seconds (AppWorld alone can take seconds to exit);
 - each server has a pid file under `<cache>/appworld/servers/` naming it (pid, start
