@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
 
 import pytest
 
 from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.env import wrong_api_name
 from playground.envs.appworld.interventions import classify_error, full_listing, induced_rule, relevant_docs
+from playground.envs.appworld.server import STOP_GRACE, answering_pid
+from playground.processes import is_running
+from tests.test_orphans import Lines, descendants, kill_and_check, needs_linux, records, start_run, wait_for_record
 from tests.conftest import needs_extra
 
 CACHE_AT_IMPORT = os.environ.get("PLAYGROUND_CACHE")
@@ -188,9 +197,6 @@ def test_noisy_runs_under_base_sentry_and_procedural_harnesses(capsys, tmp_path)
 def test_server_stops_without_leaving_a_process(provider):
     from playground.envs.appworld.server import AppWorldServer
 
-    import urllib.error
-    import urllib.request
-
     server = AppWorldServer(appworld_setup.venv_python(), appworld_setup.embedded_root())
     server.start()
     pid, url = server.process.pid, server.url
@@ -200,10 +206,21 @@ def test_server_stops_without_leaving_a_process(provider):
     docs = server.api_docs()
     assert {"supervisor", "spotify", "venmo"} <= set(docs)
     assert "complete_task" in docs["supervisor"] and "login" in docs["spotify"]
-    server.stop()
+    record = json.loads(server.pid_file.read_text())
+    assert (record["pid"], record["parent_pid"], record["port"], record["token"]) == (
+        pid, os.getpid(), server.port, server.token)
+    with pytest.raises(urllib.error.HTTPError) as refused:  # a request without this run's token never reaches AppWorld
+        urllib.request.urlopen(server.url + "/", timeout=10)
+    assert refused.value.code == 403
+    assert answering_pid(server.port, server.token) == pid and answering_pid(server.port, "other") is None
+    server.request("/initialize", task_id=embedded_ids(provider)[0], experiment_name="stop-test")
+    started = time.monotonic()
+    server.stop()  # AppWorld alone takes seconds to exit after a task; bounded by serve.py's grace
+    assert time.monotonic() - started < STOP_GRACE + 2
     assert server.process is None
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # the whole process group is gone
+    assert not (appworld_setup.home() / "servers" / f"{pid}.json").exists()
     with pytest.raises(urllib.error.URLError):  # and nothing listens on its port any more
         urllib.request.urlopen(url + "/", timeout=5)
 

@@ -251,10 +251,14 @@ class AppWorldProvider(EnvProvider):
         return AppWorldEnv(server_for(root), root, expert, self.task_sets()[task_set])
 
     def prepare(self, task_set: str, task_ids: list[str], progress=None) -> None:
-        """Check the setup, then start the server once (its start time is reported)."""
+        """Check the setup, then start the server once (its start time is reported, and any stale server
+        it stopped first)."""
         server = server_for(self._root(task_set))
         server.start()
         if progress:
+            for stale in server.stale_stopped:
+                progress(f"appworld: stopped a stale server (pid {stale['pid']}, port {stale['port']}) left by "
+                         f"process {stale['parent_pid']}, which is gone")
             progress(f"appworld: server on {server.url} (started in {server.started_seconds:.1f} s)")
 
     def setup(self, progress) -> None:

@@ -2,17 +2,30 @@
 
 AppWorld pins pydantic 1 and old SQLAlchemy/FastAPI, so it never shares this process's
 environment: `playground envs setup appworld` creates a dedicated venv (see `setup.py`),
-and `AppWorldServer` starts `appworld.serve.environment:app` from it under uvicorn on
-127.0.0.1 and a free port, waits for it to answer, and stops it (process group, at exit
-too) so no process is left behind. Requests are plain JSON over HTTP (urllib).
+and `AppWorldServer` runs `serve.py` with that venv's python: AppWorld's
+`appworld.serve.environment:app` under uvicorn on 127.0.0.1 and a free port, behind a
+per-run token. Requests are plain JSON over HTTP (urllib) and carry the token.
+
+No server outlives its run:
+
+- the server dies with the process that started it (`serve.py` sets the Linux
+  parent-death signal), so a run killed with `kill -9` takes it along; the signal follows
+  the starting thread, so start it from one that lives as long as the server should;
+- it runs in its own process group, stopped at exit: SIGTERM, then SIGKILL after
+  `STOP_GRACE` seconds (AppWorld alone can take seconds to exit);
+- each server has a pid file under `<cache>/appworld/servers/` naming it (pid, start
+  time, port, token) and the process that started it; before a server starts, any
+  server whose starter is gone is stopped (`stop_stale_servers`), and a live run's
+  server is left alone.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
-import signal
+import secrets
 import socket
 import subprocess
 import time
@@ -20,9 +33,17 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
 from playground.core.errors import PlaygroundError
+from playground.processes import is_running, process_start_time, stop_process_group
 
 START_TIMEOUT = 120.0
+STOP_GRACE = 2.0
+SERVE = Path(__file__).with_name("serve.py")
+TOKEN_ENV = "PLAYGROUND_APPWORLD_TOKEN"  # read by serve.py, in AppWorld's venv
+PARENT_ENV = "PLAYGROUND_PARENT_PID"
+TOKEN_HEADER = "X-Playground-Token"
+WHOAMI = "/_playground"  # answered by serve.py itself: {"pid": ...}, with the right token only
 
 
 class AppWorldError(PlaygroundError, RuntimeError):
@@ -39,12 +60,16 @@ def free_port() -> int:
 class AppWorldServer:
     """One AppWorld environment server process (one task world at a time)."""
 
-    def __init__(self, python: Path, root: Path, log_path: Path | None = None) -> None:
+    def __init__(self, python: Path, root: Path, log_path: Path | None = None, pid_dir: Path | None = None) -> None:
         self.python, self.root = Path(python), Path(root)
         self.log_path = log_path
+        self.pid_dir = pid_dir
         self.process: subprocess.Popen | None = None
         self.port = 0
+        self.token = ""
+        self.pid_file: Path | None = None
         self.started_seconds = 0.0
+        self.stale_stopped: list[dict] = []  # pid files of stale servers stopped before this one started
         self._api_docs: dict | None = None
 
     @property
@@ -53,44 +78,53 @@ class AppWorldServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        """Start the server and wait until it answers (AppWorldError with its log tail if it does not)."""
+        """Stop stale servers, start this one and wait until it answers with its token (AppWorldError with
+        its log tail if it does not)."""
         if self.process is not None and self.process.poll() is None:
             return
-        self.port = free_port()
-        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        command = [str(self.python), "-m", "uvicorn", "appworld.serve.environment:app",
-                   "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
+        pid_dir = self._pid_dir()
+        self.stale_stopped = stop_stale_servers(pid_dir)
+        self.port, self.token = free_port(), secrets.token_urlsafe(24)
+        command = [str(self.python), str(SERVE), "--port", str(self.port), "--log-level", "warning"]
+        env = {**os.environ, "APPWORLD_ROOT": str(self.root), TOKEN_ENV: self.token, PARENT_ENV: str(os.getpid())}
         started = time.perf_counter()
-        self.process = subprocess.Popen(command, env={**os.environ, "APPWORLD_ROOT": str(self.root)},
-                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.log_path, "ab") if self.log_path else contextlib.nullcontext(subprocess.DEVNULL) as log:
+            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        self.pid_file = write_pid_file(pid_dir, self.process.pid, self.port, self.token, self.root)
         atexit.register(self.stop)
         while time.perf_counter() - started < START_TIMEOUT:
             if self.process.poll() is not None:
-                raise AppWorldError(f"the AppWorld server exited with code {self.process.returncode} "
-                                    f"({self._log_tail()})")
-            try:
-                with urllib.request.urlopen(self.url + "/", timeout=2):
-                    self.started_seconds = time.perf_counter() - started
-                    return
-            except (urllib.error.URLError, ConnectionError, OSError):
-                time.sleep(0.2)
+                code = self.process.returncode
+                self.stop()
+                raise AppWorldError(f"the AppWorld server exited with code {code} ({self._log_tail()})")
+            if answering_pid(self.port, self.token, timeout=2) == self.process.pid:
+                self.started_seconds = time.perf_counter() - started
+                return
+            time.sleep(0.2)
         self.stop()
         raise AppWorldError(f"the AppWorld server did not answer within {START_TIMEOUT:.0f} s ({self._log_tail()})")
 
     def stop(self) -> None:
-        """Stop the server and everything it started."""
+        """Stop the server and everything it started (SIGTERM, then SIGKILL after `STOP_GRACE` s) and
+        remove its pid file."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
+        pid_file, self.pid_file = self.pid_file, None
+        if process is not None and process.poll() is None:
+            stop_process_group(process.pid, STOP_GRACE)
             try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
                 pass
-            process.wait(timeout=10)
+        if pid_file is not None:
+            pid_file.unlink(missing_ok=True)
+
+    def _pid_dir(self) -> Path:
+        if self.pid_dir is None:
+            from playground.envs.appworld import setup as appworld_setup
+
+            return appworld_setup.home() / "servers"
+        return Path(self.pid_dir)
 
     def request(self, path: str, timeout: float = 120.0, **body: Any) -> Any:
         """POST `body` as JSON to `path` and return the reply's `output` (AppWorldError on failure)."""
@@ -110,8 +144,8 @@ class AppWorldServer:
         """GET `path`, or POST `data` as JSON to it (starting the server first if needed); return the
         decoded reply, or its `field`."""
         self.start()  # before the URL is read: starting picks the port
-        request = urllib.request.Request(self.url + path, data=data,
-                                         headers={"Content-Type": "application/json"} if data is not None else {})
+        headers = {TOKEN_HEADER: self.token, **({"Content-Type": "application/json"} if data is not None else {})}
+        request = urllib.request.Request(self.url + path, data=data, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as reply:
                 answer = json.load(reply)
@@ -139,3 +173,61 @@ class AppWorldServer:
             return "no log"
         tail = Path(self.log_path).read_text(errors="replace").strip().splitlines()[-5:]
         return "log: " + " | ".join(tail) if tail else "empty log"
+
+
+def answering_pid(port: int, token: str, timeout: float = 2.0) -> int | None:
+    """The pid of the server on 127.0.0.1:`port` that knows `token` (it answers `WHOAMI`), else None."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{WHOAMI}", headers={TOKEN_HEADER: token})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return int(json.load(reply)["pid"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_pid_file(pid_dir: Path, pid: int, port: int, token: str, root: Path) -> Path:
+    """Record a server just started by this process: `<pid_dir>/<pid>.json`, readable by its owner only
+    (it holds the token), written whole or not at all."""
+    pid_dir.mkdir(parents=True, exist_ok=True)
+    record = {"pid": pid, "start_time": process_start_time(pid), "port": port, "token": token, "root": str(root),
+              "parent_pid": os.getpid(), "parent_start_time": process_start_time(os.getpid()),
+              "started": time.time()}
+    path = pid_dir / f"{pid}.json"
+    partial = pid_dir / f".{pid}.json.partial"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(record, handle)
+    os.replace(partial, path)
+    return path
+
+
+def stop_stale_servers(pid_dir: Path) -> list[dict]:
+    """Stop every server recorded in `pid_dir` whose starting process is gone, and drop its pid file;
+    return their records. A server is only stopped when it is still the recorded one: the same pid and
+    start time (Linux), or, where start times cannot be read, the server on its port knows its token.
+    Servers of live runs are left alone."""
+    stopped = []
+    for path in sorted(pid_dir.glob("*.json")) if pid_dir.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+            pid, parent = int(record["pid"]), int(record["parent_pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            if time.time() - _mtime(path) > 60:  # not one being written: junk
+                path.unlink(missing_ok=True)
+            continue
+        if is_running(parent, record.get("parent_start_time")):
+            continue
+        start_time = record.get("start_time")
+        port, token = int(record.get("port", 0)), str(record.get("token"))
+        if is_running(pid, start_time) and (start_time is not None or answering_pid(port, token, 1) == pid):
+            stop_process_group(pid, STOP_GRACE, start_time)
+            stopped.append(record)
+        path.unlink(missing_ok=True)
+    return stopped
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return time.time()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import os
 import time
 import uuid
 from collections import Counter
@@ -28,6 +29,7 @@ from playground.host.manager import Host
 from playground.agents.base import bind_env
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.host.registry import HarnessSpec
+from playground.processes import die_with_parent
 from playground.run.files import confined, safe_file_name
 from playground.run.report import EpisodeTally, summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
@@ -298,7 +300,7 @@ def _run_in_workers(host: Host, config: RunConfig, run_id: str, rundir: RunDir, 
     """Play `pending` episodes in a process pool; record each as it finishes (in this process only)."""
     context = multiprocessing.get_context("spawn")  # a clean interpreter: no forked threads or model handles
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
-                             initargs=(host.strict,)) as pool:
+                             initargs=(host.strict, os.getpid())) as pool:
         futures = [pool.submit(_worker_episode, config, run_id, str(rundir.path), header_base, harness, task_id)
                    for harness, task_id in pending]
         try:
@@ -315,8 +317,12 @@ def _run_in_workers(host: Host, config: RunConfig, run_id: str, rundir: RunDir, 
 _WORKER_HOST: Host | None = None
 
 
-def _start_worker(strict: bool) -> None:
+def _start_worker(strict: bool, parent_pid: int) -> None:
+    """A worker's first act: die with the run (SIGKILL when the parent dies, even by `kill -9`; Linux), then
+    load the plugins. What the worker starts (e.g. an engine server) dies with the worker the same way; the
+    pool's resource tracker ends once the run and its workers are gone."""
     global _WORKER_HOST
+    die_with_parent(parent_pid)
     _WORKER_HOST = Host(strict=strict).load()
 
 

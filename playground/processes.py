@@ -1,0 +1,136 @@
+"""Child processes that die with the run: parent-death signal, identity by start time, bounded stop.
+
+A run killed with SIGKILL cannot clean up after itself, so everything it starts must go
+by itself: worker processes and engine servers call `die_with_parent()` first thing,
+which asks the Linux kernel to SIGKILL them when their parent dies
+(`prctl(PR_SET_PDEATHSIG, SIGKILL)`; a no-op elsewhere). A process recorded in a file
+(e.g. an engine server's pid file) is named by its pid and its start time, so a pid
+the system has since given to another process is never mistaken for it
+(`process_start_time`, `is_running`). `stop_process_group` stops a process group with
+SIGTERM and, after a short grace, SIGKILL.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent_pid: int | None = None) -> bool:
+    """Have the kernel SIGKILL this process when its parent dies (Linux; elsewhere nothing, False).
+
+    The signal is tied to the thread that started this process, so start children from the
+    thread that lives as long as they should. With `parent_pid`, a process whose parent died
+    before this call (and was reparented already) kills itself at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return True
+
+
+def process_start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux /proc), or None (no such process, or not Linux)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # the name in parentheses may hold spaces
+    return fields[19] if len(fields) > 19 else None  # field 22 of stat(5); fields[0] is field 3
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:].startswith("Z")
+
+
+def is_running(pid: int, start_time: str | None = None) -> bool:
+    """True when process `pid` exists, is not a zombie and, when `start_time` is given (and /proc can
+    tell), started then: the same process, not a later one that got its pid."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by someone else
+    if _zombie(pid):
+        return False
+    if start_time is not None:
+        now = process_start_time(pid)
+        if now is not None and now != start_time:
+            return False
+    return True
+
+
+def _leads_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _signal(pid: int, sig: int, group: bool) -> None:
+    """Send `sig` to the process group `pid` leads (`group`), or to `pid` alone."""
+    try:
+        if group:
+            os.killpg(pid, sig)  # reaches the group's members even after its leader is gone
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exited_child(pid: int) -> bool:
+    """True when `pid` is a child of ours that has exited (not reaped: its status stays for its owner)."""
+    waitid = getattr(os, "waitid", None)
+    if waitid is None:
+        return False
+    try:
+        return waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except (ChildProcessError, OSError):
+        return False  # not our child: /proc or kill(0) tells
+
+
+def wait_gone(pid: int, timeout: float, start_time: str | None = None) -> bool:
+    """Wait up to `timeout` seconds for `pid` to end; True when it did. A child of ours is left for its
+    owner (e.g. its Popen) to reap, with its exit status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if _exited_child(pid) or not is_running(pid, start_time):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def stop_process_group(pid: int, grace: float = 2.0, start_time: str | None = None) -> bool:
+    """Stop the process group led by `pid` (or `pid` alone): SIGTERM, then SIGKILL after `grace` seconds.
+
+    With `start_time`, a pid now held by another process is left alone. True when it is gone.
+    """
+    if not is_running(pid, start_time):
+        return True
+    group = _leads_group(pid)
+    _signal(pid, signal.SIGTERM, group)
+    gone = wait_gone(pid, grace, start_time)
+    _signal(pid, signal.SIGKILL, group)  # the leader after its grace, or anything left in its group
+    return gone or wait_gone(pid, 5.0, start_time)
