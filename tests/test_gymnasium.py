@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import importlib.metadata
+import importlib.util
 import os
 import re
 import subprocess
@@ -32,12 +33,14 @@ from playground.envs.appworld import setup as appworld_setup
 from playground.envs.gymnasium_registry import IDS, env_id, register_envs
 from playground.host.manager import get_host
 from playground.core.text_space import CHARACTERS, UnicodeText
+from tests.conftest import needs_extra
 
 CACHE_AT_IMPORT = os.environ.get("PLAYGROUND_CACHE")
-APPWORLD = pytest.mark.skipif(not appworld_setup.is_set_up(),
-                              reason=f"AppWorld not set up: {appworld_setup.not_set_up_message()}")
+APPWORLD = needs_extra("appworld", appworld_setup.is_set_up(),
+                       f"AppWorld not set up: {appworld_setup.not_set_up_message()}")
+ALFWORLD = needs_extra("alfworld", importlib.util.find_spec("alfworld") is not None, "the alfworld package is not installed")
 FAST = ["tiny", "finance", "webshop"]
-ENGINES = [pytest.param("textworld", marks=pytest.mark.slow), pytest.param("alfworld", marks=pytest.mark.slow),
+ENGINES = [pytest.param("textworld", marks=pytest.mark.slow), pytest.param("alfworld", marks=[pytest.mark.slow, ALFWORLD]),
            pytest.param("appworld", marks=[pytest.mark.slow, APPWORLD])]
 EVERY_ENV = FAST + ENGINES
 GYM_NAME = {env: name for name, env in IDS.items()}
@@ -288,6 +291,7 @@ def test_make_names_bad_arguments():
 
 
 @pytest.mark.slow
+@ALFWORLD
 def test_make_textworld_and_alfworld_with_their_kwargs(cache):
     env = gymnasium.make("playground/TextWorld-v0", task_set="easy")
     runner_env = provider_of("textworld").make("easy")
