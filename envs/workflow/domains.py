@@ -71,7 +71,7 @@ SCHEDULE_FORM = Domain(
                  ("invite.{e}",), "compensable"),
     ),
     ("calendar.{e}",),
-    {"clean": None, "ordinary": Fault("fill", -1, "tool_error"), "committed": Fault("lookup", 0, "contract_violation"),
+    {"clean": None, "ordinary": Fault("fill", -1, "tool_error"), "committed": Fault("lookup", -1, "contract_violation"),
      "irreversible": Fault("submit", -1, "timeout")},
 )
 
@@ -88,7 +88,7 @@ TRAVEL = Domain(
                  ("itinerary.{e}",)),
     ),
     ("request.{e}",),
-    {"clean": None, "ordinary": Fault("hold", -1, "tool_error"), "committed": Fault("search", 0, "contract_violation"),
+    {"clean": None, "ordinary": Fault("hold", -1, "tool_error"), "committed": Fault("search", -1, "contract_violation"),
      "irreversible": Fault("book", -1, "timeout")},
 )
 
@@ -105,7 +105,7 @@ ETL = Domain(
     ),
     ("source.{e}",),
     {"clean": None, "ordinary": Fault("transform", -1, "tool_error"),
-     "committed": Fault("extract", 0, "contract_violation"), "ambiguous": Fault("stage", -1, "contract_violation")},
+     "committed": Fault("extract", -1, "contract_violation"), "ambiguous": Fault("stage", -1, "contract_violation")},
     final=(Skeleton("report", (Step("report", ("staging",)),), ("staging",), ("report",)),),
 )
 
