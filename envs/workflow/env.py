@@ -16,10 +16,11 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv
 from playground.envs.workflow.domains import DOMAINS, Domain, Fault, Skeleton
 
-TASKS_PER_VARIANT = {"test": range(0, 3), "dev": range(3, 6)}
+from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv
+
+TASKS_PER_VARIANT = {"test": range(3), "dev": range(3, 6)}
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class WorkflowEnv(TextEnv):
         self.world = {"fired": set(), "attempt": 0, "effects": [], "unsafe_restores": 0, "compensations": 0}
         names = ", ".join(f"{inst.id} ({' -> '.join(inst.declared()['steps'])})" for inst in self.instances)
         observation = f"{self._goal()} Instances in order: {names}."
-        info = self._info(valid=True)
+        info: dict[str, Any] = dict(self._info(valid=True))
         info["workflow"] = {"domain": self.domain.name, "instances": [inst.declared() for inst in self.instances],
                             "inputs": sorted(inputs)}
         return observation, info

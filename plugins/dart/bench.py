@@ -19,16 +19,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.plugins.dart import ABLATIONS, BASELINES, sidecar
+
 from playground.agents.base import bind_env
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, run_episode
-from playground.plugins.dart import ABLATIONS, BASELINES, sidecar
+
+
+def _maker(class_name: str, params: dict[str, Any]) -> Callable[[], Any]:
+    return lambda: getattr(sidecar, class_name)(params)
+
 
 HARNESSES: dict[str, Callable[[], Any] | None] = {
     "base": None,
-    "dart": lambda: sidecar.Dart({}),
-    **{name: (lambda p=params: sidecar.Dart(p)) for name, params, _ in ABLATIONS},
-    **{name: (lambda c=cls: getattr(sidecar, c)({})) for name, cls, _ in BASELINES},
+    "dart": _maker("Dart", {}),
+    **{name: _maker("Dart", params) for name, params, _ in ABLATIONS},
+    **{name: _maker(cls, {}) for name, cls, _ in BASELINES},
 }
 COLUMNS = ("harness", "success", "replayed", "preserved", "blocked", "unsafe/false-block", "overhead", "snapshot B")
 
@@ -91,7 +97,7 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
     make = HARNESSES[harness]
     plugin = make() if make is not None else None
     hooks = EpisodeHooks([(harness, plugin)] if plugin is not None else [])
-    figures = {"replayed": 0, "preserved": 0, "blocked": 0, "false_blocks": 0}
+    figures: dict[str, Any] = {"replayed": 0, "preserved": 0, "blocked": 0, "false_blocks": 0}
     position = 0
     committed_at: dict[int, int] = {}
 

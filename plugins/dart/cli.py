@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 
@@ -19,8 +22,9 @@ def dart_group() -> None:
 def bench_command(domains: tuple[str, ...], harnesses: tuple[str, ...], agent: str, split: str,
                   max_steps: int) -> None:
     """Print one table per workflow domain: DART, its ablations and the baselines on the same cases."""
-    from playground.host.manager import get_host
     from playground.plugins.dart.bench import HARNESSES, bench, format_tables
+
+    from playground.host.manager import get_host
     from playground.testing import ScriptedAgent
 
     provider = get_host().envs.get("workflow").provider
@@ -28,11 +32,10 @@ def bench_command(domains: tuple[str, ...], harnesses: tuple[str, ...], agent: s
     unknown = [h for h in chosen if h not in HARNESSES]
     if unknown:
         raise click.UsageError(f"unknown harness {', '.join(unknown)}; choose from: {', '.join(HARNESSES)}")
+    make_agent: Callable[[], Any] = ScriptedAgent
     if agent == "noisy":
         from playground.agents.noisy import NoisyAgent
 
         make_agent = NoisyAgent
-    else:
-        make_agent = ScriptedAgent
     tables = bench(provider, list(domains) or list(provider.task_sets()), chosen, make_agent, split, max_steps)
     click.echo(format_tables(tables))
