@@ -22,7 +22,7 @@ NAMESPACE = "playground"
 VERSION = 0
 # gymnasium name -> playground env name
 IDS = {"Tiny": "tiny", "TextWorld": "textworld", "ALFWorld": "alfworld", "WebShop": "webshop",
-       "Finance": "finance", "AppWorld": "appworld"}
+       "Finance": "finance", "AppWorld": "appworld", "Workflow": "workflow"}
 ENTRY_POINT = "playground.envs.gymnasium_registry:make_env"
 
 

@@ -124,7 +124,8 @@ class RollbackOnce:
 def test_rollback_restores_env_and_history():
     agent = ScriptedAgent(["go east", "look"])
     result = play(tiny_env(), agent, plugins=[RollbackOnce()], task="tiny-5", max_steps=30)
-    assert result.of("rollback") == [{"to_step": 0, "restored": True}]
+    # the rollback forks branch 1 from checkpoint c0 and rewinds the step counter from 2 to 0
+    assert result.of("rollback") == [{"to_step": 0, "restored": True, "checkpoint": "c0", "branch": 1, "from_step": 2}]
     assert [c["step"] for c in result.of("checkpoint")] == [0]  # want_checkpoint said False after step 0
     after = agent.views[3]  # the first view after the rollback
     assert after.history == () and "hall" in after.observation

@@ -27,7 +27,15 @@ The `info` contract (`EnvInfo`, a TypedDict; every key optional to the type chec
   `click[label]`, `search[query]`: no world objects, so object-grounding rules leave
   them alone) or "code" (a program, e.g. a Python cell: plugins that read actions as
   short commands leave them alone);
-- `task` (str): the task id; anything else is the env's own (documented by the env).
+- `task` (str): the task id; anything else is the env's own (documented by the env);
+- `failure` (dict): an *observable failure* at this action boundary (a tool raised, timed
+  out, an input was missing, a contract was violated), for plugins to recover from instead
+  of the episode erroring: `{"kind": one of FAILURE_KINDS, "message": str}` plus, where the
+  env knows them, `"keys"` (list of str: the artifacts the failure implicates), `"site"`
+  (str: the action that observed it) and `"rejected"` (bool: True when the call was refused
+  before it changed anything, so there is nothing to roll back). An env may instead raise
+  `ObservableFailure` from `step`; the loop turns it into the same thing (a step with
+  `valid_action` False and `StepOutcome.failure` set), with the env's state as it left it.
 
 An admissible action may be a template `verb[...]`: any `verb[<argument>]` with a
 non-empty argument is admissible (a web search, `search[...]`).
@@ -84,6 +92,35 @@ class UnknownTaskError(PlaygroundError, ValueError):
 ACTION_KINDS = ("look", "move", "access", "take", "consume", "use", "search", "page", "open", "select", "finish",
                 "other")
 ACTION_FORMATS = ("command", "web", "code")
+FAILURE_KINDS = ("tool_error", "timeout", "missing_input", "contract_violation")
+
+
+class ObservableFailure(PlaygroundError):
+    """Raised by `env.step` for a failure the agent can observe and a plugin may recover from.
+
+    The loop catches it: the step is recorded with `valid_action` False, the message as its
+    observation and `StepOutcome.failure` = `failure()`; the episode goes on. The env must
+    leave its state consistent (whatever the failed call did is part of it).
+    """
+
+    def __init__(self, kind: str, message: str, *, keys: tuple[str, ...] | list[str] = (), site: str = "",
+                 rejected: bool = False, info: Mapping[str, Any] | None = None) -> None:
+        if kind not in FAILURE_KINDS:
+            raise ValueError(f"unknown failure kind {kind!r}; choose from: {', '.join(FAILURE_KINDS)}")
+        super().__init__(f"{kind}: {message}")
+        self.kind, self.message, self.keys, self.site = kind, message, tuple(keys), site
+        self.rejected, self.info = rejected, dict(info or {})
+
+    def failure(self) -> dict[str, Any]:
+        """The `info["failure"]` record this exception stands for."""
+        record: dict[str, Any] = {"kind": self.kind, "message": self.message}
+        if self.keys:
+            record["keys"] = list(self.keys)
+        if self.site:
+            record["site"] = self.site
+        if self.rejected:
+            record["rejected"] = True
+        return record
 
 
 class EnvInfo(TypedDict, total=False):
@@ -101,6 +138,7 @@ class EnvInfo(TypedDict, total=False):
     open_choices: list[str]  # unmade choices on screen that the finish action would leave unmade
     action_format: str  # one of ACTION_FORMATS (default "command")
     task: str  # the task id
+    failure: dict[str, Any]  # an observable failure at this action boundary (kind, message, keys, site, rejected)
 
 
 REQUIRED_INFO: dict[str, type | tuple[type, ...]] = {

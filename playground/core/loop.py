@@ -3,6 +3,20 @@
 The loop holds no policy. Detection, repair, rollback and verification all come from the
 episode's plugins through the runtime hooks; the loop only calls them in order and
 reports what happened as typed events through `emit(type, data)`.
+
+Steps, budget and rollback. `context.step` is the position on the current branch: a
+rollback rewinds it (and the history) to the restored checkpoint's step. The step budget
+(`max_steps`) counts env steps actually taken, which no rollback gives back, so an episode
+that rolls back still ends; `EpisodeResult.steps` is that count. Rollbacks are bounded
+too (`max_rollbacks`, default `max_steps`).
+
+Checkpoints form a tree. Each has an id (`c0`, `c1`, ...), the branch it was taken on and
+its parent (the checkpoint before it on that branch's lineage). A rollback restores a
+checkpoint of the current lineage and forks a new branch from it: checkpoints taken after
+it go on the new branch, and nothing on the old one is overwritten. The restored
+checkpoint stands for its step on the new branch, so `want_checkpoint` is not asked again
+right after a restore. Retention: at most `max_checkpoints_per_branch` (default 64)
+checkpoints per branch; the oldest of the branch goes first, never the episode's first one.
 """
 
 from __future__ import annotations
@@ -12,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from playground.core.errors import PlaygroundError
-from playground.core.env import kind_of
+from playground.core.env import ObservableFailure, kind_of
 from playground.core.episode_hooks import EpisodeHooks, PluginError
 from playground.core.errors import format_exception
 from playground.core.payloads import (
@@ -57,6 +71,16 @@ class EpisodeConfig:
         """How many times per step an intervention may ask the agent again."""
         return int(self.params.get("max_reasks_per_step", 2))
 
+    @property
+    def max_rollbacks(self) -> int:
+        """How many rollbacks an episode may make (default: `max_steps`)."""
+        return int(self.params.get("max_rollbacks", self.max_steps))
+
+    @property
+    def max_checkpoints_per_branch(self) -> int:
+        """Retention: how many checkpoints each branch keeps at most (the oldest go first)."""
+        return max(1, int(self.params.get("max_checkpoints_per_branch", 64)))
+
 
 @dataclass
 class EpisodeResult:
@@ -72,10 +96,59 @@ class EpisodeResult:
 
 @dataclass
 class _Checkpoint:
+    id: str
+    step: int
+    branch: int
+    parent: str | None
     snapshot: Any
     history_len: int
     observation: str
     info: dict
+
+
+class _CheckpointTree:
+    """The episode's checkpoints: a tree of branches; `path` is the current branch's lineage."""
+
+    def __init__(self, keep_per_branch: int) -> None:
+        self.nodes: dict[str, _Checkpoint] = {}
+        self.path: list[str] = []
+        self.branch = 0
+        self.branches = 0
+        self.keep = keep_per_branch
+        self.root: str | None = None
+        self.count = 0
+
+    def add(self, step: int, snapshot: Any, history_len: int, observation: str,
+            info: dict) -> tuple[_Checkpoint, list[str]]:
+        """Keep a new checkpoint at the tip of the current branch; return it and the ids retention dropped."""
+        point = _Checkpoint(f"c{self.count}", step, self.branch, self.path[-1] if self.path else None, snapshot,
+                            history_len, observation, info)
+        self.count += 1
+        self.nodes[point.id] = point
+        self.path.append(point.id)
+        self.root = self.root or point.id
+        mine = [cid for cid in self.path if self.nodes[cid].branch == self.branch]
+        dropped = [cid for cid in mine if cid != self.root][: max(0, len(mine) - self.keep)]
+        for cid in dropped:
+            self.path.remove(cid)
+            del self.nodes[cid]
+        return point, dropped
+
+    def steps(self) -> tuple[int, ...]:
+        return tuple(self.nodes[cid].step for cid in self.path)
+
+    def at(self, step: int) -> _Checkpoint | None:
+        for cid in reversed(self.path):
+            if self.nodes[cid].step == step:
+                return self.nodes[cid]
+        return None
+
+    def fork(self, point: _Checkpoint) -> int:
+        """Make `point` the tip of a new branch (its lineage kept, the old branch untouched); return the branch id."""
+        self.path = self.path[: self.path.index(point.id) + 1]
+        self.branches += 1
+        self.branch = self.branches
+        return self.branch
 
 
 class EpisodeError(PlaygroundError):
@@ -116,6 +189,7 @@ class _EpisodeState:
     max_score: float | None = None
     started: bool = False
     rollbacks: int = 0
+    position: int = 0  # the step on the current branch (rewound by a rollback); `steps` counts env steps taken
 
 
 def _finish(hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _EpisodeState) -> None:
@@ -152,43 +226,53 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         info))
 
     history: list[Turn] = []
-    checkpoints: dict[int, _Checkpoint] = {}
+    tree = _CheckpointTree(config.max_checkpoints_per_branch)
     can_checkpoint = getattr(env, "can_snapshot", False) and hooks.has_checkpoint_hook
+    restored = False
     while state.steps < config.max_steps:
-        context = StepContext(config.ids, state.steps, goal, observation, _admissible(info), tuple(history),
+        context = StepContext(config.ids, state.position, goal, observation, _admissible(info), tuple(history),
                               info.get("score"), info.get("max_score"),
                               action_kinds=dict(info.get("action_kinds") or {}),
                               open_choices=tuple(info.get("open_choices") or ()),
-                              action_format=str(info.get("action_format") or "command"))
-        if can_checkpoint and hooks.call("want_checkpoint", context=context):
-            checkpoints[state.steps] = _Checkpoint(_call("env snapshot", env.snapshot), len(history), observation, dict(info))
-            emit("checkpoint", {"step": state.steps})
+                              action_format=str(info.get("action_format") or "command"),
+                              checkpoints=tree.steps())
+        if can_checkpoint and not restored and hooks.call("want_checkpoint", context=context):
+            point, dropped = tree.add(state.position, _call("env snapshot", env.snapshot), len(history), observation,
+                                      dict(info))
+            emit("checkpoint", {"step": state.position, "id": point.id, "branch": point.branch, "parent": point.parent,
+                                **({"dropped": dropped} if dropped else {})})
+            context = replace(context, checkpoints=tree.steps())
+        restored = False
 
         proposal, decision = _decide(agent, hooks, config, emit, context, info)
         if decision is not None and decision.stop:
             state.status = "stopped"
             return
         if decision is not None and decision.rollback_to is not None:
-            point = _rollback(env, decision, checkpoints, config, emit, state)
+            point = _rollback(env, decision, tree, config, emit, state)
             del history[point.history_len:]
             observation, info = point.observation, point.info
+            state.position, restored = point.step, True
             continue
         if proposal.finish:
             state.status = "stopped"
             return
 
-        observation, reward, terminated, truncated, info = _call("env step", env.step, proposal.action)
+        observation, reward, terminated, truncated, info = _env_step(env, proposal.action, info)
         state.won = bool(info.get("won", False))
         state.score, state.max_score = info.get("score", state.score), info.get("max_score", state.max_score)
         valid = bool(info.get("valid_action", True))
+        failure = info.get("failure")
         history.append(Turn(context.step, proposal.thought, proposal.action, observation, valid, float(reward),
-                            info.get("score"), kind_of(proposal.action, context.action_kinds)))
+                            info.get("score"), kind_of(proposal.action, context.action_kinds), failure))
         state.steps += 1
+        state.position += 1
         outcome = StepOutcome(context, proposal, observation, float(reward), bool(terminated), bool(truncated),
-                              valid, state.won, info.get("score"), _admissible(info))
+                              valid, state.won, info.get("score"), _admissible(info), failure)
         emit("step", {"step": context.step, "action": proposal.action, "observation": observation,
                       "reward": float(reward), "score": info.get("score"), "valid_action": valid,
-                      "won": state.won, "terminated": bool(terminated), "truncated": bool(truncated)})
+                      "won": state.won, "terminated": bool(terminated), "truncated": bool(truncated),
+                      **({"failure": to_dict(failure)} if failure else {})})
         hooks.call("step_completed", outcome=outcome)
         _verdicts(hooks.collect("verify_recovery", outcome=outcome), emit)
         if terminated:
@@ -200,6 +284,18 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     state.status = "truncated"
 
 
+def _env_step(env, action: str, info: dict) -> tuple[str, float, bool, bool, dict]:
+    """`env.step(action)`; an `ObservableFailure` becomes an invalid step carrying its failure record."""
+    try:
+        return _call("env step", env.step, action)
+    except EpisodeError as exc:
+        failure = exc.__cause__
+        if not isinstance(failure, ObservableFailure):
+            raise
+        after = {**info, **failure.info, "valid_action": False, "failure": failure.failure()}
+        return f"{failure.kind}: {failure.message}", 0.0, False, False, after
+
+
 def _verdicts(verdicts: list, emit: Emit) -> None:
     """Record verifiers' verdicts (event `verification`) and the lesson each stored (event `lesson`)."""
     for verdict in verdicts:
@@ -208,18 +304,24 @@ def _verdicts(verdicts: list, emit: Emit) -> None:
             emit("lesson", to_dict(verdict.lesson))
 
 
-def _rollback(env, decision, checkpoints: dict[int, _Checkpoint], config: EpisodeConfig, emit: Emit,
+def _rollback(env, decision, tree: _CheckpointTree, config: EpisodeConfig, emit: Emit,
               state: _EpisodeState) -> _Checkpoint:
-    """Restore the checkpoint a decision asks for and return it; a missing checkpoint is the plugin's error."""
+    """Restore the checkpoint a decision asks for, fork a branch from it and return it.
+
+    A missing checkpoint (never taken, dropped by retention, or not on the current branch's
+    lineage) is the plugin's error.
+    """
     state.rollbacks += 1
-    if state.rollbacks > config.max_steps:  # a plugin that rolls back forever
+    if state.rollbacks > config.max_rollbacks:  # a plugin that rolls back forever
         raise PluginError(decision.plugin, "decide_intervention", RuntimeError("too many rollbacks"))
-    point = checkpoints.get(decision.rollback_to)
+    point = tree.at(decision.rollback_to)
     if point is None:
         raise PluginError(decision.plugin, "decide_intervention", LookupError(
-            f"rollback to step {decision.rollback_to}, which has no checkpoint (checkpoints: {sorted(checkpoints)})"))
+            f"rollback to step {decision.rollback_to}, which has no checkpoint (checkpoints: {list(tree.steps())})"))
     _call("env restore", env.restore, point.snapshot)
-    emit("rollback", {"to_step": decision.rollback_to, "restored": True})
+    branch = tree.fork(point)
+    emit("rollback", {"to_step": decision.rollback_to, "restored": True, "checkpoint": point.id, "branch": branch,
+                      "from_step": state.position})
     return point
 
 

@@ -76,6 +76,10 @@ class Turn:
     reward: float = 0.0
     score: float | None = None
     kind: str = ""  # the env's kind for the action ("look", "move", "finish", ...), where it gives kinds
+    failure: Mapping[str, Any] | None = None  # the observable failure the env reported (see EnvInfo "failure")
+
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "failure")
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,8 @@ class StepContext:
     action_kinds: Mapping[str, str] = field(default_factory=dict)
     open_choices: tuple[str, ...] = ()
     action_format: str = "command"  # "code" where an action is a program (a code cell)
+    # the steps of the current branch that have a checkpoint a `Decision(rollback_to=...)` may name
+    checkpoints: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         _freeze_fields(self, "action_kinds")
@@ -163,8 +169,9 @@ class Decision:
 
     - `message` set: show it to the agent and ask for a new proposal (effect "reask").
     - `action` set: replace the proposed action with this one ("replace").
-    - `rollback_to` set: restore the env checkpoint taken before that step (see the
-      `want_checkpoint` hook), then ask the agent again from there ("rollback").
+    - `rollback_to` set: restore the env checkpoint taken before that step on the current
+      branch (see the `want_checkpoint` hook and `StepContext.checkpoints`), rewind the
+      step counter and history to it, then ask the agent again from there ("rollback").
     - `stop` set: end the episode now, the harness gives up ("stop").
     Setting none or several of them raises `PayloadError` on construction. `kind` names
     the intervention for counting ("hard_repair", "soft_repair", ...).
@@ -211,6 +218,11 @@ class StepOutcome:
     won: bool
     score: float | None
     admissible_actions: tuple[str, ...] | None
+    # an observable failure at this action boundary ({"kind", "message", ...}, see EnvInfo "failure"), else None
+    failure: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "failure")
 
 
 @dataclass(frozen=True)

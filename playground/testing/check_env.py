@@ -7,7 +7,8 @@ In the spirit of gymnasium's `check_env`, for playground's own promises:
 - info: the required keys (`REQUIRED_INFO`) with the right types after reset and after
   each step; `admissible_actions` sorted; every `action_kinds` key an admissible action
   (or template) and every kind one of `ACTION_KINDS` (`{}` where there is no list);
-  `action_format` one of `ACTION_FORMATS`; `expert_plan` a list of str;
+  `action_format` one of `ACTION_FORMATS`; `expert_plan` a list of str; a `failure` with a
+  kind of `FAILURE_KINDS` and a message;
 - step: gymnasium's 5-tuple with a text observation;
 - an invalid action changes nothing: `valid_action` False, and the env then answers a
   following "look"-kind action (or, without one, reports the info) exactly as it would
@@ -28,6 +29,7 @@ from typing import Any
 from playground.core.env import (
     ACTION_FORMATS,
     ACTION_KINDS,
+    FAILURE_KINDS,
     REQUIRED_INFO,
     EnvProvider,
     is_admissible,
@@ -112,6 +114,12 @@ class _EnvCheck:
                              repr(info["action_format"]))
         if "open_choices" in info:
             self.fail_unless(all(isinstance(c, str) for c in info["open_choices"]), f"open_choices are text {when}")
+        if "failure" in info:
+            failure = info["failure"]
+            ok = (isinstance(failure, dict) and failure.get("kind") in FAILURE_KINDS
+                  and isinstance(failure.get("message"), str))
+            self.fail_unless(ok, f"failure is {{'kind': one of {FAILURE_KINDS}, 'message': str, ...}} {when}",
+                             repr(failure)[:200])
         if "expert_plan" in info:
             plan = info["expert_plan"]
             self.fail_unless(isinstance(plan, list) and all(isinstance(a, str) for a in plan),

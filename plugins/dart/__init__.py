@@ -1,0 +1,60 @@
+"""DART: admissible rollback for structured tool agents (docs/methods/dart.md).
+
+Registers the intervention and harness `dart`, its ablations (`ABLATIONS`), the baselines
+`retry-only`, `entry-only` and `checkpoint-latest` (intervention and harness each), and
+the `playground dart bench` command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from playground.core.hookspecs import hookimpl
+
+ABLATIONS = (
+    ("dart-no-consumer-check", {"consumer_check": False}, "DART without the committed-consumer check"),
+    ("dart-no-certify", {"certify": False}, "DART without boundary certification (any checkpoint is a candidate)"),
+    ("dart-entry-only", {"entry_only": True}, "DART restoring only the failed instance's entry (no commit checkpoints)"),
+)
+BASELINES = (
+    ("retry-only", "RetryOnly", "rerun the whole task on every observable failure"),
+    ("entry-only", "EntryOnly", "restore the failing instance's entry, unchecked"),
+    ("checkpoint-latest", "CheckpointLatest", "restore the latest checkpoint before the failing call"),
+)
+
+
+def _factory(class_name: str) -> Callable[[Mapping[str, Any]], Any]:
+    def make(params: Mapping[str, Any]) -> Any:
+        from playground.plugins.dart import sidecar
+
+        return getattr(sidecar, class_name)(params)
+
+    return make
+
+
+@hookimpl
+def register_interventions(register) -> None:
+    """Register `dart` and the baselines."""
+    register("dart", _factory("Dart"), cost_unit="steps", envs=("workflow",),
+             description="DART: localise, certify, align checkpoints, admit a rollback or rerun the whole task")
+    for name, class_name, description in BASELINES:
+        register(name, _factory(class_name), cost_unit="steps", envs=("workflow",), description=description)
+
+
+@hookimpl
+def register_harnesses(register) -> None:
+    """Register the `dart` harness, its ablations and the baselines."""
+    register("dart", ["dart"], description="DART admissible rollback (structured tool workflows)")
+    for name, params, description in ABLATIONS:
+        register(name, ["dart"], params, description=description)
+    for name, _, description in BASELINES:
+        register(name, [name], description=f"baseline: {description}")
+
+
+@hookimpl
+def register_commands(cli) -> None:
+    """Add the `dart` command group (`playground dart bench`)."""
+    from playground.plugins.dart.cli import dart_group
+
+    cli.add_command(dart_group)
