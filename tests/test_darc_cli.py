@@ -21,8 +21,9 @@ def test_darc_pipeline_on_tiny(capsys, tmp_path):
     code, out, err = cli(capsys, "darc", "profile", *COMMON, "--out", str(p))
     assert code == 0, err
     diagnosis = json.loads((p / "diagnosis.json").read_text())
-    assert diagnosis["mode"] in ("action_validity", "procedure_breadth", "format_precision")
+    assert diagnosis["mode"] in ("action_validity", "progress", "grounding")
     assert diagnosis["episodes"] == 8 and diagnosis["admissible_interventions"]
+    assert "sentry" not in diagnosis["admissible_sets"]["action_validity"]
     assert diagnosis["histogram"] and diagnosis["why"]
 
     code, out, err = cli(capsys, "darc", "evaluate", *COMMON, "--all-interventions", "--out", str(p))
