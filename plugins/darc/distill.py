@@ -208,8 +208,9 @@ class Stability:
 
     def report(self) -> str:
         """The summary `darc distill --bootstrap` prints."""
+        plural = "s" if len(self.winners) != 1 else ""
         lines = [f"bootstrap: {self.resamples} resamples of the tasks (seed {self.seed}): "
-                 f"{len(self.winners)} distinct winning chain{'s' if len(self.winners) != 1 else ''}"]
+                 + f"{len(self.winners)} distinct winning chain{plural}"]
         for names, count in self.winners[:5]:
             lines.append(f"  {count:>5}x  {' -> '.join(names)}")
         for what, values in (("selection success", self.selection), ("test success (held-out tasks)", self.test)):

@@ -17,12 +17,12 @@ import re
 from collections import Counter
 from typing import Any
 
+from playground.plugins.darc.profile import NO_DOMINANT, mode_order
+
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
 from playground.core.labels import LabelRegistry
 
-from playground.plugins.darc.profile import NO_DOMINANT, mode_order
-
-JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 HEAD_STEPS, TAIL_STEPS = 8, 22
 SYSTEM = ("You diagnose why an agent failed a task in a text environment. You read its trace and name the one "
           "failure mode that best explains the failure. Answer with one JSON object only: "
