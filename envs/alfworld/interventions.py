@@ -9,7 +9,7 @@
   `view=random`: 12 at random, a control); `prune_every_step=true` only adds the ranked
   commands as a standing note (a hint; the full list stays). `recovery_prompt` switches
   the phase prompt: in re-asks (`repair`, the default), also every step (`always`), or
-  never (`off`).
+  never (`off`); `repair=false` turns the repair off (only the view and the prompt act).
 - `type_saturation`: an invalid action, or a valid one that does not fit the parsed
   task type (another transformation, another object, idle commands), gets a re-ask
   restricted to the task-relevant commands (ranked by the guard). A valid action still
@@ -51,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "prune_every_step": False,   # action_pruning: also show the ranked view as a note every step (a hint only)
     "view": "full",              # action_pruning: the actions the agent is shown: "full" | "top" | "random"
     "recovery_prompt": "repair",  # the phase prompt: "repair" (in re-asks) | "always" (also every step) | "off"
+    "repair": True,              # action_pruning: repair invalid actions (false: only the view and prompt act)
     "prior_games": PRIOR_GAMES,  # generated train games the priors come from (0: no priors)
     "loop_window": 6,            # loop_fallback: steps looked back
 }
@@ -209,7 +210,7 @@ class ActionPruning(_GuardPlugin):
     @hookimpl
     def decide_intervention(self, context: StepContext, proposal: Proposal, detections):
         """Invalid action: re-ask with the top commands; after the re-asks, the fallback."""
-        reason = invalid_reason(context, proposal)
+        reason = invalid_reason(context, proposal) if self.p["repair"] else None
         if reason is None:
             return None
         label, evidence = reason

@@ -152,3 +152,46 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
         except PlotUnavailable as exc:
             raise CLIError(str(exc)) from None
         click.echo(f"frontier: {plot_path}", err=True)
+
+
+@darc_group.command("agreement")
+@click.option("--diagnosis", "diagnosis_path", required=True,
+              help="diagnosis.json from darc profile on the dev split (with --diagnoser llm for the LLM row)")
+@click.option("--evidence", "evidence_path", required=True,
+              help="evidence.csv from darc evaluate --all-interventions on the same dev tasks (base.csv next to it)")
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+def agreement_command(diagnosis_path: str, evidence_path: str, as_json: bool) -> None:
+    """Compare rule and LLM diagnoses with the mode whose admissible set fixes the most dev failures."""
+    from playground.plugins.darc.agreement import agreement
+
+    try:
+        result = agreement(diagnosis_path, evidence_path)
+    except (ValueError, OSError) as exc:
+        raise CLIError(str(exc)) from None
+    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.table())
+
+
+@darc_group.command("factorial")
+@episode_options
+@click.option("--guard", default="action_pruning", show_default=True,
+              help="the intervention whose `view` and `recovery_prompt` parameters are crossed")
+@click.option("--forced-agent", default="guard-top1", show_default=True,
+              help="the agent of the forced top-1 row (no model); empty: leave the row out")
+@click.option("--out", required=True, help="folder for the runs (cells/, forced-top1/)")
+def factorial_command(guard: str, forced_agent: str, out: str, **options) -> None:
+    """Ranked view (full vs top-12) x recovery prompt (absent vs present), forced top-1 and a random-12 control."""
+    from playground.plugins.darc.factorial import factorial, register_cells, table
+
+    host = get_host()
+    if guard not in host.interventions:
+        raise CLIError(f"unknown intervention {guard!r} in --guard; choose from: {', '.join(host.interventions.names())}")
+    if forced_agent and forced_agent not in host.agents:
+        raise CLIError(f"unknown agent {forced_agent!r} in --forced-agent; choose from: {', '.join(host.agents.names())}")
+    env = (options["env_name"] or default_env(host)).partition(":")[0]
+    if not host.interventions.get(guard).works_with(env):
+        raise CLIError(f"intervention {guard!r} does not work with env {env!r}")
+    if not options["agent"]:
+        options["agent"] = "noisy"
+    config = make_config(host, register_cells(host, guard), str(Path(out) / "cells"), None, **options)
+    rows = factorial(host, config, guard, forced_agent or None, out)
+    click.echo(table(rows, len(config.tasks)))
