@@ -8,15 +8,20 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from playground.plugins.darc.distill import bootstrap_stability, count_chains
+from playground.plugins.darc.evidence import Evidence, base_tau_free, write_evidence
+from playground.plugins.darc.profile import (
+    NO_DOMINANT,
+    admissible_sets,
+    diagnose,
+    dominant,
+)
 
 from playground.cli.main import main
 from playground.core.episode_hooks import PluginError
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import EpisodeIds, StepContext, Turn
 from playground.host.manager import get_host
-from playground.plugins.darc.distill import bootstrap_stability, count_chains
-from playground.plugins.darc.evidence import Evidence, base_tau_free, write_evidence
-from playground.plugins.darc.profile import NO_DOMINANT, admissible_sets, diagnose, dominant
 from playground.testing import ScriptedAgent, play, tiny_env
 from playground.testing.openai_server import ScriptedChatServer
 
@@ -131,7 +136,7 @@ def test_llm_diagnoser_and_agreement_table(capsys, tmp_path):
 
 def test_a_judge_reply_naming_no_candidate_is_no_mode(capsys, tmp_path):
     with ScriptedChatServer(default="I think it is bad luck") as server:
-        code, out, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--judge-base-url",
+        code, _out, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--judge-base-url",
                              server.base_url, "--judge-model", "judge", "--out", str(tmp_path))
     assert code == 0, err
     diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
@@ -202,8 +207,9 @@ def test_the_guard_view_replaces_the_list_with_its_top_12():
 
 
 def test_the_recovery_prompt_is_a_separate_switch():
-    from playground.core.payloads import Proposal
     from playground.envs.alfworld.interventions import ActionPruning
+
+    from playground.core.payloads import Proposal
 
     context = _context()
     on = ActionPruning({"prior_games": 0}).decide_intervention(context, Proposal("", "hta apple"), [])
@@ -260,7 +266,7 @@ def test_evaluate_measures_the_base_attempt_and_states_cost_units(capsys, tmp_pa
     assert len(base) == 9 and all(",base," in line for line in base[1:])
     meta = json.loads((tmp_path / "evidence.json").read_text())
     assert meta["interventions"]["sentry"]["cost_unit"] == "steps" and meta["base"]["mean_cost"] > 0
-    code, out, err = cli(capsys, "darc", "distill", "--evidence", str(tmp_path / "evidence.csv"))
+    code, _out, err = cli(capsys, "darc", "distill", "--evidence", str(tmp_path / "evidence.csv"))
     assert code == 0, err
     policy = json.loads((tmp_path / "policy.json").read_text())
     assert policy["tau_free"] == pytest.approx(meta["base"]["mean_cost"])

@@ -66,7 +66,7 @@ def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, 
 @click.option("--out", required=True, help="folder for evidence.csv (and the evaluation run)")
 def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, **options) -> None:
     """Run every chosen intervention on every task from the same initial state; write OUT/evidence.csv."""
-    from playground.plugins.darc.evaluate import chosen_interventions, evaluate
+    from playground.plugins.darc.evaluate import chosen_interventions, eval_harnesses, evaluate
 
     host = get_host()
     env = (options["env_name"] or default_env(host)).partition(":")[0]
@@ -76,7 +76,7 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, *
         raise CLIError(str(exc)) from None
     if not options["split"]:
         options["split"] = "train"
-    config = make_config(host, ["base"], str(Path(out) / "evaluate-run"), None, **options)
+    config = make_config(host, eval_harnesses(host, names), str(Path(out) / "evaluate-run"), None, **options)
     path = evaluate(host, config, names, out)
     click.echo(f"evaluated {len(names)} interventions on {len(config.tasks)} tasks: {path}")
 

@@ -50,6 +50,17 @@ def chosen_interventions(host: Host, env: str, diagnosis_path: str | None, all_i
 BASE = "base"
 
 
+def eval_harnesses(host: Host, interventions: list[str]) -> list[str]:
+    """Register a harness running each intervention alone (`darc-eval:<name>`); return `base` and their names."""
+    harnesses = [BASE]
+    for name in interventions:
+        harness = EVAL_PREFIX + name
+        if harness not in host.harnesses:
+            host.harnesses.add(harness, HarnessSpec(harness, (name,), description=f"{name} alone", plugin="darc"))
+        harnesses.append(harness)
+    return harnesses
+
+
 def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str | Path) -> Path:
     """Run the bare agent and each intervention on every task of `config`; write the evidence; return its path.
 
@@ -59,12 +70,7 @@ def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str |
     each cost is counted in, and the base attempt's mean cost and success).
     """
     out = Path(out)
-    harnesses = [BASE]
-    for name in interventions:
-        harness = EVAL_PREFIX + name
-        if harness not in host.harnesses:
-            host.harnesses.add(harness, HarnessSpec(harness, (name,), description=f"{name} alone", plugin="darc"))
-        harnesses.append(harness)
+    harnesses = eval_harnesses(host, interventions)
     run_dir = out / "evaluate-run"
     run(host, replace(config, harnesses=harnesses, out=str(run_dir)))
     rows, base_rows = [], []
