@@ -255,7 +255,7 @@ def bootstrap_stability(evidence: Evidence, max_len: int, lam: float, tau_free: 
         held_out = np.setdiff1d(np.arange(n), drawn)
         if held_out.size:
             columns = _columns(evidence, best.names)
-            test.append(float(evidence.success[np.ix_(held_out, columns)].any(axis=1).mean()))
+            test.append(float(evidence.success[np.ix_(held_out, np.asarray(columns, dtype=int))].any(axis=1).mean()))
     winners = tuple(sorted(wins.items(), key=lambda item: (-item[1], item[0])))
     return Stability(resamples, seed, winners, tuple(selection), tuple(test))
 
