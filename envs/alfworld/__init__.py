@@ -5,7 +5,8 @@ set) and `official` (the real games under $ALFWORLD_DATA). Interventions for act
 validity: `action_pruning`, `type_saturation`, `loop_fallback`; for procedure breadth:
 `alfworld_induction`, `alfworld_knowledge`, `alfworld_retrieval_fallback`; harnesses
 `alfworld-guard` (the three guard interventions together) and `alfworld-sentry` (action
-pruning under Sentry); the agent `guard-top1` (the guard's top command, no model). alfworld and textworld are imported only when an env is made or a guard runs.
+pruning under Sentry); the agent `guard-top1` (the guard's top command, no model).
+alfworld and textworld are imported only when an env is made or a guard runs.
 """
 
 from playground.envs.alfworld.provider import AlfWorldProvider

@@ -71,7 +71,8 @@ def task_procedure(goal: Goal) -> str:
     steps = [f"find a {target} (go to places where it may be, open closed ones)", f"take {target} from where it is"]
     if goal.transform_verb:
         steps += [f"go to the {goal.appliance}", f"{goal.transform_verb} the {target} with the {goal.appliance}"]
-    steps += [f"go to a {goal.destination or 'destination'}", f"move the {target} to the {goal.destination or 'destination'}"]
+    destination = goal.destination or "destination"
+    steps += [f"go to a {destination}", f"move the {target} to the {destination}"]
     if goal.task_type == "pick_two_obj_and_place":
         steps.append(f"then do the same for a second {target}")
     return "Procedure: " + "; ".join(f"({i}) {step}" for i, step in enumerate(steps, 1)) + "."
