@@ -321,3 +321,47 @@ def test_alfworld_meets_the_env_contract(provider):
     from playground.testing import check_env
 
     check_env(provider, "generated", split="valid_unseen", tasks=2)
+
+
+# -- DARC on generated games: the search spaces of Table 14 and the factorial of Table 13 -----
+
+
+def _darc(capsys, *args):
+    from playground.cli.main import main
+
+    code = main(list(args))
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+def test_darc_counts_40_diagnosed_and_400_full_chains_from_evaluate_evidence(cache, tmp_path, capsys):
+    common = ["--env", "alfworld:generated", "--split", "valid_unseen", "--agent", "noisy", "--episodes", "2",
+              "--max-steps", "20", "--quiet", "--agent-option", "invalid=0.5"]
+    p = tmp_path / "darc"
+    _darc(capsys, "darc", "profile", *common, "--out", str(p))
+    diagnosis = json.loads((p / "diagnosis.json").read_text())
+    assert diagnosis["mode"] == "action_validity"
+    assert diagnosis["admissible_interventions"] == ["action_pruning", "loop_fallback", "type_saturation",
+                                                     "validity-guard"]
+    evaluate = ["darc", "evaluate", *common, "--param", f"prior_games={PRIOR_GAMES}"]
+    _darc(capsys, *evaluate, "--diagnosis", str(p / "diagnosis.json"), "--out", str(p / "diagnosed"))
+    _darc(capsys, *evaluate, "--all-interventions", "--out", str(p / "full"))
+    diagnosed = _darc(capsys, "darc", "distill", "--evidence", str(p / "diagnosed" / "evidence.csv"), "--count-only")
+    full = _darc(capsys, "darc", "distill", "--evidence", str(p / "full" / "evidence.csv"), "--count-only")
+    assert (diagnosed.strip(), full.strip()) == ("40", "400")
+    out = _darc(capsys, "darc", "distill", "--evidence", str(p / "full" / "evidence.csv"))
+    policy = json.loads((p / "full" / "policy.json").read_text())
+    assert "search space: 400 chains over 8 interventions" in out and policy["tau_free"] > 0
+    assert set(policy["cost_units"].values()) == {"steps"}
+
+
+def test_darc_factorial_on_generated_games(cache, tmp_path, capsys):
+    out = _darc(capsys, "darc", "factorial", "--env", "alfworld:generated", "--split", "valid_unseen",
+                "--episodes", "2", "--max-steps", "20", "--quiet", "--param", f"prior_games={PRIOR_GAMES}",
+                "--out", str(tmp_path / "f"))
+    rows = [line[:24].strip() for line in out.splitlines()[2:]]
+    assert rows == ["full set, no prompt", "full set, prompt", "top-12, no prompt", "top-12, prompt",
+                    "random 12 (control)", "forced top-1, no model"]
+    trace = next((tmp_path / "f" / "cells" / "traces").glob("darc-factorial*top-off/*.jsonl"))
+    assert trace.read_text()

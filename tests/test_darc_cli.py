@@ -30,6 +30,7 @@ def test_darc_pipeline_on_tiny(capsys, tmp_path):
     host = Host().load()
     assert diagnosis["admissible_interventions"] == sorted(
         s.name for s in host.interventions if diagnosis["mode"] in s.modes and s.works_with("tiny"))
+    assert "sentry" not in diagnosis["admissible_sets"]["action_validity"]
 
     code, out, err = cli(capsys, "darc", "evaluate", *COMMON, "--all-interventions", "--out", str(p))
     assert code == 0, err

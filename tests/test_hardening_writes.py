@@ -76,7 +76,7 @@ def test_distill_never_overwrites_the_policy_the_evidence_or_a_plot_without_forc
     policy.write_text("{}")
     code, _, err = cli(capsys, "darc", "distill", "--evidence", str(evidence))
     assert code == 2 and "--force" in err and policy.read_text() == "{}"
-    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(evidence), "--force")
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(evidence), "--force", "--tau-free", "0")
     assert code == 0, err
     assert json.loads(policy.read_text())["chain"]
     code, _, err = cli(capsys, "darc", "distill", "--evidence", str(evidence), "--out", str(tmp_path / "p2.json"),

@@ -125,7 +125,7 @@ def test_plugins_declare_their_own_types_whatever_the_load_order():
     assert {"unknown_api", "strategies_and_hard_rules"} <= labels.labels_of("procedure")
     assert {t: labels.mode_of(t) for t in labels.types()} == {
         "action_validity": "action_validity", "format_precision": "format_precision",
-        "progress": "procedure_breadth", "grounding": "procedure_breadth", "procedure": "procedure_breadth"}
+        "progress": "progress", "grounding": "grounding", "procedure": "procedure_breadth"}
 
 
 def test_a_failed_plugin_takes_its_labels_with_it():

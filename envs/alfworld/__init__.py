@@ -1,10 +1,12 @@
 """`alfworld`: ALFWorld on the real engine, plus DARC's action-validity guard.
 
 Env task sets: `generated` (the embedded generator; the default unless ALFWORLD_DATA is
-set) and `official` (the real games under $ALFWORLD_DATA). Interventions, all for
-action validity: `action_pruning`, `type_saturation`, `loop_fallback`; harnesses
-`alfworld-guard` (the three together) and `alfworld-sentry` (action pruning under
-Sentry). alfworld and textworld are imported only when an env is made or a guard runs.
+set) and `official` (the real games under $ALFWORLD_DATA). Interventions for action
+validity: `action_pruning`, `type_saturation`, `loop_fallback`; for procedure breadth:
+`alfworld_induction`, `alfworld_knowledge`, `alfworld_retrieval_fallback`; harnesses
+`alfworld-guard` (the three guard interventions together) and `alfworld-sentry` (action
+pruning under Sentry); the agent `guard-top1` (the guard's top command, no model).
+alfworld and textworld are imported only when an env is made or a guard runs.
 """
 
 from playground.envs.alfworld.provider import AlfWorldProvider
@@ -29,6 +31,28 @@ def _loop_fallback(params):
     return LoopFallback(params)
 
 
+def _procedural(source: str):
+    def factory(params):
+        from playground.envs.alfworld.procedural import ProceduralHelp
+
+        return ProceduralHelp(source, params)
+
+    return factory
+
+
+def _guard_top1(**options):
+    from playground.envs.alfworld.procedural import GuardTop1Agent
+
+    return GuardTop1Agent(**options)
+
+
+PROCEDURAL = {
+    "alfworld_induction": "ALFWorld: after a rejected command, a rule induced from it (local induction; cheapest)",
+    "alfworld_knowledge": "ALFWorld: after a rejected command, the command forms and the task type's procedure",
+    "alfworld_retrieval_fallback": "ALFWorld: the induced rule, then the manual, then every admissible command",
+}
+
+
 @hookimpl
 def register_envs(register) -> None:
     """Register the `alfworld` env."""
@@ -44,6 +68,15 @@ def register_interventions(register) -> None:
              description="invalid or off-task action: re-ask with only the commands relevant to the task type")
     register("loop_fallback", _loop_fallback, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
              description="looping action: replace it with the best-ranked unexplored command")
+    for name, description in PROCEDURAL.items():  # DARC's procedure-breadth family on ALFWorld
+        register(name, _procedural(name), modes=("procedure_breadth",), cost_unit="steps", envs=("alfworld",),
+                 description=description)
+
+
+@hookimpl
+def register_agents(register) -> None:
+    """Register `guard-top1`: the guard's best-ranked command every step, no model."""
+    register("guard-top1", _guard_top1, description="ALFWorld: plays the DARC guard's top-ranked command (no model)")
 
 
 @hookimpl

@@ -4,8 +4,12 @@
   again with the guard's top 12 admissible commands (`InterventionMessage.actions`) and
   a recovery prompt for the current phase; still invalid after `max_reasks_per_step`
   re-asks, the `fallback` applies ("best": play the top-ranked command; "give_up": stop;
-  "reask": let it through). It acts on invalid actions only; `prune_every_step=true`
-  also shows the ranked view as a standing note every step.
+  "reask": let it through). It acts on invalid actions only. `view=top` replaces the
+  admissible list the agent sees with the guard's top 12 (the `agent_actions` hook;
+  `view=random`: 12 at random, a control); `prune_every_step=true` only adds the ranked
+  commands as a standing note (a hint; the full list stays). `recovery_prompt` switches
+  the phase prompt: in re-asks (`repair`, the default), also every step (`always`), or
+  never (`off`); `repair=false` turns the repair off (only the view and the prompt act).
 - `type_saturation`: an invalid action, or a valid one that does not fit the parsed
   task type (another transformation, another object, idle commands), gets a re-ask
   restricted to the task-relevant commands (ranked by the guard). A valid action still
@@ -24,6 +28,7 @@ reads only the goal, the observations, the history and the admissible commands.
 
 from __future__ import annotations
 
+import random
 from functools import lru_cache
 from typing import Any
 
@@ -37,11 +42,16 @@ from playground.envs.alfworld.priors import PRIOR_GAMES
 
 MAX_ACTION_WORDS = 12
 FALLBACKS = ("best", "reask", "give_up")
+VIEWS = ("full", "top", "random")  # the whole admissible list; the guard's top `top_actions`; as many at random
+RECOVERY_PROMPTS = ("repair", "always", "off")
 DEFAULTS: dict[str, Any] = {
     "top_actions": TOP_K,        # commands offered by a repair
     "max_reasks_per_step": 2,
     "fallback": "best",          # still invalid after the re-asks: "best" | "reask" | "give_up"
-    "prune_every_step": False,   # action_pruning: also show the ranked view as a note every step
+    "prune_every_step": False,   # action_pruning: also show the ranked view as a note every step (a hint only)
+    "view": "full",              # action_pruning: the actions the agent is shown: "full" | "top" | "random"
+    "recovery_prompt": "repair",  # the phase prompt: "repair" (in re-asks) | "always" (also every step) | "off"
+    "repair": True,              # action_pruning: repair invalid actions (false: only the view and prompt act)
     "prior_games": PRIOR_GAMES,  # generated train games the priors come from (0: no priors)
     "loop_window": 6,            # loop_fallback: steps looked back
 }
@@ -64,6 +74,9 @@ def parse_params(params: dict[str, Any]) -> dict[str, Any]:
     if merged["fallback"] not in FALLBACKS:
         raise GuardConfigError(f"guard parameter 'fallback' must be one of {', '.join(FALLBACKS)}, "
                                f"got {merged['fallback']!r}")
+    for key, choices in (("view", VIEWS), ("recovery_prompt", RECOVERY_PROMPTS)):
+        if merged[key] not in choices:
+            raise GuardConfigError(f"guard parameter {key!r} must be one of {', '.join(choices)}, got {merged[key]!r}")
     if merged["top_actions"] < 1:
         raise GuardConfigError("guard parameter 'top_actions' must be at least 1")
     return merged
@@ -144,10 +157,16 @@ class _GuardPlugin:
     def message(self, context: StepContext, evidence: str, label: str, actions: list[str],
                 intro: str = "") -> InterventionMessage:
         """A hard-repair message: why, the phase prompt, and the offered commands."""
-        goal, track, phase = self.guard.state(context.goal, context.admissible_actions or (), steps_of(context))
-        lines = [f"{intro or 'Your action was rejected'}: {evidence}.", phase_prompt(goal, phase, track.holding),
-                 "Choose exactly one of these commands, most promising first:", *(f"- {a}" for a in actions)]
+        lines = [f"{intro or 'Your action was rejected'}: {evidence}."]
+        if self.p["recovery_prompt"] != "off":
+            lines.append(self.prompt(context))
+        lines += ["Choose exactly one of these commands, most promising first:", *(f"- {a}" for a in actions)]
         return InterventionMessage("hard_repair", "\n".join(lines), "action_validity", tuple(actions), (label,))
+
+    def prompt(self, context: StepContext) -> str:
+        """The recovery prompt for the current phase of the task."""
+        goal, track, phase = self.guard.state(context.goal, context.admissible_actions or (), steps_of(context))
+        return phase_prompt(goal, phase, track.holding)
 
     def fallback(self, detection: Detection, ranked: list[str]) -> Decision | None:
         """What happens when the re-asks are used up and the action is still invalid."""
@@ -165,16 +184,33 @@ class ActionPruning(_GuardPlugin):
 
     @hookimpl
     def agent_notes(self, context: StepContext):
-        """With `prune_every_step`: the ranked top commands as a standing note."""
-        if not self.p["prune_every_step"] or not context.admissible_actions:
+        """Standing notes: the phase prompt (`recovery_prompt=always`) and the ranked hint (`prune_every_step`)."""
+        if not context.admissible_actions:
             return None
-        top = self.ranked(context)[: int(self.p["top_actions"])]
-        return "Most promising commands now:\n" + "\n".join(f"- {a}" for a in top)
+        notes = []
+        if self.p["recovery_prompt"] == "always":
+            notes.append(self.prompt(context))
+        if self.p["prune_every_step"]:
+            top = self.ranked(context)[: int(self.p["top_actions"])]
+            notes.append("Most promising commands now:\n" + "\n".join(f"- {a}" for a in top))
+        return notes or None
+
+    @hookimpl
+    def agent_actions(self, context: StepContext):
+        """`view=top`: the agent sees only the guard's top commands; `view=random`: as many at random (a control)."""
+        if self.p["view"] == "full" or not context.admissible_actions:
+            return None
+        k = int(self.p["top_actions"])
+        if self.p["view"] == "top":
+            return tuple(self.ranked(context)[:k])
+        rng = random.Random(f"random-view:{context.ids.task_id}:{context.step}")
+        pool = sorted(context.admissible_actions)
+        return tuple(sorted(rng.sample(pool, min(k, len(pool)))))
 
     @hookimpl
     def decide_intervention(self, context: StepContext, proposal: Proposal, detections):
         """Invalid action: re-ask with the top commands; after the re-asks, the fallback."""
-        reason = invalid_reason(context, proposal)
+        reason = invalid_reason(context, proposal) if self.p["repair"] else None
         if reason is None:
             return None
         label, evidence = reason

@@ -16,7 +16,6 @@ PROCEDURAL = {
     "auto_knowledge": "AppWorld: the API docs relevant to the instruction and the failing call",
     "retrieval_fallback": "AppWorld: the induced rule, then relevant docs, then every API of the task's apps",
 }
-COSTS = {"local_induction": 1, "auto_knowledge": 2, "retrieval_fallback": 2}
 
 
 @hookimpl
@@ -48,10 +47,10 @@ def _procedural(source: str):
 
 @hookimpl
 def register_interventions(register) -> None:
-    """Register the three procedural interventions."""
+    """Register the three procedural interventions; an attempt under one costs its env steps (code cells run)."""
     for name, description in PROCEDURAL.items():
-        register(name, _procedural(name), modes=("procedure_breadth",), cost_unit="reasks", cost=COSTS[name],
-                 envs=("appworld",), description=description)
+        register(name, _procedural(name), modes=("procedure_breadth",), cost_unit="steps", envs=("appworld",),
+                 description=description)
 
 
 @hookimpl

@@ -39,6 +39,12 @@ class EpisodeHooks:
         for name, plugin in reversed(list(interventions)):
             self.pm.register(plugin, name=name)
         self.has_checkpoint_hook = bool(self.pm.hook.want_checkpoint.get_hookimpls())
+        self.has_actions_hook = bool(self.pm.hook.agent_actions.get_hookimpls())
+
+    def first_impl(self, hook: str) -> str:
+        """The name of the plugin called first for `hook` (pluggy calls the last-registered first), or "?"."""
+        impls = getattr(self.pm.hook, hook).get_hookimpls()
+        return impls[-1].plugin_name if impls else "?"
 
     def call(self, hook: str, **kwargs: Any) -> Any:
         """Call `hook`; an exception is re-raised as a PluginError naming the plugin."""

@@ -16,7 +16,7 @@ Two kinds of hooks, grouped by phase as in pytest's hookspec:
 
 Call order. Within an episode the interventions are called in the order the harness
 lists them: the first listed is called first, so for a first-result hook
-(`want_checkpoint`, `decide_intervention`) it decides first, and fan-out results are
+(`want_checkpoint`, `agent_actions`, `decide_intervention`) it decides first, and fan-out results are
 collected in that order. Observers are called after the interventions. (pluggy itself
 calls the last-registered plugin first; the episode's hooks are registered in reverse
 to get this order. `tryfirst`/`trylast` on a hookimpl still override it.)
@@ -200,6 +200,22 @@ def agent_notes(context: StepContext) -> str | list[str] | None:
     order into `AgentView.notes`. This is how a harness puts material in the agent's
     context unconditionally (e.g. a whole playbook, for an exposure control); prefer
     `decide_intervention` messages for anything conditional on a failure.
+    """
+
+
+@hookspec(firstresult=True)
+def agent_actions(context: StepContext) -> tuple[str, ...] | list[str] | None:
+    """Decision input, first result: narrow the admissible actions the agent is shown this step.
+
+    Called once per step, after `agent_notes` and before the agent proposes, only when the
+    env lists admissible actions. The first plugin (in harness order) that returns a
+    sequence decides; None passes the question on, and no answer shows the env's whole
+    list. The loop keeps the returned actions that are admissible, in the order given
+    (duplicates dropped), and puts them in `AgentView.admissible_actions` for every
+    proposal of the step; a result with no admissible action is an error of the plugin.
+    Only what the agent is shown changes: detectors and decision hooks still see the env's
+    whole list in `context.admissible_actions`, and the env still accepts any admissible
+    action. This is how a harness shows a ranked or filtered action view instead of a hint.
     """
 
 

@@ -97,6 +97,10 @@ class LabelRegistry:
         """The declared labels, sorted by name."""
         return iter(self._labels[name] for name in sorted(self._labels))
 
+    def failure_type(self, name: str) -> FailureType | None:
+        """The declared failure type `name`, or None when no plugin declared it."""
+        return self._types.get(name)
+
     def mode_of(self, failure_type: str) -> str:
         """The failure mode `failure_type` belongs to (the type's own name when it is not declared)."""
         declared = self._types.get(failure_type)

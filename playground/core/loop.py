@@ -330,9 +330,10 @@ def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, conte
     message = None
     extras = {key: info[key] for key in ("expert_plan", "action_kinds", "action_format") if key in info}
     notes = tuple(str(n) for n in hooks.collect("agent_notes", context=context))
+    shown = _shown_actions(hooks, context)
     attempt = 0
     while True:
-        view = AgentView(context.goal, context.observation, context.history, context.admissible_actions,
+        view = AgentView(context.goal, context.observation, context.history, shown,
                          context.step, message, notes, extras)
         started = time.perf_counter()
         proposal: Proposal = _call("agent propose", agent.propose, view)
@@ -357,6 +358,23 @@ def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, conte
             return proposal, decision
         message = decision.message
         attempt += 1
+
+
+def _shown_actions(hooks: EpisodeHooks, context: StepContext) -> tuple[str, ...] | None:
+    """The admissible actions the agent is shown: the env's list, or the admissible part of `agent_actions`'s."""
+    if context.admissible_actions is None or not hooks.has_actions_hook:
+        return context.admissible_actions
+    chosen = hooks.call("agent_actions", context=context)
+    if chosen is None:
+        return context.admissible_actions
+    if isinstance(chosen, str):
+        chosen = (chosen,)
+    admissible = set(context.admissible_actions)
+    shown = tuple(dict.fromkeys(str(a) for a in chosen if a in admissible))
+    if not shown:
+        raise PluginError(hooks.first_impl("agent_actions"), "agent_actions",
+                          ValueError(f"none of the {len(tuple(chosen))} actions returned is admissible"))
+    return shown
 
 
 def _admissible(info: Mapping[str, Any]) -> tuple[str, ...] | None:

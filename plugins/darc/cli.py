@@ -20,12 +20,28 @@ def darc_group() -> None:
 @episode_options
 @click.option("--detectors", default="sentry", show_default=True,
               help="comma-separated interventions whose detectors watch the base agent")
+@click.option("--diagnoser", type=click.Choice(["rule", "llm"]), default="rule", show_default=True,
+              help="who names the mode: the rule over failure onsets, or a judge model reading the failed traces")
+@click.option("--judge-base-url", default=None, help="--diagnoser llm: an OpenAI-compatible endpoint")
+@click.option("--judge-model", default=None, help="--diagnoser llm: the model at --judge-base-url")
+@click.option("--judge-local", is_flag=True, help="--diagnoser llm: the embedded local model")
 @click.option("--out", required=True, help="folder for diagnosis.json (and the profiling run)")
-def profile_command(detectors: str, out: str, **options) -> None:
+def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, judge_model: str | None,
+                    judge_local: bool, out: str, **options) -> None:
     """Run the base agent, count failure signatures, write OUT/diagnosis.json."""
     from playground.plugins.darc.profile import profile
 
     host = get_host()
+    judge = None
+    if diagnoser == "llm":
+        from playground.plugins.darc.llm_diagnosis import LLMDiagnoser, make_model
+
+        try:
+            judge = LLMDiagnoser(make_model(judge_base_url, judge_model, judge_local), host.labels)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+    elif judge_base_url or judge_model or judge_local:
+        raise CLIError("--judge-base-url, --judge-model and --judge-local need --diagnoser llm")
     names = [n.strip() for n in detectors.split(",") if n.strip()]
     for name in names:
         if name not in host.interventions:
@@ -34,9 +50,12 @@ def profile_command(detectors: str, out: str, **options) -> None:
     if not options["split"]:
         options["split"] = "dev"
     config = make_config(host, ["base"], str(Path(out) / "profile-run"), None, **options)
-    result = profile(host, config, names, out)
-    click.echo(json.dumps({k: result[k] for k in ("mode", "why", "admissible_interventions", "modes_per_episode")},
-                          indent=2))
+    result = profile(host, config, names, out, judge)
+    click.echo(json.dumps({k: result[k] for k in ("diagnoser", "mode", "why", "admissible_interventions",
+                                                  "modes_per_episode")}, indent=2))
+    if result["mode"] is None:
+        click.echo(f"{result['why']}: no intervention is admissible; evaluate the whole library with "
+                   "darc evaluate --all-interventions", err=True)
     click.echo(f"diagnosis: {Path(out) / 'diagnosis.json'}", err=True)
 
 
@@ -47,7 +66,7 @@ def profile_command(detectors: str, out: str, **options) -> None:
 @click.option("--out", required=True, help="folder for evidence.csv (and the evaluation run)")
 def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, **options) -> None:
     """Run every chosen intervention on every task from the same initial state; write OUT/evidence.csv."""
-    from playground.plugins.darc.evaluate import chosen_interventions, evaluate
+    from playground.plugins.darc.evaluate import chosen_interventions, eval_harnesses, evaluate
 
     host = get_host()
     env = (options["env_name"] or default_env(host)).partition(":")[0]
@@ -57,7 +76,7 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, *
         raise CLIError(str(exc)) from None
     if not options["split"]:
         options["split"] = "train"
-    config = make_config(host, ["base"], str(Path(out) / "evaluate-run"), None, **options)
+    config = make_config(host, eval_harnesses(host, names), str(Path(out) / "evaluate-run"), None, **options)
     path = evaluate(host, config, names, out)
     click.echo(f"evaluated {len(names)} interventions on {len(config.tasks)} tasks: {path}")
 
@@ -66,18 +85,23 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, *
 @click.option("--evidence", "evidence_path", required=True, help="evidence.csv from darc evaluate")
 @click.option("--max-len", type=int, default=3, show_default=True, help="longest chain L")
 @click.option("--lam", type=float, default=0.02, show_default=True, help="cost weight lambda")
-@click.option("--tau-free", type=float, default=0.0, show_default=True, help="cost allowed for free")
+@click.option("--tau-free", type=float, default=None,
+              help="cost allowed for free [default: the mean cost of a base attempt, from base.csv next to the evidence]")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=0, show_default=True,
+              help="also resample the tasks N times: how many distinct chains win, selection and test success")
+@click.option("--seed", type=int, default=0, show_default=True, help="--bootstrap: the resampling seed")
 @click.option("--interventions", default=None, help="comma-separated subset of the evidence's interventions")
 @click.option("--count-only", is_flag=True, help="print only the size of the search space")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="chains to print")
 @click.option("--plot", "plot_path", default=None, help="also draw the cost-success frontier to this PNG")
 @click.option("--out", default=None, help="policy.json to write [default: next to the evidence]")
 @click.option("--force", is_flag=True, help="replace an existing policy (--out) or plot (--plot)")
-def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: float, interventions: str | None,
-                    count_only: bool, top: int, plot_path: str | None, out: str | None, force: bool) -> None:
+def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: float | None, bootstrap: int, seed: int,
+                    interventions: str | None, count_only: bool, top: int, plot_path: str | None, out: str | None,
+                    force: bool) -> None:
     """Score every short-circuit chain on the evidence, print the best, freeze the winner to policy.json."""
     from playground.plugins.darc.distill import count_chains, distill, policy_dict, save_policy
-    from playground.plugins.darc.evidence import load_evidence
+    from playground.plugins.darc.evidence import base_tau_free, evidence_meta, load_evidence
     from playground.run.files import OutputError, check_output
 
     names = [n.strip() for n in interventions.split(",") if n.strip()] if interventions else None
@@ -95,15 +119,30 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
         if count_only:
             click.echo(count_chains(len(evidence.interventions), max_len))
             return
+        if tau_free is None:
+            tau_free, tau_source = base_tau_free(evidence_path)
+        else:
+            tau_source = "--tau-free"
         result = distill(evidence, max_len, lam, tau_free)
+        meta = evidence_meta(evidence_path)
     except (ValueError, OSError) as exc:
         raise CLIError(str(exc)) from None
+    click.echo(f"tau_free = {tau_free:g} ({tau_source})")
     click.echo(f"search space: {result.search_space} chains over {len(evidence.interventions)} interventions "
                f"(L={max_len}), {len(evidence.task_ids)} tasks")
     click.echo(f"{'rank':>4}  {'J':>7}  {'succ':>6}  {'cost':>8}  chain")
     for rank, chain in enumerate(result.ranked()[:top], 1):
         click.echo(f"{rank:>4}  {chain.J:7.4f}  {chain.succ:6.3f}  {chain.cost:8.3f}  {' -> '.join(chain.names)}")
-    save_policy(path, policy_dict(result, evidence_path))
+    units = {name: info.get("cost_unit") for name, info in meta.get("interventions", {}).items()
+             if name in evidence.interventions}
+    extra: dict = {"tau_free_source": tau_source, "cost_units": units}
+    if bootstrap:
+        from playground.plugins.darc.distill import bootstrap_stability
+
+        stability = bootstrap_stability(evidence, max_len, lam, tau_free, bootstrap, seed)
+        click.echo(stability.report())
+        extra["bootstrap"] = stability.to_dict()
+    save_policy(path, policy_dict(result, evidence_path, **extra))
     click.echo(f"policy: {path} (deploy: playground run --harness darc:{path})", err=True)
     if plot_path:
         from playground.plugins.darc.frontier import PlotUnavailable, plot_frontier
@@ -113,3 +152,46 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
         except PlotUnavailable as exc:
             raise CLIError(str(exc)) from None
         click.echo(f"frontier: {plot_path}", err=True)
+
+
+@darc_group.command("agreement")
+@click.option("--diagnosis", "diagnosis_path", required=True,
+              help="diagnosis.json from darc profile on the dev split (with --diagnoser llm for the LLM row)")
+@click.option("--evidence", "evidence_path", required=True,
+              help="evidence.csv from darc evaluate --all-interventions on the same dev tasks (base.csv next to it)")
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+def agreement_command(diagnosis_path: str, evidence_path: str, as_json: bool) -> None:
+    """Compare rule and LLM diagnoses with the mode whose admissible set fixes the most dev failures."""
+    from playground.plugins.darc.agreement import agreement
+
+    try:
+        result = agreement(diagnosis_path, evidence_path)
+    except (ValueError, OSError) as exc:
+        raise CLIError(str(exc)) from None
+    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.table())
+
+
+@darc_group.command("factorial")
+@episode_options
+@click.option("--guard", default="action_pruning", show_default=True,
+              help="the intervention whose `view` and `recovery_prompt` parameters are crossed")
+@click.option("--forced-agent", default="guard-top1", show_default=True,
+              help="the agent of the forced top-1 row (no model); empty: leave the row out")
+@click.option("--out", required=True, help="folder for the runs (cells/, forced-top1/)")
+def factorial_command(guard: str, forced_agent: str, out: str, **options) -> None:
+    """Ranked view (full vs top-12) x recovery prompt (absent vs present), forced top-1 and a random-12 control."""
+    from playground.plugins.darc.factorial import factorial, register_cells, table
+
+    host = get_host()
+    if guard not in host.interventions:
+        raise CLIError(f"unknown intervention {guard!r} in --guard; choose from: {', '.join(host.interventions.names())}")
+    if forced_agent and forced_agent not in host.agents:
+        raise CLIError(f"unknown agent {forced_agent!r} in --forced-agent; choose from: {', '.join(host.agents.names())}")
+    env = (options["env_name"] or default_env(host)).partition(":")[0]
+    if not host.interventions.get(guard).works_with(env):
+        raise CLIError(f"intervention {guard!r} does not work with env {env!r}")
+    if not options["agent"]:
+        options["agent"] = "noisy"
+    config = make_config(host, register_cells(host, guard), str(Path(out) / "cells"), None, **options)
+    rows = factorial(host, config, guard, forced_agent or None, out)
+    click.echo(table(rows, len(config.tasks)))

@@ -188,6 +188,78 @@ def distill(evidence: Evidence, max_len: int, lam: float, tau_free: float,
                          min(candidates, key=rank_key))
 
 
+@dataclass(frozen=True)
+class Stability:
+    """How stable the choice is when the tasks are resampled (`bootstrap_stability`)."""
+
+    resamples: int
+    seed: int
+    winners: tuple[tuple[tuple[str, ...], int], ...]  # each winning chain and how often it won, most often first
+    selection: tuple[float, ...]  # per resample: the winner's success on the resampled (selection) tasks
+    test: tuple[float, ...]  # per resample with held-out tasks: the winner's success on the tasks not drawn
+
+    @staticmethod
+    def interval(values: Sequence[float]) -> tuple[float, float, float]:
+        """Mean and the 2.5 and 97.5 percentiles (NaN when empty)."""
+        if not values:
+            return (math.nan, math.nan, math.nan)
+        low, high = np.percentile(values, [2.5, 97.5])
+        return (float(np.mean(values)), float(low), float(high))
+
+    def report(self) -> str:
+        """The summary `darc distill --bootstrap` prints."""
+        plural = "s" if len(self.winners) != 1 else ""
+        lines = [f"bootstrap: {self.resamples} resamples of the tasks (seed {self.seed}): "
+                 + f"{len(self.winners)} distinct winning chain{plural}"]
+        for names, count in self.winners[:5]:
+            lines.append(f"  {count:>5}x  {' -> '.join(names)}")
+        for what, values in (("selection success", self.selection), ("test success (held-out tasks)", self.test)):
+            mean, low, high = self.interval(values)
+            lines.append(f"  {what}: {mean:.3f} [95% {low:.3f}, {high:.3f}] over {len(values)} resamples")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready record written into policy.json."""
+        sel, test = self.interval(self.selection), self.interval(self.test)
+        return {"resamples": self.resamples, "seed": self.seed, "distinct_winners": len(self.winners),
+                "winners": [{"chain": list(names), "count": count} for names, count in self.winners],
+                "selection_success": {"mean": sel[0], "ci95": [sel[1], sel[2]]},
+                "test_success": {"mean": test[0], "ci95": [test[1], test[2]], "resamples": len(self.test)}}
+
+
+def bootstrap_stability(evidence: Evidence, max_len: int, lam: float, tau_free: float, resamples: int,
+                        seed: int = 0) -> Stability:
+    """Resample the tasks with replacement `resamples` times and distil on each resample.
+
+    Reports how many distinct chains win, the winner's success on its own resample
+    (selection) and on the tasks that resample left out (test; resamples that leave none
+    out are skipped).
+    """
+    if resamples < 1:
+        raise ValueError(f"the number of bootstrap resamples must be at least 1, got {resamples}")
+    rng = np.random.default_rng(seed)
+    n = evidence.n_tasks
+    wins: dict[tuple[str, ...], int] = {}
+    selection: list[float] = []
+    test: list[float] = []
+    names = evidence.interventions
+    for _ in range(resamples):
+        drawn = rng.integers(0, n, size=n)
+        chains, succ, cost = score_all_chains(evidence.success[drawn], evidence.cost[drawn], max_len)
+        J = objective(succ, cost, lam, tau_free)
+        scored = [Chain(tuple(names[r] for r in chain), float(s), float(c), float(j))
+                  for chain, s, c, j in zip(chains, succ, cost, J)]
+        best = min(scored, key=rank_key)
+        wins[best.names] = wins.get(best.names, 0) + 1
+        selection.append(best.succ)
+        held_out = np.setdiff1d(np.arange(n), drawn)
+        if held_out.size:
+            columns = _columns(evidence, best.names)
+            test.append(float(evidence.success[np.ix_(held_out, np.asarray(columns, dtype=int))].any(axis=1).mean()))
+    winners = tuple(sorted(wins.items(), key=lambda item: (-item[1], item[0])))
+    return Stability(resamples, seed, winners, tuple(selection), tuple(test))
+
+
 def policy_dict(result: DistillResult, evidence_path: str | os.PathLike, **extra: Any) -> dict[str, Any]:
     """Return the JSON-ready record of the distilled policy to freeze; `extra` keys (e.g. the mode) are added."""
     best = result.best

@@ -1,6 +1,7 @@
 """DARC's evidence step: every admissible intervention on every train task, from the same initial state.
 
-Each intervention runs alone as its own harness (`darc-eval:<name>`) through the normal
+The bare agent runs too (harness `base`: the standard attempt, whose cost is distill's
+default tau_free). Each intervention runs alone as its own harness (`darc-eval:<name>`) through the normal
 runner, so the evaluation is resumable and traced like any run; every task starts from
 the same reset and seed under every intervention. The evidence table records success by
 the task's own verifier (the env's `won`) and the attempt's cost in the intervention's unit.
@@ -15,10 +16,11 @@ from pathlib import Path
 from playground.run.costs import attempt_cost
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
+from playground.run.files import atomic_write_text
 from playground.run.rundir import load_records
 from playground.run.runner import RunConfig, run
 
-from playground.plugins.darc.evidence import write_evidence
+from playground.plugins.darc.evidence import BASE_FILE, META_FILE, write_evidence
 from playground.plugins.darc.profile import library
 
 EVAL_PREFIX = "darc-eval:"
@@ -39,25 +41,61 @@ def chosen_interventions(host: Host, env: str, diagnosis_path: str | None, all_i
     if unknown:
         raise ValueError(f"{diagnosis_path}: unknown intervention(s) {', '.join(unknown)}")
     if not names:
-        raise ValueError(f"{diagnosis_path}: the diagnosis admits no intervention")
+        why = diagnosis.get("why") or "the diagnosis admits no intervention"
+        raise ValueError(f"{diagnosis_path}: {why}; no intervention is admissible "
+                         f"(evaluate the whole library with --all-interventions)")
     return names
 
 
-def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str | Path) -> Path:
-    """Run each intervention on every task of `config`, write `out/evidence.csv`, return its path."""
-    out = Path(out)
-    harnesses = []
+BASE = "base"
+
+
+def eval_harnesses(host: Host, interventions: list[str]) -> list[str]:
+    """Register a harness running each intervention alone (`darc-eval:<name>`); return `base` and their names."""
+    harnesses = [BASE]
     for name in interventions:
         harness = EVAL_PREFIX + name
         if harness not in host.harnesses:
             host.harnesses.add(harness, HarnessSpec(harness, (name,), description=f"{name} alone", plugin="darc"))
         harnesses.append(harness)
+    return harnesses
+
+
+def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str | Path) -> Path:
+    """Run the bare agent and each intervention on every task of `config`; write the evidence; return its path.
+
+    Writes `out/evidence.csv` (one row per task and intervention), `out/base.csv` (the bare
+    agent's attempt on each task, in the same format, intervention `base`: the standard
+    attempt whose mean cost is distill's default tau_free) and `out/evidence.json` (what
+    each cost is counted in, and the base attempt's mean cost and success).
+    """
+    out = Path(out)
+    harnesses = eval_harnesses(host, interventions)
     run_dir = out / "evaluate-run"
     run(host, replace(config, harnesses=harnesses, out=str(run_dir)))
-    rows = []
+    rows, base_rows = [], []
     for record in load_records(run_dir):
+        if record["harness"] == BASE:
+            base_rows.append((record["task_id"], BASE, int(bool(record["won"])), attempt_cost([], record)))
+            continue
+        if not record["harness"].startswith(EVAL_PREFIX):
+            continue
         name = record["harness"][len(EVAL_PREFIX):]
         cost = attempt_cost([host.interventions.get(name)], record)
         rows.append((record["task_id"], name, int(bool(record["won"])), cost))
     rows.sort()
+    base_rows.sort()
+    write_evidence(out / BASE_FILE, base_rows)
+    specs = {name: host.interventions.get(name) for name in interventions}
+    meta = {
+        "env": f"{config.env}:{config.task_set}", "split": config.split, "agent": config.agent,
+        "tasks": len({row[0] for row in base_rows}),
+        "interventions": {name: {"modes": list(spec.modes), "cost_unit": spec.cost_unit,
+                                 **({"cost": spec.cost} if spec.cost is not None else {})}
+                          for name, spec in specs.items()},
+        "base": {"file": BASE_FILE, "cost_unit": "steps",
+                 "mean_cost": sum(r[3] for r in base_rows) / max(len(base_rows), 1),
+                 "success_rate": sum(r[2] for r in base_rows) / max(len(base_rows), 1)},
+    }
+    atomic_write_text(out / META_FILE, json.dumps(meta, indent=2) + "\n")
     return write_evidence(out / "evidence.csv", rows)

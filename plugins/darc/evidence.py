@@ -235,3 +235,35 @@ def _format_cost(cost: float) -> str:
 def evidence_hash(path: str | os.PathLike) -> str:
     """Return the SHA-256 hex digest of the file's bytes."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+BASE_FILE = "base.csv"
+META_FILE = "evidence.json"
+
+
+def base_tau_free(evidence_path: str | os.PathLike) -> tuple[float, str]:
+    """The mean cost of a base attempt (the standard attempt), from `base.csv` next to the evidence, and its source.
+
+    EvidenceError when there is no base file: `darc evaluate` writes one; otherwise pass --tau-free.
+    """
+    path = Path(evidence_path).with_name(BASE_FILE)
+    if not path.is_file():
+        raise EvidenceError(f"no {BASE_FILE} next to {str(evidence_path)!r} to measure the cost of a standard "
+                            f"attempt (darc evaluate writes it); pass --tau-free")
+    base = load_evidence(path)
+    mean = float(base.cost.mean())
+    return mean, f"mean cost of a base attempt over {base.n_tasks} tasks ({path})"
+
+
+def evidence_meta(evidence_path: str | os.PathLike) -> dict[str, Any]:
+    """The `evidence.json` darc evaluate wrote next to the evidence (cost units, base attempt), or {}."""
+    import json
+
+    path = Path(evidence_path).with_name(META_FILE)
+    if not path.is_file():
+        return {}
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvidenceError(f"cannot read {str(path)!r}: {exc}") from None
+    return meta if isinstance(meta, dict) else {}

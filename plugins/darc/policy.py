@@ -26,6 +26,7 @@ POLICY_PARAMS = frozenset({
     "window", "k", "horizon", "quiet_steps", "threshold", "cooldown", "follow_up", "max_repairs", "top_actions",
     "fallback", "max_reasks_per_step", "hard_repair", "screen", "soft_repair", "update_playbook", "persistent",
     "block_early_stop", "detector", "verifier", "summariser", "docs_k", "demo_pool_size",
+    "view", "recovery_prompt", "repair",
 })
 
 

@@ -24,7 +24,10 @@ from playground.run.files import atomic_write_text
 from playground.run.rundir import load_records, record_trace
 from playground.run.traces import read_trace
 
-DARC_MODES = ("action_validity", "procedure_breadth", "format_precision")
+# The failure modes in the order ties are listed (the paper's three, then Sentry's progress and grounding); any
+# other mode a failure type or an intervention declares comes after them, by name.
+DARC_MODES = ("action_validity", "procedure_breadth", "format_precision", "progress", "grounding")
+NO_DOMINANT = "no dominant failure mode"
 PROFILE_HARNESS = "darc-profile"
 
 
@@ -74,37 +77,85 @@ def library(host: Host, env: str) -> list[InterventionSpec]:
     return [spec for spec in host.interventions if not spec.name.startswith("detect-only:") and spec.works_with(env)]
 
 
+def mode_order(mode: str) -> tuple[int, str]:
+    """Sort key of a mode: the known modes first, in DARC_MODES order, then others by name."""
+    return (DARC_MODES.index(mode) if mode in DARC_MODES else len(DARC_MODES), mode)
+
+
+def admissible_sets(host: Host, env: str) -> dict[str, list[str]]:
+    """{mode: the interventions usable on `env` that are admissible for it}, for every mode some intervention names."""
+    sets: dict[str, list[str]] = {}
+    for spec in library(host, env):
+        for mode in spec.modes:
+            sets.setdefault(mode, []).append(spec.name)
+    return {mode: sorted(sets[mode]) for mode in sorted(sets, key=mode_order)}
+
+
+def dominant(per_episode: dict[str, float]) -> str | None:
+    """The mode with strictly the most onsets, or None (no onsets, or a tie at the top)."""
+    ranked = sorted(per_episode.items(), key=lambda item: (-item[1], mode_order(item[0])))
+    if not ranked or ranked[0][1] <= 0 or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
+        return None
+    return ranked[0][0]
+
+
 @dataclass(frozen=True)
 class Diagnosis:
-    """The outcome of profiling."""
+    """The outcome of profiling: the dominant mode (None when there is none), why, and its admissible set."""
 
-    mode: str
+    mode: str | None
     why: str
     per_episode: dict[str, float]
     admissible: list[str]
 
 
-def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episodes: int, host: Host,
-             env: str) -> Diagnosis:
-    """Pick the dominant failure mode from the signature histogram (rule: most detections per episode)."""
-    counts: Counter[str] = Counter({mode: 0 for mode in DARC_MODES})
+def mode_counts(histogram: dict[str, dict[str, int]], host: Host) -> Counter[str]:
+    """Failure onsets per mode: each failure type counts towards the mode the label registry declares for it."""
+    counts: Counter[str] = Counter()
     for failure_type, labels in histogram.items():
         counts[host.labels.mode_of(failure_type)] += sum(labels.values())
-    per_episode = {mode: round(count / max(episodes, 1), 4) for mode, count in counts.items()}
-    order = sorted(per_episode, key=lambda m: (-per_episode[m], DARC_MODES.index(m) if m in DARC_MODES else 99, m))
-    mode = order[0]
-    why = (f"{mode}: {per_episode[mode]} failure onsets per episode over {episodes} episodes "
-           f"(next: {order[1]} with {per_episode[order[1]]})" if len(order) > 1 else f"{mode}: the only mode seen")
-    if per_episode[mode] == 0:
-        why = f"no failure detected in {episodes} episodes; defaulting to {mode}"
+    return counts
+
+
+def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episodes: int, host: Host,
+             env: str) -> Diagnosis:
+    """The rule diagnosis: the mode with strictly the most failure onsets per episode, or no dominant mode.
+
+    Every mode with an admissible intervention on `env` is reported (0 when not seen).
+    With no onsets, or a tie at the top, there is no dominant mode: `mode` is None and no
+    intervention is admissible (evaluate the whole library with `--all-interventions`).
+    """
+    sets = admissible_sets(host, env)
+    counts = mode_counts(histogram, host)
+    modes = sorted(set(sets) | set(counts), key=mode_order)
+    per_episode = {mode: round(counts.get(mode, 0) / max(episodes, 1), 4) for mode in modes}
+    mode = dominant(per_episode)
+    ranked = sorted(per_episode, key=lambda m: (-per_episode[m], mode_order(m)))
+    if mode is None:
+        if not ranked or per_episode[ranked[0]] == 0:
+            why = f"{NO_DOMINANT}: no failure detected in {episodes} episodes"
+        else:
+            tied = [m for m in ranked if per_episode[m] == per_episode[ranked[0]]]
+            why = f"{NO_DOMINANT}: {' and '.join(tied)} tie with {per_episode[ranked[0]]} onsets per episode"
+        return Diagnosis(None, why, per_episode, [])
+    why = f"{mode}: {per_episode[mode]} failure onsets per episode over {episodes} episodes"
+    if len(ranked) > 1:
+        why += f" (next: {ranked[1]} with {per_episode[ranked[1]]})"
     if mode == "action_validity":
         why += f"; {invalid_actions} invalid actions reached the env"
-    admissible = sorted(spec.name for spec in library(host, env) if mode in spec.modes)
-    return Diagnosis(mode, why, per_episode, admissible)
+    if not sets.get(mode):
+        why += f"; no intervention usable on {env} is admissible for {mode}"
+    return Diagnosis(mode, why, per_episode, list(sets.get(mode, [])))
 
 
-def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path) -> dict:
-    """Run the profiling episodes, write `out/diagnosis.json` and return its content."""
+def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path,
+            diagnoser: Any = None) -> dict:
+    """Run the profiling episodes, write `out/diagnosis.json` and return its content.
+
+    The rule diagnosis is always made; with a `diagnoser` (an `LLMDiagnoser`) the LLM's
+    diagnosis is made too and becomes the diagnosis (`diagnoser: "llm"`); both are kept,
+    for the whole family and per failed episode (for `darc agreement`).
+    """
     out = Path(out)
     twins = add_detect_only(host, detectors)
     if PROFILE_HARNESS in host.harnesses:
@@ -115,14 +166,17 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
     summary = run(host, replace(config, harnesses=[PROFILE_HARNESS], out=str(run_dir)))
     histogram: dict[str, Counter] = {}
     invalid = 0
-    episodes = 0
-    for record in load_records(run_dir):
-        episodes += 1
+    records = load_records(run_dir)
+    episodes: list[dict[str, Any]] = []
+    traces: list[list[dict]] = []
+    for record in records:
         invalid += int(record.get("invalid_actions", 0))
         previous: set[str] = set()  # labels detected at the previous step: a streak counts once
         current: set[str] = set()
         step = None
-        for event in read_trace(record_trace(run_dir, record)):  # never a file outside the run directory
+        onsets: Counter[str] = Counter()
+        events = read_trace(record_trace(run_dir, record))  # never a file outside the run directory
+        for event in events:
             if event["type"] != "detection":
                 continue
             if event["step"] != step:  # a step without detections in between ends every streak
@@ -132,12 +186,26 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
             current.add(label)
             if label not in previous:
                 histogram.setdefault(event["failure_type"], Counter())[label] += 1
+                onsets[host.labels.mode_of(event["failure_type"])] += 1
+        episodes.append({"task_id": record["task_id"], "won": bool(record["won"]), "steps": record.get("steps", 0),
+                         "onsets": dict(sorted(onsets.items())), "rule": dominant(dict(onsets))})
+        traces.append(events)
     plain = {t: dict(sorted(c.items())) for t, c in sorted(histogram.items())}
-    diagnosis = diagnose(plain, invalid, episodes, host, config.env)
-    result = {"env": f"{config.env}:{config.task_set}", "split": config.split, "agent": config.agent,
-              "episodes": episodes, "success_rate": summary["harnesses"][PROFILE_HARNESS]["success_rate"],
-              "detectors": detectors, "histogram": plain, "invalid_actions": invalid,
-              "modes_per_episode": diagnosis.per_episode, "mode": diagnosis.mode, "why": diagnosis.why,
-              "admissible_interventions": diagnosis.admissible}
+    rule = diagnose(plain, invalid, len(records), host, config.env)
+    sets = admissible_sets(host, config.env)
+    result: dict[str, Any] = {
+        "env": f"{config.env}:{config.task_set}", "split": config.split, "agent": config.agent,
+        "episodes": len(records), "success_rate": summary["harnesses"][PROFILE_HARNESS]["success_rate"],
+        "detectors": detectors, "histogram": plain, "invalid_actions": invalid,
+        "modes_per_episode": rule.per_episode, "diagnoser": "rule", "mode": rule.mode, "why": rule.why,
+        "admissible_interventions": rule.admissible, "admissible_sets": sets,
+        "rule": {"mode": rule.mode, "why": rule.why}, "per_episode": episodes}
+    if diagnoser is not None:
+        llm = diagnoser.diagnose_family(list(sets), [(e, t) for e, t in zip(episodes, traces) if not e["won"]])
+        for episode, mode in zip([e for e in episodes if not e["won"]], llm["per_episode"]):
+            episode["llm"] = mode
+        result.update(diagnoser="llm", mode=llm["mode"], why=llm["why"],
+                      admissible_interventions=list(sets.get(llm["mode"], [])) if llm["mode"] else [],
+                      llm={"mode": llm["mode"], "why": llm["why"], "model": diagnoser.name})
     atomic_write_text(out / "diagnosis.json", json.dumps(result, indent=2) + "\n")
     return result

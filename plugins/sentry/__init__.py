@@ -32,7 +32,9 @@ def register_failure_labels(register):
 @hookimpl
 def register_interventions(register):
     """Register Sentry's interventions."""
-    register("sentry", _sentry, modes=("action_validity", "procedure_breadth", "progress", "grounding"), cost_unit="steps",
+    # The full Sentry is a progress/grounding intervention (its soft repair and lessons); only its hard repair,
+    # registered alone as `validity-guard` (the admissibility guard), is admissible for action validity.
+    register("sentry", _sentry, modes=("progress", "grounding"), cost_unit="steps",
              description="detectors, hard and soft repair, lesson retrieval, recovery verifier, verified lessons")
     register("validity-guard", _validity_guard, modes=("action_validity",), cost_unit="steps",
              description="hard repair of invalid actions only: ranked valid actions, rewrite, fallback")

@@ -13,8 +13,8 @@ from playground.host.manager import default_labels
 
 TYPES = (
     FailureType("action_validity", "action_validity", "the action is not one the env accepts"),
-    FailureType("progress", "procedure_breadth", "the agent stops making progress towards the goal"),
-    FailureType("grounding", "procedure_breadth", "the agent acts on what it has not seen or the goal does not ask"),
+    FailureType("progress", "progress", "the agent stops making progress towards the goal"),
+    FailureType("grounding", "grounding", "the agent acts on what it has not seen or the goal does not ask"),
 )
 
 LABELS = (
