@@ -7,8 +7,8 @@ action validity: `action_pruning`, `type_saturation`, `loop_fallback`; harnesses
 Sentry). alfworld and textworld are imported only when an env is made or a guard runs.
 """
 
-from playground.envs.alfworld.provider import AlfWorldProvider
 from playground.core.hookspecs import hookimpl
+from playground.envs.alfworld.provider import AlfWorldProvider
 
 
 def _action_pruning(params):

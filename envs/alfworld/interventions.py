@@ -30,7 +30,6 @@ from typing import Any
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext
-
 from playground.envs.alfworld.goals import Goal
 from playground.envs.alfworld.guard import NO_PRIORS, TOP_K, Guard, Priors, relevant_to
 from playground.envs.alfworld.priors import PRIOR_GAMES

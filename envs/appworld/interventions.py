@@ -24,8 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from playground.core.hookspecs import hookimpl
-from playground.core.payloads import (Decision, Detection, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
-                                 Verification)
+from playground.core.payloads import (
+    Decision,
+    Detection,
+    EpisodeStart,
+    InterventionMessage,
+    StepContext,
+    StepOutcome,
+    Verification,
+)
 from playground.text_index import TextIndex, built_once
 
 FAILURE_TYPE = "procedure"

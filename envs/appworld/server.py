@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
 from playground.core.errors import PlaygroundError
 
 START_TIMEOUT = 120.0

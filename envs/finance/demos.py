@@ -20,9 +20,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from playground.envs.finance import data
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import EpisodeStart, StepContext
+from playground.envs.finance import data
 
 HEADER = "Solved examples of similar questions (question -> answer):"
 ANSWER_PREFIX = "Answer: "

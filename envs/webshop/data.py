@@ -22,10 +22,17 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import path_from_env
-from playground.envs.webshop.catalogue import (Catalogue, Goal, Product, generate_catalogue, goal_for, price_clause,
-                                               price_upper_for)
+from playground.core.errors import PlaygroundError
+from playground.envs.webshop.catalogue import (
+    Catalogue,
+    Goal,
+    Product,
+    generate_catalogue,
+    goal_for,
+    price_clause,
+    price_upper_for,
+)
 
 DATA_ENV = "WEBSHOP_DATA"
 PRODUCT_FILES = ("items_shuffle.json", "items_shuffle_1000.json")

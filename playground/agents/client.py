@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import TEMPLATE_ARGUMENT, is_template
+from playground.core.errors import PlaygroundError
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 60.0

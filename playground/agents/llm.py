@@ -19,8 +19,8 @@ import re
 from typing import Any
 
 from playground.agents.base import parse_options
-from playground.core.env import is_admissible, is_template
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.core.env import is_admissible, is_template
 from playground.core.payloads import AgentView, Proposal
 
 SYSTEM_PROMPT = (

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import click
 
+from playground.cli.compare import compare_command
+from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.core.errors import PlaygroundError
 from playground.host.manager import get_host
 from playground.run.report import format_table
 from playground.run.rundir import RunDirError
-from playground.cli.compare import compare_command
-from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.run.runner import RunConfig, RunConfigError, run
+
 
 @click.group()
 @click.version_option(package_name="playground")

@@ -11,14 +11,13 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import kind_of
 from playground.core.episode_hooks import EpisodeHooks, PluginError
-from playground.core.errors import format_exception
+from playground.core.errors import PlaygroundError, format_exception
 from playground.core.payloads import (
     AgentView,
-    EpisodeIds,
     EpisodeEnd,
+    EpisodeIds,
     EpisodeStart,
     Proposal,
     StepContext,

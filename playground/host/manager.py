@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import EnvProvider
+from playground.core.errors import PlaygroundError
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry
 from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
 from playground.host.registry import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import EnvProvider
+from playground.core.errors import PlaygroundError
 
 
 @dataclass(frozen=True)

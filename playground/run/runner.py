@@ -20,14 +20,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from playground.core.errors import PlaygroundError
-from playground.core.episode_hooks import EpisodeHooks
-from playground.run.costs import attempt_cost
-from playground.core.errors import format_exception
-from playground.host.manager import Host
 from playground.agents.base import bind_env
+from playground.core.episode_hooks import EpisodeHooks
+from playground.core.errors import PlaygroundError, format_exception
 from playground.core.loop import EpisodeConfig, run_episode
+from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
+from playground.run.costs import attempt_cost
 from playground.run.files import confined, safe_file_name
 from playground.run.report import EpisodeTally, summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path

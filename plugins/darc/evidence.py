@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
+
 from playground.core.errors import PlaygroundError
 
 HEADER = ("task_id", "intervention", "success", "cost")

@@ -19,9 +19,9 @@ from typing import Any
 from playground.core.hookspecs import hookimpl
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec, InterventionSpec
-from playground.run.runner import RunConfig, run
 from playground.run.files import atomic_write_text
 from playground.run.rundir import load_records, record_trace
+from playground.run.runner import RunConfig, run
 from playground.run.traces import read_trace
 
 DARC_MODES = ("action_validity", "procedure_breadth", "format_precision")

@@ -33,8 +33,17 @@ from typing import Any, Callable, Iterable, Iterator
 
 from playground.core.labels import LabelRegistry
 from playground.host.manager import default_labels
-from playground.plugins.playbook.io import (ImportReport, PlaybookError, PlaybookImportError, label_key, lesson_problems,
-                                    normalized, read_ace, read_jsonl, write_jsonl)
+from playground.plugins.playbook.io import (
+    ImportReport,
+    PlaybookError,
+    PlaybookImportError,
+    label_key,
+    lesson_problems,
+    normalized,
+    read_ace,
+    read_jsonl,
+    write_jsonl,
+)
 
 __all__ = ["Change", "ImportReport", "Lesson", "Playbook", "PlaybookError", "PlaybookImportError", "Retrieved"]
 

@@ -15,7 +15,6 @@ from typing import Callable
 
 from playground.core.env import is_admissible, kind_of
 from playground.core.payloads import Detection, Proposal, StepContext
-
 from playground.plugins.sentry.blind import BlindTurn, BlindView, blind_view
 
 DETECTOR = "sentry"

@@ -27,9 +27,17 @@ from typing import Any
 
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
-from playground.core.payloads import (Decision, Detection, EpisodeEnd, EpisodeStart, InterventionMessage, Proposal,
-                                      StepContext, StepOutcome, Verification)
-
+from playground.core.payloads import (
+    Decision,
+    Detection,
+    EpisodeEnd,
+    EpisodeStart,
+    InterventionMessage,
+    Proposal,
+    StepContext,
+    StepOutcome,
+    Verification,
+)
 from playground.plugins.sentry.blind import BlindView, blind_outcome, blind_view
 from playground.plugins.sentry.detectors import DETECTOR, make_window, run_detectors
 from playground.plugins.sentry.lessons import summarise

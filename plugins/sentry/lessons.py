@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from playground.plugins.sentry.labels import label_text
 from playground.plugins.sentry.verifier import Verdict
 
+
 @dataclass(frozen=True)
 class LessonDraft:
     """A lesson ready to be added to the playbook."""

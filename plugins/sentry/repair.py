@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from playground.core.env import fill_template, is_template
 from playground.core.payloads import Detection, InterventionMessage, StepContext
-
 from playground.plugins.sentry.blind import BlindView, blind_view
 from playground.plugins.sentry.detectors import action_kind, object_words, words
 from playground.plugins.sentry.labels import label_text
+
 
 def rank_actions(context: BlindView | StepContext, top: int = 12) -> list[str]:
     """Rank the admissible actions: goal-term overlap up, recently done and looping actions down.

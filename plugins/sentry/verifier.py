@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from playground.core.payloads import Detection
-
 from playground.plugins.sentry.blind import BlindOutcome
 from playground.plugins.sentry.detectors import action_kind, object_words, words
 
