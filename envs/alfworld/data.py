@@ -58,7 +58,8 @@ class TaskFolder:
     @property
     def name(self) -> str:
         """The folder name."""
-        return "-".join([self.task_type, self.object_target, self.mrecep_target or "None", self.parent_target, self.scene])
+        return "-".join([self.task_type, self.object_target, self.mrecep_target or "None", self.parent_target,
+                         self.scene])
 
 
 def parse_task_folder(name: str) -> TaskFolder | None:

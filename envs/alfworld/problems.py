@@ -77,7 +77,8 @@ TRANSFORMS = {
     "pick_heat_then_place_in_recep": ("Microwave", "Heatable"),
     "pick_cool_then_place_in_recep": ("Fridge", "Coolable"),
 }
-DOMAIN_TYPES = {"rtype": ("SinkBasin", "Microwave", "Fridge"), "otype": ("Knife", "ButterKnife")}  # named in alfred.pddl
+# named in alfred.pddl
+DOMAIN_TYPES = {"rtype": ("SinkBasin", "Microwave", "Fridge"), "otype": ("Knife", "ButterKnife")}
 DISTRACTORS = (6, 14)
 
 

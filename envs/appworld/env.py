@@ -55,7 +55,8 @@ class AppWorldEnv(TextEnv):
     can_snapshot = True
     env_name = "appworld"
 
-    def __init__(self, server: AppWorldServer, root: Path, expert: bool = False, task_set: TaskSet | None = None) -> None:
+    def __init__(self, server: AppWorldServer, root: Path, expert: bool = False,
+                 task_set: TaskSet | None = None) -> None:
         super().__init__(task_set)
         self.server, self.root, self.expert = server, Path(root), expert
         self.task_id = ""
@@ -123,7 +124,8 @@ class AppWorldEnv(TextEnv):
     def _open(self, task_id: str) -> None:
         """Close the current task world and open `task_id`'s as it starts (a fresh experiment)."""
         self.close()
-        self.task = self.server.request("/initialize", task_id=task_id, experiment_name=f"playground-{uuid.uuid4().hex[:8]}")
+        self.task = self.server.request("/initialize", task_id=task_id,
+                                        experiment_name=f"playground-{uuid.uuid4().hex[:8]}")
         self.task_id = task_id
 
     def close(self) -> None:
@@ -140,7 +142,8 @@ class AppWorldEnv(TextEnv):
         info: EnvInfo = {  # plus AppWorld's own `apps` and, once evaluated, `test_report`
             "goal": self.task.get("instruction", ""), "admissible_actions": None, "action_kinds": {},
             "valid_action": valid,
-            "action_format": "code", "won": bool(report.get("success")), "lost": self.done and not report.get("success"),
+            "action_format": "code", "won": bool(report.get("success")),
+            "lost": self.done and not report.get("success"),
             "score": float(len(report.get("passes", []))) if self.report else 0.0,
             "max_score": float(report["num_tests"]) if self.report else None, "apps": self.meta.get("apps", []),
         }
@@ -167,9 +170,11 @@ class AppWorldEnv(TextEnv):
         if self.solved == self.meta.get("lookup_cell") and self.meta.get("skipped_lookup"):
             variants["drift"] = {"action": self.meta["skipped_lookup"], "label": "missing_lookup"}
         elif "access_token=" in cell:
-            variants["drift"] = {"action": re.sub(r",?\s*access_token\s*=\s*[\w\[\]\"']+", "", cell), "label": "missing_login"}
+            variants["drift"] = {"action": re.sub(r",?\s*access_token\s*=\s*[\w\[\]\"']+", "", cell),
+                                 "label": "missing_login"}
         app = (self.meta.get("apps") or ["supervisor"])[0]
-        variants["stall"] = {"action": f"print(apis.api_docs.show_api_descriptions(app_name={app!r}))", "label": "planning_stall"}
+        variants["stall"] = {"action": f"print(apis.api_docs.show_api_descriptions(app_name={app!r}))",
+                             "label": "planning_stall"}
         if self.last_code:
             variants["repeat"] = {"action": self.last_code, "label": "repetition_or_looping"}
         if self.solved < len(self.solution) - 1:

@@ -41,7 +41,8 @@ class FinanceEnv(TextEnv):
         self.done = False
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Show the question of `options["task"]` (default: one of the default split's, by seed); return (context, info)."""
+        """Show the question of `options["task"]` (default: one of the default split's, by seed);
+        return (context, info)."""
         super().reset(seed=seed)
         task_id = self.task_for_reset(seed, options)
         self.task, self.done = data.get_task(task_id), False

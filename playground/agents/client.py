@@ -52,7 +52,8 @@ class Completion:
 class ChatModel(Protocol):
     """What agents and plugins need from a model."""
 
-    def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
+    def complete(self, messages: list[dict], *, choices: list[str] | None = None,
+                 max_tokens: int | None = None) -> Completion:
         """Return the reply to `messages`; `choices`, if the model supports it, constrains the reply to one of them."""
 
 
@@ -73,7 +74,8 @@ class HTTPChatModel:
     max_body_bytes: int = 16 * 1024 * 1024
     max_reply_chars: int = 100_000
 
-    def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
+    def complete(self, messages: list[dict], *, choices: list[str] | None = None,
+                 max_tokens: int | None = None) -> Completion:
         """Send one chat request (retrying transient failures) and return the reply."""
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
                                 "max_tokens": max_tokens or self.max_tokens}
@@ -206,7 +208,8 @@ class HTTPChatModel:
 
 
 def retry_after_seconds(value: str | None) -> float | None:
-    """Seconds to wait from a Retry-After header (delay-seconds or an HTTP date), at most 60; None when absent or unreadable."""
+    """Seconds to wait from a Retry-After header (delay-seconds or an HTTP date), at most 60;
+    None when absent or unreadable."""
     if not value:
         return None
     value = value.strip()
@@ -307,7 +310,8 @@ class LocalChatModel:
                                       n_threads_batch=threads, verbose=False, seed=seed)
         self.llm = self._loaded[key]
 
-    def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
+    def complete(self, messages: list[dict], *, choices: list[str] | None = None,
+                 max_tokens: int | None = None) -> Completion:
         """Generate a reply locally; `choices` constrains it to one of the strings."""
         kwargs: dict[str, Any] = {"messages": messages, "temperature": self.temperature,
                                   "max_tokens": max_tokens or self.max_tokens, "seed": self.seed}

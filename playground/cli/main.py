@@ -45,7 +45,8 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, re
 @cli.command("run")
 @episode_options
 @click.option("--harness", "harnesses", multiple=True,
-              help="harness to run (repeatable; each runs the same tasks) [default: those their plugins mark as defaults]")
+              help="harness to run (repeatable; each runs the same tasks) [default: "
+                   "those their plugins mark as defaults]")
 @click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: runs/<time>]")
 @click.option("--playbook", default=None, help="playbook database for harnesses that use one")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,

@@ -241,7 +241,8 @@ class TaskSet:
                     f"{source.start}-{source.start + source.size - 1} ({split})")
             elif not callable(source):
                 examples = ", ".join(repr(t) for t in list(source)[:2])
-                parts.append(f"one of the {len(source)} ids of {split} ({examples}{', ...' if len(source) > 2 else ''})")
+                parts.append(f"one of the {len(source)} ids of {split} "
+                             f"({examples}{', ...' if len(source) > 2 else ''})")
         parts[:0] = [f"'{prefix}-<n>' with n in {', '.join(spans)}" for prefix, spans in ranges.items()]
         return "; ".join(parts) or "a task id of one of its splits"
 

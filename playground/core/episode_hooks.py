@@ -33,7 +33,8 @@ class EpisodeHooks:
             extra = set(implemented_hooks(self.pm, plugin)) - OBSERVER_HOOKS
             if extra:
                 self.pm.unregister(plugin)
-                raise ValueError(f"observer {name!r} implements decision hooks {sorted(extra)}; observers may only watch")
+                raise ValueError(f"observer {name!r} implements decision hooks {sorted(extra)}; "
+                                 "observers may only watch")
         # pluggy calls the plugin registered last first; registering in reverse makes the
         # intervention listed first in a harness the first to be called (and to decide).
         for name, plugin in reversed(list(interventions)):

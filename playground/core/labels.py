@@ -58,7 +58,8 @@ class LabelRegistry:
         """Declare a type or a label; DuplicateFailure names the plugin that declared it first."""
         if not isinstance(item, (FailureType, FailureLabel)):
             raise TypeError(f"expected a FailureType or FailureLabel, got {type(item).__name__}")
-        kind, table = ("failure type", self._types) if isinstance(item, FailureType) else ("failure label", self._labels)
+        kind, table = ("failure type", self._types) if isinstance(item, FailureType) else ("failure label",
+                                                                                           self._labels)
         if not isinstance(item.name, str) or not item.name:
             raise ValueError(f"{kind} name must be a non-empty string, got {item.name!r}")
         if item.name in table:

@@ -130,7 +130,8 @@ def _finish(hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _Epis
                  "score": state.score, "max_score": state.max_score})
     if state.started:
         try:
-            hooks.call("episode_finished", end=EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error))
+            hooks.call("episode_finished",
+                       end=EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error))
         except PluginError as exc:
             emit("error", {"message": str(exc), "plugin": exc.plugin, "hook": exc.hook})
             failed = failed or exc
@@ -160,7 +161,8 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
                               open_choices=tuple(info.get("open_choices") or ()),
                               action_format=str(info.get("action_format") or "command"))
         if can_checkpoint and hooks.call("want_checkpoint", context=context):
-            checkpoints[state.steps] = _Checkpoint(_call("env snapshot", env.snapshot), len(history), observation, dict(info))
+            checkpoints[state.steps] = _Checkpoint(_call("env snapshot", env.snapshot), len(history), observation,
+                                                   dict(info))
             emit("checkpoint", {"step": state.steps})
 
         proposal, decision = _decide(agent, hooks, config, emit, context, info)

@@ -258,7 +258,8 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     check_config(host, config)
     env_spec = host.envs.get(config.env)
     fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
-    rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
+    rundir = RunDir(config.out,
+                    asdict(config) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
                     repair=repair)
     run_id = rundir.config["run_id"]
     notify = progress or (lambda message, record: None)
@@ -385,7 +386,8 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
     started = time.perf_counter()
     env = None
     try:
-        env = host.envs.get(config.env).provider.make(config.task_set, expert=host.agents.get(config.agent).needs_expert)
+        env = host.envs.get(config.env).provider.make(config.task_set,
+                                                      expert=host.agents.get(config.agent).needs_expert)
         agent = host.agents.get(config.agent).factory(**config.agent_options)
         bind_env(agent, env)
         interventions = [(name, host.interventions.get(name).factory(params)) for name in names]

@@ -41,7 +41,8 @@ def chat_response(content: str, prompt_tokens: int = 10, completion_tokens: int 
 class ScriptedChatServer:
     """A real HTTP server answering POST /v1/chat/completions from a script (see module docstring)."""
 
-    def __init__(self, replies: list[str | Reply] = (), default: str | Callable[[dict], str | Reply] | None = None) -> None:
+    def __init__(self, replies: list[str | Reply] = (),
+                 default: str | Callable[[dict], str | Reply] | None = None) -> None:
         self.replies = list(replies)
         self.default = default
         self.requests: list[dict] = []

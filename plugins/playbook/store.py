@@ -11,8 +11,9 @@ Retrieval (`Playbook.retrieve`) follows Sentry: candidates are the lessons of th
 failure type that share at least one label with the failure; they are ranked by the number
 of shared labels, then by recency (newer `created_at`, then higher id); a diversity cap
 takes at most one lesson per (subtype, trigger) until no other candidate is left (then
-such repeats fill up, in rank order); at most k are returned; when no lesson of the type shares a label, the most recent lessons of the
-type are returned instead (ranked and capped the same way). Other retrieval modes exist for
+such repeats fill up, in rank order); at most k are returned; when no lesson of the type
+shares a label, the most recent lessons of the type are returned instead (ranked and capped
+the same way). Other retrieval modes exist for
 ablations (`RETRIEVAL_MODES`): by type only, over any type, or at random.
 """
 
@@ -509,11 +510,13 @@ class Playbook:
                         db.execute(statement)
                 return
             if names:
-                raise PlaybookError(f"{self.path}: an SQLite database but not a playbook (has {', '.join(sorted(names))})")
+                raise PlaybookError(f"{self.path}: an SQLite database but not a playbook "
+                                    f"(has {', '.join(sorted(names))})")
             for statement in SCHEMA + ORIGINS_SCHEMA:
                 db.execute(statement)
             db.executemany("INSERT INTO playbook_meta (key, value) VALUES (?, ?)",
-                           [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)), ("created_at", str(time.time()))])
+                           [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)),
+                            ("created_at", str(time.time()))])
         self._write(create)
 
     def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
@@ -552,7 +555,8 @@ class Playbook:
                 if not _is_busy(error):
                     raise PlaybookError(f"{self.path}: {error}") from error
                 if time.monotonic() > deadline:
-                    raise PlaybookError(f"{self.path}: still busy after {self._busy_timeout_s:.0f} s: {error}") from error
+                    raise PlaybookError(f"{self.path}: still busy after {self._busy_timeout_s:.0f} s: {error}") \
+                        from error
                 time.sleep(delay * random.uniform(0.5, 1.5))
                 delay = min(delay * 2, 0.25)
             except sqlite3.DatabaseError as error:
@@ -747,7 +751,8 @@ def trigger_group(subtype: str, trigger: str) -> int:
 
 
 def _lesson(row: tuple) -> Lesson:
-    lesson_id, failure_type, key, subtype, trigger, principle, provenance, created_at, retrieved, verified, helped = row[:11]
+    (lesson_id, failure_type, key, subtype, trigger, principle, provenance, created_at, retrieved, verified,
+     helped) = row[:11]
     return Lesson(lesson_id, failure_type, tuple(key.split(",")), subtype, trigger, principle,
                   json.loads(provenance), created_at, retrieved, verified, helped)
 

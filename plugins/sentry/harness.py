@@ -48,7 +48,8 @@ DEFAULTS: dict[str, Any] = {
     "window": 5,              # W: steps of local evidence
     "k": 5,                   # lessons retrieved at most
     "horizon": 10,            # H: cycles the verifier watches before it admits a lesson
-    "admission": "window",    # "window": judge when the H cycles close | "early": quiet_steps rule | "none": no verification
+    "admission": "window",    # "window": judge when the H cycles close | "early": quiet_steps rule
+                              # | "none": no verification
     "quiet_steps": 3,         # admission=early: steps without the failure before a repair counts as resolved
     "threshold": 0.6,         # minimum detection confidence for a soft repair
     "cooldown": 2,            # steps after a soft repair with no new soft repair
@@ -97,7 +98,8 @@ def parse_params(params: dict[str, Any]) -> dict[str, Any]:
                 raise SentryConfigError(f"sentry parameter {key!r} must be a non-negative number, got {merged[key]!r}")
     for key, choices in CHOICES.items():
         if merged[key] not in choices:
-            raise SentryConfigError(f"sentry parameter {key!r} must be one of {', '.join(choices)}, got {merged[key]!r}")
+            raise SentryConfigError(f"sentry parameter {key!r} must be one of {', '.join(choices)}, "
+                                    f"got {merged[key]!r}")
     return merged
 
 
@@ -185,9 +187,11 @@ class SentryPlugin:
         rules = self.p["screen"] and self.p["detector"] in ("rules", "both")
         found = run_detectors(view, proposal, int(self.p["window"]), screen=bool(rules),
                               first_observation=self.first_observation)
-        if self.judge_detector is None or not self.p["screen"] or any(d.failure_type == "action_validity" for d in found):
+        if (self.judge_detector is None or not self.p["screen"]
+                or any(d.failure_type == "action_validity" for d in found)):
             return found
-        judged = self.judge_detector.detect(view, proposal, make_window(view, int(self.p["window"]), self.first_observation))
+        judged = self.judge_detector.detect(view, proposal,
+                                            make_window(view, int(self.p["window"]), self.first_observation))
         return found + ([judged] if judged else [])
 
     @hookimpl
@@ -238,7 +242,8 @@ class SentryPlugin:
         history, size = view.history, int(self.p["window"])
         before = [history[i - 1].observation if i > 0 else self.first_observation for i in range(len(history))]
         pairs = [(b.strip(), t.action.strip()) for b, t in zip(before[-size:], history[-size:])] if size else []
-        looped = {pair for pair in pairs if pairs.count(pair) >= 2} | {(view.observation.strip(), proposal.action.strip())}
+        looped = ({pair for pair in pairs if pairs.count(pair) >= 2}
+                  | {(view.observation.strip(), proposal.action.strip())})
         return frozenset(pair for pair in looped if pair[1])
 
     def _barred(self, view: BlindView, proposal: Proposal) -> Decision | None:

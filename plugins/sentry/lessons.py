@@ -38,4 +38,5 @@ def summarise(verdict: Verdict, failing_action: str) -> LessonDraft:
     within = watch.progress_cycle or watch.cycles
     principle = (f"{label_text(label, 'advice', 'Change course.')} What worked: switching to a "
                  f"'{recovery} ...' action that changed the world; progress resumed within {within} steps.")
-    return LessonDraft(detection.failure_type, tuple(detection.labels), f"{detection.subtype}:{verb}", trigger, principle)
+    return LessonDraft(detection.failure_type, tuple(detection.labels), f"{detection.subtype}:{verb}", trigger,
+                       principle)

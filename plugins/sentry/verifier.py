@@ -88,7 +88,8 @@ class RecoveryVerifier:
         self.objects = set()
         self.watches = []
 
-    def watch(self, step: int, detection: Detection, lesson_ids: tuple[int, ...], failing_action: str | None = None) -> None:
+    def watch(self, step: int, detection: Detection, lesson_ids: tuple[int, ...],
+              failing_action: str | None = None) -> None:
         """Start watching a soft repair made at `step` for `detection`."""
         self.watches.append(Watch(step, detection, lesson_ids, failing_action))
 
@@ -159,7 +160,8 @@ class RecoveryVerifier:
             return None
         span = f"{w.cycles} cycle{'s' if w.cycles != 1 else ''}" + (" (the episode ended)" if closing else "")
         if w.relevant_action is not None:
-            return Verdict(w, True, f"no {labels} in {span}; grounded, task-relevant progress with {w.relevant_action!r}")
+            return Verdict(w, True,
+                           f"no {labels} in {span}; grounded, task-relevant progress with {w.relevant_action!r}")
         if w.progress_action is not None:
             return Verdict(w, False, f"grounded progress ({w.progress_action!r}) in {span}, none tied to the goal")
         return Verdict(w, False, f"no grounded progress in {span}")
