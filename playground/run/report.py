@@ -172,7 +172,7 @@ def format_table(summary: dict[str, Any], legend: bool = True) -> str:
     rows = [[title for title, _ in columns]]
     for name, h in harnesses.items():
         row = []
-        for title, key in columns:
+        for _title, key in columns:
             value = name if key is None else h.get(key)
             if value is None:
                 value = "-"

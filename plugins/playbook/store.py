@@ -566,7 +566,7 @@ class Playbook:
         """Yield the rows of a keyset-paged query (`... WHERE id > ? ... LIMIT ?`), one short read per page."""
         last = 0
         while True:
-            rows = self._read(lambda db: db.execute(query, (last, PAGE)).fetchall())
+            rows = self._read(lambda db, last=last: db.execute(query, (last, PAGE)).fetchall())
             yield from rows
             if len(rows) < PAGE:
                 return

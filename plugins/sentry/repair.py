@@ -36,7 +36,7 @@ def hard_repair_message(context: BlindView, detection: Detection, top: int) -> I
     ranked = tuple(rank_actions(context, top))
     lines = [f"Your action was rejected: {detection.evidence}.", label_text(detection.labels[0], "advice"),
              "Valid actions, most promising first:", *(f"- {a}" for a in ranked)]
-    return InterventionMessage("hard_repair", "\n".join(l for l in lines if l), detection.failure_type, ranked,
+    return InterventionMessage("hard_repair", "\n".join(line for line in lines if line), detection.failure_type, ranked,
                                detection.labels)
 
 
@@ -64,5 +64,6 @@ def soft_repair_message(context: BlindView, detection: Detection, lessons: list,
     if offered:
         lines.append("Actions you have not tried recently: " + ", ".join(offered))
     lines.append("Continue the task: propose a corrected next action.")
-    labels = tuple(sorted({l for item in lessons for l in item.lesson.labels}))
-    return InterventionMessage("soft_repair", "\n".join(l for l in lines if l), detection.failure_type, offered, labels)
+    labels = tuple(sorted({lesson_label for item in lessons for lesson_label in item.lesson.labels}))
+    return InterventionMessage("soft_repair", "\n".join(line for line in lines if line), detection.failure_type,
+                               offered, labels)
