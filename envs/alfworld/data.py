@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from playground.core.env import path_from_env
 from playground.core.errors import PlaygroundError
@@ -119,7 +119,7 @@ def _candidates(root: Path, split: str) -> dict[str, list[str]]:
     return by_type
 
 
-def _round_robin(groups: list[Iterator[str]]) -> Iterator[str]:
+def _round_robin(groups: Iterable[Iterator[str]]) -> Iterator[str]:
     """Take one item from each group in turn, skipping groups that have run out."""
     active = list(groups)
     while active:

@@ -201,7 +201,8 @@ class _Ids:
     """Hands out unique ALFRED-style ids for things and locations."""
 
     def __init__(self, rng: random.Random) -> None:
-        self.rng, self.used = rng, set()
+        self.rng = rng
+        self.used: set[str] = set()
 
     def thing(self, type_name: str) -> str:
         """A new id for a receptacle or object of `type_name`."""

@@ -49,6 +49,13 @@ USAGE = ("Write one Python code cell per turn. Call apps with apis.<app>.<api>(.
          "apis.supervisor.complete_task(answer=...) (answer=None when the task asks no question).")
 
 
+class AppWorldInfo(EnvInfo, total=False):
+    """`EnvInfo` plus AppWorld's own keys: the task's apps and, once evaluated, the test report."""
+
+    apps: list[str]
+    test_report: dict[str, Any]
+
+
 class AppWorldEnv(TextEnv):
     """One AppWorld task world at a time on a shared server (see module docstring)."""
 
@@ -77,7 +84,7 @@ class AppWorldEnv(TextEnv):
             raise ValueError(f"appworld: no task {task_id!r} under {self.root / 'data' / 'tasks'}")
         self._open(task_id)
         self.done, self.report, self.solved, self.last_code = False, None, 0, ""
-        self.cells: list[str] = []
+        self.cells = []
         self.meta = _read_meta(self.root, task_id)
         self.solution = list(self.meta.get("solution", []))
         supervisor = self.task.get("supervisor", {})
@@ -137,9 +144,9 @@ class AppWorldEnv(TextEnv):
                 pass  # the server may already be gone at exit
             self.task_id = ""
 
-    def _info(self, valid: bool) -> EnvInfo:
+    def _info(self, valid: bool) -> AppWorldInfo:
         report = self.report or {}
-        info: EnvInfo = {  # plus AppWorld's own `apps` and, once evaluated, `test_report`
+        info: AppWorldInfo = {
             "goal": self.task.get("instruction", ""), "admissible_actions": None, "action_kinds": {},
             "valid_action": valid,
             "action_format": "code", "won": bool(report.get("success")),
@@ -162,7 +169,8 @@ class AppWorldEnv(TextEnv):
         """
         if not self.expert or self.done or self.solved >= len(self.solution):
             return {}
-        cell, variants = self.solution[self.solved], {}
+        cell = self.solution[self.solved]
+        variants: dict[str, FailureVariant] = {}
         wrong = wrong_api_name(cell)
         if wrong:
             variants["invalid"] = {"action": wrong, "label": "unknown_api"}
@@ -276,8 +284,8 @@ class AppWorldProvider(EnvProvider):
             if not appworld_setup.is_set_up():
                 raise RuntimeError(appworld_setup.not_set_up_message())
             return appworld_setup.embedded_root()
-        if task_set == "data" and _real_root() is not None:
-            return _real_root()
+        if task_set == "data" and (root := _real_root()) is not None:
+            return root
         raise KeyError(task_set)
 
 

@@ -175,6 +175,7 @@ class ProceduralHelp:
         if not mine or context.attempt >= self.max_reasks:
             return None
         error = self._error(context)
+        assert error is not None  # the detection above came from this failed cell
         self.streak = self._failed_streak(context)
         text = self.help_text(context.goal, error)
         self.pending[context.step] = error
