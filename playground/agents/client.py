@@ -26,7 +26,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from playground.core.env import TEMPLATE_ARGUMENT, is_template
 from playground.core.errors import PlaygroundError
@@ -133,7 +133,8 @@ class HTTPChatModel:
         proxy = urllib.request.getproxies().get(parts.scheme)
         if proxy and not urllib.request.proxy_bypass(parts.hostname):
             proxy_parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-            connection = connection_class(proxy_parts.hostname, proxy_parts.port, timeout=self.timeout)
+            # a proxy setting without a host fails in the connection, as it always has
+            connection = connection_class(cast(str, proxy_parts.hostname), proxy_parts.port, timeout=self.timeout)
             if parts.scheme == "https":
                 connection.set_tunnel(parts.hostname, parts.port)
             else:

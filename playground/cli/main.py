@@ -123,9 +123,10 @@ def harnesses_command() -> None:
     interventions = list(host.interventions)
     width = max((len(spec.name) for spec in interventions), default=0)
     click.echo("interventions:")
-    for spec in interventions:
-        modes = f"; modes: {', '.join(spec.modes)}" if spec.modes else ""
-        click.echo(f"  {spec.name.ljust(width)}  {spec.description}{modes}; cost in {spec.cost_unit}")
+    for intervention in interventions:
+        modes = f"; modes: {', '.join(intervention.modes)}" if intervention.modes else ""
+        click.echo(f"  {intervention.name.ljust(width)}  {intervention.description}{modes}; "
+                   f"cost in {intervention.cost_unit}")
 
 
 @cli.command("plugins")

@@ -61,7 +61,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypedDict
+from typing import Any, Callable, Mapping, TypedDict, cast
 
 import gymnasium
 
@@ -227,7 +227,8 @@ class TaskSet:
         sources = list(self.splits.values())
         if any(callable(s) and not isinstance(s, SeedRange) for s in sources):
             return True  # an opaque split function: the env finds out
-        return any(task_id in source for source in sources)
+        # the other callables returned above: what is left are tuples and seed ranges
+        return any(task_id in cast("tuple[str, ...] | SeedRange", source) for source in sources)
 
     def expected_ids(self) -> str:
         """The task ids of this set, in words (for error messages)."""

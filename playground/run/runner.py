@@ -322,6 +322,7 @@ def _start_worker(strict: bool) -> None:
 
 def _worker_episode(config: RunConfig, run_id: str, run_path: str, header_base: dict, harness: str,
                     task_id: str) -> dict:
+    assert _WORKER_HOST is not None  # set by _start_worker, the pool's initializer
     return run_one_episode(_WORKER_HOST, config, run_id, Path(run_path), header_base, harness, task_id)
 
 

@@ -323,6 +323,7 @@ class Playbook:
             record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str),
             record["created_at"], record["retrieved"], record["verified"], record["helped"],
             trigger_group(record["subtype"], record["trigger"]))).lastrowid
+        assert lesson_id is not None  # set by an INSERT
         _log(db, op, lesson_id, {"failure_type": record["failure_type"], "labels": list(record["labels"]), **details})
         return lesson_id
 
@@ -566,7 +567,7 @@ class Playbook:
         """Yield the rows of a keyset-paged query (`... WHERE id > ? ... LIMIT ?`), one short read per page."""
         last = 0
         while True:
-            rows = self._read(lambda db, last=last: db.execute(query, (last, PAGE)).fetchall())
+            rows = self._read(lambda db: db.execute(query, (last, PAGE)).fetchall())  # noqa: B023 (called at once)
             yield from rows
             if len(rows) < PAGE:
                 return
@@ -719,7 +720,7 @@ def _similarity(a: str, b: str, threshold: float) -> float:
 
 # ---- helpers ------------------------------------------------------------------------------
 
-def _as_list(labels: Iterable[str]) -> list:
+def _as_list(labels: Iterable[str]) -> list[str] | str:
     """Labels as a list; a lone string stays a string so that the check rejects it."""
     return labels if isinstance(labels, str) else list(labels)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
@@ -31,6 +31,7 @@ from playground.core.payloads import (
     Decision,
     Detection,
     EpisodeEnd,
+    EpisodeIds,
     EpisodeStart,
     InterventionMessage,
     Proposal,
@@ -43,6 +44,9 @@ from playground.plugins.sentry.detectors import DETECTOR, make_window, run_detec
 from playground.plugins.sentry.lessons import summarise
 from playground.plugins.sentry.repair import fresh_actions, hard_repair_message, rank_actions, soft_repair_message
 from playground.plugins.sentry.verifier import ADMISSIONS, RecoveryVerifier, Verdict
+
+if TYPE_CHECKING:
+    from playground.plugins.playbook.store import Playbook
 
 DEFAULTS: dict[str, Any] = {
     "window": 5,              # W: steps of local evidence
@@ -114,14 +118,18 @@ class SentryPlugin:
 
             judge = make_judge_model(self.p)
         horizon, quiet, admission = int(self.p["horizon"]), int(self.p["quiet_steps"]), self.p["admission"]
-        self.verifier = (LLMVerifier(judge, horizon, quiet, admission) if self.p["verifier"] == "llm"
+        # (`judge is not None` always holds where an LLM role is chosen: it tells mypy so)
+        self.verifier = (LLMVerifier(judge, horizon, quiet, admission)
+                         if self.p["verifier"] == "llm" and judge is not None
                          else RecoveryVerifier(horizon, quiet, admission))
-        self.judge_detector = LLMDetector(judge) if self.p["detector"] in ("llm", "both") else None
-        self.summarise = LLMSummariser(judge).summarise if self.p["summariser"] == "llm" else summarise
-        self.playbook = None
+        self.judge_detector = (LLMDetector(judge) if self.p["detector"] in ("llm", "both") and judge is not None
+                               else None)
+        self.summarise = (LLMSummariser(judge).summarise if self.p["summariser"] == "llm" and judge is not None
+                          else summarise)
+        self.playbook: Playbook | None = None
         # what Sentry keeps of the episode's start: ids and the playbook path for provenance, and
         # what the agent saw (never the env's reset info, which carries score and max_score)
-        self.ids = None
+        self.ids: EpisodeIds | None = None
         self.playbook_path: str | None = None
         self.first_observation = ""
         self.soft_repairs = 0
@@ -322,6 +330,7 @@ class SentryPlugin:
     def _store_lesson(self, verdict: Verdict) -> dict:
         draft = self.summarise(verdict, verdict.watch.failing_action or "")
         ids = self.ids
+        assert ids is not None and self.playbook is not None  # lessons are stored only with a playbook, mid-episode
         provenance = {"run": ids.run_id, "env": ids.env, "task": ids.task_id, "episode": ids.episode_id,
                       "step": verdict.watch.repair_step}
         lesson_id = self.playbook.add(draft.failure_type, draft.labels, draft.trigger, draft.principle,

@@ -139,7 +139,8 @@ class RecoveryVerifier:
         watches, self.watches = self.watches, []
         if self.admission != "window":
             return []
-        return [self._judge(w, closing=True) for w in watches]
+        # closing under window admission, _judge always gives a verdict
+        return [verdict for w in watches if (verdict := self._judge(w, closing=True)) is not None]
 
     def _judge(self, w: Watch, closing: bool) -> Verdict | None:
         """The verdict on `w` now, or None while it stays open."""
