@@ -49,7 +49,8 @@ def make_env(playground_env: str, task_set: str | None = None, split: str | None
     from playground.host.manager import get_host
 
     if render_mode is not None:
-        raise ValueError(f"{playground_env}: no render modes (observations are the text); got render_mode={render_mode!r}")
+        raise ValueError(f"{playground_env}: no render modes (observations are the text); "
+                         f"got render_mode={render_mode!r}")
     provider = get_host().envs.get(playground_env).provider
     task_set = task_set or provider.default_task_set
     sets = provider.task_sets()

@@ -58,6 +58,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_files_alone(capsys, tmp_path):
     bad.write_text('{"failure_type": "progress", "labels": ["planning_stall"], "trigger": "t"}\n')
     code, _, err = cli(capsys, "playbook", "import", str(path), str(bad))
     assert code == 2 and "bad.jsonl" in err and "line 1" in err
+    assert path.read_bytes() == before
     corrupt = tmp_path / "corrupt.sqlite"
     corrupt.write_bytes(b"this is not a database" * 100)
     code, _, err = cli(capsys, "playbook", "stats", str(corrupt))

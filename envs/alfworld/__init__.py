@@ -9,8 +9,8 @@ pruning under Sentry); the agent `guard-top1` (the guard's top command, no model
 alfworld and textworld are imported only when an env is made or a guard runs.
 """
 
-from playground.envs.alfworld.provider import AlfWorldProvider
 from playground.core.hookspecs import hookimpl
+from playground.envs.alfworld.provider import AlfWorldProvider
 
 
 def _action_pruning(params):

@@ -19,10 +19,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import path_from_env
+from playground.core.errors import PlaygroundError
 
 LAYOUT_DIR = "json_2.1.1"
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -58,7 +58,8 @@ class TaskFolder:
     @property
     def name(self) -> str:
         """The folder name."""
-        return "-".join([self.task_type, self.object_target, self.mrecep_target or "None", self.parent_target, self.scene])
+        return "-".join([self.task_type, self.object_target, self.mrecep_target or "None", self.parent_target,
+                         self.scene])
 
 
 def parse_task_folder(name: str) -> TaskFolder | None:
@@ -118,7 +119,7 @@ def _candidates(root: Path, split: str) -> dict[str, list[str]]:
     return by_type
 
 
-def _round_robin(groups: list[Iterator[str]]) -> Iterator[str]:
+def _round_robin(groups: Iterable[Iterator[str]]) -> Iterator[str]:
     """Take one item from each group in turn, skipping groups that have run out."""
     active = list(groups)
     while active:

@@ -54,7 +54,7 @@ class GameState:
 
 @lru_cache(maxsize=1)
 def _demangler_class() -> type:
-    tw_env = alfworld_module("agents.environment.alfred_tw_env")
+    tw_env: Any = alfworld_module("agents.environment.alfred_tw_env")  # a base class mypy cannot see
 
     class Demangler(tw_env.AlfredDemangler):
         """alfworld's demangler, with names trimmed (ids without '_bar_' get a trailing space)."""
@@ -143,6 +143,12 @@ class AlfWorldSnapshot:
     actions: tuple[str, ...]
 
 
+class AlfWorldInfo(EnvInfo, total=False):
+    """`EnvInfo` plus the ALFRED task type."""
+
+    task_type: str
+
+
 class AlfWorldEnv(TextEnv):
     """ALFWorld games behind the playground env API (see module docstring).
 
@@ -213,10 +219,10 @@ class AlfWorldEnv(TextEnv):
     def _admissible(self) -> list[str]:
         return [] if self._state.won else list(self._state.admissible)
 
-    def _info(self, valid: bool) -> EnvInfo:
+    def _info(self, valid: bool) -> AlfWorldInfo:
         won = self._state.won
         admissible = self._admissible()
-        info: EnvInfo = {
+        info: AlfWorldInfo = {
             "task": self._task,
             "task_type": self._task_type,
             "goal": self._goal,

@@ -257,7 +257,8 @@ class Guard:
             purposeful = parts["phase"] > 0 or self._seen_target(goal, track, c)
             parts["loop"] = ((0.0 if purposeful else W_LOOP["repeat"] * recent.count(a))
                              + (W_LOOP["same_state"] if a in tried_here else 0.0))
-            total = parts["goal"] + parts["phase"] + parts["search"] + parts["prior"] - parts["conflict"] - parts["loop"]
+            total = (parts["goal"] + parts["phase"] + parts["search"] + parts["prior"] - parts["conflict"]
+                     - parts["loop"])
             scored.append(Scored(a, round(total, 6), parts))
         return sorted(scored, key=lambda s: (-s.score, s.action))
 
@@ -324,7 +325,8 @@ class Guard:
         if c.verb not in ("go", "open") or phase not in ("search", "take", "light"):
             return 0.0
         if phase == "light":
-            return W_SEARCH["prior"] * self.priors.location(goal.destination, kind_of(c.recep)) if c.verb == "go" else 0.0
+            return (W_SEARCH["prior"] * self.priors.location(goal.destination, kind_of(c.recep))
+                    if c.verb == "go" else 0.0)
         seen_target = self._seen_target(goal, track, c)
         value = W_SEARCH["seen_target"] if seen_target else 0.0
         if phase == "search":

@@ -35,7 +35,6 @@ from typing import Any
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext
-
 from playground.envs.alfworld.goals import Goal
 from playground.envs.alfworld.guard import NO_PRIORS, TOP_K, Guard, Priors, relevant_to
 from playground.envs.alfworld.priors import PRIOR_GAMES
@@ -112,7 +111,8 @@ def invalid_reason(context: StepContext, proposal: Proposal) -> tuple[str, str] 
 PHASE_PROMPTS = {
     "search": "You are looking for {a} {target}. Go to a place you have not checked yet, or open a closed one here.",
     "take": "{A} {target} is right here: take it.",
-    "transform": "You hold the {held}. It must be {verb}ed with the {appliance} before you put it in the {destination}.",
+    "transform": "You hold the {held}. It must be {verb}ed with the {appliance} "
+                 "before you put it in the {destination}.",
     "place": "You hold the {held}, ready to go: bring it to the {destination} and put it there.",
     "light": "You hold the {held}: go to the {destination} and use it.",
     "clear": "You are holding the {held}, which the task does not need: put it down first.",
@@ -150,8 +150,8 @@ class _GuardPlugin:
 
     def ranked(self, context: StepContext, keep=lambda action: True) -> list[str]:
         """The admissible commands the filter keeps, best first."""
-        scored = self.guard.score(context.goal, context.admissible_actions or (), steps_of(context), context.observation,
-                                  self.first_observation)
+        scored = self.guard.score(context.goal, context.admissible_actions or (), steps_of(context),
+                                  context.observation, self.first_observation)
         return [s.action for s in scored if keep(s.action)]
 
     def message(self, context: StepContext, evidence: str, label: str, actions: list[str],
@@ -240,7 +240,8 @@ class TypeSaturation(_GuardPlugin):
         relevant = self.ranked(context, lambda a: relevant_to(goal, a, track.holding))[: int(self.p["top_actions"])]
         if reason is None:
             label, evidence = "off_task_action", (f"{proposal.action!r} does not serve the task "
-                                                  f"({goal.task_type.replace('_', ' ')} with {goal.target or 'its object'})")
+                                                  f"({goal.task_type.replace('_', ' ')} "
+                                                  f"with {goal.target or 'its object'})")
         else:
             label, evidence = reason
         detection = Detection(self.name, "action_validity", (label,), 0.8 if reason is None else 1.0, evidence,

@@ -77,7 +77,8 @@ TRANSFORMS = {
     "pick_heat_then_place_in_recep": ("Microwave", "Heatable"),
     "pick_cool_then_place_in_recep": ("Fridge", "Coolable"),
 }
-DOMAIN_TYPES = {"rtype": ("SinkBasin", "Microwave", "Fridge"), "otype": ("Knife", "ButterKnife")}  # named in alfred.pddl
+# named in alfred.pddl
+DOMAIN_TYPES = {"rtype": ("SinkBasin", "Microwave", "Fridge"), "otype": ("Knife", "ButterKnife")}
 DISTRACTORS = (6, 14)
 
 
@@ -200,7 +201,8 @@ class _Ids:
     """Hands out unique ALFRED-style ids for things and locations."""
 
     def __init__(self, rng: random.Random) -> None:
-        self.rng, self.used = rng, set()
+        self.rng = rng
+        self.used: set[str] = set()
 
     def thing(self, type_name: str) -> str:
         """A new id for a receptacle or object of `type_name`."""

@@ -27,9 +27,6 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from playground.envs.alfworld.goals import Goal
-from playground.envs.alfworld.guard import TOP_K, Guard, parse_command
-
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import (
     AgentView,
@@ -42,6 +39,8 @@ from playground.core.payloads import (
     StepOutcome,
     Verification,
 )
+from playground.envs.alfworld.goals import Goal
+from playground.envs.alfworld.guard import TOP_K, Guard, parse_command
 
 SOURCES = ("alfworld_induction", "alfworld_knowledge", "alfworld_retrieval_fallback")
 FAILURE_TYPE = "action_validity"
@@ -166,9 +165,8 @@ class GuardTop1Agent:
     """Plays the guard's best-ranked admissible command every step: no model (the factorial's forced top-1)."""
 
     def __init__(self, **options: Any) -> None:
-        from playground.envs.alfworld.priors import PRIOR_GAMES
-
         from playground.agents.base import parse_options
+        from playground.envs.alfworld.priors import PRIOR_GAMES
 
         self.options = parse_options({"prior_games": PRIOR_GAMES, "top_actions": TOP_K}, options, "guard-top1")
         self._guard: Guard | None = None

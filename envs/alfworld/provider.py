@@ -17,8 +17,15 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from playground.core.env import EnvProvider, TaskSet, TextEnv
-from playground.envs.alfworld.data import GAME_FILE, SPLITS, AlfWorldDataError, check_root, env_data_root, list_tasks, \
-    trial_dir
+from playground.envs.alfworld.data import (
+    GAME_FILE,
+    SPLITS,
+    AlfWorldDataError,
+    check_root,
+    env_data_root,
+    list_tasks,
+    trial_dir,
+)
 
 DEFAULT_SPLIT = "valid_unseen"
 ALFWORLD_DOWNLOAD_DIR = Path("~/.cache/alfworld").expanduser()

@@ -49,13 +49,21 @@ USAGE = ("Write one Python code cell per turn. Call apps with apis.<app>.<api>(.
          "apis.supervisor.complete_task(answer=...) (answer=None when the task asks no question).")
 
 
+class AppWorldInfo(EnvInfo, total=False):
+    """`EnvInfo` plus AppWorld's own keys: the task's apps and, once evaluated, the test report."""
+
+    apps: list[str]
+    test_report: dict[str, Any]
+
+
 class AppWorldEnv(TextEnv):
     """One AppWorld task world at a time on a shared server (see module docstring)."""
 
     can_snapshot = True
     env_name = "appworld"
 
-    def __init__(self, server: AppWorldServer, root: Path, expert: bool = False, task_set: TaskSet | None = None) -> None:
+    def __init__(self, server: AppWorldServer, root: Path, expert: bool = False,
+                 task_set: TaskSet | None = None) -> None:
         super().__init__(task_set)
         self.server, self.root, self.expert = server, Path(root), expert
         self.task_id = ""
@@ -76,7 +84,7 @@ class AppWorldEnv(TextEnv):
             raise ValueError(f"appworld: no task {task_id!r} under {self.root / 'data' / 'tasks'}")
         self._open(task_id)
         self.done, self.report, self.solved, self.last_code = False, None, 0, ""
-        self.cells: list[str] = []
+        self.cells = []
         self.meta = _read_meta(self.root, task_id)
         self.solution = list(self.meta.get("solution", []))
         supervisor = self.task.get("supervisor", {})
@@ -123,7 +131,8 @@ class AppWorldEnv(TextEnv):
     def _open(self, task_id: str) -> None:
         """Close the current task world and open `task_id`'s as it starts (a fresh experiment)."""
         self.close()
-        self.task = self.server.request("/initialize", task_id=task_id, experiment_name=f"playground-{uuid.uuid4().hex[:8]}")
+        self.task = self.server.request("/initialize", task_id=task_id,
+                                        experiment_name=f"playground-{uuid.uuid4().hex[:8]}")
         self.task_id = task_id
 
     def close(self) -> None:
@@ -135,12 +144,13 @@ class AppWorldEnv(TextEnv):
                 pass  # the server may already be gone at exit
             self.task_id = ""
 
-    def _info(self, valid: bool) -> EnvInfo:
+    def _info(self, valid: bool) -> AppWorldInfo:
         report = self.report or {}
-        info: EnvInfo = {  # plus AppWorld's own `apps` and, once evaluated, `test_report`
+        info: AppWorldInfo = {
             "goal": self.task.get("instruction", ""), "admissible_actions": None, "action_kinds": {},
             "valid_action": valid,
-            "action_format": "code", "won": bool(report.get("success")), "lost": self.done and not report.get("success"),
+            "action_format": "code", "won": bool(report.get("success")),
+            "lost": self.done and not report.get("success"),
             "score": float(len(report.get("passes", []))) if self.report else 0.0,
             "max_score": float(report["num_tests"]) if self.report else None, "apps": self.meta.get("apps", []),
         }
@@ -159,7 +169,8 @@ class AppWorldEnv(TextEnv):
         """
         if not self.expert or self.done or self.solved >= len(self.solution):
             return {}
-        cell, variants = self.solution[self.solved], {}
+        cell = self.solution[self.solved]
+        variants: dict[str, FailureVariant] = {}
         wrong = wrong_api_name(cell)
         if wrong:
             variants["invalid"] = {"action": wrong, "label": "unknown_api"}
@@ -167,9 +178,11 @@ class AppWorldEnv(TextEnv):
         if self.solved == self.meta.get("lookup_cell") and self.meta.get("skipped_lookup"):
             variants["drift"] = {"action": self.meta["skipped_lookup"], "label": "missing_lookup"}
         elif "access_token=" in cell:
-            variants["drift"] = {"action": re.sub(r",?\s*access_token\s*=\s*[\w\[\]\"']+", "", cell), "label": "missing_login"}
+            variants["drift"] = {"action": re.sub(r",?\s*access_token\s*=\s*[\w\[\]\"']+", "", cell),
+                                 "label": "missing_login"}
         app = (self.meta.get("apps") or ["supervisor"])[0]
-        variants["stall"] = {"action": f"print(apis.api_docs.show_api_descriptions(app_name={app!r}))", "label": "planning_stall"}
+        variants["stall"] = {"action": f"print(apis.api_docs.show_api_descriptions(app_name={app!r}))",
+                             "label": "planning_stall"}
         if self.last_code:
             variants["repeat"] = {"action": self.last_code, "label": "repetition_or_looping"}
         if self.solved < len(self.solution) - 1:
@@ -275,8 +288,8 @@ class AppWorldProvider(EnvProvider):
             if not appworld_setup.is_set_up():
                 raise RuntimeError(appworld_setup.not_set_up_message())
             return appworld_setup.embedded_root()
-        if task_set == "data" and _real_root() is not None:
-            return _real_root()
+        if task_set == "data" and (root := _real_root()) is not None:
+            return root
         raise KeyError(task_set)
 
 

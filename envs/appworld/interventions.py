@@ -24,8 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from playground.core.hookspecs import hookimpl
-from playground.core.payloads import (Decision, Detection, EpisodeStart, InterventionMessage, StepContext, StepOutcome,
-                                 Verification)
+from playground.core.payloads import (
+    Decision,
+    Detection,
+    EpisodeStart,
+    InterventionMessage,
+    StepContext,
+    StepOutcome,
+    Verification,
+)
 from playground.text_index import TextIndex, built_once
 
 FAILURE_TYPE = "procedure"
@@ -55,7 +62,8 @@ def classify_error(output: str, code: str = "") -> CellError:
         return CellError("missing_login", app, api, message)
     if "status code is 422" in output and "field required" in output:
         return CellError("missing_argument", app, api, message)
-    if re.search(r"status code is 40[49]", output) and re.search(r"does not exist|not found|No \w+ found", output, re.I):
+    if (re.search(r"status code is 40[49]", output)
+            and re.search(r"does not exist|not found|No \w+ found", output, re.I)):
         return CellError("missing_lookup", app, api, message)
     return CellError("api_error", app, api, message)
 
@@ -115,7 +123,8 @@ def docs_help(docs: dict, instruction: str, error: CellError, apps: list[str], k
 
 def full_listing(docs: dict, apps: list[str]) -> str:
     """Every API of the task's apps (the richest, most expensive context)."""
-    lines = [describe_api(app, api, doc) for app in (apps or sorted(docs)) for api, doc in sorted(docs.get(app, {}).items())]
+    lines = [describe_api(app, api, doc) for app in (apps or sorted(docs))
+             for api, doc in sorted(docs.get(app, {}).items())]
     return "All APIs of this task's apps:\n" + "\n".join(f"- {line}" for line in lines)
 
 
@@ -166,6 +175,7 @@ class ProceduralHelp:
         if not mine or context.attempt >= self.max_reasks:
             return None
         error = self._error(context)
+        assert error is not None  # the detection above came from this failed cell
         self.streak = self._failed_streak(context)
         text = self.help_text(context.goal, error)
         self.pending[context.step] = error
@@ -184,7 +194,8 @@ class ProceduralHelp:
         if tier == 1:
             return induced_rule(error, self._docs())
         if tier == 2:
-            return induced_rule(error, self._docs()) + "\n" + docs_help(self._docs(), instruction, error, self.apps, self.k)
+            return (induced_rule(error, self._docs()) + "\n"
+                    + docs_help(self._docs(), instruction, error, self.apps, self.k))
         return induced_rule(error, self._docs()) + "\n" + full_listing(self._docs(), self.apps)
 
     def _tier(self) -> int:

@@ -3,8 +3,8 @@
 Registers the env `finance` (task sets `formula`, `finer`, and `formula-data` /
 `finer-data` from `FINANCE_DATA` files), the agents `oracle` and `format-noisy`, the
 interventions `format-guard` and `demos-k1` ... `demos-k16` and a harness of the same
-name for each, and declares the failure type `format_precision` with its labels. Nothing heavy is imported here; `bm25s` is imported when a demonstration
-index is first built.
+name for each, and declares the failure type `format_precision` with its labels. Nothing
+heavy is imported here; `bm25s` is imported when a demonstration index is first built.
 """
 
 from playground.core.hookspecs import hookimpl
@@ -64,7 +64,8 @@ def register_interventions(register) -> None:
              description="Finance answer-format detector, re-ask with the exact format, format verifier")
     for k in DEMO_BUDGETS:
         register(f"demos-k{k}", _demos(k), modes=("format_precision",), cost_unit="k", cost=k, envs=("finance",),
-                 description=f"Finance: {k} BM25-retrieved solved train question{'s' if k > 1 else ''} shown before answering")
+                 description=f"Finance: {k} BM25-retrieved solved train question{'s' if k > 1 else ''} "
+                             "shown before answering")
 
 
 @hookimpl
@@ -72,4 +73,5 @@ def register_harnesses(register) -> None:
     """Register a harness for each Finance intervention, named after it."""
     register("format-guard", ["format-guard"], description="Finance: format detector, re-ask and verifier")
     for k in DEMO_BUDGETS:
-        register(f"demos-k{k}", [f"demos-k{k}"], description=f"Finance: {k} retrieved demonstration{'s' if k > 1 else ''} per question")
+        register(f"demos-k{k}", [f"demos-k{k}"],
+                 description=f"Finance: {k} retrieved demonstration{'s' if k > 1 else ''} per question")

@@ -24,8 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import TaskSet, seed_range
+from playground.core.errors import PlaygroundError
 
 DATA_VARIABLE = "FINANCE_DATA"
 FAMILIES = ("formula", "finer")
@@ -86,8 +86,10 @@ def read_jsonl(path: Path) -> list[tuple[int, str, str]]:
                     record = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise FinanceDataError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-                if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in ("context", "target")):
-                    raise FinanceDataError(f"{path}:{number}: expected an object with string fields 'context' and 'target'")
+                if not isinstance(record, dict) or not all(isinstance(record.get(k), str)
+                                                           for k in ("context", "target")):
+                    raise FinanceDataError(f"{path}:{number}: expected an object with string fields "
+                                           "'context' and 'target'")
                 records.append((number, record["context"], record["target"]))
         _FILE_CACHE[key] = records
     return _FILE_CACHE[key]

@@ -20,9 +20,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from playground.envs.finance import data
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import EpisodeStart, StepContext
+from playground.envs.finance import data
 
 HEADER = "Solved examples of similar questions (question -> answer):"
 ANSWER_PREFIX = "Answer: "
@@ -147,8 +147,8 @@ class RetrievalDemos:
             task_set = data.task_set_of(context.ids.task_id)
             index = get_index(task_set, self.splits, self.size)
             if not index.tasks:
-                raise data.FinanceDataError(f"demos-k{self.k}: task set {task_set!r} has no train split to retrieve from "
-                                            f"(add a *train*.jsonl file, or pass --param demo_pool=<split>)")
+                raise data.FinanceDataError(f"demos-k{self.k}: task set {task_set!r} has no train split to retrieve "
+                                            f"from (add a *train*.jsonl file, or pass --param demo_pool=<split>)")
             demos = retrieve(index, context.ids.task_id, context.observation, self.k)
             self.notes, self.done = (render(demos) if demos else None), True
         return self.notes

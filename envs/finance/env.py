@@ -24,6 +24,12 @@ GOALS = {
 }
 
 
+class FinanceInfo(EnvInfo, total=False):
+    """`EnvInfo` plus the task's family (`formula` or `finer`)."""
+
+    family: str
+
+
 class FinanceEnv(TextEnv):
     """A single-step question-answering env over Finance tasks (see module docstring)."""
 
@@ -41,7 +47,8 @@ class FinanceEnv(TextEnv):
         self.done = False
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Show the question of `options["task"]` (default: one of the default split's, by seed); return (context, info)."""
+        """Show the question of `options["task"]` (default: one of the default split's, by seed);
+        return (context, info)."""
         super().reset(seed=seed)
         task_id = self.task_for_reset(seed, options)
         self.task, self.done = data.get_task(task_id), False
@@ -59,10 +66,11 @@ class FinanceEnv(TextEnv):
         reward = result.score / result.max_score if result.max_score else 0.0
         return observation, reward, True, False, self._info(valid=valid, score=result.score, won=result.won)
 
-    def _info(self, valid: bool, score: float, won: bool) -> EnvInfo:
+    def _info(self, valid: bool, score: float, won: bool) -> FinanceInfo:
         task = self.task
+        assert task is not None  # reset() has set it
         max_score = score_answer(task.family, task.target, task.target).max_score
-        info: EnvInfo = {"goal": GOALS[task.family], "admissible_actions": None, "action_kinds": {},
+        info: FinanceInfo = {"goal": GOALS[task.family], "admissible_actions": None, "action_kinds": {},
                          "valid_action": valid, "won": won,
                 "lost": self.done and not won, "score": score, "max_score": max_score, "family": task.family}
         if self.expert:

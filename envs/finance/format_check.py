@@ -110,11 +110,13 @@ def _check_number(answer: str) -> list[FormatProblem]:
     except ValueError:
         value = None
     if value is not None:
-        return [] if math.isfinite(value) else [FormatProblem("unparseable_number", f"not a finite number: {quote(text)}")]
+        return ([] if math.isfinite(value)
+                else [FormatProblem("unparseable_number", f"not a finite number: {quote(text)}")])
     numbers, words = _NUMBER.findall(text), _WORD.findall(text)
     problems = []
     if len(numbers) > 1:
-        problems.append(FormatProblem("extra_fields", f"{len(numbers)} numbers ({', '.join(numbers[:4])}) in {quote(text)}"))
+        problems.append(FormatProblem("extra_fields",
+                                      f"{len(numbers)} numbers ({', '.join(numbers[:4])}) in {quote(text)}"))
     if numbers and words:
         problems.append(FormatProblem("prose_around_answer", f"words around the number: {quote(text)}"))
     if len(numbers) == 1 and not words:

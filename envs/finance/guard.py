@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from playground.envs.finance.format_check import FAILURE_TYPE, check, expected_format
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, Detection, InterventionMessage, StepContext, StepOutcome, Verification
+from playground.envs.finance.format_check import FAILURE_TYPE, check, expected_format
 
 NAME = "format-guard"
 

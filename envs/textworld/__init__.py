@@ -6,8 +6,8 @@ are cached under `$PLAYGROUND_CACHE/textworld/`. textworld itself is imported on
 when an env is made.
 """
 
-from playground.envs.textworld.provider import TextWorldProvider
 from playground.core.hookspecs import hookimpl
+from playground.envs.textworld.provider import TextWorldProvider
 
 
 @hookimpl

@@ -94,6 +94,7 @@ class TextWorldEnv(TextEnv):
         """Start the task in `options["task"]` (default: one of the default split's, by seed) afresh."""
         super().reset(seed=seed)
         task = self.task_for_reset(seed, options)
+        assert self.task_set is not None  # the provider makes every TextWorld env with its task set
         game = ensure_game(self.task_set, task)
         if game != self._game:
             self.close()
@@ -123,6 +124,7 @@ class TextWorldEnv(TextEnv):
         """Return a copy of the current game state that later steps do not change."""
         if self._env is None:
             raise RuntimeError("textworld: call reset() before snapshot()")
+        assert self._game is not None  # set with self._env
         with _quiet_jericho():
             return TextWorldSnapshot(self._env.copy(), self._game, self._task, self._status)
 

@@ -9,8 +9,7 @@ import importlib.metadata
 from typing import Any, Callable, Mapping
 
 from playground.core.env import EnvProvider, TaskSet, TextEnv
-from playground.envs.textworld.tasks import (COOKING_SPLITS, SEEDS_TEXT, TASK_SETS, get_task_set, params_hash,
-                                             task_seed)
+from playground.envs.textworld.tasks import COOKING_SPLITS, SEEDS_TEXT, TASK_SETS, get_task_set, params_hash, task_seed
 
 
 class TextWorldProvider(EnvProvider):

@@ -22,10 +22,17 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import path_from_env
-from playground.envs.webshop.catalogue import (Catalogue, Goal, Product, generate_catalogue, goal_for, price_clause,
-                                               price_upper_for)
+from playground.core.errors import PlaygroundError
+from playground.envs.webshop.catalogue import (
+    Catalogue,
+    Goal,
+    Product,
+    generate_catalogue,
+    goal_for,
+    price_clause,
+    price_upper_for,
+)
 
 DATA_ENV = "WEBSHOP_DATA"
 PRODUCT_FILES = ("items_shuffle.json", "items_shuffle_1000.json")
@@ -113,7 +120,8 @@ def human_goals(products: dict[str, Product], human: dict, where: str) -> list[G
                 continue  # WebShop skips goals without attributes
             upper = price_upper_for(product.price, random.Random(f"webshop-goal:{asin}:{i}"))
             text = str(entry["instruction"]).strip(".") + price_clause(upper)
-            goals.append(Goal(asin, text, tuple(entry["instruction_attributes"]), tuple(entry.get("instruction_options") or ()),
+            goals.append(Goal(asin, text, tuple(entry["instruction_attributes"]),
+                              tuple(entry.get("instruction_options") or ()),
                               upper, product.query, product.product_category, product.title))
     return goals
 
@@ -148,7 +156,8 @@ def load_real(directory: str) -> Catalogue:
     attributes = _read_json(attribute_file)
     records = _read_json(product_file)
     if not isinstance(records, list) or not isinstance(attributes, dict):
-        raise WebShopDataError(f"{product_file} must hold a list of products and {attribute_file} an object keyed by ASIN")
+        raise WebShopDataError(f"{product_file} must hold a list of products "
+                               f"and {attribute_file} an object keyed by ASIN")
     products: dict[str, Product] = {}
     for i, record in enumerate(records):
         asin = str(record.get("asin", "nan")) if isinstance(record, dict) else "nan"

@@ -41,6 +41,12 @@ SEARCH_TEMPLATE = "search[...]"
 ACTION_RE = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.I | re.S)
 
 
+class WebShopInfo(EnvInfo, total=False):
+    """`EnvInfo` plus, once bought, how the purchase was scored (`reward_info`)."""
+
+    reward_info: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class PageState:
     """Where the shopper is: the page, the last search, the product and chosen options."""
@@ -79,7 +85,7 @@ class WebShopEnv(TextEnv):
         super().reset(seed=seed)
         self.goal = self.goal_of(self.task_for_reset(seed, options))
         self.state, self.reward_info = PageState(), None
-        self._expert_search: list[str] | None = None  # the expert's search steps depend on the goal only
+        self._expert_search = None  # the expert's search steps depend on the goal only
         return self.render(), self._info(valid=True)
 
     def step(self, action: str):
@@ -90,7 +96,7 @@ class WebShopEnv(TextEnv):
             raise RuntimeError("webshop: the episode is over (bought); call reset()")
         new_state = self._transition(str(action))
         valid = new_state is not None
-        if valid:
+        if new_state is not None:
             self.state = new_state
         reward = self.state.reward if self.state.bought else 0.0
         return self.render(), reward, self.state.bought, False, self._info(valid=valid)
@@ -145,6 +151,7 @@ class WebShopEnv(TextEnv):
         if label in {p.lower() for p in SUB_PAGES}:
             return replace(s, page="sub", sub_page=next(p for p in SUB_PAGES if p.lower() == label))
         if label == BUY.lower():
+            assert self.goal is not None  # reset() has set it
             chosen = dict(s.chosen)
             result = purchase_reward(product, self.goal, chosen)
             self.reward_info = {**asdict(result), "asin": product.asin, "options": chosen}
@@ -169,9 +176,11 @@ class WebShopEnv(TextEnv):
     def render(self) -> str:
         """The current page as text; clickable labels are in [brackets]."""
         s, goal = self.state, self.goal
+        assert goal is not None, "webshop: call reset() first"
         head = f"Instruction: {goal.instruction}"
         if s.bought:
             info = self.reward_info
+            assert info is not None  # set with bought
             return (f"Thank you for shopping with us! You bought {info['asin']} with options "
                     f"{info['options'] or 'none'}. Your score (min 0.0, max 1.0): {s.reward:.2f}")
         if s.page == "search":
@@ -231,10 +240,11 @@ class WebShopEnv(TextEnv):
         chosen = dict(self.state.chosen)
         return [n for n in self.catalogue.product(self.state.asin).options if n not in chosen]
 
-    def _info(self, valid: bool) -> EnvInfo:
+    def _info(self, valid: bool) -> WebShopInfo:
         s = self.state
         kinds = self.action_kinds()
-        info: EnvInfo = {"goal": self.goal.instruction, "admissible_actions": sorted(kinds), "valid_action": valid,
+        assert self.goal is not None  # reset() has set it
+        info: WebShopInfo = {"goal": self.goal.instruction, "admissible_actions": sorted(kinds), "valid_action": valid,
                 "won": s.bought and s.reward >= 1.0, "lost": s.bought and s.reward < 1.0,
                 "score": s.reward if s.bought else 0.0, "max_score": 1.0, "action_kinds": kinds,
                 "open_choices": self.open_choices(), "action_format": "web"}
@@ -249,6 +259,7 @@ class WebShopEnv(TextEnv):
     def expert_plan(self) -> list[str]:
         """The remaining actions that buy the goal's product with the goal's options."""
         s, goal = self.state, self.goal
+        assert goal is not None, "webshop: call reset() first"
         if s.bought:
             return []
         target = self.catalogue.product(goal.asin)

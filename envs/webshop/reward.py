@@ -112,7 +112,8 @@ def attributes_matched(product: Product, goal: Goal) -> int:
     """How many goal attributes the product has (fuzzy on its attributes, else a text substring)."""
     count = 0
     for wanted in goal.attributes:
-        if any(fuzz.token_set_ratio(have, wanted) > MATCH_THRESHOLD for have in product.attributes) or _in_text(wanted, product):
+        if (any(fuzz.token_set_ratio(have, wanted) > MATCH_THRESHOLD for have in product.attributes)
+                or _in_text(wanted, product)):
             count += 1
     return count
 

@@ -16,9 +16,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from playground.envs.workflow.domains import DOMAINS, Domain, Fault, Skeleton
-
 from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv
+from playground.envs.workflow.domains import DOMAINS, Domain, Fault, Skeleton
 
 TASKS_PER_VARIANT = {"test": range(3), "dev": range(3, 6)}
 

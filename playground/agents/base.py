@@ -47,7 +47,8 @@ def parse_options(defaults: dict[str, Any], options: dict[str, Any], agent: str)
     merged = dict(defaults)
     for key, value in options.items():
         if key not in defaults:
-            raise AgentConfigError(f"agent {agent!r} has no option {key!r}; options: {', '.join(sorted(defaults)) or '(none)'}")
+            raise AgentConfigError(f"agent {agent!r} has no option {key!r}; options: "
+                                   f"{', '.join(sorted(defaults)) or '(none)'}")
         kind = type(defaults[key])
         try:
             merged[key] = kind(value) if not isinstance(value, kind) else value

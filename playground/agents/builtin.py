@@ -14,6 +14,9 @@ def register_agents(register) -> None:
     register("random", RandomAgent, description="a random admissible action each step")
     register("expert", ExpertAgent, description="follows the env's expert plan", needs_expert=True)
     register("noisy", NoisyAgent, needs_expert=True,
-             description="failure-injection instrument: the expert plus invalid actions, loops, stalls, drift, early stops")
-    register("llm", make_llm_agent, description="ReAct agent over an OpenAI-compatible endpoint (--llm-base-url, --model)")
-    register("local", make_local_agent, description="ReAct agent over a local GGUF model (SmolLM2-135M by default; extra 'local')")
+             description="failure-injection instrument: the expert plus invalid actions, loops, stalls, drift, "
+                         "early stops")
+    register("llm", make_llm_agent,
+             description="ReAct agent over an OpenAI-compatible endpoint (--llm-base-url, --model)")
+    register("local", make_local_agent,
+             description="ReAct agent over a local GGUF model (SmolLM2-135M by default; extra 'local')")

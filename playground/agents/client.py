@@ -26,10 +26,10 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import TEMPLATE_ARGUMENT, is_template
+from playground.core.errors import PlaygroundError
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 60.0
@@ -52,7 +52,8 @@ class Completion:
 class ChatModel(Protocol):
     """What agents and plugins need from a model."""
 
-    def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
+    def complete(self, messages: list[dict], *, choices: list[str] | None = None,
+                 max_tokens: int | None = None) -> Completion:
         """Return the reply to `messages`; `choices`, if the model supports it, constrains the reply to one of them."""
 
 
@@ -73,7 +74,8 @@ class HTTPChatModel:
     max_body_bytes: int = 16 * 1024 * 1024
     max_reply_chars: int = 100_000
 
-    def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
+    def complete(self, messages: list[dict], *, choices: list[str] | None = None,
+                 max_tokens: int | None = None) -> Completion:
         """Send one chat request (retrying transient failures) and return the reply."""
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
                                 "max_tokens": max_tokens or self.max_tokens}
@@ -131,7 +133,8 @@ class HTTPChatModel:
         proxy = urllib.request.getproxies().get(parts.scheme)
         if proxy and not urllib.request.proxy_bypass(parts.hostname):
             proxy_parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-            connection = connection_class(proxy_parts.hostname, proxy_parts.port, timeout=self.timeout)
+            # a proxy setting without a host fails in the connection, as it always has
+            connection = connection_class(cast(str, proxy_parts.hostname), proxy_parts.port, timeout=self.timeout)
             if parts.scheme == "https":
                 connection.set_tunnel(parts.hostname, parts.port)
             else:
@@ -206,7 +209,8 @@ class HTTPChatModel:
 
 
 def retry_after_seconds(value: str | None) -> float | None:
-    """Seconds to wait from a Retry-After header (delay-seconds or an HTTP date), at most 60; None when absent or unreadable."""
+    """Seconds to wait from a Retry-After header (delay-seconds or an HTTP date), at most 60;
+    None when absent or unreadable."""
     if not value:
         return None
     value = value.strip()
@@ -307,7 +311,8 @@ class LocalChatModel:
                                       n_threads_batch=threads, verbose=False, seed=seed)
         self.llm = self._loaded[key]
 
-    def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None) -> Completion:
+    def complete(self, messages: list[dict], *, choices: list[str] | None = None,
+                 max_tokens: int | None = None) -> Completion:
         """Generate a reply locally; `choices` constrains it to one of the strings."""
         kwargs: dict[str, Any] = {"messages": messages, "temperature": self.temperature,
                                   "max_tokens": max_tokens or self.max_tokens, "seed": self.seed}

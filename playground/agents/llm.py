@@ -19,8 +19,8 @@ import re
 from typing import Any
 
 from playground.agents.base import parse_options
-from playground.core.env import is_admissible, is_template
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.core.env import is_admissible, is_template
 from playground.core.payloads import AgentView, Proposal
 
 SYSTEM_PROMPT = (
@@ -94,7 +94,8 @@ class LLMAgent:
     def propose(self, view: AgentView) -> Proposal:
         messages = render_prompt(view, self.window, self.max_obs_chars)
         if self.constrained and view.admissible_actions:
-            offered = [a for a in (view.message.actions if view.message else ()) if is_admissible(a, view.admissible_actions)]
+            offered = [a for a in (view.message.actions if view.message else ())
+                       if is_admissible(a, view.admissible_actions)]
             reply = self.model.complete(messages, choices=offered or list(view.admissible_actions))
             return Proposal("", reply.text.strip(), False, reply.prompt_tokens, reply.completion_tokens)
         reply = self.model.complete(messages)

@@ -109,13 +109,16 @@ class NoisyAgent:
 
     def _react(self, view: AgentView, planned: str | None) -> Proposal | None:
         message = view.message
+        assert message is not None  # propose() reacts only to a message
         if message.kind == "hard_repair" and message.actions:
             self._recover()
-            choice = planned if planned in message.actions else message.actions[0]
+            choice = planned if planned is not None and planned in message.actions else message.actions[0]
             return Proposal(thought="The action was invalid; I pick one of the valid actions offered.", action=choice)
         if self.mode is None:
             return None
-        label = self.failure[1]
+        failure = self.failure
+        assert failure is not None  # self.mode is set
+        label = failure[1]
         chance = self.options["recover_matching"] if label in message.labels else self.options["recover_other"]
         if self.rng.random() < chance:
             self._recover()

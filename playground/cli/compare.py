@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+
 import click
 
 from playground.cli.options import CLIError
@@ -25,7 +26,8 @@ def compare_command(run_a: str, run_b: str, harness_a: str | None, harness_b: st
     records_a = _harness_records(run_a, harness_a, split_by_harness)
     records_b = _harness_records(run_b, harness_b, split_by_harness)
     try:
-        result = compare(records_a, records_b, label_a=f"{run_a}:{harness_a or ''}", label_b=f"{run_b}:{harness_b or ''}",
+        result = compare(records_a, records_b, label_a=f"{run_a}:{harness_a or ''}",
+                         label_b=f"{run_b}:{harness_b or ''}",
                          group_key=group_key, resamples=resamples, seed=seed)
     except ComparisonError as exc:
         raise CLIError(str(exc)) from None
@@ -39,7 +41,8 @@ def _harness_records(run_dir: str, harness: str | None, split_by_harness) -> lis
     by_harness = split_by_harness(load_records(run_dir))
     if harness is None:
         if len(by_harness) != 1:
-            raise CLIError(f"{run_dir!r} has harnesses {', '.join(by_harness)}; choose one with --harness-a/--harness-b")
+            raise CLIError(f"{run_dir!r} has harnesses {', '.join(by_harness)}; "
+                           "choose one with --harness-a/--harness-b")
         harness = next(iter(by_harness))
     if harness not in by_harness:
         raise CLIError(f"{run_dir!r} has no harness {harness!r}; choose from: {', '.join(by_harness)}")

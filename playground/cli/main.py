@@ -9,13 +9,14 @@ from pathlib import Path
 
 import click
 
+from playground.cli.compare import compare_command
+from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.core.errors import PlaygroundError
 from playground.host.manager import get_host
 from playground.run.report import format_table
 from playground.run.rundir import RunDirError
-from playground.cli.compare import compare_command
-from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.run.runner import RunConfig, RunConfigError, run
+
 
 @click.group()
 @click.version_option(package_name="playground")
@@ -44,7 +45,8 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, re
 @cli.command("run")
 @episode_options
 @click.option("--harness", "harnesses", multiple=True,
-              help="harness to run (repeatable; each runs the same tasks) [default: those their plugins mark as defaults]")
+              help="harness to run (repeatable; each runs the same tasks) [default: "
+                   "those their plugins mark as defaults]")
 @click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: runs/<time>]")
 @click.option("--playbook", default=None, help="playbook database for harnesses that use one")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
@@ -121,9 +123,10 @@ def harnesses_command() -> None:
     interventions = list(host.interventions)
     width = max((len(spec.name) for spec in interventions), default=0)
     click.echo("interventions:")
-    for spec in interventions:
-        modes = f"; modes: {', '.join(spec.modes)}" if spec.modes else ""
-        click.echo(f"  {spec.name.ljust(width)}  {spec.description}{modes}; cost in {spec.cost_unit}")
+    for intervention in interventions:
+        modes = f"; modes: {', '.join(intervention.modes)}" if intervention.modes else ""
+        click.echo(f"  {intervention.name.ljust(width)}  {intervention.description}{modes}; "
+                   f"cost in {intervention.cost_unit}")
 
 
 @cli.command("plugins")

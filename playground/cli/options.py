@@ -21,7 +21,8 @@ def default_env(host) -> str:
     for spec in host.envs:
         if getattr(spec.provider, "is_default", False):
             return f"{spec.name}:{spec.provider.default_task_set}"
-    raise CLIError(f"no loaded env is marked as the default; choose one with --env from: {', '.join(host.envs.names())}")
+    raise CLIError("no loaded env is marked as the default; choose one with --env from: "
+                   f"{', '.join(host.envs.names())}")
 
 
 def default_harnesses(host) -> tuple[str, ...]:
@@ -60,7 +61,8 @@ def _agent_options(pairs: tuple[str, ...], base_url: str | None, model: str | No
 def episode_options(command):
     """The options that say what to run: env, tasks, agent, parameters, budget, seed."""
     options = [
-        click.option("--env", "env_name", default=None, help="env or env:task_set [default: the env its plugin marks as default; `playground envs`]"),
+        click.option("--env", "env_name", default=None,
+                     help="env or env:task_set [default: the env its plugin marks as default; `playground envs`]"),
         click.option("--agent", default=None, help=f"agent name [default: {DEFAULT_AGENT}]"),
         click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
                      help="agent option (repeatable)"),

@@ -269,7 +269,8 @@ pytest                        # the plugin's own tests
 KINDS = {
     "intervention": {"module": MODULE, "test": TEST, "description": "re-asks the agent when it repeats its last action",
                      "try_it": "playground run --env tiny --agent noisy --harness base --harness {name}"},
-    "env": {"module": ENV_MODULE, "test": ENV_TEST, "description": "turn a dial to the task's number, then open the lock",
+    "env": {"module": ENV_MODULE, "test": ENV_TEST,
+            "description": "turn a dial to the task's number, then open the lock",
             "try_it": "playground run --env {name} --agent expert --harness base"},
     "agent": {"module": AGENT_MODULE, "test": AGENT_TEST,
               "description": "tries untried admissible actions, goal words first",

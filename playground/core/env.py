@@ -69,7 +69,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypedDict
+from typing import Any, Callable, Mapping, TypedDict, cast
 
 import gymnasium
 
@@ -265,7 +265,8 @@ class TaskSet:
         sources = list(self.splits.values())
         if any(callable(s) and not isinstance(s, SeedRange) for s in sources):
             return True  # an opaque split function: the env finds out
-        return any(task_id in source for source in sources)
+        # the other callables returned above: what is left are tuples and seed ranges
+        return any(task_id in cast("tuple[str, ...] | SeedRange", source) for source in sources)
 
     def expected_ids(self) -> str:
         """The task ids of this set, in words (for error messages)."""
@@ -279,7 +280,8 @@ class TaskSet:
                     f"{source.start}-{source.start + source.size - 1} ({split})")
             elif not callable(source):
                 examples = ", ".join(repr(t) for t in list(source)[:2])
-                parts.append(f"one of the {len(source)} ids of {split} ({examples}{', ...' if len(source) > 2 else ''})")
+                parts.append(f"one of the {len(source)} ids of {split} "
+                             f"({examples}{', ...' if len(source) > 2 else ''})")
         parts[:0] = [f"'{prefix}-<n>' with n in {', '.join(spans)}" for prefix, spans in ranges.items()]
         return "; ".join(parts) or "a task id of one of its splits"
 

@@ -7,7 +7,7 @@ external stores (e.g. the playbook database).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from playground.core.errors import PlaygroundError
 from playground.core.plugin_manager import implemented_hooks, new_plugin_manager
@@ -26,14 +26,16 @@ class PluginError(PlaygroundError):
 class EpisodeHooks:
     """Calls runtime hooks on the plugins of one episode."""
 
-    def __init__(self, interventions: list[tuple[str, Any]] = (), observers: list[tuple[str, Any]] = ()) -> None:
+    def __init__(self, interventions: Sequence[tuple[str, Any]] = (),
+                 observers: Sequence[tuple[str, Any]] = ()) -> None:
         self.pm = new_plugin_manager()
         for name, plugin in observers:
             self.pm.register(plugin, name=f"observer:{name}")
             extra = set(implemented_hooks(self.pm, plugin)) - OBSERVER_HOOKS
             if extra:
                 self.pm.unregister(plugin)
-                raise ValueError(f"observer {name!r} implements decision hooks {sorted(extra)}; observers may only watch")
+                raise ValueError(f"observer {name!r} implements decision hooks {sorted(extra)}; "
+                                 "observers may only watch")
         # pluggy calls the plugin registered last first; registering in reverse makes the
         # intervention listed first in a harness the first to be called (and to decide).
         for name, plugin in reversed(list(interventions)):

@@ -10,6 +10,7 @@ labels through the `register_failure_labels` hook; the host collects them into i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from playground.core.errors import PlaygroundError
@@ -58,12 +59,16 @@ class LabelRegistry:
         """Declare a type or a label; DuplicateFailure names the plugin that declared it first."""
         if not isinstance(item, (FailureType, FailureLabel)):
             raise TypeError(f"expected a FailureType or FailureLabel, got {type(item).__name__}")
-        kind, table = ("failure type", self._types) if isinstance(item, FailureType) else ("failure label", self._labels)
+        kind, table = ("failure type", self._types) if isinstance(item, FailureType) else ("failure label",
+                                                                                           self._labels)
         if not isinstance(item.name, str) or not item.name:
             raise ValueError(f"{kind} name must be a non-empty string, got {item.name!r}")
         if item.name in table:
             raise DuplicateFailure(f"{kind} {item.name!r} is already declared by plugin {table[item.name].plugin!r}")
-        table[item.name] = item
+        if isinstance(item, FailureType):
+            self._types[item.name] = item
+        else:
+            self._labels[item.name] = item
 
     def remove_from_plugin(self, plugin: str) -> None:
         """Forget every type and label `plugin` declared."""
@@ -110,7 +115,7 @@ class LabelRegistry:
         """The labels whose failure type no plugin declared."""
         return [label for label in self if label.failure_type not in self._types]
 
-    def check(self, failure_type: str, labels: tuple[str, ...] | list[str] = ()) -> None:
+    def check(self, failure_type: str, labels: Iterable[str] = ()) -> None:
         """Raise UnknownFailure naming the unknown type or label and the valid choices."""
         if failure_type not in self._types:
             raise UnknownFailure(f"unknown failure type {failure_type!r}; choose from: {', '.join(self.types())}")

@@ -25,14 +25,13 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import ObservableFailure, kind_of
 from playground.core.episode_hooks import EpisodeHooks, PluginError
-from playground.core.errors import format_exception
+from playground.core.errors import PlaygroundError, format_exception
 from playground.core.payloads import (
     AgentView,
-    EpisodeIds,
     EpisodeEnd,
+    EpisodeIds,
     EpisodeStart,
     Proposal,
     StepContext,
@@ -205,7 +204,8 @@ def _finish(hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _Epis
                  "score": state.score, "max_score": state.max_score})
     if state.started:
         try:
-            hooks.call("episode_finished", end=EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error))
+            hooks.call("episode_finished",
+                       end=EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error))
         except PluginError as exc:
             emit("error", {"message": str(exc), "plugin": exc.plugin, "hook": exc.hook})
             failed = failed or exc

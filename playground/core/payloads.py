@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
+
 from playground.core.errors import PlaygroundError
 
 

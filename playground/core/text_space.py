@@ -72,7 +72,7 @@ class UnicodeCharset(Set):
 class UnicodeCharList(Sequence):
     """The Unicode scalar values in index order: `chars[i]` is the character with index `i`."""
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return tuple(self[i] for i in range(*index.indices(CHARACTERS)))
         index = int(index)
@@ -108,7 +108,8 @@ class UnicodeText(Text):
         if not 0 <= min_length <= max_length:
             raise ValueError(f"UnicodeText needs 0 <= min_length <= max_length, got {min_length} and {max_length}")
         self.min_length, self.max_length = int(min_length), int(max_length)
-        self._char_set, self._char_list = CHARSET, CHARLIST
+        # gymnasium annotates these as frozenset and tuple; the lazy views answer the same reads
+        self._char_set, self._char_list = CHARSET, CHARLIST  # type: ignore[assignment]
         Space.__init__(self, dtype=str, seed=seed)
 
     def sample(self, mask=None, probability=None) -> str:
@@ -170,16 +171,16 @@ class UnicodeText(Text):
 # Fast versions of gymnasium's per-character Text helpers (flattening, and AsyncVectorEnv's
 # shared memory, where gymnasium's own reader would also return stale strings: SharedTexts).
 
-@flatten.register(UnicodeText)
-def _flatten_unicode_text(space: UnicodeText, x: str) -> np.ndarray:
+@flatten.register(UnicodeText)  # mypy cannot match this to gymnasium's generic fallback, Space[T]
+def _flatten_unicode_text(space: UnicodeText, x: str) -> np.ndarray:  # type: ignore[misc]
     out = np.full((space.max_length,), CHARACTERS, dtype=np.int32)
     codes = _text_to_codes(x)
     out[: len(codes)] = codes
     return out
 
 
-@unflatten.register(UnicodeText)
-def _unflatten_unicode_text(space: UnicodeText, x: np.ndarray) -> str:
+@unflatten.register(UnicodeText)  # mypy cannot match this to gymnasium's generic fallback, Space[T]
+def _unflatten_unicode_text(space: UnicodeText, x: np.ndarray) -> str:  # type: ignore[misc]
     x = np.asarray(x)
     return _codes_to_text(x[x < CHARACTERS])
 
@@ -197,7 +198,7 @@ class SharedTexts(Sequence):
     def __init__(self, space: UnicodeText, shared_memory, n: int) -> None:
         self._data = np.frombuffer(shared_memory.get_obj(), dtype=np.int32).reshape((n, space.max_length))
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return tuple(self[i] for i in range(*index.indices(len(self))))
         row = self._data[index]

@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import EnvProvider
+from playground.core.errors import PlaygroundError
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry
 from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
 from playground.host.registry import (
@@ -87,10 +87,12 @@ class Host:
             if ep.dist is not None and ep.dist.name == DISTRIBUTION:
                 source = f"builtin: {ep.value}"
             else:
-                source = f"entry point: {ep.dist.name}=={ep.dist.version} ({ep.value})" if ep.dist else f"entry point: {ep.value}"
+                source = (f"entry point: {ep.dist.name}=={ep.dist.version} ({ep.value})" if ep.dist
+                          else f"entry point: {ep.value}")
             self._load_one(ep.name, source, ep.load)
         for name, plugin in (extra or {}).items():
-            loader = (lambda plugin=plugin: importlib.import_module(plugin)) if isinstance(plugin, str) else (lambda plugin=plugin: plugin)
+            loader = ((lambda plugin=plugin: importlib.import_module(plugin)) if isinstance(plugin, str)
+                      else (lambda plugin=plugin: plugin))
             self._load_one(name, f"given: {plugin if isinstance(plugin, str) else type(plugin).__name__}", loader)
         self._check_harnesses()
         self._check_labels()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
-from playground.core.errors import PlaygroundError
 from playground.core.env import EnvProvider
+from playground.core.errors import PlaygroundError
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,8 @@ class AgentSpec:
 
 @dataclass(frozen=True)
 class InterventionSpec:
-    """An intervention: a factory of per-episode plugin objects, with the metadata methods choose by (modes, cost, envs)."""
+    """An intervention: a factory of per-episode plugin objects, with the metadata methods choose by
+    (modes, cost, envs)."""
 
     name: str
     factory: Callable[[dict], Any]
@@ -129,7 +130,8 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            raise KeyError(f"unknown {self.kind} {name!r}; choose from: {', '.join(self.names()) or '(none loaded)'}") from None
+            raise KeyError(f"unknown {self.kind} {name!r}; choose from: "
+                           f"{', '.join(self.names()) or '(none loaded)'}") from None
 
     def names(self) -> list[str]:
         """Return the registered names, sorted."""

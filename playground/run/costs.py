@@ -1,4 +1,5 @@
-"""What an attempt under an intervention costs, in the intervention's own unit (used by methods that weigh cost against success)."""
+"""What an attempt under an intervention costs, in the intervention's own unit (used by methods that weigh cost
+against success)."""
 
 from __future__ import annotations
 

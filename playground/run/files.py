@@ -63,7 +63,7 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], *, binary: bool = False) -> Path:
+def atomic_write(path: str | os.PathLike, write: Callable[[IO], object], *, binary: bool = False) -> Path:
     """Write `path` through `write(handle)` into a temporary file beside it, then rename it into place.
 
     The target is replaced only by a complete file; on any error the temporary file is

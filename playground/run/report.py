@@ -76,7 +76,8 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "prompt_tokens": total("prompt_tokens"),
         "completion_tokens": total("completion_tokens"),
         "success_ci95": wilson_interval(sum(1 for r in records if r.get("won")), n),
-        "resolved_share": _share(total("verified_recoveries"), total("verified_recoveries") + total("unresolved_recoveries")),
+        "resolved_share": _share(total("verified_recoveries"),
+                                 total("verified_recoveries") + total("unresolved_recoveries")),
         "seconds_per_step": _share(sum(float(r.get("seconds", 0.0)) for r in records), total("steps")),
         "mean_score": _mean_score(records),
         "errors": sum(1 for r in records if r.get("status") == "error"),
@@ -171,7 +172,7 @@ def format_table(summary: dict[str, Any], legend: bool = True) -> str:
     rows = [[title for title, _ in columns]]
     for name, h in harnesses.items():
         row = []
-        for title, key in columns:
+        for _title, key in columns:
             value = name if key is None else h.get(key)
             if value is None:
                 value = "-"

@@ -104,7 +104,8 @@ class RunDir:
                         f"{str(self.path)!r} holds a run whose harness {changed[0]!r} was defined differently "
                         "(another policy file content, parameters or interventions); use another --out")
                 config = {**config, "harness_fingerprints": {**old_prints, **new_prints}}
-            config = {**config, "harnesses": old["harnesses"] + [h for h in config["harnesses"] if h not in old["harnesses"]]}
+            config = {**config,
+                      "harnesses": old["harnesses"] + [h for h in config["harnesses"] if h not in old["harnesses"]]}
             if old.get("run_id"):  # the run's identity survives resumes (lessons are keyed by it)
                 config["run_id"] = old["run_id"]
         atomic_write_text(path, json.dumps(config, indent=2, default=str) + "\n")

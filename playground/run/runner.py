@@ -21,15 +21,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from playground.core.errors import PlaygroundError
-from playground.core.episode_hooks import EpisodeHooks
-from playground.run.costs import attempt_cost
-from playground.core.errors import format_exception
-from playground.host.manager import Host
 from playground.agents.base import bind_env
+from playground.core.episode_hooks import EpisodeHooks
+from playground.core.errors import PlaygroundError, format_exception
 from playground.core.loop import EpisodeConfig, run_episode
+from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
 from playground.processes import die_with_parent
+from playground.run.costs import attempt_cost
 from playground.run.files import confined, safe_file_name
 from playground.run.report import EpisodeTally, summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
@@ -261,7 +260,8 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     check_config(host, config)
     env_spec = host.envs.get(config.env)
     fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
-    rundir = RunDir(config.out, asdict(config) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
+    rundir = RunDir(config.out,
+                    asdict(config) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
                     repair=repair)
     run_id = rundir.config["run_id"]
     notify = progress or (lambda message, record: None)
@@ -328,6 +328,7 @@ def _start_worker(strict: bool, parent_pid: int) -> None:
 
 def _worker_episode(config: RunConfig, run_id: str, run_path: str, header_base: dict, harness: str,
                     task_id: str) -> dict:
+    assert _WORKER_HOST is not None  # set by _start_worker, the pool's initializer
     return run_one_episode(_WORKER_HOST, config, run_id, Path(run_path), header_base, harness, task_id)
 
 
@@ -392,7 +393,8 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
     started = time.perf_counter()
     env = None
     try:
-        env = host.envs.get(config.env).provider.make(config.task_set, expert=host.agents.get(config.agent).needs_expert)
+        env = host.envs.get(config.env).provider.make(config.task_set,
+                                                      expert=host.agents.get(config.agent).needs_expert)
         agent = host.agents.get(config.agent).factory(**config.agent_options)
         bind_env(agent, env)
         interventions = [(name, host.interventions.get(name).factory(params)) for name in names]

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
 from playground.core.errors import PlaygroundError
 
 EXACT_SIGN_FLIP_MAX_UNITS = 16

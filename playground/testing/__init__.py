@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from playground.agents.base import bind_env
-from playground.testing.check_env import check_env
-from playground.testing.tiny import TinyEnv
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, EpisodeResult, run_episode
 from playground.core.payloads import AgentView, Proposal
+from playground.testing.check_env import check_env as check_env  # re-exported
+from playground.testing.tiny import TinyEnv
 
 
 def tiny_env(expert: bool = True) -> TinyEnv:

@@ -63,7 +63,8 @@ def _check(condition: bool, message: str) -> None:
 
 class _EnvCheck:
     def __init__(self, provider: EnvProvider, task_set: str, task: str, steps: int, seed: int, where: str) -> None:
-        self.provider, self.task_set, self.task, self.steps, self.seed, self.where = provider, task_set, task, steps, seed, where
+        self.provider, self.task_set, self.task = provider, task_set, task
+        self.steps, self.seed, self.where = steps, seed, where
 
     def fail_unless(self, condition: bool, check: str, detail: str = "") -> None:
         _check(condition, f"{self.where}: {check}" + (f": {detail}" if detail else ""))
@@ -73,7 +74,8 @@ class _EnvCheck:
 
     def reset(self, env) -> tuple[str, dict]:
         result = env.reset(seed=self.seed, options={"task": self.task})
-        self.fail_unless(isinstance(result, tuple) and len(result) == 2, "reset returns (observation, info)", repr(result)[:200])
+        self.fail_unless(isinstance(result, tuple) and len(result) == 2, "reset returns (observation, info)",
+                         repr(result)[:200])
         observation, info = result
         self.fail_unless(isinstance(observation, str), "reset's observation is text", type(observation).__name__)
         self.info_ok(info, "after reset")
@@ -84,8 +86,10 @@ class _EnvCheck:
         self.fail_unless(isinstance(result, tuple) and len(result) == 5,
                          "step returns (observation, reward, terminated, truncated, info)", repr(result)[:200])
         observation, reward, terminated, truncated, info = result
-        self.fail_unless(isinstance(observation, str), f"step({action!r})'s observation is text", type(observation).__name__)
-        self.fail_unless(isinstance(reward, (int, float)) and isinstance(terminated, bool) and isinstance(truncated, bool),
+        self.fail_unless(isinstance(observation, str), f"step({action!r})'s observation is text",
+                         type(observation).__name__)
+        self.fail_unless(isinstance(reward, (int, float)) and isinstance(terminated, bool)
+                         and isinstance(truncated, bool),
                          f"step({action!r}) returns a number reward and bool terminated/truncated",
                          f"{reward!r}, {terminated!r}, {truncated!r}")
         self.info_ok(info, f"after step({action!r})")
@@ -110,7 +114,8 @@ class _EnvCheck:
         bad = {a: k for a, k in kinds.items() if k not in ACTION_KINDS}
         self.fail_unless(not bad, f"every kind is one of {ACTION_KINDS} {when}", str(bad)[:300])
         if "action_format" in info:
-            self.fail_unless(info["action_format"] in ACTION_FORMATS, f"action_format is one of {ACTION_FORMATS} {when}",
+            self.fail_unless(info["action_format"] in ACTION_FORMATS,
+                             f"action_format is one of {ACTION_FORMATS} {when}",
                              repr(info["action_format"]))
         if "open_choices" in info:
             self.fail_unless(all(isinstance(c, str) for c in info["open_choices"]), f"open_choices are text {when}")
@@ -159,7 +164,8 @@ class _EnvCheck:
             return  # free text or code: every action means something
         self.reset(env)
         observation, _, terminated, _, after = self.step(env, INVALID_ACTION)
-        self.fail_unless(after["valid_action"] is False, f"an invalid action ({INVALID_ACTION!r}) has valid_action False")
+        self.fail_unless(after["valid_action"] is False,
+                         f"an invalid action ({INVALID_ACTION!r}) has valid_action False")
         self.fail_unless(not terminated, "an invalid action does not end the episode")
         looks = sorted(a for a, k in info["action_kinds"].items() if k == "look" and not is_template(a))
         if looks:
@@ -167,7 +173,8 @@ class _EnvCheck:
             self.reset(env)
             without = self.step(env, looks[0])
             self.fail_unless(_state(with_invalid) == _state(without), "an invalid action changes nothing",
-                             f"{looks[0]!r} after it gives {_state(with_invalid)!r:.300}, without it {_state(without)!r:.300}")
+                             f"{looks[0]!r} after it gives {_state(with_invalid)!r:.300}, "
+                             f"without it {_state(without)!r:.300}")
         else:
             self.fail_unless(_keys(after) == _keys(info), "an invalid action changes nothing",
                              f"info after it {_keys(after)!r:.300}, after reset {_keys(info)!r:.300}")

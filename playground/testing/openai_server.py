@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Callable, Iterable
 
 
 @dataclass
@@ -41,7 +41,8 @@ def chat_response(content: str, prompt_tokens: int = 10, completion_tokens: int 
 class ScriptedChatServer:
     """A real HTTP server answering POST /v1/chat/completions from a script (see module docstring)."""
 
-    def __init__(self, replies: list[str | Reply] = (), default: str | Callable[[dict], str | Reply] | None = None) -> None:
+    def __init__(self, replies: Iterable[str | Reply] = (),
+                 default: str | Callable[[dict], str | Reply] | None = None) -> None:
         self.replies = list(replies)
         self.default = default
         self.requests: list[dict] = []
@@ -53,6 +54,7 @@ class ScriptedChatServer:
     def base_url(self) -> str:
         """The URL to give a client, ending in /v1."""
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server's address
         return f"http://{host}:{port}/v1"
 
     def __enter__(self) -> "ScriptedChatServer":

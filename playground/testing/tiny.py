@@ -33,6 +33,12 @@ TASK_SET = TaskSet("default", "2-4 rooms, 3 objects, fetch one back",
                     "test": seed_range("tiny", 20_000)})
 
 
+class TinyInfo(EnvInfo, total=False):
+    """`EnvInfo` plus the moves made so far."""
+
+    moves: int
+
+
 class TinyEnv(TextEnv):
     """The fetch-and-return world for one task (see module docstring)."""
 
@@ -130,10 +136,10 @@ class TinyEnv(TextEnv):
         plan.append(f"drop {target}")
         return plan
 
-    def _info(self, valid: bool) -> EnvInfo:
+    def _info(self, valid: bool) -> TinyInfo:
         s = self.state
         admissible = self._admissible()
-        info: EnvInfo = {
+        info: TinyInfo = {
             "goal": f"Bring the {s['target']} to the {s['rooms'][0]} and drop it there.",
             "admissible_actions": admissible,
             "action_kinds": command_kinds(admissible),

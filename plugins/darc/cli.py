@@ -86,7 +86,8 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, *
 @click.option("--max-len", type=int, default=3, show_default=True, help="longest chain L")
 @click.option("--lam", type=float, default=0.02, show_default=True, help="cost weight lambda")
 @click.option("--tau-free", type=float, default=None,
-              help="cost allowed for free [default: the mean cost of a base attempt, from base.csv next to the evidence]")
+              help="cost allowed for free "
+                   "[default: the mean cost of a base attempt, from base.csv next to the evidence]")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=0, show_default=True,
               help="also resample the tasks N times: how many distinct chains win, selection and test success")
 @click.option("--seed", type=int, default=0, show_default=True, help="--bootstrap: the resampling seed")
@@ -184,9 +185,11 @@ def factorial_command(guard: str, forced_agent: str, out: str, **options) -> Non
 
     host = get_host()
     if guard not in host.interventions:
-        raise CLIError(f"unknown intervention {guard!r} in --guard; choose from: {', '.join(host.interventions.names())}")
+        raise CLIError(f"unknown intervention {guard!r} in --guard; "
+                       f"choose from: {', '.join(host.interventions.names())}")
     if forced_agent and forced_agent not in host.agents:
-        raise CLIError(f"unknown agent {forced_agent!r} in --forced-agent; choose from: {', '.join(host.agents.names())}")
+        raise CLIError(f"unknown agent {forced_agent!r} in --forced-agent; "
+                       f"choose from: {', '.join(host.agents.names())}")
     env = (options["env_name"] or default_env(host)).partition(":")[0]
     if not host.interventions.get(guard).works_with(env):
         raise CLIError(f"intervention {guard!r} does not work with env {env!r}")

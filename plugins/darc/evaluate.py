@@ -13,15 +13,14 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from playground.run.costs import attempt_cost
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
+from playground.plugins.darc.evidence import BASE_FILE, META_FILE, write_evidence
+from playground.plugins.darc.profile import library
+from playground.run.costs import attempt_cost
 from playground.run.files import atomic_write_text
 from playground.run.rundir import load_records
 from playground.run.runner import RunConfig, run
-
-from playground.plugins.darc.evidence import BASE_FILE, META_FILE, write_evidence
-from playground.plugins.darc.profile import library
 
 EVAL_PREFIX = "darc-eval:"
 

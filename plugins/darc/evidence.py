@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
+
 from playground.core.errors import PlaygroundError
 
 HEADER = ("task_id", "intervention", "success", "cost")
@@ -202,7 +203,7 @@ def write_evidence(path: str | os.PathLike, rows: Iterable[Mapping[str, Any] | S
     every row is written, so a bad row leaves an existing file untouched.
     """
     path = Path(path)
-    lines = [list(HEADER)]
+    lines: list[list[str | int]] = [list(HEADER)]
     seen: set[tuple[str, str]] = set()
     for n, row in enumerate(rows, start=1):
         where = f"evidence row {n}"

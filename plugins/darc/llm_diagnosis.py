@@ -17,10 +17,9 @@ import re
 from collections import Counter
 from typing import Any
 
-from playground.plugins.darc.profile import NO_DOMINANT, mode_order
-
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
 from playground.core.labels import LabelRegistry
+from playground.plugins.darc.profile import NO_DOMINANT, mode_order
 
 JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 HEAD_STEPS, TAIL_STEPS = 8, 22

@@ -14,14 +14,14 @@ import json
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from playground.core.hookspecs import hookimpl
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec, InterventionSpec
-from playground.run.runner import RunConfig, run
 from playground.run.files import atomic_write_text
 from playground.run.rundir import load_records, record_trace
+from playground.run.runner import RunConfig, run
 from playground.run.traces import read_trace
 
 # The failure modes in the order ties are listed (the paper's three, then Sentry's progress and grounding); any
@@ -58,6 +58,11 @@ class DetectOnly:
         self._forward("episode_finished", end=end)
 
 
+def _detect_only(spec: InterventionSpec) -> Callable[[dict], DetectOnly]:
+    """A factory of the detect-only twins of `spec`'s plugin objects."""
+    return lambda params: DetectOnly(spec.factory(params))
+
+
 def add_detect_only(host: Host, detectors: list[str]) -> list[str]:
     """Register detect-only twins of the named interventions; return their names."""
     names = []
@@ -66,7 +71,7 @@ def add_detect_only(host: Host, detectors: list[str]) -> list[str]:
         twin = f"detect-only:{name}"
         if twin not in host.interventions:
             host.interventions.add(twin, InterventionSpec(
-                twin, lambda params, spec=spec: DetectOnly(spec.factory(params)), f"{name}, detecting only",
+                twin, _detect_only(spec), f"{name}, detecting only",
                 (), spec.cost_unit, "darc"))
         names.append(twin)
     return names

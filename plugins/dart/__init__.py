@@ -15,7 +15,8 @@ from playground.core.hookspecs import hookimpl
 ABLATIONS = (
     ("dart-no-consumer-check", {"consumer_check": False}, "DART without the committed-consumer check"),
     ("dart-no-certify", {"certify": False}, "DART without boundary certification (any checkpoint is a candidate)"),
-    ("dart-entry-only", {"entry_only": True}, "DART restoring only the failed instance's entry (no commit checkpoints)"),
+    ("dart-entry-only", {"entry_only": True},
+     "DART restoring only the failed instance's entry (no commit checkpoints)"),
 )
 BASELINES = (
     ("retry-only", "RetryOnly", "rerun the whole task on every observable failure"),

@@ -19,11 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.plugins.dart import ABLATIONS, BASELINES, sidecar
-
 from playground.agents.base import bind_env
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, run_episode
+from playground.plugins.dart import ABLATIONS, BASELINES, sidecar
 
 
 def _maker(class_name: str, params: dict[str, Any]) -> Callable[[], Any]:

@@ -22,9 +22,8 @@ def dart_group() -> None:
 def bench_command(domains: tuple[str, ...], harnesses: tuple[str, ...], agent: str, split: str,
                   max_steps: int) -> None:
     """Print one table per workflow domain: DART, its ablations and the baselines on the same cases."""
-    from playground.plugins.dart.bench import HARNESSES, bench, format_tables
-
     from playground.host.manager import get_host
+    from playground.plugins.dart.bench import HARNESSES, bench, format_tables
     from playground.testing import ScriptedAgent
 
     provider = get_host().envs.get("workflow").provider

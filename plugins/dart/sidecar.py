@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from playground.plugins.dart.structure import REVERSIBLE, Stopwatch, Timeline, Workflow
-
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, EpisodeStart, StepContext, StepOutcome
+from playground.plugins.dart.structure import REVERSIBLE, Stopwatch, Timeline, Workflow
 
 Failure = tuple[int, Mapping[str, Any], str]  # (step, failure record, action)
 

@@ -138,7 +138,8 @@ def merge_command(path: str, similarity: float) -> None:
 @click.option("--min-helped", type=click.IntRange(min=0), default=None)
 @click.option("--max-count", type=click.IntRange(min=0), default=None)
 def prune_command(path: str, max_age_days: float | None, min_helped: int | None, max_count: int | None) -> None:
-    """Remove lessons older than --max-age-days that helped fewer than --min-helped times, then the least helpful beyond --max-count."""
+    """Remove lessons older than --max-age-days that helped fewer than --min-helped times, then the least helpful
+    beyond --max-count."""
     if max_age_days is None and min_helped is None and max_count is None:
         raise PlaybookCLIError("prune needs at least one of --max-age-days, --min-helped, --max-count")
     with _open(path) as playbook:

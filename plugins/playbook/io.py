@@ -212,7 +212,8 @@ def read_jsonl(path: str | os.PathLike, labels: LabelRegistry | None = None) -> 
     """Return the normalized lesson records of a JSONL playbook, or raise PlaybookImportError
     listing every bad line; blank lines are skipped. Labels are checked against `labels` (default: the host's)."""
     path = Path(path)
-    records, problems = [], []
+    records: list[dict] = []
+    problems: list[str] = []
     for number, raw in _file_text_lines(path):
         text = _decoded(number, raw, problems)
         if text is None or not text.strip():
@@ -269,7 +270,9 @@ def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None) -> li
     """
     path = Path(path)
     now = time.time()
-    section, records, problems = "", [], []
+    section = ""
+    records: list[dict] = []
+    problems: list[str] = []
     for number, raw in _file_text_lines(path):
         text = _decoded(number, raw, problems)
         if text is None or not text.strip():

@@ -11,8 +11,9 @@ Retrieval (`Playbook.retrieve`) follows Sentry: candidates are the lessons of th
 failure type that share at least one label with the failure; they are ranked by the number
 of shared labels, then by recency (newer `created_at`, then higher id); a diversity cap
 takes at most one lesson per (subtype, trigger) until no other candidate is left (then
-such repeats fill up, in rank order); at most k are returned; when no lesson of the type shares a label, the most recent lessons of the
-type are returned instead (ranked and capped the same way). Other retrieval modes exist for
+such repeats fill up, in rank order); at most k are returned; when no lesson of the type
+shares a label, the most recent lessons of the type are returned instead (ranked and capped
+the same way). Other retrieval modes exist for
 ablations (`RETRIEVAL_MODES`): by type only, over any type, or at random.
 """
 
@@ -33,8 +34,17 @@ from typing import Any, Callable, Iterable, Iterator
 
 from playground.core.labels import LabelRegistry
 from playground.host.manager import default_labels
-from playground.plugins.playbook.io import (ImportReport, PlaybookError, PlaybookImportError, label_key, lesson_problems,
-                                    normalized, read_ace, read_jsonl, write_jsonl)
+from playground.plugins.playbook.io import (
+    ImportReport,
+    PlaybookError,
+    PlaybookImportError,
+    label_key,
+    lesson_problems,
+    normalized,
+    read_ace,
+    read_jsonl,
+    write_jsonl,
+)
 
 __all__ = ["Change", "ImportReport", "Lesson", "Playbook", "PlaybookError", "PlaybookImportError", "Retrieved"]
 
@@ -313,6 +323,7 @@ class Playbook:
             record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str),
             record["created_at"], record["retrieved"], record["verified"], record["helped"],
             trigger_group(record["subtype"], record["trigger"]))).lastrowid
+        assert lesson_id is not None  # set by an INSERT
         _log(db, op, lesson_id, {"failure_type": record["failure_type"], "labels": list(record["labels"]), **details})
         return lesson_id
 
@@ -500,11 +511,13 @@ class Playbook:
                         db.execute(statement)
                 return
             if names:
-                raise PlaybookError(f"{self.path}: an SQLite database but not a playbook (has {', '.join(sorted(names))})")
+                raise PlaybookError(f"{self.path}: an SQLite database but not a playbook "
+                                    f"(has {', '.join(sorted(names))})")
             for statement in SCHEMA + ORIGINS_SCHEMA:
                 db.execute(statement)
             db.executemany("INSERT INTO playbook_meta (key, value) VALUES (?, ?)",
-                           [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)), ("created_at", str(time.time()))])
+                           [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)),
+                            ("created_at", str(time.time()))])
         self._write(create)
 
     def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
@@ -543,7 +556,8 @@ class Playbook:
                 if not _is_busy(error):
                     raise PlaybookError(f"{self.path}: {error}") from error
                 if time.monotonic() > deadline:
-                    raise PlaybookError(f"{self.path}: still busy after {self._busy_timeout_s:.0f} s: {error}") from error
+                    raise PlaybookError(f"{self.path}: still busy after {self._busy_timeout_s:.0f} s: {error}") \
+                        from error
                 time.sleep(delay * random.uniform(0.5, 1.5))
                 delay = min(delay * 2, 0.25)
             except sqlite3.DatabaseError as error:
@@ -553,7 +567,7 @@ class Playbook:
         """Yield the rows of a keyset-paged query (`... WHERE id > ? ... LIMIT ?`), one short read per page."""
         last = 0
         while True:
-            rows = self._read(lambda db: db.execute(query, (last, PAGE)).fetchall())
+            rows = self._read(lambda db: db.execute(query, (last, PAGE)).fetchall())  # noqa: B023 (called at once)
             yield from rows
             if len(rows) < PAGE:
                 return
@@ -706,7 +720,7 @@ def _similarity(a: str, b: str, threshold: float) -> float:
 
 # ---- helpers ------------------------------------------------------------------------------
 
-def _as_list(labels: Iterable[str]) -> list:
+def _as_list(labels: Iterable[str]) -> list[str] | str:
     """Labels as a list; a lone string stays a string so that the check rejects it."""
     return labels if isinstance(labels, str) else list(labels)
 
@@ -738,7 +752,8 @@ def trigger_group(subtype: str, trigger: str) -> int:
 
 
 def _lesson(row: tuple) -> Lesson:
-    lesson_id, failure_type, key, subtype, trigger, principle, provenance, created_at, retrieved, verified, helped = row[:11]
+    (lesson_id, failure_type, key, subtype, trigger, principle, provenance, created_at, retrieved, verified,
+     helped) = row[:11]
     return Lesson(lesson_id, failure_type, tuple(key.split(",")), subtype, trigger, principle,
                   json.loads(provenance), created_at, retrieved, verified, helped)
 

@@ -1,8 +1,9 @@
 """Sentry: test-time failure recovery with an external playbook of verified lessons.
 
 Registers the `sentry` and `validity-guard` interventions, the harness `sentry`, its
-ablations (`ABLATIONS`), `sentry-persistent`, `guard-only` and `sentry-llm`, and declares the failure types its detectors report (`action_validity`, `progress`,
-`grounding`) with their labels.
+ablations (`ABLATIONS`), `sentry-persistent`, `guard-only` and `sentry-llm`, and declares
+the failure types its detectors report (`action_validity`, `progress`, `grounding`) with
+their labels.
 """
 
 from playground.core.hookspecs import hookimpl
@@ -61,11 +62,13 @@ ABLATIONS = (
 @hookimpl
 def register_harnesses(register):
     """Register Sentry's harness and its ablations."""
-    register("sentry", ["sentry"], default=True, description="Sentry: hard + soft repair, retrieval, verified lesson updates")
+    register("sentry", ["sentry"], default=True,
+             description="Sentry: hard + soft repair, retrieval, verified lesson updates")
     for name, params, description in ABLATIONS:
         register(name, ["sentry"], params, description=description)
     register("sentry-persistent", ["sentry"], {"persistent": True},
              description="Sentry plus the whole playbook in context every step (exposure control)")
     register("guard-only", ["validity-guard"], description="the action-validity guard alone")
     register("sentry-llm", ["sentry"], {"detector": "both", "verifier": "llm", "summariser": "llm"},
-             description="Sentry with LLM judges (detector, verifier, summariser); needs --param judge_base_url/judge_model or judge_local=true")
+             description="Sentry with LLM judges (detector, verifier, summariser); "
+                         "needs --param judge_base_url/judge_model or judge_local=true")

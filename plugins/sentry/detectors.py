@@ -15,13 +15,13 @@ from typing import Callable
 
 from playground.core.env import is_admissible, kind_of
 from playground.core.payloads import Detection, Proposal, StepContext
-
 from playground.plugins.sentry.blind import BlindTurn, BlindView, blind_view
 
 DETECTOR = "sentry"
 STOP_WORDS = {"the", "a", "an", "to", "from", "into", "in", "on", "with", "of", "and", "at", "for", "it", "i", "will",
-              "my", "me", "then", "next", "now", "this", "that", "is", "be", "should", "let", "plan", "step", "says", "one",
-              "you", "your", "there", "here", "some", "any", "all", "what", "which", "we", "our", "so", "if", "not"}
+              "my", "me", "then", "next", "now", "this", "that", "is", "be", "should", "let", "plan", "step", "says",
+              "one", "you", "your", "there", "here", "some", "any", "all", "what", "which", "we", "our", "so", "if",
+              "not"}
 MAX_ACTION_WORDS = 12
 INSTRUMENTAL_KINDS = ("look", "move", "access")  # never off-goal: reading, walking, opening the way
 # what an env says when a task is done; text the agent reads, so fair game for a blind detector
@@ -185,7 +185,8 @@ def detect_over_exploration(context: BlindView, proposal: Proposal, window: Wind
     kinds = [turn_kind(t) for t in window.turns] + [proposed]
     if proposed == "page" and kinds[-4:] == ["page"] * 4:
         return Detection(DETECTOR, "progress", ("over_exploration",), 0.7,
-                         "paging through results without opening any: " + _quote(window.turns, proposal), subtype="paging")
+                         "paging through results without opening any: " + _quote(window.turns, proposal),
+                         subtype="paging")
     if len(window.turns) < 5:
         return None
     actions = [t.action for t in window.turns] + [proposal.action]
@@ -193,7 +194,8 @@ def detect_over_exploration(context: BlindView, proposal: Proposal, window: Wind
     moves = kinds.count("move")
     if len(exploring) >= 5 and len(set(exploring)) >= 4 and moves >= 2:
         return Detection(DETECTOR, "progress", ("over_exploration",), 0.65,
-                         f"{len(exploring)} of the last {len(actions)} actions only explore: " + _quote(window.turns, proposal),
+                         f"{len(exploring)} of the last {len(actions)} actions only explore: "
+                         + _quote(window.turns, proposal),
                          subtype="wander")
     return None
 
@@ -208,7 +210,8 @@ def detect_early_stop(context: BlindView, proposal: Proposal, window: Window) ->
     """
     if not proposal.finish and action_kind(proposal.action, context.action_kinds) == "finish" and context.open_choices:
         return Detection(DETECTOR, "progress", ("termination_miscalibration",), 0.9,
-                         f"{proposal.action!r} ends the task with choices still open: {', '.join(context.open_choices)}",
+                         f"{proposal.action!r} ends the task with choices still open: "
+                         f"{', '.join(context.open_choices)}",
                          subtype="finish_with_open_choices")
     if not proposal.finish:
         return None
@@ -289,9 +292,11 @@ def detect_reasoning_action_mismatch(context: BlindView, proposal: Proposal, win
 
 Detector = Callable[[BlindView, Proposal, Window], Detection | None]
 VALIDITY_DETECTORS: tuple[Detector, ...] = (detect_invalid_action,)
-PROGRESS_DETECTORS: tuple[Detector, ...] = (detect_early_stop, detect_repetition, detect_stall, detect_inspection_when_ready,
+PROGRESS_DETECTORS: tuple[Detector, ...] = (detect_early_stop, detect_repetition, detect_stall,
+                                            detect_inspection_when_ready,
                                             detect_over_exploration)
-GROUNDING_DETECTORS: tuple[Detector, ...] = (detect_hallucination, detect_objective_drift, detect_reasoning_action_mismatch)
+GROUNDING_DETECTORS: tuple[Detector, ...] = (detect_hallucination, detect_objective_drift,
+                                             detect_reasoning_action_mismatch)
 
 
 def run_detectors(context: BlindView | StepContext, proposal: Proposal, window_size: int, screen: bool = True,

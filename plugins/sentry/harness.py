@@ -23,24 +23,37 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
-from playground.core.payloads import (Decision, Detection, EpisodeEnd, EpisodeStart, InterventionMessage, Proposal,
-                                      StepContext, StepOutcome, Verification)
-
+from playground.core.payloads import (
+    Decision,
+    Detection,
+    EpisodeEnd,
+    EpisodeIds,
+    EpisodeStart,
+    InterventionMessage,
+    Proposal,
+    StepContext,
+    StepOutcome,
+    Verification,
+)
 from playground.plugins.sentry.blind import BlindView, blind_outcome, blind_view
 from playground.plugins.sentry.detectors import DETECTOR, make_window, run_detectors
 from playground.plugins.sentry.lessons import summarise
 from playground.plugins.sentry.repair import fresh_actions, hard_repair_message, rank_actions, soft_repair_message
 from playground.plugins.sentry.verifier import ADMISSIONS, RecoveryVerifier, Verdict
 
+if TYPE_CHECKING:
+    from playground.plugins.playbook.store import Playbook
+
 DEFAULTS: dict[str, Any] = {
     "window": 5,              # W: steps of local evidence
     "k": 5,                   # lessons retrieved at most
     "horizon": 10,            # H: cycles the verifier watches before it admits a lesson
-    "admission": "window",    # "window": judge when the H cycles close | "early": quiet_steps rule | "none": no verification
+    "admission": "window",    # "window": judge when the H cycles close | "early": quiet_steps rule
+                              # | "none": no verification
     "quiet_steps": 3,         # admission=early: steps without the failure before a repair counts as resolved
     "threshold": 0.6,         # minimum detection confidence for a soft repair
     "cooldown": 2,            # steps after a soft repair with no new soft repair
@@ -89,7 +102,8 @@ def parse_params(params: dict[str, Any]) -> dict[str, Any]:
                 raise SentryConfigError(f"sentry parameter {key!r} must be a non-negative number, got {merged[key]!r}")
     for key, choices in CHOICES.items():
         if merged[key] not in choices:
-            raise SentryConfigError(f"sentry parameter {key!r} must be one of {', '.join(choices)}, got {merged[key]!r}")
+            raise SentryConfigError(f"sentry parameter {key!r} must be one of {', '.join(choices)}, "
+                                    f"got {merged[key]!r}")
     return merged
 
 
@@ -104,14 +118,18 @@ class SentryPlugin:
 
             judge = make_judge_model(self.p)
         horizon, quiet, admission = int(self.p["horizon"]), int(self.p["quiet_steps"]), self.p["admission"]
-        self.verifier = (LLMVerifier(judge, horizon, quiet, admission) if self.p["verifier"] == "llm"
+        # (`judge is not None` always holds where an LLM role is chosen: it tells mypy so)
+        self.verifier = (LLMVerifier(judge, horizon, quiet, admission)
+                         if self.p["verifier"] == "llm" and judge is not None
                          else RecoveryVerifier(horizon, quiet, admission))
-        self.judge_detector = LLMDetector(judge) if self.p["detector"] in ("llm", "both") else None
-        self.summarise = LLMSummariser(judge).summarise if self.p["summariser"] == "llm" else summarise
-        self.playbook = None
+        self.judge_detector = (LLMDetector(judge) if self.p["detector"] in ("llm", "both") and judge is not None
+                               else None)
+        self.summarise = (LLMSummariser(judge).summarise if self.p["summariser"] == "llm" and judge is not None
+                          else summarise)
+        self.playbook: Playbook | None = None
         # what Sentry keeps of the episode's start: ids and the playbook path for provenance, and
         # what the agent saw (never the env's reset info, which carries score and max_score)
-        self.ids = None
+        self.ids: EpisodeIds | None = None
         self.playbook_path: str | None = None
         self.first_observation = ""
         self.soft_repairs = 0
@@ -177,9 +195,11 @@ class SentryPlugin:
         rules = self.p["screen"] and self.p["detector"] in ("rules", "both")
         found = run_detectors(view, proposal, int(self.p["window"]), screen=bool(rules),
                               first_observation=self.first_observation)
-        if self.judge_detector is None or not self.p["screen"] or any(d.failure_type == "action_validity" for d in found):
+        if (self.judge_detector is None or not self.p["screen"]
+                or any(d.failure_type == "action_validity" for d in found)):
             return found
-        judged = self.judge_detector.detect(view, proposal, make_window(view, int(self.p["window"]), self.first_observation))
+        judged = self.judge_detector.detect(view, proposal,
+                                            make_window(view, int(self.p["window"]), self.first_observation))
         return found + ([judged] if judged else [])
 
     @hookimpl
@@ -230,7 +250,8 @@ class SentryPlugin:
         history, size = view.history, int(self.p["window"])
         before = [history[i - 1].observation if i > 0 else self.first_observation for i in range(len(history))]
         pairs = [(b.strip(), t.action.strip()) for b, t in zip(before[-size:], history[-size:])] if size else []
-        looped = {pair for pair in pairs if pairs.count(pair) >= 2} | {(view.observation.strip(), proposal.action.strip())}
+        looped = ({pair for pair in pairs if pairs.count(pair) >= 2}
+                  | {(view.observation.strip(), proposal.action.strip())})
         return frozenset(pair for pair in looped if pair[1])
 
     def _barred(self, view: BlindView, proposal: Proposal) -> Decision | None:
@@ -309,6 +330,7 @@ class SentryPlugin:
     def _store_lesson(self, verdict: Verdict) -> dict:
         draft = self.summarise(verdict, verdict.watch.failing_action or "")
         ids = self.ids
+        assert ids is not None and self.playbook is not None  # lessons are stored only with a playbook, mid-episode
         provenance = {"run": ids.run_id, "env": ids.env, "task": ids.task_id, "episode": ids.episode_id,
                       "step": verdict.watch.repair_step}
         lesson_id = self.playbook.add(draft.failure_type, draft.labels, draft.trigger, draft.principle,

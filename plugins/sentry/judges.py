@@ -14,15 +14,14 @@ import json
 import re
 from typing import Any
 
-from playground.core.labels import UnknownFailure
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.core.labels import UnknownFailure
 from playground.core.payloads import Detection, Proposal
 from playground.host.manager import default_labels
-
 from playground.plugins.sentry.blind import BlindOutcome, BlindView
 from playground.plugins.sentry.detectors import Window
-from playground.plugins.sentry.lessons import LessonDraft, summarise
 from playground.plugins.sentry.labels import label_text
+from playground.plugins.sentry.lessons import LessonDraft, summarise
 from playground.plugins.sentry.verifier import RecoveryVerifier, Verdict
 
 JSON_OBJECT = re.compile(r"\{.*\}", re.S)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from playground.plugins.sentry.labels import label_text
 from playground.plugins.sentry.verifier import Verdict
 
+
 @dataclass(frozen=True)
 class LessonDraft:
     """A lesson ready to be added to the playbook."""
@@ -37,4 +38,5 @@ def summarise(verdict: Verdict, failing_action: str) -> LessonDraft:
     within = watch.progress_cycle or watch.cycles
     principle = (f"{label_text(label, 'advice', 'Change course.')} What worked: switching to a "
                  f"'{recovery} ...' action that changed the world; progress resumed within {within} steps.")
-    return LessonDraft(detection.failure_type, tuple(detection.labels), f"{detection.subtype}:{verb}", trigger, principle)
+    return LessonDraft(detection.failure_type, tuple(detection.labels), f"{detection.subtype}:{verb}", trigger,
+                       principle)

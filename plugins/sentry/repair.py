@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from playground.core.env import fill_template, is_template
 from playground.core.payloads import Detection, InterventionMessage, StepContext
-
 from playground.plugins.sentry.blind import BlindView, blind_view
 from playground.plugins.sentry.detectors import action_kind, object_words, words
 from playground.plugins.sentry.labels import label_text
+
 
 def rank_actions(context: BlindView | StepContext, top: int = 12) -> list[str]:
     """Rank the admissible actions: goal-term overlap up, recently done and looping actions down.
@@ -36,7 +36,7 @@ def hard_repair_message(context: BlindView, detection: Detection, top: int) -> I
     ranked = tuple(rank_actions(context, top))
     lines = [f"Your action was rejected: {detection.evidence}.", label_text(detection.labels[0], "advice"),
              "Valid actions, most promising first:", *(f"- {a}" for a in ranked)]
-    return InterventionMessage("hard_repair", "\n".join(l for l in lines if l), detection.failure_type, ranked,
+    return InterventionMessage("hard_repair", "\n".join(line for line in lines if line), detection.failure_type, ranked,
                                detection.labels)
 
 
@@ -64,5 +64,6 @@ def soft_repair_message(context: BlindView, detection: Detection, lessons: list,
     if offered:
         lines.append("Actions you have not tried recently: " + ", ".join(offered))
     lines.append("Continue the task: propose a corrected next action.")
-    labels = tuple(sorted({l for item in lessons for l in item.lesson.labels}))
-    return InterventionMessage("soft_repair", "\n".join(l for l in lines if l), detection.failure_type, offered, labels)
+    labels = tuple(sorted({lesson_label for item in lessons for lesson_label in item.lesson.labels}))
+    return InterventionMessage("soft_repair", "\n".join(line for line in lines if line), detection.failure_type,
+                               offered, labels)

@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from playground.core.payloads import Detection
-
 from playground.plugins.sentry.blind import BlindOutcome
 from playground.plugins.sentry.detectors import action_kind, object_words, words
 
@@ -89,7 +88,8 @@ class RecoveryVerifier:
         self.objects = set()
         self.watches = []
 
-    def watch(self, step: int, detection: Detection, lesson_ids: tuple[int, ...], failing_action: str | None = None) -> None:
+    def watch(self, step: int, detection: Detection, lesson_ids: tuple[int, ...],
+              failing_action: str | None = None) -> None:
         """Start watching a soft repair made at `step` for `detection`."""
         self.watches.append(Watch(step, detection, lesson_ids, failing_action))
 
@@ -139,7 +139,8 @@ class RecoveryVerifier:
         watches, self.watches = self.watches, []
         if self.admission != "window":
             return []
-        return [self._judge(w, closing=True) for w in watches]
+        # closing under window admission, _judge always gives a verdict
+        return [verdict for w in watches if (verdict := self._judge(w, closing=True)) is not None]
 
     def _judge(self, w: Watch, closing: bool) -> Verdict | None:
         """The verdict on `w` now, or None while it stays open."""
@@ -160,7 +161,8 @@ class RecoveryVerifier:
             return None
         span = f"{w.cycles} cycle{'s' if w.cycles != 1 else ''}" + (" (the episode ended)" if closing else "")
         if w.relevant_action is not None:
-            return Verdict(w, True, f"no {labels} in {span}; grounded, task-relevant progress with {w.relevant_action!r}")
+            return Verdict(w, True,
+                           f"no {labels} in {span}; grounded, task-relevant progress with {w.relevant_action!r}")
         if w.progress_action is not None:
             return Verdict(w, False, f"grounded progress ({w.progress_action!r}) in {span}, none tied to the goal")
         return Verdict(w, False, f"no grounded progress in {span}")
