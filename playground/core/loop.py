@@ -15,6 +15,7 @@ from playground.core.errors import PlaygroundError
 from playground.core.env import kind_of
 from playground.core.episode_hooks import EpisodeHooks, PluginError
 from playground.core.errors import format_exception
+from playground.core.view_record import ViewRecorder
 from playground.core.payloads import (
     AgentView,
     EpisodeIds,
@@ -154,6 +155,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     history: list[Turn] = []
     checkpoints: dict[int, _Checkpoint] = {}
     can_checkpoint = getattr(env, "can_snapshot", False) and hooks.has_checkpoint_hook
+    recorder = ViewRecorder(emit)  # what each proposal saw; each long text stored once per episode
     while state.steps < config.max_steps:
         context = StepContext(config.ids, state.steps, goal, observation, _admissible(info), tuple(history),
                               info.get("score"), info.get("max_score"),
@@ -164,7 +166,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
             checkpoints[state.steps] = _Checkpoint(_call("env snapshot", env.snapshot), len(history), observation, dict(info))
             emit("checkpoint", {"step": state.steps})
 
-        proposal, decision = _decide(agent, hooks, config, emit, context, info)
+        proposal, decision = _decide(agent, hooks, config, emit, context, info, recorder)
         if decision is not None and decision.stop:
             state.status = "stopped"
             return
@@ -223,7 +225,8 @@ def _rollback(env, decision, checkpoints: dict[int, _Checkpoint], config: Episod
     return point
 
 
-def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict):
+def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict,
+            recorder: ViewRecorder):
     """Ask the agent, run detectors and the decision hook, re-asking while plugins say so."""
     message = None
     extras = {key: info[key] for key in ("expert_plan", "action_kinds", "action_format") if key in info}
@@ -234,11 +237,12 @@ def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, conte
                          context.step, message, notes, extras)
         started = time.perf_counter()
         proposal: Proposal = _call("agent propose", agent.propose, view)
+        seconds = round(time.perf_counter() - started, 6)
         emit("proposal", {"step": context.step, "attempt": attempt, "thought": proposal.thought,
                           "action": proposal.action, "finish": proposal.finish,
                           "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
                           "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
-                          "seconds": round(time.perf_counter() - started, 6)})
+                          "seconds": seconds, **recorder.fields(view, proposal)})
         context = replace(context, attempt=attempt)
         detections = hooks.collect("detect_failures", context=context, proposal=proposal)
         for detection in detections:
