@@ -14,6 +14,7 @@ from playground.host.manager import get_host
 from playground.run.report import format_table
 from playground.run.rundir import RunDirError
 from playground.cli.compare import compare_command
+from playground.cli.fork import fork_command
 from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.run.runner import RunConfig, RunConfigError, run
 
@@ -161,6 +162,7 @@ def new_plugin_command(name: str, parent: str, kind: str) -> None:
 
 
 cli.add_command(compare_command)
+cli.add_command(fork_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,8 @@ resolves them with the episode's `prompt` events (see `resolve_view`).
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from playground.core.payloads import AgentView, Proposal, to_dict
 
