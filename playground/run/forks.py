@@ -241,22 +241,25 @@ class _ForkEnv:
 class _ForkAgent:
     """Wraps the continuation agent: sees the recorded prefix as history, proposes `action` first if given."""
 
-    def __init__(self, agent: Any, prefix: tuple[Turn, ...], action: str | None, seed: int) -> None:
-        self.agent, self.prefix, self.action, self.seed = agent, prefix, action, seed
-        self.forced = action is not None
+    def __init__(self, agent: Any, prefix: tuple[Turn, ...], action: str | None, seed: int,
+                 finish: bool = False) -> None:
+        self.agent, self.prefix, self.action, self.seed, self.finish = agent, prefix, action, seed, finish
+        self.forced = action is not None or finish
 
     def bind_env(self, env: Any) -> None:
         bind_env(self.agent, getattr(env, "env", env))
 
     def reset(self, task_id: str, seed: int) -> None:
         self.agent.reset(task_id, self.seed)
-        self.forced = self.action is not None
+        self.forced = self.action is not None or self.finish
 
     def propose(self, view: AgentView) -> Proposal:
         shifted = AgentView(view.goal, view.observation, self.prefix + view.history, view.admissible_actions,
                             view.step + len(self.prefix), view.message, view.notes, view.extras)
         if self.forced:
             self.forced = False
+            if self.finish:
+                return Proposal(thought="fork: the given finish", action="", finish=True)
             return Proposal(thought="fork: the given action", action=str(self.action))
         return self.agent.propose(shifted)
 
@@ -269,9 +272,10 @@ def prefix_turns(episode: EpisodeTrace, position: int) -> tuple[Turn, ...]:
 
 def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, agent: str = "expert",
          agent_options: dict | None = None, action: str | None = None, seed: int | None = None,
-         max_steps: int | None = None, lineage: dict | None = None) -> dict:
-    """Rebuild the state before action `position`, play on under `agent` (first `action`, if given), write the
-    fork's trace to `out`; return the fork's record (status, won, steps, trace, the restored-state check)."""
+         max_steps: int | None = None, lineage: dict | None = None, finish: bool = False) -> dict:
+    """Rebuild the state before action `position`, play on under `agent` (first `action`, or a finish with
+    `finish=True`, if given), write the fork's trace to `out`; return the fork's record (status, won, steps,
+    trace, the restored-state check)."""
     try:
         spec = host.agents.get(agent)
     except KeyError as exc:
@@ -286,7 +290,7 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
     out = Path(out)
     fork_header = {key: header.get(key) for key in ("env", "task_set", "version", "task_id", "split", "run_id")}
     fork_header.update(source_trace=str(episode.path), source_episode=header.get("episode_id"), fork_point=position,
-                       action=action, agent=agent, agent_options=dict(agent_options or {}), seed=seed,
+                       action=action, finish=finish, agent=agent, agent_options=dict(agent_options or {}), seed=seed,
                        max_steps=budget + position, harness="fork", interventions=[], params={},
                        restored=restored, lineage=dict(lineage or {}))
     trace = TraceWriter(out, fork_header)
@@ -298,7 +302,7 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
     started = time.perf_counter()
     try:
         inner = spec.factory(**(agent_options or {}))
-        wrapped = _ForkAgent(inner, prefix_turns(episode, position), action, seed)
+        wrapped = _ForkAgent(inner, prefix_turns(episode, position), action, seed, finish)
         fork_env = _ForkEnv(env, observation, info)
         bind_env(wrapped, fork_env)
         config = EpisodeConfig(str(header.get("run_id", "")), f"{header.get('episode_id', '')}:fork{position}",
@@ -309,7 +313,7 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
         trace.close()
         env.close()
     return {"status": result.status, "won": result.won, "steps": result.steps, "error": result.error,
-            "score": result.score, "trace": str(out), "fork_point": position, "action": action, "agent": agent,
+            "score": result.score, "trace": str(out), "fork_point": position, "action": action, "finish": finish, "agent": agent,
             "seed": seed, "restored": {k: v for k, v in restored.items() if k != "observation"},
             "start_observation": observation, "seconds": round(time.perf_counter() - started, 3)}
 
