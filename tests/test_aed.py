@@ -91,7 +91,7 @@ def test_forks_reproduce_every_recorded_observation(tiny_run):
     for path in traces(tiny_run)[:6]:
         episode = load_episode(path)
         for position in range(len(episode.steps) + 1):
-            env, observation, info = rebuild(host, episode, position)
+            env, observation, _ = rebuild(host, episode, position)
             env.close()
             assert observation == episode.observation_before(position)
 
