@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from playground.plugins.aed.views import read_export
 
 from playground.cli.main import main
 from playground.host.manager import get_host
-from playground.plugins.aed.views import read_export
 from playground.run.forks import load_episode, rebuild
 
 pytestmark = pytest.mark.slow
