@@ -97,7 +97,8 @@ class LLMAgent:
             offered = [a for a in (view.message.actions if view.message else ())
                        if is_admissible(a, view.admissible_actions)]
             reply = self.model.complete(messages, choices=offered or list(view.admissible_actions))
-            return Proposal("", reply.text.strip(), False, reply.prompt_tokens, reply.completion_tokens)
+            return Proposal("", reply.text.strip(), False, reply.prompt_tokens, reply.completion_tokens,
+                            prompt=tuple(messages))
         reply = self.model.complete(messages)
         prompt_tokens, completion_tokens = reply.prompt_tokens, reply.completion_tokens
         parsed = parse_reply(reply.text, view.admissible_actions)
@@ -109,10 +110,12 @@ class LLMAgent:
             parsed = parse_reply(retry.text, view.admissible_actions)
             if parsed is None:
                 first_line = (retry.text.strip().splitlines() or [""])[0][:200]
-                return Proposal(retry.text.strip()[:500], first_line, False, prompt_tokens, completion_tokens)
+                return Proposal(retry.text.strip()[:500], first_line, False, prompt_tokens, completion_tokens,
+                                prompt=tuple(messages))
         thought, action = parsed
         finish = action.lower() in FINISH_WORDS
-        return Proposal(thought, "" if finish else action, finish, prompt_tokens, completion_tokens)
+        return Proposal(thought, "" if finish else action, finish, prompt_tokens, completion_tokens,
+                        prompt=tuple(messages))
 
 
 HTTP_DEFAULTS: dict[str, Any] = {

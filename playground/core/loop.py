@@ -39,6 +39,7 @@ from playground.core.payloads import (
     Turn,
     to_dict,
 )
+from playground.core.view_record import ViewRecorder
 
 Emit = Callable[[str, dict], None]
 
@@ -229,6 +230,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     tree = _CheckpointTree(config.max_checkpoints_per_branch)
     can_checkpoint = getattr(env, "can_snapshot", False) and hooks.has_checkpoint_hook
     restored = False
+    recorder = ViewRecorder(emit)  # what each proposal saw; each long text stored once per episode
     while state.steps < config.max_steps:
         context = StepContext(config.ids, state.position, goal, observation, _admissible(info), tuple(history),
                               info.get("score"), info.get("max_score"),
@@ -244,7 +246,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
             context = replace(context, checkpoints=tree.steps())
         restored = False
 
-        proposal, decision = _decide(agent, hooks, config, emit, context, info)
+        proposal, decision = _decide(agent, hooks, config, emit, context, info, recorder)
         if decision is not None and decision.stop:
             state.status = "stopped"
             return
@@ -325,7 +327,8 @@ def _rollback(env, decision, tree: _CheckpointTree, config: EpisodeConfig, emit:
     return point
 
 
-def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict):
+def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict,
+            recorder: ViewRecorder):
     """Ask the agent, run detectors and the decision hook, re-asking while plugins say so."""
     message = None
     extras = {key: info[key] for key in ("expert_plan", "action_kinds", "action_format") if key in info}
@@ -337,11 +340,12 @@ def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, conte
                          context.step, message, notes, extras)
         started = time.perf_counter()
         proposal: Proposal = _call("agent propose", agent.propose, view)
+        seconds = round(time.perf_counter() - started, 6)
         emit("proposal", {"step": context.step, "attempt": attempt, "thought": proposal.thought,
                           "action": proposal.action, "finish": proposal.finish,
                           "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
                           "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
-                          "seconds": round(time.perf_counter() - started, 6)})
+                          "seconds": seconds, **recorder.fields(view, proposal)})
         context = replace(context, attempt=attempt)
         detections = hooks.collect("detect_failures", context=context, proposal=proposal)
         for detection in detections:

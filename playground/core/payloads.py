@@ -126,6 +126,12 @@ class Proposal:
     finish: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # The chat messages ({"role", "content"}) a model was shown, for agents that prompt one; traces keep
+    # each distinct text once per episode (event `prompt`) and the proposal refers to it by hash.
+    prompt: tuple[Mapping[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "prompt")
 
 
 @dataclass(frozen=True)

@@ -351,7 +351,7 @@ def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, 
     attempts = []
     for number, names in enumerate(spec.attempts, start=1):
         record = _play_attempt(host, config, run_id, trace_path(run_path, harness, task_id, number), header_base,
-                               harness, spec, names, task_id)
+                               harness, spec, names, task_id, number)
         if spec.cascade:
             record["cost"] = attempt_cost([host.interventions.get(n) for n in names], record)
         attempts.append(record)
@@ -377,14 +377,16 @@ def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
 
 
 def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, header_base: dict, harness: str,
-                  spec: HarnessSpec, names: tuple[str, ...], task_id: str) -> dict:
+                  spec: HarnessSpec, names: tuple[str, ...], task_id: str, attempt: int = 1) -> dict:
     """Build a fresh env, agent and intervention plugins, play one attempt, return its record."""
     seed = episode_seed(config.seed, task_id)
     params = {**spec.params, **config.params}
     episode_id = f"{run_id}:{harness}:{task_id}"
     tally = EpisodeTally()
     trace = TraceWriter(trace_path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
-                                     "episode_id": episode_id, "params": params, "interventions": list(names)})
+                                     "episode_id": episode_id, "params": params, "interventions": list(names),
+                                     "agent_options": dict(config.agent_options), "max_steps": config.max_steps,
+                                     "attempt": attempt})
 
     def emit(event_type: str, data: dict) -> None:
         trace.emit(event_type, data)

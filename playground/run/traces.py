@@ -1,9 +1,11 @@
 """Episode traces: one append-only JSONL stream of typed events per episode.
 
 The first line is a `header` event naming the env, its package version, the task set's
-seeds or data hash, the task, harness and agent. Then come the loop's events: reset,
-checkpoint, proposal, detection, intervention, rollback, step, verification, lesson,
-error, end.
+seeds or data hash, the task, harness and agent (with its options), the seed, the step
+budget and the parameters: enough to rebuild the episode's start state. Then come the
+loop's events: reset, checkpoint, proposal (with the view the agent saw), prompt (each
+long text of those views once, by hash), detection, intervention, rollback, step,
+verification, lesson, error, end.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from playground.core.errors import PlaygroundError
 
 EVENT_TYPES = frozenset({
     "header", "reset", "checkpoint", "proposal", "detection", "intervention", "rollback",
-    "step", "verification", "lesson", "error", "end",
+    "step", "verification", "lesson", "error", "end", "prompt",
 })
 
 

@@ -1,0 +1,19 @@
+"""AED: error-diagnosis pairs from traces, matched replay from the same state, training views.
+
+`diagnose` turns each failed episode into checked error-diagnosis pairs (quotations that
+occur in the trace, a correction admissible at the attributed step); `replay` runs each
+correction against a retry of the original action from the same rebuilt state (the fork
+machinery of `playground.run.forks`); `views` exports diagnosis, actor-recovery and
+Agent Data Protocol views validated against the schemas in `schemas/`; `summary` reports
+pass rates with a paired interval and the evidence grades. See docs/methods/aed.md.
+"""
+
+from playground.core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_commands(cli) -> None:
+    """Add the `aed` command group."""
+    from playground.plugins.aed.cli import aed_group
+
+    cli.add_command(aed_group)

@@ -1,0 +1,82 @@
+"""`playground aed ...`: diagnose, replay, export, summary."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from playground.cli.options import CLIError, parse_pairs
+
+
+@click.group("aed")
+def aed_group() -> None:
+    """AED: error-diagnosis pairs from traces, matched replay from the same state, training views."""
+
+
+@aed_group.command("diagnose")
+@click.argument("run_dir")
+@click.option("--producer", type=click.Choice(["rule", "llm"]), default="rule", show_default=True)
+@click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for --producer llm")
+@click.option("--model", default=None, help="model name for --producer llm")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
+def diagnose_command(run_dir: str, producer: str, llm_base_url: str | None, model: str | None,
+                     api_key_env: str) -> None:
+    """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
+    from playground.plugins.aed.diagnose import diagnose_run
+
+    chat = None
+    if producer == "llm":
+        if not llm_base_url or not model:
+            raise CLIError("--producer llm needs --llm-base-url and --model")
+        from playground.agents.client import HTTPChatModel
+
+        chat = HTTPChatModel(llm_base_url, model, os.environ.get(api_key_env) or None, max_tokens=512)
+    click.echo(json.dumps(diagnose_run(run_dir, producer, chat), indent=2))
+
+
+@aed_group.command("replay")
+@click.argument("run_dir")
+@click.option("--agent", default="expert", show_default=True, help="continuation policy after the fork point")
+@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE")
+@click.option("--trials", type=click.IntRange(min=1), default=2, show_default=True, help="trials per arm")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of trial 0 (trial i: seed + i, both arms)")
+def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], trials: int, seed: int) -> None:
+    """Run each correction against a retry of the original action from the same rebuilt state."""
+    from playground.host.manager import get_host
+    from playground.plugins.aed.replay import replay_run
+
+    options = parse_pairs(agent_options, "--agent-option")
+    if agent not in get_host().agents:
+        raise CLIError(f"unknown agent {agent!r}; choose from: {', '.join(get_host().agents.names())}")
+    click.echo(json.dumps(replay_run(get_host(), run_dir, agent=agent, agent_options=options, trials=trials,
+                                     seed=seed), indent=2))
+
+
+@aed_group.command("export")
+@click.argument("run_dir")
+@click.option("--view", type=click.Choice(["diagnosis", "actor", "adp"]), required=True)
+@click.option("--out", required=True, help="JSONL file to write")
+@click.option("--min-grade", type=click.Choice(["none", "E1", "E2"]), default="none", show_default=True,
+              help="keep only pairs whose replay reached this evidence grade (diagnosis and actor views)")
+def export_command(run_dir: str, view: str, out: str, min_grade: str) -> None:
+    """Export a training view, every record validated against its shipped JSON Schema."""
+    from playground.plugins.aed.views import ExportError, export
+
+    try:
+        count = export(run_dir, view, out, min_grade)
+    except ExportError as exc:
+        raise CLIError(str(exc)) from None
+    click.echo(f"{count} {view} record(s) -> {out}")
+
+
+@aed_group.command("summary")
+@click.argument("run_dir")
+@click.option("--json", "as_json", is_flag=True)
+def summary_command(run_dir: str, as_json: bool) -> None:
+    """Pairs, replayed pairs, correction vs retry pass rates (paired interval), counts by evidence grade."""
+    from playground.plugins.aed.summary import format_summary, summarise
+
+    result = summarise(run_dir)
+    click.echo(json.dumps(result, indent=2) if as_json else format_summary(result))

@@ -1,0 +1,347 @@
+"""Error-diagnosis pairs from a run's traces, each checked against the trace before it is kept.
+
+Every episode whose status is not `won` is a failed episode; one with status `error` is an
+infrastructure failure (the env, the agent or a plugin broke) and is screened out and
+counted, never diagnosed. A diagnoser sees the trace only: the episode status, but no
+grade beyond it and no expert plan.
+
+A diagnosis record names the attributed step (a fork point: the position on the
+episode's surviving path, see `playground.run.forks`), the action recorded there (or a
+finish), an explanation, one or more quotations and one corrected action, or a null
+correction with a stated reason. A record is kept only when
+
+- every quotation is an exact substring of a text of the trace (an observation, an
+  action, a thought, a detection's evidence, a message, ...), at least `MIN_QUOTE` long;
+- the correction is admissible at the attributed step by the admissible actions the
+  agent was shown there (recorded in the proposal events; envs that list none, free text
+  or code, accept any action) and differs from the attributed action;
+- a null correction states its reason.
+
+Otherwise it is rejected and counted by reason (`REJECT_REASONS`).
+
+Producers: `rule` (from the detection events, such as Sentry's, and the invalid actions
+the env reported, with the correction the trace itself shows or the admissible action
+closest to a rejected one) and `llm` (a chat model asked for JSON, see `llm_diagnoses`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from playground.core.env import is_admissible
+from playground.run.forks import EpisodeTrace, RecordedStep, load_episode
+from playground.run.rundir import load_records, record_trace
+
+MIN_QUOTE = 4
+MAX_PAIRS_PER_EPISODE = 3
+CLEARLY_MEANT = 80.0  # rapidfuzz ratio above which a rejected command plainly meant an admissible one
+SIMILAR_ENOUGH = 60.0  # ... and the weaker match used when the trace shows no recovery
+REJECT_REASONS = ("no_quotation", "quotation_too_short", "quotation_not_in_trace", "step_out_of_range",
+                  "correction_not_admissible", "correction_is_the_error", "null_correction_without_reason",
+                  "unparseable_reply", "bad_record")
+SCREEN_REASONS = ("infrastructure_error", "no_trace", "unreadable_trace")
+
+
+def trace_texts(episode: EpisodeTrace) -> list[str]:
+    """Every text of a trace's events (string values at any depth), where quotations must be found."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for event in episode.events:
+        walk({k: v for k, v in event.items() if k not in ("type", "t")})
+    return found
+
+
+def grounded(quotation: str, texts: Iterable[str]) -> bool:
+    """True when `quotation` occurs verbatim in one of `texts`."""
+    return any(quotation in text for text in texts)
+
+
+def check_record(record: dict, episode: EpisodeTrace, texts: list[str] | None = None) -> str | None:
+    """Why `record` must be rejected (one of REJECT_REASONS), or None when it holds."""
+    try:
+        position = int(record["step"])
+        quotations = [str(q) for q in record.get("quotations") or []]
+        correction = record.get("correction")
+    except (KeyError, TypeError, ValueError):
+        return "bad_record"
+    if not isinstance(record.get("explanation"), str) or not record["explanation"].strip():
+        return "bad_record"
+    if position < 0 or position > len(episode.steps) or (position == len(episode.steps) and episode.tail is None):
+        return "step_out_of_range"
+    if not quotations:
+        return "no_quotation"
+    texts = trace_texts(episode) if texts is None else texts
+    for quotation in quotations:
+        if len(quotation.strip()) < MIN_QUOTE:
+            return "quotation_too_short"
+        if not grounded(quotation, texts):
+            return "quotation_not_in_trace"
+    if correction is None:
+        return None if str(record.get("correction_reason") or "").strip() else "null_correction_without_reason"
+    if not isinstance(correction, str) or not correction.strip():
+        return "bad_record"
+    at = episode.at(position)
+    if at is not None and at.action and correction == at.action:
+        return "correction_is_the_error"
+    admissible = at.admissible if at is not None else None
+    if admissible is not None and not is_admissible(correction, admissible):
+        return "correction_not_admissible"
+    return None
+
+
+def record_id(record: dict) -> str:
+    """A short stable id of a diagnosis: its trace, step, producer and correction."""
+    key = json.dumps([record.get("trace"), record.get("step"), record.get("producer"), record.get("correction")])
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+# --- the rule diagnoser ---------------------------------------------------------------------------------------
+
+def _failure(step: RecordedStep) -> dict | None:
+    """The failure the trace shows at a step: detections on the executed proposal, else a rejected action."""
+    executed = max((int(p.get("attempt", 0)) for p in step.proposals), default=0)
+    detections = [d for d in step.detections if int(d.get("attempt", 0)) == executed]
+    if step.action and detections:
+        first = detections[0]
+        return {"failure_type": str(first.get("failure_type", "")), "labels": list(first.get("labels") or []),
+                "evidence": str(first.get("evidence", "")), "detector": str(first.get("detector", ""))}
+    if step.action and not step.valid:
+        return {"failure_type": "action_validity", "labels": ["invalid_action"], "evidence": "", "detector": ""}
+    return None
+
+
+def _recovery_action(episode: EpisodeTrace, position: int) -> str | None:
+    """The action the agent itself took later from the same situation (same observation and admissible
+    actions as at `position`), when it was accepted and not flagged: the trace's own correction."""
+    here = episode.steps[position]
+    for later in episode.steps[position + 1:]:
+        if _situation(episode, later.position) != _situation(episode, position):
+            continue
+        if later.valid and later.action != here.action and _failure(later) is None:
+            return later.action
+    return None
+
+
+def _situation(episode: EpisodeTrace, position: int) -> tuple[str, tuple[str, ...] | None]:
+    """What the trace says of the state before action `position`: the last observation of an accepted action
+    (a rejected action changes nothing, so its feedback says nothing of the state) and the admissible actions."""
+    observation = str(episode.reset.get("observation", ""))
+    for step in reversed(episode.steps[:position]):
+        if step.valid:
+            observation = step.observation
+            break
+    admissible = episode.steps[position].admissible if position < len(episode.steps) else None
+    return observation, tuple(admissible) if admissible is not None else None
+
+
+def _closest(action: str, admissible: list[str] | None, threshold: float) -> str | None:
+    if not admissible or not action:
+        return None
+    best = max(admissible, key=lambda a: (fuzz.ratio(action, a), a))
+    return best if fuzz.ratio(action, best) >= threshold and best != action else None
+
+
+def rule_diagnoses(episode: EpisodeTrace, trace: str) -> list[dict]:
+    """Error-diagnosis pairs the trace supports by rule: the onset of each failure streak (at most
+    MAX_PAIRS_PER_EPISODE), and a finish that ended a failed episode."""
+    records: list[dict] = []
+    previous: str | None = None
+    for step in episode.steps:
+        failure = _failure(step)
+        kind = failure["failure_type"] if failure else None
+        if failure is not None and kind != previous:
+            records.append(_rule_record(episode, trace, step, failure))
+        previous = kind
+    tail = episode.tail
+    if tail is not None and episode.status == "stopped" and any(p.get("finish") for p in tail.proposals[-1:]):
+        thought = str(tail.proposals[-1].get("thought", ""))
+        quotes = [q for q in (thought, tail.observation_before) if len(q.strip()) >= MIN_QUOTE]
+        records.append({"trace": trace, "step": tail.position, "attributed_action": None, "attributed_finish": True,
+                        "failure_type": "progress", "labels": ["termination_miscalibration"],
+                        "explanation": (f"At step {tail.position} the agent declared the task done, but the episode "
+                                        "was not won: it stopped too early."),
+                        "quotations": quotes[:2], "correction": None,
+                        "correction_reason": ("the trace shows no action taken from this state after the finish, "
+                                              "so no correction is grounded in it"),
+                        "producer": "rule"})
+    return records[:MAX_PAIRS_PER_EPISODE] if len(records) <= MAX_PAIRS_PER_EPISODE else (
+        records[:MAX_PAIRS_PER_EPISODE - 1] + records[-1:])
+
+
+def _rule_record(episode: EpisodeTrace, trace: str, step: RecordedStep, failure: dict) -> dict:
+    quotes = [step.action]
+    if failure["evidence"]:
+        quotes.append(failure["evidence"])
+        what = f"{failure['detector'] or 'a detector'} flagged it ({', '.join(failure['labels'])})"
+    else:
+        quotes.append(step.observation)
+        what = "the env rejected it"
+    correction, how = None, ""
+    if failure["failure_type"] == "action_validity":  # a garbled command: the admissible one it plainly meant
+        correction = _closest(step.action, step.admissible, CLEARLY_MEANT)
+        how = "the admissible action it plainly meant"
+    if correction is None:
+        correction = _recovery_action(episode, step.position)
+        how = "the agent itself later took this action from the same situation"
+    if correction is None and failure["failure_type"] == "action_validity":
+        correction = _closest(step.action, step.admissible, SIMILAR_ENOUGH)
+        how = "the admissible action closest to the rejected one"
+    record = {"trace": trace, "step": step.position, "attributed_action": step.action, "attributed_finish": False,
+              "failure_type": failure["failure_type"], "labels": failure["labels"],
+              "explanation": f"At step {step.position} the agent sent {step.action!r}; {what}.",
+              "quotations": [q for q in quotes if len(q.strip()) >= MIN_QUOTE], "correction": correction,
+              "correction_reason": how if correction is not None else (
+                  "no admissible action at this step is grounded in the trace as the right one"),
+              "producer": "rule"}
+    return record
+
+
+# --- the LLM diagnoser ----------------------------------------------------------------------------------------
+
+LLM_SYSTEM = (
+    "You diagnose why an agent failed a task in a text environment. You see the trace of one failed episode. "
+    "Name the step whose action caused the failure, explain why, quote the trace exactly (copy text verbatim), "
+    "and give one corrected action chosen from that step's valid actions, or null with a reason. Answer with JSON "
+    'only: {"step": <int>, "explanation": "...", "quotations": ["..."], "correction": "..." or null, '
+    '"correction_reason": "..."}')
+MAX_OBS = 300
+MAX_ACTIONS = 40
+
+
+def render_trace(episode: EpisodeTrace) -> str:
+    """The trace as the LLM diagnoser reads it: goal, status, and each step's valid actions, action and result."""
+    lines = [f"Goal: {episode.reset.get('goal', '')}", f"Episode status: {episode.status}",
+             f"Start: {str(episode.reset.get('observation', ''))[:MAX_OBS]}"]
+    for step in [*episode.steps, *([episode.tail] if episode.tail else [])]:
+        actions = step.admissible
+        shown = ", ".join(actions[:MAX_ACTIONS]) + (" ..." if len(actions) > MAX_ACTIONS else "") if actions else "-"
+        if step.action:
+            lines.append(f"Step {step.position}: valid actions: {shown}\n  action: {step.action}\n"
+                         f"  result{'' if step.valid else ' (rejected)'}: {step.observation[:MAX_OBS]}")
+        else:
+            lines.append(f"Step {step.position}: valid actions: {shown}\n  the agent declared the task finished")
+    return "\n".join(lines)
+
+
+JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def parse_llm_reply(text: str) -> dict | None:
+    """The JSON object of a reply (inside a code fence or prose), or None."""
+    match = JSON_OBJECT.search(text)
+    if not match:
+        return None
+    try:
+        value = json.loads(match.group(0))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def llm_diagnoses(episode: EpisodeTrace, trace: str, model: Any) -> list[dict]:
+    """One diagnosis from a chat model (`ChatModel.complete(messages)`); an unparseable reply is a record
+    marked `unparseable_reply`, so it is counted among the rejected."""
+    messages = [{"role": "system", "content": LLM_SYSTEM}, {"role": "user", "content": render_trace(episode)}]
+    reply = model.complete(messages)
+    parsed = parse_llm_reply(reply.text)
+    if parsed is None:
+        return [{"trace": trace, "producer": "llm", "unparseable": True, "raw": reply.text[:2000]}]
+    step = parsed.get("step")
+    at = episode.at(step) if isinstance(step, int) and 0 <= step <= len(episode.steps) else None
+    return [{"trace": trace, "step": step, "attributed_action": at.action if at is not None else None,
+             "attributed_finish": bool(at is not None and not at.action),
+             "failure_type": str(parsed.get("failure_type", "")), "labels": [],
+             "explanation": parsed.get("explanation"), "quotations": parsed.get("quotations"),
+             "correction": parsed.get("correction"), "correction_reason": parsed.get("correction_reason"),
+             "producer": "llm", "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}]
+
+
+# --- a run ----------------------------------------------------------------------------------------------------
+
+def failed_episodes(run_dir: str | Path, counts: Counter) -> Iterator[tuple[str, EpisodeTrace]]:
+    """(trace path relative to RUN_DIR, episode) of each failed episode; screened ones are counted in `counts`."""
+    run_dir = Path(run_dir)
+    for record in load_records(run_dir):
+        counts["episodes"] += 1
+        if record.get("status") == "won" or record.get("won"):
+            counts["won"] += 1
+            continue
+        if record.get("status") == "error":
+            counts["screened:infrastructure_error"] += 1
+            continue
+        traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
+        for relative in traces:
+            try:
+                episode = load_episode(record_trace(run_dir, {**record, "trace": relative}))
+            except Exception:  # noqa: BLE001 - a trace that cannot be read is screened out and counted
+                counts["screened:unreadable_trace"] += 1
+                continue
+            if episode.status == "error":
+                counts["screened:infrastructure_error"] += 1
+                continue
+            if episode.status == "won":
+                continue
+            counts["failed"] += 1
+            yield str(relative), episode
+
+
+def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None) -> dict:
+    """Diagnose every failed episode of a run; write RUN_DIR/aed/diagnoses.jsonl (kept records),
+    rejected.jsonl (with reasons) and diagnose.json (counts); return the counts."""
+    run_dir = Path(run_dir)
+    counts: Counter = Counter()
+    kept, rejected = [], []
+    for relative, episode in failed_episodes(run_dir, counts):
+        produced = rule_diagnoses(episode, relative) if producer == "rule" else llm_diagnoses(episode, relative, model)
+        texts = trace_texts(episode)
+        for record in produced:
+            reason = "unparseable_reply" if record.get("unparseable") else check_record(record, episode, texts)
+            record["task_id"] = episode.header.get("task_id")
+            record["harness"] = episode.header.get("harness")
+            record["status"] = episode.status
+            record["id"] = record_id(record)
+            if reason is None:
+                kept.append(record)
+            else:
+                rejected.append({**record, "rejected": reason})
+                counts[f"rejected:{reason}"] += 1
+    out = run_dir / "aed"
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out / "diagnoses.jsonl", kept)
+    write_jsonl(out / "rejected.jsonl", rejected)
+    summary = {"producer": producer, "episodes": counts["episodes"], "won": counts["won"], "failed": counts["failed"],
+               "screened": {k.split(":", 1)[1]: v for k, v in sorted(counts.items()) if k.startswith("screened:")},
+               "pairs": len(kept), "with_correction": sum(r["correction"] is not None for r in kept),
+               "rejected": {k.split(":", 1)[1]: v for k, v in sorted(counts.items()) if k.startswith("rejected:")}}
+    (out / "diagnose.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def write_jsonl(path: Path, records: Iterable[dict]) -> None:
+    from playground.run.files import atomic_write_text
+
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def read_jsonl_file(path: Path) -> list[dict]:
+    from playground.run.traces import read_jsonl
+
+    return list(read_jsonl(path)) if path.exists() else []

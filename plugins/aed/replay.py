@@ -1,0 +1,88 @@
+"""Matched replay: the correction against a fresh retry of the original action, from the same rebuilt state.
+
+For each kept diagnosis with a correction, every trial rebuilds the state before the
+attributed step (the fork machinery, `playground.run.forks`: the recorded prefix replayed
+and checked observation by observation), sends the correction (treatment) or the
+original action again (control: the recorded action, or a finish where the agent
+finished), and plays on under the same continuation policy: the same agent with the
+same options and, in trial i, the same seed for both arms. The env's own grader decides
+(`won`). Both arms of a trial must start from identical observations (checked).
+
+Evidence grade of a pair:
+- `E2`: at least two trials per arm, every treatment won and every control did not;
+- `E1`: at least one trial per arm, every treatment won and every control did not, but
+  fewer than two trials on some arm;
+- `none`: not replayed, or the outcomes do not separate the arms.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from playground.host.manager import Host
+from playground.plugins.aed.diagnose import read_jsonl_file, write_jsonl
+from playground.run.files import confined
+from playground.run.forks import ForkError, fork, load_episode
+
+GRADES = ("none", "E1", "E2")
+
+
+def evidence_grade(treatment: list[bool], control: list[bool]) -> str:
+    """The evidence grade of a pair from the `won` outcomes of its treatment and control trials."""
+    if not treatment or not control or not all(treatment) or any(control):
+        return "none"
+    return "E2" if min(len(treatment), len(control)) >= 2 else "E1"
+
+
+def replay_pair(host: Host, run_dir: Path, record: dict, *, agent: str, agent_options: dict, trials: int,
+                seed: int) -> dict:
+    """Replay one diagnosis `trials` times per arm; return its replay record (outcomes, grade, lineage)."""
+    episode = load_episode(confined(run_dir, record["trace"], what="diagnosed trace"))
+    position = int(record["step"])
+    folder = Path("forks") / "aed" / record["id"]
+    outcomes: dict[str, list[bool]] = {"treatment": [], "control": []}
+    transcripts: list[dict] = []
+    for trial in range(trials):
+        starts = {}
+        for arm in ("treatment", "control"):
+            action = record["correction"] if arm == "treatment" else (record.get("attributed_action") or None)
+            finish = arm == "control" and action is None
+            out = confined(run_dir, folder / f"{arm}.{trial}.jsonl", what="replay trace")
+            result = fork(host, episode, position, out, agent=agent, agent_options=agent_options, action=action,
+                          seed=seed + trial, finish=finish,
+                          lineage={"diagnosis": record["id"], "arm": arm, "trial": trial})
+            starts[arm] = result["start_observation"]
+            outcomes[arm].append(bool(result["won"]))
+            transcripts.append({"arm": arm, "trial": trial, "seed": seed + trial, "action": action, "finish": finish,
+                                "won": result["won"], "status": result["status"], "steps": result["steps"],
+                                "trace": str(out.relative_to(run_dir)), "restored": result["restored"]})
+        if starts["treatment"] != starts["control"]:
+            raise ForkError(f"diagnosis {record['id']}: the two arms of trial {trial} started from different states")
+    return {"id": record["id"], "trace": record["trace"], "step": position, "task_id": record.get("task_id"),
+            "correction": record["correction"], "original": record.get("attributed_action"),
+            "agent": agent, "agent_options": agent_options, "trials": trials, "seed": seed,
+            "treatment_won": outcomes["treatment"], "control_won": outcomes["control"],
+            "grade": evidence_grade(outcomes["treatment"], outcomes["control"]),
+            "restored_state_check": all(t["restored"]["observation_equal"] for t in transcripts),
+            "same_start": True, "transcripts": transcripts}
+
+
+def replay_run(host: Host, run_dir: str | Path, *, agent: str = "expert", agent_options: dict | None = None,
+               trials: int = 2, seed: int = 0) -> dict:
+    """Replay every kept diagnosis with a correction; write RUN_DIR/aed/replays.jsonl; return counts."""
+    run_dir = Path(run_dir)
+    records = read_jsonl_file(run_dir / "aed" / "diagnoses.jsonl")
+    replays: list[dict[str, Any]] = []
+    failed: dict[str, str] = {}
+    for record in records:
+        if record.get("correction") is None:
+            continue
+        try:
+            replays.append(replay_pair(host, run_dir, record, agent=agent, agent_options=dict(agent_options or {}),
+                                       trials=trials, seed=seed))
+        except ForkError as exc:
+            failed[record["id"]] = str(exc)
+    write_jsonl(run_dir / "aed" / "replays.jsonl", replays)
+    grades = {grade: sum(r["grade"] == grade for r in replays) for grade in GRADES}
+    return {"pairs": len(records), "replayed": len(replays), "not_replayable": failed, "grades": grades}

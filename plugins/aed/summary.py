@@ -1,0 +1,50 @@
+"""`aed summary`: pairs, replayed pairs, correction vs retry pass rates on matched pairs, grades, rejections."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from playground.plugins.aed.diagnose import read_jsonl_file
+from playground.plugins.aed.replay import GRADES
+from playground.run.stats import bootstrap_ci, sign_flip_p
+
+
+def summarise(run_dir: str | Path, resamples: int = 10_000, seed: int = 0) -> dict:
+    """Figures of a diagnosed (and replayed) run; the interval is a paired bootstrap over pairs of the
+    difference (treatment pass share - control pass share), with a paired sign-flip p-value."""
+    run_dir = Path(run_dir)
+    diagnosed_path = run_dir / "aed" / "diagnose.json"
+    diagnosed = json.loads(diagnosed_path.read_text()) if diagnosed_path.exists() else {}
+    replays = read_jsonl_file(run_dir / "aed" / "replays.jsonl")
+    treatment = [sum(r["treatment_won"]) / len(r["treatment_won"]) for r in replays if r["treatment_won"]]
+    control = [sum(r["control_won"]) / len(r["control_won"]) for r in replays if r["control_won"]]
+    diffs = [t - c for t, c in zip(treatment, control)]
+    result = {"episodes": diagnosed.get("episodes"), "failed": diagnosed.get("failed"),
+              "screened": diagnosed.get("screened", {}), "pairs": diagnosed.get("pairs", 0),
+              "with_correction": diagnosed.get("with_correction", 0), "rejected": diagnosed.get("rejected", {}),
+              "replayed_pairs": len(replays),
+              "correction_pass_rate": sum(treatment) / len(treatment) if treatment else None,
+              "retry_pass_rate": sum(control) / len(control) if control else None,
+              "difference": sum(diffs) / len(diffs) if diffs else None,
+              "difference_ci95": list(bootstrap_ci(diffs, resamples=resamples, seed=seed)) if diffs else None,
+              "p_value": sign_flip_p(diffs, resamples=resamples, seed=seed) if diffs else None,
+              "grades": {grade: sum(r["grade"] == grade for r in replays) for grade in GRADES}}
+    return result
+
+
+def format_summary(result: dict) -> str:
+    def rate(value):
+        return "-" if value is None else f"{value:.3f}"
+
+    ci = result["difference_ci95"]
+    lines = [f"episodes: {result['episodes']}  failed: {result['failed']}  screened: {result['screened'] or {}}",
+             (f"pairs: {result['pairs']} (with a correction: {result['with_correction']})  "
+             f"rejected: {result['rejected'] or {}}"),
+             f"replayed pairs: {result['replayed_pairs']}",
+             (f"correction pass rate: {rate(result['correction_pass_rate'])}  "
+             f"retry pass rate: {rate(result['retry_pass_rate'])}"),
+             (f"difference: {rate(result['difference'])}  95% CI: "
+             f"{'-' if ci is None else f'[{ci[0]:+.3f}, {ci[1]:+.3f}]'}  p: {rate(result['p_value'])}"),
+             "evidence grades: " + ", ".join(f"{k} {v}" for k, v in result["grades"].items())]
+    return "\n".join(lines)

@@ -1,0 +1,166 @@
+"""Training views of a diagnosed run, each record validated against a JSON Schema shipped in `schemas/`.
+
+- `diagnosis`: a failed episode's trace in (goal, status, every step's admissible actions,
+  action and result) -> the attributed step, explanation, quotations and correction out.
+- `actor`: what the agent saw at the attributed step -> the corrected action. Variant
+  `before_error`: the recorded prefix only. Variant `after_error`: the prefix plus the
+  rejected action and its feedback, kept only when the rejection left the state unchanged
+  (the env reported the action invalid, or the next step started from the same
+  observation and admissible actions). The failed suffix is never included.
+- `adp`: every episode of the run (not errored) as a plain trajectory in the Agent Data
+  Protocol's standardized trajectory shape (`schema_version` 1.2.0; the goal and start as
+  a user `text_observation`, each command a `message_action` with the thought as
+  `description`, each result an environment `text_observation`).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from playground.plugins.aed.diagnose import read_jsonl_file
+from playground.run.files import atomic_write_text, confined
+from playground.run.forks import EpisodeTrace, load_episode
+from playground.run.rundir import load_records, record_trace
+
+VIEWS = ("diagnosis", "actor", "adp")
+GRADE_ORDER = {"none": 0, "E1": 1, "E2": 2}
+ADP_VERSION = "1.2.0"
+
+
+class ExportError(ValueError):
+    """An exported record does not match its view's schema."""
+
+
+@cache
+def schema(view: str) -> dict:
+    """The JSON Schema of a view, as shipped in the package."""
+    text = resources.files("playground.plugins.aed").joinpath("schemas", f"{view}.schema.json").read_text()
+    return json.loads(text)
+
+
+def validate(view: str, record: dict) -> None:
+    """Raise ExportError when `record` does not match the schema of `view`."""
+    try:
+        jsonschema.validate(record, schema(view))
+    except jsonschema.ValidationError as exc:
+        raise ExportError(f"{view} record {record.get('id')!r}: {exc.message} at {list(exc.absolute_path)}") from None
+
+
+def _grades(run_dir: Path) -> dict[str, str]:
+    return {r["id"]: r["grade"] for r in read_jsonl_file(run_dir / "aed" / "replays.jsonl")}
+
+
+def diagnosis_view(episode: EpisodeTrace, record: dict, grade: str) -> dict:
+    steps = [{"step": s.position, "admissible_actions": s.admissible, "action": s.action, "finish": False,
+              "observation": s.observation, "valid": s.valid} for s in episode.steps]
+    if episode.tail is not None:
+        steps.append({"step": episode.tail.position, "admissible_actions": episode.tail.admissible, "action": None,
+                      "finish": any(bool(p.get("finish")) for p in episode.tail.proposals), "observation": None,
+                      "valid": True})
+    return {"id": record["id"],
+            "input": {"goal": str(episode.reset.get("goal", "")), "status": episode.status,
+                      "start": str(episode.reset.get("observation", "")), "steps": steps},
+            "output": {"step": int(record["step"]), "explanation": record["explanation"],
+                       "quotations": list(record["quotations"]), "correction": record["correction"],
+                       "correction_reason": record.get("correction_reason")},
+            "meta": {"trace": record["trace"], "producer": record.get("producer", ""), "grade": grade}}
+
+
+def _state_unchanged(episode: EpisodeTrace, position: int) -> bool:
+    step = episode.steps[position]
+    if not step.valid:
+        return True
+    following = episode.at(position + 1) if position + 1 <= len(episode.steps) else None
+    return bool(following is not None and step.observation_before == following.observation_before
+                and following.admissible == step.admissible)
+
+
+def actor_views(episode: EpisodeTrace, record: dict, grade: str) -> list[dict]:
+    if record.get("correction") is None:
+        return []
+    position = int(record["step"])
+    at = episode.at(position)
+    history = [{"action": s.action, "observation": s.observation, "valid": s.valid} for s in episode.steps[:position]]
+    base = {"goal": str(episode.reset.get("goal", "")), "history": history,
+            "observation": episode.observation_before(position),
+            "admissible_actions": at.admissible if at is not None else None,
+            "target": {"action": record["correction"]},
+            "meta": {"trace": record["trace"], "step": position, "grade": grade}}
+    views = [{"id": f"{record['id']}:before", "variant": "before_error", "rejected": None, **base}]
+    if position < len(episode.steps) and _state_unchanged(episode, position):
+        step = episode.steps[position]
+        views.append({"id": f"{record['id']}:after", "variant": "after_error",
+                      "rejected": {"action": step.action, "feedback": step.observation}, **base})
+    return views
+
+
+def adp_view(episode: EpisodeTrace, trace: str) -> dict:
+    content: list[dict[str, Any]] = [{"class_": "text_observation", "source": "user",
+                                      "content": f"{episode.reset.get('goal', '')}\n\n"
+                                                 f"{episode.reset.get('observation', '')}"}]
+    for step in episode.steps:
+        content.append({"class_": "message_action", "content": step.action, "description": step.thought})
+        content.append({"class_": "text_observation", "source": "environment", "content": step.observation,
+                        "reward": step.reward})
+    if episode.tail is not None and any(p.get("finish") for p in episode.tail.proposals):
+        content.append({"class_": "message_action", "content": "finish",
+                        "description": str(episode.tail.proposals[-1].get("thought", ""))})
+    header = episode.header
+    return {"schema_version": ADP_VERSION, "id": str(header.get("episode_id") or trace), "content": content,
+            "details": {"env": str(header.get("env", "")), "task_id": str(header.get("task_id", "")),
+                        "status": episode.status, "won": episode.status == "won", "trace": trace,
+                        "agent": header.get("agent"), "harness": header.get("harness")}}
+
+
+def build_view(run_dir: str | Path, view: str, min_grade: str = "none") -> list[dict]:
+    """The records of `view` for a run directory (diagnoses from RUN_DIR/aed/), each validated."""
+    if view not in VIEWS:
+        raise ExportError(f"unknown view {view!r}; choose from: {', '.join(VIEWS)}")
+    run_dir = Path(run_dir)
+    records: list[dict] = []
+    if view == "adp":
+        for record in load_records(run_dir):
+            if record.get("status") == "error":
+                continue
+            traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
+            for relative in traces:
+                records.append(adp_view(load_episode(record_trace(run_dir, {**record, "trace": relative})),
+                                        str(relative)))
+    else:
+        grades = _grades(run_dir)
+        episodes: dict[str, EpisodeTrace] = {}
+        for record in read_jsonl_file(run_dir / "aed" / "diagnoses.jsonl"):
+            grade = grades.get(record["id"], "none")
+            if GRADE_ORDER[grade] < GRADE_ORDER[min_grade]:
+                continue
+            trace = record["trace"]
+            if trace not in episodes:
+                episodes[trace] = load_episode(confined(run_dir, trace, what="diagnosed trace"))
+            if view == "diagnosis":
+                records.append(diagnosis_view(episodes[trace], record, grade))
+            else:
+                records.extend(actor_views(episodes[trace], record, grade))
+    for record in records:
+        validate(view, record)
+    return records
+
+
+def export(run_dir: str | Path, view: str, out: str | Path, min_grade: str = "none") -> int:
+    """Write the validated records of `view` to `out` (JSONL); return how many."""
+    records = build_view(run_dir, view, min_grade)
+    atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    return len(records)
+
+
+def read_export(path: str | Path, view: str) -> list[dict]:
+    """Read an exported file back, validating every record."""
+    records = read_jsonl_file(Path(path))
+    for record in records:
+        validate(view, record)
+    return records
