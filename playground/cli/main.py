@@ -106,7 +106,7 @@ def agents_command() -> None:
 
 @cli.command("harnesses")
 def harnesses_command() -> None:
-    """List harnesses and the interventions each uses, the harness prefixes, and the interventions."""
+    """List harnesses and the interventions each uses, the harness prefixes, the interventions and their prefixes."""
     host = get_host()
     harnesses = list(host.harnesses)
     width = max((len(spec.name) for spec in harnesses), default=0)
@@ -128,6 +128,12 @@ def harnesses_command() -> None:
         modes = f"; modes: {', '.join(intervention.modes)}" if intervention.modes else ""
         click.echo(f"  {intervention.name.ljust(width)}  {intervention.description}{modes}; "
                    f"cost in {intervention.cost_unit}")
+    intervention_loaders = list(host.intervention_loaders)
+    if intervention_loaders:
+        click.echo("intervention prefixes (in a harness: PREFIX...):")
+        width = max(len(made.prefix) for made in intervention_loaders)
+        for made in intervention_loaders:
+            click.echo(f"  {made.prefix.ljust(width)}  {made.description}")
 
 
 @cli.command("plugins")

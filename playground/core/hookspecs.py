@@ -116,6 +116,20 @@ def register_harness_loaders(register) -> None:
 
 
 @hookspec
+def register_intervention_loaders(register) -> None:
+    """Register interventions built from a name with a prefix, such as `WRAPPER:INTERVENTION`.
+
+    Call `register(prefix, loader, description="")`. When a harness names an intervention
+    that is not registered and starts with `prefix`, `loader(name, rest, lookup)` is called
+    with the whole name, the text after the prefix and `lookup(name)`, which returns any
+    other intervention's `playground.host.registry.InterventionSpec` (registered or built
+    by a loader; KeyError when unknown); it returns an `InterventionSpec` named `name` and
+    raises `ValueError` (or `KeyError`) naming what is wrong with `rest`. Loaded
+    interventions are built when a run needs them and never added to the host's registry.
+    """
+
+
+@hookspec
 def register_failure_labels(register) -> None:
     """Declare failure types and labels: the vocabulary of detections and lessons.
 

@@ -27,6 +27,7 @@ from playground.host.registry import (
     EnvSpec,
     HarnessLoaderSpec,
     HarnessSpec,
+    InterventionLoaderSpec,
     InterventionSpec,
     ObserverSpec,
     RegistrationError,
@@ -76,6 +77,7 @@ class Host:
         self.harnesses: Registry[HarnessSpec] = Registry("harness")
         self.observers: Registry[ObserverSpec] = Registry("observer")
         self.harness_loaders: Registry[HarnessLoaderSpec] = Registry("harness prefix")
+        self.intervention_loaders: Registry[InterventionLoaderSpec] = Registry("intervention prefix")
         self.labels = LabelRegistry()  # the failure types and labels the plugins declared
         self.commands_added = False
 
@@ -126,7 +128,7 @@ class Host:
             return True
         except Exception as exc:  # noqa: BLE001
             for registry in (self.envs, self.agents, self.interventions, self.harnesses, self.observers,
-                             self.harness_loaders):
+                             self.harness_loaders, self.intervention_loaders):
                 registry.remove_from_plugin(plugin_name)
             self.labels.remove_from_plugin(plugin_name)
             self.pm.unregister(name=plugin_name)
@@ -167,6 +169,9 @@ class Host:
         def harness_loader(prefix, loader, description="") -> None:
             self.harness_loaders.add(prefix, HarnessLoaderSpec(prefix, loader, description, plugin))
 
+        def intervention_loader(prefix, loader, description="") -> None:
+            self.intervention_loaders.add(prefix, InterventionLoaderSpec(prefix, loader, description, plugin))
+
         def failure_label(declaration) -> None:
             if not isinstance(declaration, (FailureType, FailureLabel)):
                 raise RegistrationError(f"register_failure_labels expects a FailureType or FailureLabel, "
@@ -175,12 +180,14 @@ class Host:
 
         return {"register_envs": env, "register_agents": agent, "register_interventions": intervention,
                 "register_harnesses": harness, "register_observers": observer,
-                "register_harness_loaders": harness_loader, "register_failure_labels": failure_label}
+                "register_harness_loaders": harness_loader, "register_intervention_loaders": intervention_loader,
+                "register_failure_labels": failure_label}
 
     def _check_harnesses(self) -> None:
         """Drop harnesses that name interventions no loaded plugin provides."""
         for spec in list(self.harnesses):
-            missing = [i for i in spec.interventions if i not in self.interventions]
+            missing = [i for i in spec.interventions if i not in self.interventions
+                       and not any(i.startswith(loader.prefix) for loader in self.intervention_loaders)]
             if missing:
                 self.harnesses.remove(spec.name)
                 self._fail(

@@ -81,6 +81,17 @@ class HarnessLoaderSpec:
 
 
 @dataclass(frozen=True)
+class InterventionLoaderSpec:
+    """Builds interventions from names with a prefix (`PREFIX:REST`): `loader(name, rest, lookup) -> InterventionSpec`,
+    where `lookup(name)` returns any other intervention (registered or built by a loader)."""
+
+    prefix: str
+    loader: Callable[[str, str, Callable[[str], "InterventionSpec"]], InterventionSpec]
+    description: str = ""
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     """A registered env provider and the plugin it came from."""
 

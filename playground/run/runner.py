@@ -26,7 +26,7 @@ from playground.core.episode_hooks import EpisodeHooks
 from playground.core.errors import PlaygroundError, format_exception
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.host.manager import Host
-from playground.host.registry import HarnessSpec
+from playground.host.registry import HarnessSpec, InterventionSpec
 from playground.processes import die_with_parent
 from playground.run.costs import attempt_cost
 from playground.run.files import confined, safe_file_name
@@ -102,7 +102,7 @@ def check_config(host: Host, config: RunConfig) -> None:
         for spec in specs:
             for name in sorted({n for attempt in spec.attempts for n in attempt}):
                 probe = _ParamProbe({**spec.params, **config.params})
-                plugin = host.interventions.get(name).factory(probe)
+                plugin = resolve_intervention(host, name).factory(probe)
                 keys = _declared_params(plugin)
                 if keys is not None:
                     known |= keys
@@ -220,11 +220,36 @@ def resolve_harness(host: Host, name: str) -> HarnessSpec:
     for loader in host.harness_loaders:
         if name.startswith(loader.prefix):
             spec = loader.loader(name, name[len(loader.prefix):])
-            unknown = [n for attempt in spec.attempts for n in attempt if n not in host.interventions]
+            unknown = [n for attempt in spec.attempts for n in attempt if not _known_intervention(host, n)]
             if unknown:
                 raise KeyError(f"harness {name!r} uses unknown intervention(s) {', '.join(unknown)}")
             return spec
     return host.harnesses.get(name)
+
+
+def resolve_intervention(host: Host, name: str) -> InterventionSpec:
+    """Return the intervention called `name`: a registered one, or one an intervention loader builds (`PREFIX:REST`).
+
+    A built intervention is not added to the host's registry. KeyError or ValueError names what is wrong.
+    """
+    if name in host.interventions:
+        return host.interventions.get(name)
+    for loader in host.intervention_loaders:
+        if name.startswith(loader.prefix):
+            spec = loader.loader(name, name[len(loader.prefix):], lambda other: resolve_intervention(host, other))
+            if not isinstance(spec, InterventionSpec) or spec.name != name:
+                raise ValueError(f"intervention loader {loader.prefix!r} (plugin {loader.plugin}) built "
+                                 f"{spec!r} for {name!r}, not an InterventionSpec named {name!r}")
+            return spec
+    return host.interventions.get(name)  # KeyError naming the registered ones
+
+
+def _known_intervention(host: Host, name: str) -> bool:
+    try:
+        resolve_intervention(host, name)
+    except (KeyError, ValueError):
+        return False
+    return True
 
 
 def harness_fingerprint(host: Host, name: str) -> str:
@@ -353,7 +378,7 @@ def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, 
         record = _play_attempt(host, config, run_id, trace_path(run_path, harness, task_id, number), header_base,
                                harness, spec, names, task_id, number)
         if spec.cascade:
-            record["cost"] = attempt_cost([host.interventions.get(n) for n in names], record)
+            record["cost"] = attempt_cost([resolve_intervention(host, n) for n in names], record)
         attempts.append(record)
         if record["won"]:
             break
@@ -399,7 +424,7 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
                                                       expert=host.agents.get(config.agent).needs_expert)
         agent = host.agents.get(config.agent).factory(**config.agent_options)
         bind_env(agent, env)
-        interventions = [(name, host.interventions.get(name).factory(params)) for name in names]
+        interventions = [(name, resolve_intervention(host, name).factory(params)) for name in names]
         observers = [(o.name, o.factory()) for o in host.observers]
         hooks = EpisodeHooks(interventions, observers)
         episode = EpisodeConfig(run_id, episode_id, config.env, task_id, harness, config.agent, seed,

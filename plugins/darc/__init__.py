@@ -12,10 +12,28 @@ from playground.core.hookspecs import hookimpl
 
 @hookimpl
 def register_harness_loaders(register) -> None:
-    """`--harness darc:POLICY.json` deploys a frozen DARC policy as a cascade."""
+    """`--harness darc:POLICY.json` deploys a frozen DARC policy as a cascade; `darc-eval:`, `darc-profile:` and
+    `darc-factorial:` build the harnesses of `darc evaluate`, `darc profile` and `darc factorial`."""
+    from playground.plugins.darc.evaluate import EVAL_PREFIX, eval_harness
+    from playground.plugins.darc.factorial import PREFIX, cell_harness_spec
     from playground.plugins.darc.policy import cascade_harness
+    from playground.plugins.darc.profile import PROFILE_HARNESS, profile_harness
 
     register("darc:", cascade_harness, description="deploy a frozen DARC policy (darc:POLICY.json) as a cascade")
+    register(EVAL_PREFIX, eval_harness, description="one intervention alone (darc evaluate's evidence runs)")
+    register(PROFILE_HARNESS + ":", profile_harness,
+             description="the base agent watched by detect-only detectors (darc profile: darc-profile:DET1,DET2)")
+    register(PREFIX, cell_harness_spec,
+             description="one cell of darc factorial (darc-factorial:GUARD-VIEW-PROMPT)")
+
+
+@hookimpl
+def register_intervention_loaders(register) -> None:
+    """`detect-only:NAME`: intervention NAME detecting and observing only (darc profile's detectors)."""
+    from playground.plugins.darc.profile import DETECT_ONLY_PREFIX, detect_only_intervention
+
+    register(DETECT_ONLY_PREFIX, detect_only_intervention,
+             description="an intervention that detects and observes but never intervenes (detect-only:NAME)")
 
 
 @hookimpl

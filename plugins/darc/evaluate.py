@@ -49,15 +49,17 @@ def chosen_interventions(host: Host, env: str, diagnosis_path: str | None, all_i
 BASE = "base"
 
 
+def eval_harness(name: str, rest: str) -> HarnessSpec:
+    """The harness loader of `darc-eval:NAME`: intervention NAME alone."""
+    if not rest:
+        raise ValueError(f"{name!r}: name the intervention after {EVAL_PREFIX!r}")
+    return HarnessSpec(name, (rest,), description=f"{rest} alone", plugin="darc")
+
+
 def eval_harnesses(host: Host, interventions: list[str]) -> list[str]:
-    """Register a harness running each intervention alone (`darc-eval:<name>`); return `base` and their names."""
-    harnesses = [BASE]
-    for name in interventions:
-        harness = EVAL_PREFIX + name
-        if harness not in host.harnesses:
-            host.harnesses.add(harness, HarnessSpec(harness, (name,), description=f"{name} alone", plugin="darc"))
-        harnesses.append(harness)
-    return harnesses
+    """`base` and the names of the harnesses running each intervention alone (`darc-eval:<name>`, built by the
+    `darc-eval:` harness loader)."""
+    return [BASE, *(EVAL_PREFIX + name for name in interventions)]
 
 
 def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str | Path) -> Path:

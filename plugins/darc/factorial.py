@@ -50,18 +50,26 @@ def cell_harness(guard: str, view: str, prompt: str) -> str:
     return f"{PREFIX}{guard}-{view}-{prompt}"
 
 
+def cell_params(view: str, prompt: str) -> dict:
+    """The parameters of one cell: the guard with `view` and `prompt`, its repair off."""
+    return {"view": view, "recovery_prompt": prompt, "repair": False}
+
+
+def cell_harness_spec(name: str, rest: str) -> HarnessSpec:
+    """The harness loader of `darc-factorial:GUARD-VIEW-PROMPT`: one cell of the factorial."""
+    guard, _, view_prompt = rest.rpartition("-")
+    guard, _, view = guard.rpartition("-")
+    prompt = view_prompt
+    if not guard or (view, prompt) not in {(v, p) for _, v, p in CELLS}:
+        raise ValueError(f"{name!r}: not {PREFIX}GUARD-VIEW-PROMPT with VIEW-PROMPT one of "
+                         f"{', '.join(f'{v}-{p}' for _, v, p in CELLS)}")
+    return HarnessSpec(name, (guard,), cell_params(view, prompt),
+                       f"{guard} with view={view}, recovery_prompt={prompt}, no repair", "darc")
+
+
 def register_cells(host: Host, guard: str) -> list[str]:
-    """Register the cells' harnesses (the guard with each view and prompt, its repair off); return their names."""
-    harnesses = []
-    for _, view, prompt in CELLS:
-        name = cell_harness(guard, view, prompt)
-        if name not in host.harnesses:
-            params = {"view": view, "recovery_prompt": prompt, "repair": False}
-            host.harnesses.add(name, HarnessSpec(name, (guard,), params,
-                                                 f"{guard} with view={view}, recovery_prompt={prompt}, no repair",
-                                                 "darc"))
-        harnesses.append(name)
-    return harnesses
+    """The names of the cells' harnesses (built by the `darc-factorial:` harness loader)."""
+    return [cell_harness(guard, view, prompt) for _, view, prompt in CELLS]
 
 
 def factorial(host: Host, config: RunConfig, guard: str, forced_agent: str | None, out: str | Path) -> list[Row]:

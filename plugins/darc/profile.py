@@ -58,28 +58,44 @@ class DetectOnly:
         self._forward("episode_finished", end=end)
 
 
-def _detect_only(spec: InterventionSpec) -> Callable[[dict], DetectOnly]:
-    """A factory of the detect-only twins of `spec`'s plugin objects."""
-    return lambda params: DetectOnly(spec.factory(params))
+DETECT_ONLY_PREFIX = "detect-only:"
 
 
-def add_detect_only(host: Host, detectors: list[str]) -> list[str]:
-    """Register detect-only twins of the named interventions; return their names."""
-    names = []
-    for name in detectors:
-        spec = host.interventions.get(name)
-        twin = f"detect-only:{name}"
-        if twin not in host.interventions:
-            host.interventions.add(twin, InterventionSpec(
-                twin, _detect_only(spec), f"{name}, detecting only",
-                (), spec.cost_unit, "darc"))
-        names.append(twin)
-    return names
+def detect_only_intervention(name: str, rest: str, lookup: Callable[[str], InterventionSpec]) -> InterventionSpec:
+    """The intervention loader of `detect-only:NAME`: the detect-only twin of intervention NAME."""
+    if not rest:
+        raise ValueError(f"{name!r}: name the intervention after {DETECT_ONLY_PREFIX!r}")
+    spec = lookup(rest)
+    return InterventionSpec(name, lambda params: DetectOnly(spec.factory(params)), f"{rest}, detecting only",
+                            (), spec.cost_unit, "darc")
+
+
+def detect_only(detectors: list[str]) -> list[str]:
+    """The names of the detect-only twins of the named interventions (built by the `detect-only:` loader)."""
+    return [DETECT_ONLY_PREFIX + name for name in detectors]
+
+
+# The detectors watch the agent without their repair state or playbook (Sentry-style detectors).
+QUIET = {"hard_repair": False, "soft_repair": False}
+
+
+def profile_harness_name(detectors: list[str]) -> str:
+    """The name of the profiling harness watching with `detectors` (`darc-profile:DET1,DET2`)."""
+    return f"{PROFILE_HARNESS}:{','.join(detectors)}"
+
+
+def profile_harness(name: str, rest: str) -> HarnessSpec:
+    """The harness loader of `darc-profile:DET1,DET2`: the base agent watched by the detectors' detect-only twins."""
+    detectors = [d.strip() for d in rest.split(",") if d.strip()]
+    if not detectors:
+        raise ValueError(f"{name!r}: name the detectors after {PROFILE_HARNESS + ':'!r} (comma-separated)")
+    return HarnessSpec(name, tuple(detect_only(detectors)), dict(QUIET), "DARC profiling", "darc")
 
 
 def library(host: Host, env: str) -> list[InterventionSpec]:
     """Every registered intervention that can be deployed on `env` (not the detect-only twins)."""
-    return [spec for spec in host.interventions if not spec.name.startswith("detect-only:") and spec.works_with(env)]
+    return [spec for spec in host.interventions
+            if not spec.name.startswith(DETECT_ONLY_PREFIX) and spec.works_with(env)]
 
 
 def mode_order(mode: str) -> tuple[int, str]:
@@ -162,13 +178,9 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
     for the whole family and per failed episode (for `darc agreement`).
     """
     out = Path(out)
-    twins = add_detect_only(host, detectors)
-    if PROFILE_HARNESS in host.harnesses:
-        host.harnesses.remove(PROFILE_HARNESS)
-    quiet = {"hard_repair": False, "soft_repair": False}  # Sentry-style detectors: no repair state, no playbook
-    host.harnesses.add(PROFILE_HARNESS, HarnessSpec(PROFILE_HARNESS, tuple(twins), quiet, "DARC profiling", "darc"))
+    harness = profile_harness_name(detectors)
     run_dir = out / "profile-run"
-    summary = run(host, replace(config, harnesses=[PROFILE_HARNESS], out=str(run_dir)))
+    summary = run(host, replace(config, harnesses=[harness], out=str(run_dir)))
     histogram: dict[str, Counter] = {}
     invalid = 0
     records = load_records(run_dir)
@@ -200,7 +212,7 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
     sets = admissible_sets(host, config.env)
     result: dict[str, Any] = {
         "env": f"{config.env}:{config.task_set}", "split": config.split, "agent": config.agent,
-        "episodes": len(records), "success_rate": summary["harnesses"][PROFILE_HARNESS]["success_rate"],
+        "episodes": len(records), "success_rate": summary["harnesses"][harness]["success_rate"],
         "detectors": detectors, "histogram": plain, "invalid_actions": invalid,
         "modes_per_episode": rule.per_episode, "diagnoser": "rule", "mode": rule.mode, "why": rule.why,
         "admissible_interventions": rule.admissible, "admissible_sets": sets,
