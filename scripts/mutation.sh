@@ -14,8 +14,9 @@ for target in "${targets[@]}"; do
                        --functions Playbook.retrieve,_pick,_rank,_unseen_newest,_newest,_retrieved \
                        -- tests/test_playbook.py ;;
         distill)   python scripts/mutation.py plugins/darc/distill.py -- tests/test_darc_distill.py ;;
-        verifier)  python scripts/mutation.py plugins/sentry/verifier.py -- tests/test_sentry_detectors.py \
-                       tests/test_sentry_run.py ;;
+        verifier)  python scripts/mutation.py plugins/sentry/verifier.py -- -m "not slow" \
+                       tests/test_sentry_verifier.py tests/test_sentry_detectors.py tests/test_sentry_blind.py \
+                       tests/test_sentry_ablations.py tests/test_sentry_run.py ;;
         *) echo "unknown target $target (retrieval, distill, verifier)" >&2; exit 2 ;;
     esac
 done
