@@ -38,6 +38,7 @@ from playground.core.payloads import (
     StepContext,
     StepOutcome,
     Verification,
+    invalid_streak,
 )
 from playground.envs.alfworld.goals import Goal
 from playground.envs.alfworld.guard import TOP_K, Guard, parse_command
@@ -111,7 +112,7 @@ class ProceduralHelp:
         action = self._rejected(context)
         if action is None or context.attempt > 0 or self.max_reasks < 1:
             return None
-        self.streak = self._failed_streak(context)
+        self.streak = invalid_streak(context.history)
         text = self.help_text(context, action)
         self.pending[context.step] = action
         detection = Detection(self.source, FAILURE_TYPE, ("invalid_action",), 1.0,
@@ -139,15 +140,6 @@ class ProceduralHelp:
 
     def _tier(self) -> int:
         return min(3, max(1, self.streak))
-
-    @staticmethod
-    def _failed_streak(context: StepContext) -> int:
-        streak = 0
-        for turn in reversed(context.history):
-            if turn.valid_action:
-                break
-            streak += 1
-        return streak
 
     @hookimpl
     def verify_recovery(self, outcome: StepOutcome) -> Verification | None:

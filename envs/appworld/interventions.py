@@ -32,6 +32,7 @@ from playground.core.payloads import (
     StepContext,
     StepOutcome,
     Verification,
+    invalid_streak,
 )
 from playground.text_index import TextIndex, built_once
 
@@ -176,7 +177,7 @@ class ProceduralHelp:
             return None
         error = self._error(context)
         assert error is not None  # the detection above came from this failed cell
-        self.streak = self._failed_streak(context)
+        self.streak = invalid_streak(context.history)
         text = self.help_text(context.goal, error)
         self.pending[context.step] = error
         message = InterventionMessage("soft_repair", f"Your last cell failed: {error.message}\n{text}", FAILURE_TYPE,
@@ -200,15 +201,6 @@ class ProceduralHelp:
 
     def _tier(self) -> int:
         return min(3, max(1, self.streak))
-
-    @staticmethod
-    def _failed_streak(context: StepContext) -> int:
-        streak = 0
-        for turn in reversed(context.history):
-            if turn.valid_action:
-                break
-            streak += 1
-        return streak
 
     @hookimpl
     def verify_recovery(self, outcome: StepOutcome) -> Verification | None:

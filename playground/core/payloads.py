@@ -83,6 +83,16 @@ class Turn:
         _freeze_fields(self, "failure")
 
 
+def invalid_streak(history: tuple[Turn, ...]) -> int:
+    """How many of the last turns in a row the env rejected (0 when the last action was valid)."""
+    streak = 0
+    for turn in reversed(history):
+        if turn.valid_action:
+            break
+        streak += 1
+    return streak
+
+
 @dataclass(frozen=True)
 class InterventionMessage:
     """What an intervention shows the agent when it asks it to propose again.
