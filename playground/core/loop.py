@@ -201,15 +201,16 @@ def _finish(hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _Epis
         except PluginError as exc:
             failed, state.status, state.error = exc, "error", str(exc)
             emit("error", {"message": str(exc), "plugin": exc.plugin, "hook": exc.hook})
-    emit("end", {"status": state.status, "won": state.won, "steps": state.steps, "error": state.error,
-                 "score": state.score, "max_score": state.max_score})
     if state.started:
         try:
             hooks.call("episode_finished",
                        end=EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error))
-        except PluginError as exc:
+        except PluginError as exc:  # the episode's record must not hide it: it ends as an error
             emit("error", {"message": str(exc), "plugin": exc.plugin, "hook": exc.hook})
             failed = failed or exc
+            state.status, state.error = "error", state.error or str(exc)
+    emit("end", {"status": state.status, "won": state.won, "steps": state.steps, "error": state.error,
+                 "score": state.score, "max_score": state.max_score})
     if failed is not None and config.strict:
         raise failed
 

@@ -85,13 +85,15 @@ class Host:
 
     def load(self, extra: dict[str, Any] | None = None) -> "Host":
         """Load built-ins, entry points, and `extra` plugins (name -> module name, module or object)."""
-        for ep in _entry_points():
+        entry_points = _entry_points()
+        for ep in entry_points:
             if ep.dist is not None and ep.dist.name == DISTRIBUTION:
                 source = f"builtin: {ep.value}"
             else:
                 source = (f"entry point: {ep.dist.name}=={ep.dist.version} ({ep.value})" if ep.dist
                           else f"entry point: {ep.value}")
             self._load_one(ep.name, source, ep.load)
+        self._report_unknown_allowed({ep.name for ep in entry_points} | set(extra or {}))
         for name, plugin in (extra or {}).items():
             loader = ((lambda plugin=plugin: importlib.import_module(plugin)) if isinstance(plugin, str)
                       else (lambda plugin=plugin: plugin))
@@ -99,6 +101,12 @@ class Host:
         self._check_harnesses()
         self._check_labels()
         return self
+
+    def _report_unknown_allowed(self, known: set[str]) -> None:
+        """Name each plugin that PLAYGROUND_PLUGINS asks for but no entry point or given plugin provides."""
+        for name in sorted(set(self.allow or ()) - known):
+            self._fail(PluginRecord(name, "PLAYGROUND_PLUGINS", "failed"),
+                       f"no such plugin; choose from: {', '.join(sorted(known))}")
 
     def _load_one(self, name: str, source: str, loader: Callable[[], Any]) -> None:
         if self.allow is not None and name not in self.allow:
