@@ -225,6 +225,68 @@ def test_server_stops_without_leaving_a_process(provider):
         urllib.request.urlopen(url + "/", timeout=5)
 
 
+@pytest.mark.slow
+@needs_server
+@needs_linux
+def test_a_stale_server_is_stopped_when_a_new_run_starts(tmp_path):
+    from playground.envs.appworld.server import AppWorldServer
+
+    server = AppWorldServer(appworld_setup.venv_python(), appworld_setup.embedded_root())
+    server.start()
+    pid, pid_file = server.process.pid, server.pid_file
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    # as a run killed before this fix (or off Linux) leaves it: its starter is gone, the server runs on
+    pid_file.write_text(json.dumps({**json.loads(pid_file.read_text()), "parent_pid": gone.pid}))
+    done = subprocess.run([sys.executable, "-m", "playground.cli.main", "run", "--env", "appworld", "--agent",
+                           "expert", "--episodes", "1", "--out", str(tmp_path / "run"), "--quiet"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"stopped a stale server (pid {pid}," in done.stderr
+    assert server.process.wait(timeout=5) is not None and not pid_file.exists()
+    server.stop()
+
+
+@pytest.mark.slow
+@needs_server
+@needs_linux
+def test_kill_9_of_an_appworld_run_leaves_no_server_and_the_run_resumes(tmp_path):
+    out = tmp_path / "run"
+    args = ["--env", "appworld", "--agent", "expert", "--harness", "base", "--episodes", "6", "--workers", "2",
+            "--out", str(out)]
+    marker = uuid.uuid4().hex
+    proc = start_run(args, dict(os.environ), marker)
+    Lines(proc.stderr).wait_for(lambda line: "appworld: server on" in line, 180)
+    wait_for_record(out, 300)
+    family = {proc.pid, *descendants(proc.pid)}
+    servers = [r for r in _server_records() if r["parent_pid"] in family]
+    assert len(servers) >= 2  # the run's own (started by prepare) and at least one worker's
+    tracked = kill_and_check(proc, marker)
+    assert {r["pid"] for r in servers} <= set(tracked)
+    assert 1 <= len(records(out)) < 6
+
+    done = subprocess.run([sys.executable, "-m", "playground.cli.main", "run", *args, "--quiet"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    keys = [r["key"] for r in records(out)]
+    assert len(keys) == 6 and len(set(keys)) == 6
+    assert json.loads((out / "summary.json").read_text())["harnesses"]["base"]["success_rate"] == 1.0
+    # the killed run's pid files went with the rerun's first start; the rerun left none of its own
+    assert not [r for r in _server_records() if r["pid"] in {s["pid"] for s in servers}]
+    assert not [r for r in _server_records() if not is_running(r["parent_pid"], r.get("parent_start_time"))]
+
+
+def _server_records() -> list[dict]:
+    folder = appworld_setup.home() / "servers"
+    found = []
+    for path in folder.glob("*.json") if folder.is_dir() else []:
+        try:
+            found.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 @needs_server
 def test_appworld_meets_the_env_contract(provider):
     from playground.testing import check_env
