@@ -153,3 +153,12 @@ def pytest_make_collect_report(collector):
         if extra:
             report.outcome = "failed"
             report.longrepr = f"{REQUIRE_VARIABLE} requires extra {extra!r}, but: {_skip_reason(report)}"
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """Run `playground ARGS` in-process; return (exit code, stdout, stderr) as captured by `capsys`."""
+    from playground.cli.main import main
+
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err

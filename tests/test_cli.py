@@ -8,14 +8,7 @@ import sys
 
 import pytest
 
-from playground.cli.main import main
-from tests.conftest import run_cli
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from tests.conftest import cli, run_cli
 
 
 def test_run_on_tiny_writes_the_run_directory(capsys, tmp_path):

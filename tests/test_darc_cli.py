@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import json
 
-from playground.cli.main import main
 from playground.host.manager import Host
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
+from tests.conftest import cli
 
 COMMON = ["--env", "tiny", "--agent", "noisy", "--episodes", "8", "--quiet"]
 

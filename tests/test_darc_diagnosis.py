@@ -9,18 +9,12 @@ import json
 
 import pytest
 
-from playground.cli.main import main
 from playground.host.manager import Host
 from playground.plugins.darc.profile import DARC_MODES, diagnose
 from playground.run.traces import read_trace
+from tests.conftest import cli
 
 QUIET = {mode: "0" for mode in ("invalid", "malformed", "repeat", "stall", "drift", "stop")}
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def noisy_options(**rates) -> list[str]:

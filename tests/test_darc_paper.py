@@ -8,6 +8,11 @@ from collections import Counter
 
 import numpy as np
 import pytest
+
+from playground.core.episode_hooks import PluginError
+from playground.core.hookspecs import hookimpl
+from playground.core.payloads import EpisodeIds, StepContext, Turn
+from playground.host.manager import get_host
 from playground.plugins.darc.distill import bootstrap_stability, count_chains
 from playground.plugins.darc.evidence import Evidence, base_tau_free, write_evidence
 from playground.plugins.darc.profile import (
@@ -16,22 +21,11 @@ from playground.plugins.darc.profile import (
     diagnose,
     dominant,
 )
-
-from playground.cli.main import main
-from playground.core.episode_hooks import PluginError
-from playground.core.hookspecs import hookimpl
-from playground.core.payloads import EpisodeIds, StepContext, Turn
-from playground.host.manager import get_host
 from playground.testing import ScriptedAgent, play, tiny_env
 from playground.testing.openai_server import ScriptedChatServer
+from tests.conftest import cli
 
 COMMON = ["--env", "tiny", "--agent", "noisy", "--episodes", "8", "--quiet"]
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 # -- 1. admissible sets as Table 11 states them ----------------------------------------------
@@ -207,9 +201,8 @@ def test_the_guard_view_replaces_the_list_with_its_top_12():
 
 
 def test_the_recovery_prompt_is_a_separate_switch():
-    from playground.envs.alfworld.interventions import ActionPruning
-
     from playground.core.payloads import Proposal
+    from playground.envs.alfworld.interventions import ActionPruning
 
     context = _context()
     on = ActionPruning({"prior_games": 0}).decide_intervention(context, Proposal("", "hta apple"), [])

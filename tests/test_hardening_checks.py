@@ -7,15 +7,9 @@ import sqlite3
 
 import pytest
 
-from playground.cli.main import main
+from tests.conftest import cli
 
 COMMON = ["--env", "tiny", "--agent", "noisy", "--episodes", "2", "--quiet"]
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _refused(capsys, tmp_path, *args, expect: str):

@@ -6,16 +6,10 @@ import json
 
 import pytest
 
-from playground.cli.main import main
 from playground.run.files import PathEscapeError, confined, safe_file_name
+from tests.conftest import cli
 
 COMMON = ["--env", "tiny", "--agent", "noisy", "--agent-option", "stall=0.2", "--episodes", "3", "--quiet"]
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _files(root):

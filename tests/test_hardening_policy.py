@@ -7,15 +7,9 @@ import json
 
 import pytest
 
-from playground.cli.main import main
+from tests.conftest import cli
 
 COMMON = ["--env", "tiny", "--agent", "noisy", "--agent-option", "stall=0.2", "--episodes", "2", "--quiet"]
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.parametrize("params", [{"judge_base_url": "http://127.0.0.1:9/v1"}, {"judge_model": "m"},

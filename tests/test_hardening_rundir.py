@@ -7,15 +7,9 @@ import json
 
 import pytest
 
-from playground.cli.main import main
+from tests.conftest import cli
 
 RUN = ["run", "--env", "tiny", "--agent", "expert", "--harness", "base", "--episodes", "4", "--quiet"]
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture

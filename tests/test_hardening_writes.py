@@ -9,16 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from playground.plugins.playbook.store import Playbook
-
-from playground.cli.main import main
 from playground.run.files import OutputError, atomic_write, check_output
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from tests.conftest import cli
 
 
 def _playbook(tmp_path):

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import json
 
-from playground.cli.main import main
 from playground.plugins.playbook.store import Playbook
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from tests.conftest import cli
 
 
 def _playbook(tmp_path):
