@@ -415,6 +415,22 @@ def test_read_only_playbook_retrieves_and_refuses_changes(tmp_path):
         Playbook(tmp_path / "missing.sqlite", read_only=True)
 
 
+def test_copy_to_writes_a_whole_independent_playbook_and_never_overwrites(book, tmp_path):
+    first = lesson(book, [LOOP], 1.0)
+    book.record_outcome(first, verified=True, helped=True)
+    copy_path = book.copy_to(tmp_path / "copies" / "a.sqlite")
+    with Playbook(copy_path) as copy:
+        assert [(x.id, x.trigger, x.helped) for x in copy.all()] == [(x.id, x.trigger, x.helped) for x in book.all()]
+        assert [c.op for c in copy.changes()] == ["add", "outcome"]
+        copy.add("progress", [STALL], "only in the copy", "p")
+    assert len(book) == 1  # the copy is its own file
+    assert not list((tmp_path / "copies").glob(".*.tmp"))
+    with pytest.raises(PlaybookError, match="already exists"):
+        book.copy_to(copy_path)
+    with Playbook(copy_path, read_only=True) as copy:
+        assert len(copy) == 2  # left as it was
+
+
 def test_the_reason_counts_the_shared_labels_in_words(book):
     lesson(book, [LOOP, STALL], 1.0)
     lesson(book, [LOOP], 2.0)

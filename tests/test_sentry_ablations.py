@@ -64,6 +64,8 @@ def test_each_ablation_runs_on_tiny_episodes(tmp_path, harness):
         assert figures["lessons_added"] == kinds.count("soft_repair") and figures["verified_recoveries"] == 0
     if harness == "sentry-frozen":
         assert figures["lessons_added"] == 0 and shown
+    if harness == "sentry-retrieval-off":
+        assert "soft_repair" in kinds and not shown and figures["lessons_added"] > 0
     if harness in ("sentry-k3", "sentry-k10"):
         k = int(harness.rsplit("k", 1)[1])
         per_repair = [len(e["details"]["lessons"]) for e in events if e["type"] == "intervention"

@@ -22,9 +22,11 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import os
 import random
 import re
 import sqlite3
+import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -422,6 +424,32 @@ class Playbook:
             rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY id")
             return write_jsonl(path, (_lesson(row).to_dict() for row in rows))
         return self._read(export)
+
+    def copy_to(self, path: str | Path) -> Path:
+        """Write a consistent copy of the whole playbook (lessons, counters, change log) to a new file `path`.
+
+        The copy is made beside `path` and renamed into place once complete, so `path` is either
+        absent or a whole playbook. PlaybookError if `path` (or a side file of it) already exists.
+        """
+        target = Path(path)
+        for existing in (target, *(target.with_name(target.name + s) for s in ("-wal", "-shm", "-journal"))):
+            if existing.exists():
+                raise PlaybookError(f"{existing}: already exists; a playbook copy is only made to a new file")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        os.close(handle)
+        try:
+            copy = sqlite3.connect(temporary)
+            try:
+                self._retrying(lambda: self._db.backup(copy))
+            finally:
+                copy.close()
+            os.chmod(temporary, self.path.stat().st_mode & 0o777)  # mkstemp makes it private; keep the source's mode
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        return target
 
     # ---- maintenance --------------------------------------------------------------------
 

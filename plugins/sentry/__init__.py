@@ -1,9 +1,9 @@
 """Sentry: test-time failure recovery with an external playbook of verified lessons.
 
 Registers the `sentry` and `validity-guard` interventions, the harness `sentry`, its
-ablations (`ABLATIONS`), `sentry-persistent`, `guard-only` and `sentry-llm`, and declares
-the failure types its detectors report (`action_validity`, `progress`, `grounding`) with
-their labels.
+ablations (`ABLATIONS`), `sentry-persistent`, `sentry-frozen-persistent`, `guard-only` and
+`sentry-llm`, and declares the failure types its detectors report (`action_validity`, `progress`,
+`grounding`) with their labels.
 """
 
 from playground.core.hookspecs import hookimpl
@@ -53,6 +53,8 @@ ABLATIONS = (
     ("sentry-retrieval-random", {"retrieval": "random"}, "Sentry retrieving k lessons at random"),
     ("sentry-retrieval-unfiltered", {"retrieval": "any"}, "Sentry retrieving the newest lessons of any type"),
     ("sentry-retrieval-type-only", {"retrieval": "type"}, "Sentry retrieving by failure type only, no label match"),
+    ("sentry-retrieval-off", {"retrieval": "off"},
+     "Sentry retrieving no lessons (soft repairs carry advice and evidence only; verified lessons are still stored)"),
     ("sentry-k3", {"k": 3}, "Sentry retrieving at most 3 lessons"),
     ("sentry-k10", {"k": 10}, "Sentry retrieving at most 10 lessons"),
     ("sentry-bar-loops", {"bar_loops": 3}, "Sentry barring the looped actions for 3 steps after a progress repair"),
@@ -68,7 +70,10 @@ def register_harnesses(register):
         register(name, ["sentry"], params, description=description)
     register("sentry-persistent", ["sentry"], {"persistent": True},
              description="Sentry plus the whole playbook in context every step (exposure control)")
+    register("sentry-frozen-persistent", ["sentry"], {"persistent": True, "update_playbook": False},
+             description="sentry-frozen plus the whole playbook in context every step (frozen exposure control)")
     register("guard-only", ["validity-guard"], description="the action-validity guard alone")
     register("sentry-llm", ["sentry"], {"detector": "both", "verifier": "llm", "summariser": "llm"},
              description="Sentry with LLM judges (detector, verifier, summariser); "
                          "needs --param judge_base_url/judge_model or judge_local=true")
+

@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "cooldown": 2,            # steps after a soft repair with no new soft repair
     "need_check": True,       # the intervention-need check (threshold, cooldown); off: every detection is repaired
     "retrieval": "labels",    # "labels" (type + shared labels) | "type" (type only) | "any" (any type) | "random"
+                              # | "off" (no lesson retrieved)
     "bar_loops": 0,           # steps after a progress repair during which the looped actions are barred
     "follow_up": 0,           # steps after a soft repair that keep offering the actions not tried recently
     "max_repairs": 10,        # soft repairs per episode at most
@@ -81,7 +82,7 @@ DEFAULTS: dict[str, Any] = {
 }
 CHOICES = {"fallback": ("best", "reask", "give_up"), "detector": ("rules", "llm", "both"),
            "verifier": ("rules", "llm"), "summariser": ("template", "llm"), "admission": ADMISSIONS,
-           "retrieval": ("labels", "type", "any", "random")}
+           "retrieval": ("labels", "type", "any", "random", "off")}
 NAME = "sentry"
 OWN_DETECTORS = (DETECTOR, "sentry-llm-judge")  # recurrence is judged on Sentry's own detections only
 LOOP_LABELS = ("repetition_or_looping", "planning_stall")  # the progress failures whose actions `bar_loops` bars
@@ -302,9 +303,9 @@ class SentryPlugin:
                         details={"lessons": list(ids), "why": [item.reason for item in lessons]})
 
     def _retrieve(self, view: BlindView, detection: Detection) -> list:
-        if self.playbook is None:
-            return []
         mode = self.p["retrieval"]
+        if self.playbook is None or mode == "off":
+            return []
         rng = random.Random(f"{self.ids.episode_id if self.ids else ''}:{view.step}") if mode == "random" else None
         return self.playbook.retrieve(detection.failure_type, detection.labels, int(self.p["k"]), mode=mode, rng=rng)
 
