@@ -58,8 +58,13 @@ def _agent_options(pairs: tuple[str, ...], base_url: str | None, model: str | No
     return options
 
 
-def episode_options(command):
-    """The options that say what to run: env, tasks, agent, parameters, budget, seed."""
+def episode_options(command=None, *, split: bool = True):
+    """The options that say what to run: env, tasks, agent, parameters, budget, seed.
+
+    `@episode_options(split=False)` leaves out --split, for a command that names its splits otherwise.
+    """
+    if command is None:
+        return lambda decorated: episode_options(decorated, split=split)
     options = [
         click.option("--env", "env_name", default=None,
                      help="env or env:task_set [default: the env its plugin marks as default; `playground envs`]"),
@@ -71,7 +76,7 @@ def episode_options(command):
         click.option("--model", default=None, help="model name for --agent llm"),
         click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="harness parameter (repeatable)"),
         click.option("--episodes", type=click.IntRange(min=1), default=None, help="number of tasks from the split"),
-        click.option("--split", default=None, help="task split (e.g. train, dev, test)"),
+        *([click.option("--split", default=None, help="task split (e.g. train, dev, test)")] if split else []),
         click.option("--seed", type=int, default=0, show_default=True, help="run seed (episode seeds derive from it)"),
         click.option("--max-steps", type=click.IntRange(min=1), default=40, show_default=True,
                      help="step budget per episode"),

@@ -2,7 +2,8 @@
 
 Registers the `sentry` and `validity-guard` interventions, the harness `sentry`, its
 ablations (`ABLATIONS`), `sentry-persistent`, `sentry-frozen-persistent`, `guard-only` and
-`sentry-llm`, and declares the failure types its detectors report (`action_validity`, `progress`,
+`sentry-llm`, the `playground sentry` command group (`heldout`: the held-out protocol), and
+declares the failure types its detectors report (`action_validity`, `progress`,
 `grounding`) with their labels.
 """
 
@@ -77,3 +78,10 @@ def register_harnesses(register):
              description="Sentry with LLM judges (detector, verifier, summariser); "
                          "needs --param judge_base_url/judge_model or judge_local=true")
 
+
+@hookimpl
+def register_commands(cli) -> None:
+    """Add the `sentry` command group (`playground sentry heldout`)."""
+    from playground.plugins.sentry.cli import sentry_group
+
+    cli.add_command(sentry_group)
