@@ -108,3 +108,24 @@ def test_an_agent_that_insists_gets_its_action_sent_after_the_reasks(fallback):
                   max_steps=12)
     assert [e["kind"] for e in result.of("intervention")][:2] == ["hard_repair", "hard_repair"]
     assert result.of("step")[0]["action"] == "tkae key" and tally(result)["schema_invalid_steps"] == 1
+
+
+def test_summaries_count_schema_invalid_actions_only_where_the_env_checks_a_schema():
+    from playground.run.report import format_table, summarise_harness
+    from playground.run.runner import _merge_attempts
+
+    checked = summarise_harness([{"won": True, "schema_invalid_steps": 1}, {"won": False, "schema_invalid_steps": 2}])
+    assert checked["schema_invalid_per_episode"] == 1.5
+    assert summarise_harness([{"won": True}])["schema_invalid_per_episode"] is None
+    table = format_table({"harnesses": {"checked": checked}})
+    assert "schema/ep" in table.splitlines()[0] and "1.50" in table and "schema check found problems" in table
+    assert "schema/ep" not in format_table({"harnesses": {"plain": summarise_harness([{"won": True}])}})
+
+    class Spec:
+        verifier, attempts = "rules", (("a",), ("b",))
+
+    attempt = {"interventions": {}, "won": False, "status": "lost", "steps": 2, "cost": 1.0, "trace": "t",
+               "schema_invalid_steps": 1}
+    assert _merge_attempts([attempt, {**attempt, "won": True}], Spec())["schema_invalid_steps"] == 2
+    unchecked = {k: v for k, v in attempt.items() if k != "schema_invalid_steps"}
+    assert "schema_invalid_steps" not in _merge_attempts([unchecked, unchecked], Spec())
