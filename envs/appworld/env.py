@@ -223,9 +223,9 @@ def wrong_keyword(cell: str, docs: dict) -> str | None:
         tree = ast.parse(cell)
     except SyntaxError:
         return None
-    calls = sorted(((node, names) for node in ast.walk(tree) if isinstance(node, ast.Call)
-                    and (names := _app_call(node)) is not None), key=lambda found: (found[0].lineno, found[0].col_offset))
-    for call, (app, api) in calls:
+    calls = [(node, names) for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and (names := _app_call(node)) is not None]
+    for call, (app, api) in sorted(calls, key=lambda found: (found[0].lineno, found[0].col_offset)):
         params = {p.get("name") for p in docs.get(app, {}).get(api, {}).get("parameters", [])}
         for keyword in call.keywords:
             if keyword.arg is None:
