@@ -23,6 +23,7 @@ from playground.core.payloads import (
     InterventionMessage,
     PayloadError,
     Proposal,
+    SchemaProblem,
     StepContext,
     StepOutcome,
     Turn,
@@ -34,5 +35,5 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent", "AgentView", "Decision", "Detection", "EnvProvider", "EpisodeEnd", "EpisodeIds", "EpisodeStart",
     "FailureLabel", "FailureType", "InterventionMessage", "PayloadError", "PlaygroundError", "Proposal",
-    "StepContext", "StepOutcome", "TaskSet", "TextEnv", "Turn", "Verification", "hookimpl",
+    "SchemaProblem", "StepContext", "StepOutcome", "TaskSet", "TextEnv", "Turn", "Verification", "hookimpl",
 ]

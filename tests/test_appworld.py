@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -170,6 +171,52 @@ def test_failed_cells_are_invalid_and_checkpoints_replay(provider):
 
 
 @needs_server
+def test_every_scripted_cell_passes_the_schema_check_and_the_noisy_cells_fail_it(provider):
+    env = provider.make("embedded", expert=True)
+    labels = set()
+    for task_id in embedded_ids(provider):
+        env.reset(options={"task": task_id})
+        for cell in env.solution:
+            assert env.check_action(cell) == [], (task_id, cell)
+        for step in range(2):  # the first cell's wrong cell renames an API, the second's a keyword
+            variants = env.failure_variants()
+            invalid, malformed = variants["invalid"], variants["malformed"]
+            assert invalid["label"] in [p.kind for p in env.check_action(invalid["action"])], (task_id, invalid)
+            assert [p.kind for p in env.check_action(malformed["action"])] == ["syntax_error"], task_id
+            labels.add(invalid["label"])
+            env.step(env.solution[step])
+    assert labels == {"unknown_api", "unknown_argument"}
+    env.close()
+
+
+@needs_server
+@pytest.mark.slow
+def test_sentry_hard_repairs_a_schema_invalid_cell_and_sentry_no_hard_runs_it(provider):
+    from playground.plugins.sentry.harness import SentryPlugin
+    from playground.testing import ScriptedAgent, play
+
+    env = provider.make("embedded", expert=True)
+    task_id = embedded_ids(provider)[0]
+    env.reset(options={"task": task_id})
+    wrong = env.failure_variants()["invalid"]["action"]  # the first cell, logging in with `sign_in`
+    app = re.search(r"apis\.(\w+)\.sign_in\(", wrong).group(1)
+    agent = ScriptedAgent([wrong])  # then the scripted solution
+    repaired = play(env, agent, plugins=[SentryPlugin({})], task=task_id, max_steps=10)
+    [repair] = [e for e in repaired.of("intervention") if e["kind"] == "hard_repair"]
+    text = repair["message"]["text"]
+    assert f"unknown_api (line 3): the {app} app has no API 'sign_in'" in text
+    assert f"- apis.{app}.login(username, password)" in text
+    assert agent.views[1].message.labels == ("wrong_schema", "unknown_api")
+    assert wrong not in [s["action"] for s in repaired.of("step")] and repaired.result.won
+    sent = play(env, ScriptedAgent([wrong]), plugins=[SentryPlugin({"hard_repair": False})], task=task_id,
+                max_steps=10)
+    assert not [e for e in sent.of("intervention") if e["kind"] == "hard_repair"]
+    first = sent.of("step")[0]
+    assert first["action"] == wrong and not first["valid_action"] and "No API named 'sign_in'" in first["observation"]
+    env.close()
+
+
+@needs_server
 def test_noisy_runs_under_base_sentry_and_procedural_harnesses(capsys, tmp_path):
     from playground.cli.main import main
 
@@ -182,6 +229,10 @@ def test_noisy_runs_under_base_sentry_and_procedural_harnesses(capsys, tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["harnesses"]) == {"base", "sentry", "retrieval_fallback", "auto_knowledge"}
     assert all(h["errors"] == 0 for h in summary["harnesses"].values())
+    # Sentry re-asks schema-invalid cells instead of running them; base runs every one
+    base, sentry = summary["harnesses"]["base"], summary["harnesses"]["sentry"]
+    assert sentry["interventions"].get("hard_repair", 0) > 0 and "hard_repair" not in base["interventions"]
+    assert base["schema_invalid_per_episode"] > sentry["schema_invalid_per_episode"]
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     fallback = [r for r in records if r["harness"] == "retrieval_fallback"]
     assert sum(r["detected_failures"] for r in fallback) > 0

@@ -220,6 +220,22 @@ def test_fuzzed_grades_change_no_detection_decision_verdict_or_lesson(tiny_recor
     assert differences(episodes, lambda: SentryPlugin(params), seed, work) == []
 
 
+def test_fuzzed_grades_change_nothing_where_the_env_checks_a_schema(tmp_path):
+    """Schema problems reach Sentry's view (they come from the action and the schema, not a grade): its
+    hard repairs of schema-invalid actions do not move with the grades either."""
+    from tests.test_sentry_schema import ToolTiny
+
+    seed = seed_playbook(tmp_path / "seed.sqlite")
+    recorded = Path(shutil.copy(seed, tmp_path / "recorded.sqlite"))
+    episodes = record(ToolTiny(expert=True), TINY_TASKS[:8], {}, recorded, agent_options={**NOISY, "invalid": 0.3})
+    schema_checked = [kwargs["context"].schema_problems for calls in episodes for hook, kwargs in calls
+                      if hook == "decide_intervention"]
+    assert sum(bool(problems) for problems in schema_checked) >= 5
+    counts = summary(episodes, lambda: SentryPlugin({}), seed, tmp_path)
+    assert counts["decisions"] > 5
+    assert differences(episodes, lambda: SentryPlugin({}), seed, tmp_path) == []
+
+
 def test_the_fuzz_catches_a_planted_score_read(tiny_recording):
     episodes, seed, work = tiny_recording
     assert differences(episodes, lambda: ScoreReadingSentry({}), seed, work)

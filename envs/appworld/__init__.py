@@ -28,7 +28,7 @@ def register_envs(register) -> None:
 
 @hookimpl
 def register_failure_labels(register) -> None:
-    """Declare the labels `interventions.classify_error` gives a failed cell."""
+    """Declare the labels of a failed or schema-invalid cell (`interventions.LABELS`)."""
     from playground.core.labels import FailureLabel
     from playground.envs.appworld.interventions import FAILURE_TYPE, LABELS
 

@@ -20,12 +20,17 @@
 - With `expert=True` (non-LLM agents only), `expert_plan` is the rest of the task's
   scripted solution, and `failure_variants()` (the env contract's hook for
   failure-injection agents) says how the next cell looks under each of the `noisy`
-  agent's failure modes: a wrong API name, a syntax error, a skipped lookup or a missing
-  login, a docs-only cell, the previous cell again, or completing too early.
+  agent's failure modes: a wrong API name or a wrong keyword, a syntax error, a skipped
+  lookup or a missing login, a docs-only cell, the previous cell again, or completing too
+  early.
+- `check_action(cell)` checks a cell against AppWorld's API docs before it runs
+  (`schema.check_cell`: syntax, unknown apps and APIs, unknown and missing arguments), so
+  a harness can repair a schema-invalid cell before it reaches AppWorld.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import re
@@ -34,7 +39,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from playground.core.env import EnvInfo, EnvProvider, FailureVariant, TaskSet, TextEnv, path_from_env
+from playground.core.payloads import SchemaProblem
 from playground.envs.appworld import setup as appworld_setup
+from playground.envs.appworld.schema import ROOT, check_cell
 from playground.envs.appworld.server import AppWorldError, AppWorldServer
 
 FAILED = "Execution failed"
@@ -113,6 +120,10 @@ class AppWorldEnv(TextEnv):
         won = bool(self.report and self.report.get("success"))
         return output, float(won), self.done, False, self._info(valid=valid)
 
+    def check_action(self, action: str) -> list[SchemaProblem]:
+        """The cell's problems against AppWorld's API docs (`schema.check_cell`), found without running it."""
+        return check_cell(str(action), self.server.api_docs())
+
     def snapshot(self) -> dict:
         """The state now, as the cells executed since reset (restored by replaying them)."""
         return {"cells": tuple(self.cells), "done": self.done, "solved": self.solved, "last_code": self.last_code}
@@ -171,9 +182,12 @@ class AppWorldEnv(TextEnv):
             return {}
         cell = self.solution[self.solved]
         variants: dict[str, FailureVariant] = {}
-        wrong = wrong_api_name(cell)
-        if wrong:
-            variants["invalid"] = {"action": wrong, "label": "unknown_api"}
+        wrong = [(name, label) for name, label in ((wrong_api_name(cell), "unknown_api"),
+                                                   (wrong_keyword(cell, self.server.api_docs()), "unknown_argument"))
+                 if name]
+        if wrong:  # the scripted cells take turns: a wrong API name, then a wrong keyword, where the cell has both
+            name, label = wrong[self.solved % len(wrong)]
+            variants["invalid"] = {"action": name, "label": label}
         variants["malformed"] = {"action": cell.rstrip().rstrip(")") + "\n", "label": "syntax_error"}
         if self.solved == self.meta.get("lookup_cell") and self.meta.get("skipped_lookup"):
             variants["drift"] = {"action": self.meta["skipped_lookup"], "label": "missing_lookup"}
@@ -199,6 +213,41 @@ def wrong_api_name(cell: str) -> str | None:
         prefix = next((p for p in WRONG_PREFIX if api.startswith(p)), None)
         wrong = WRONG_PREFIX[prefix] + api[len(prefix):] if prefix else api + "s"
         return cell[: match.start(2)] + wrong + cell[match.end(2):]
+    return None
+
+
+def wrong_keyword(cell: str, docs: dict) -> str | None:
+    """`cell` with the first keyword of its first app API call renamed to one the API does not take
+    (`access_token` -> `token`, `query` -> `querys`), or None where no call has a keyword."""
+    try:
+        tree = ast.parse(cell)
+    except SyntaxError:
+        return None
+    calls = [(node, names) for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and (names := _app_call(node)) is not None]
+    for call, (app, api) in sorted(calls, key=lambda found: (found[0].lineno, found[0].col_offset)):
+        params = {p.get("name") for p in docs.get(app, {}).get(api, {}).get("parameters", [])}
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                continue
+            wrong = keyword.arg.split("_")[-1] if "_" in keyword.arg else keyword.arg + "s"
+            if wrong in params:
+                wrong = keyword.arg + "s"
+            lines = cell.splitlines(keepends=True)
+            line = lines[keyword.lineno - 1]
+            start = len(line.encode()[:keyword.col_offset].decode())  # ast columns count UTF-8 bytes
+            lines[keyword.lineno - 1] = line[:start] + wrong + line[start + len(keyword.arg):]
+            return "".join(lines)
+    return None
+
+
+def _app_call(node: ast.Call) -> tuple[str, str] | None:
+    """(app, api) of a call `apis.APP.API(...)` to an app other than supervisor and api_docs, else None."""
+    func = node.func
+    if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
+            and isinstance(func.value.value, ast.Name) and func.value.value.id == ROOT
+            and func.value.attr not in ("supervisor", "api_docs")):
+        return func.value.attr, func.attr
     return None
 
 

@@ -34,10 +34,14 @@ from playground.core.payloads import (
     Verification,
     invalid_streak,
 )
+from playground.envs.appworld.schema import signature
 from playground.text_index import TextIndex, built_once
 
 FAILURE_TYPE = "procedure"
-LABELS = ("unknown_api", "missing_login", "missing_lookup", "missing_argument", "syntax_error", "api_error")
+# what `classify_error` reads from a failed cell, and `unknown_argument` (a keyword the API does not take, which
+# AppWorld drops without a word, so no failed cell shows it: the noisy agent's wrong-keyword cells carry it)
+LABELS = ("unknown_api", "missing_login", "missing_lookup", "missing_argument", "syntax_error", "api_error",
+          "unknown_argument")
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,8 @@ def classify_error(output: str, code: str = "") -> CellError:
 
 
 def describe_api(app: str, api: str, doc: dict) -> str:
-    """One line: `apis.app.api(param, ...)`: description."""
-    params = ", ".join(p.get("name", "") + ("" if p.get("required") else "=...") for p in doc.get("parameters", []))
-    return f"apis.{app}.{api}({params}): {doc.get('description', '').strip()}"
+    """One line: `apis.app.api(param, optional=default, ...)`: description."""
+    return f"{signature(app, api, doc)}: {doc.get('description', '').strip()}"
 
 
 def relevant_docs(docs: dict, query: str, apps: list[str], k: int = 5) -> list[str]:

@@ -58,6 +58,14 @@ action has a kind, and rules keyed on kinds (idle looks, wandering, finishing wi
 choices open) never fire there. `command_kinds` gives the kinds of text-adventure
 commands by their verb.
 
+An env whose actions are calls to named tools (code cells calling APIs, tool calls) has no
+admissible list, but it may still say whether an action fits its schema before it runs:
+`check_action(action)` returns the `SchemaProblem`s it finds (an unknown API, an unknown or
+missing argument, a syntax error; each with the offending text, the closest valid names and
+signatures), `[]` when the action passes, and `None` (the default) where the env has no
+schema. The loop calls it on every proposal and hands the result to plugins as
+`StepContext.schema_problems`; nothing is run and no grade is read.
+
 Failure-injection agents (the `noisy` instrument) may ask an env how a failure looks
 there: an env that knows sets `failure_variants()` (see `TextEnv.failure_variants`);
 agents reach the env through their optional `bind_env(env)`, called before each episode.
@@ -74,6 +82,7 @@ from typing import Any, Callable, Mapping, TypedDict, cast
 import gymnasium
 
 from playground.core.errors import PlaygroundError
+from playground.core.payloads import SchemaProblem
 from playground.core.text_space import UnicodeText
 
 MAX_TEXT = 1_000_000
@@ -226,6 +235,14 @@ class TextEnv(gymnasium.Env):
     def restore(self, snapshot: Any) -> None:
         """Put the env back into a state returned by `snapshot()`."""
         raise NotImplementedError(f"{type(self).__name__} cannot restore")
+
+    def check_action(self, action: str) -> list[SchemaProblem] | None:
+        """Check `action` against the env's action schema without running it (see the module docstring).
+
+        The problems found (`[]` when it passes); None where the env has no schema (the
+        default: an env that lists admissible actions already says what is valid).
+        """
+        return None
 
     def failure_variants(self) -> Mapping[str, FailureVariant]:
         """How the next action looks under failure modes, for failure-injection agents only.

@@ -34,6 +34,7 @@ from playground.core.payloads import (
     EpisodeIds,
     EpisodeStart,
     Proposal,
+    SchemaProblem,
     StepContext,
     StepOutcome,
     Turn,
@@ -247,7 +248,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
             context = replace(context, checkpoints=tree.steps())
         restored = False
 
-        proposal, decision = _decide(agent, hooks, config, emit, context, info, recorder)
+        proposal, decision = _decide(env, agent, hooks, config, emit, context, info, recorder)
         if decision is not None and decision.stop:
             state.status = "stopped"
             return
@@ -328,9 +329,10 @@ def _rollback(env, decision, tree: _CheckpointTree, config: EpisodeConfig, emit:
     return point
 
 
-def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict,
+def _decide(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, context: StepContext, info: dict,
             recorder: ViewRecorder):
-    """Ask the agent, run detectors and the decision hook, re-asking while plugins say so."""
+    """Ask the agent, check its action against the env's schema, run detectors and the decision hook,
+    re-asking while plugins say so."""
     message = None
     extras = {key: info[key] for key in ("expert_plan", "action_kinds", "action_format") if key in info}
     notes = tuple(str(n) for n in hooks.collect("agent_notes", context=context))
@@ -342,12 +344,14 @@ def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, conte
         started = time.perf_counter()
         proposal: Proposal = _call("agent propose", agent.propose, view)
         seconds = round(time.perf_counter() - started, 6)
+        problems = _schema_problems(env, proposal)
         emit("proposal", {"step": context.step, "attempt": attempt, "thought": proposal.thought,
                           "action": proposal.action, "finish": proposal.finish,
                           "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
                           "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
-                          "seconds": seconds, **recorder.fields(view, proposal)})
-        context = replace(context, attempt=attempt)
+                          "seconds": seconds, **recorder.fields(view, proposal),
+                          **({"schema_problems": [to_dict(p) for p in problems]} if problems is not None else {})})
+        context = replace(context, attempt=attempt, schema_problems=problems)
         detections = hooks.collect("detect_failures", context=context, proposal=proposal)
         for detection in detections:
             emit("detection", {"step": context.step, "attempt": attempt, **to_dict(detection)})
@@ -363,6 +367,19 @@ def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, conte
             return proposal, decision
         message = decision.message
         attempt += 1
+
+
+def _schema_problems(env, proposal: Proposal) -> tuple[SchemaProblem, ...] | None:
+    """The env's schema check of the proposed action (`TextEnv.check_action`); None without one or on a finish."""
+    check = getattr(env, "check_action", None)
+    if proposal.finish or not callable(check):
+        return None
+    problems = _call("env check_action", check, proposal.action)
+    if problems is None:
+        return None
+    if not isinstance(problems, (list, tuple)) or not all(isinstance(p, SchemaProblem) for p in problems):
+        raise EpisodeError(f"env check_action returned {problems!r:.200}; expected a list of SchemaProblem or None")
+    return tuple(problems)
 
 
 def _shown_actions(hooks: EpisodeHooks, context: StepContext) -> tuple[str, ...] | None:

@@ -93,6 +93,39 @@ def invalid_streak(history: tuple[Turn, ...]) -> int:
     return streak
 
 
+SCHEMA_PROBLEM_KINDS = ("syntax_error", "unknown_api", "unknown_argument", "missing_argument", "bad_argument")
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    """One way a proposed action breaks the env's action schema, found before it runs (`TextEnv.check_action`).
+
+    Derived from the action and the schema alone (never from a grade). `kind` is one of
+    `SCHEMA_PROBLEM_KINDS`: "syntax_error" (the action does not parse), "unknown_api" (it
+    names a tool, app or API the env does not have), "unknown_argument" (an argument the
+    call does not take), "missing_argument" (a required argument left out), "bad_argument"
+    (an argument given in a way the call does not take, e.g. by position where only
+    keywords are taken). `text` is the offending part of the action, `message` says what
+    is wrong in words, `alternatives` are the closest valid names, best first, and
+    `signatures` the full signatures of the closest valid calls (one line each). `line` and
+    `col` (1-based) say where, when the env knows.
+    """
+
+    kind: str
+    text: str
+    message: str
+    alternatives: tuple[str, ...] = ()
+    signatures: tuple[str, ...] = ()
+    line: int | None = None
+    col: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCHEMA_PROBLEM_KINDS:
+            raise PayloadError(f"unknown schema problem kind {self.kind!r}; choose from: "
+                               f"{', '.join(SCHEMA_PROBLEM_KINDS)}")
+        _freeze_fields(self, "alternatives", "signatures")
+
+
 @dataclass(frozen=True)
 class InterventionMessage:
     """What an intervention shows the agent when it asks it to propose again.
@@ -163,6 +196,9 @@ class StepContext:
     action_format: str = "command"  # "code" where an action is a program (a code cell)
     # the steps of the current branch that have a checkpoint a `Decision(rollback_to=...)` may name
     checkpoints: tuple[int, ...] = ()
+    # the env's check of the proposal being decided on against its action schema (`TextEnv.check_action`):
+    # () when it passes, None where the env has no schema check (or the proposal finishes the episode)
+    schema_problems: tuple[SchemaProblem, ...] | None = None
 
     def __post_init__(self) -> None:
         _freeze_fields(self, "action_kinds")

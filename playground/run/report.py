@@ -14,6 +14,8 @@ from typing import Any, Iterable
 class EpisodeTally:
     """Counts what one episode's events show (fed event by event, as they are written)."""
 
+    OPTIONAL_COUNTERS = ("schema_invalid_steps",)  # in the record only where the env gives what they count
+
     def __init__(self) -> None:
         self.invalid_actions = 0
         self.detected_failures = 0
@@ -23,11 +25,15 @@ class EpisodeTally:
         self.lessons_added = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.schema_checked = False  # the env checks actions against a schema (proposals carry `schema_problems`)
+        self.schema_invalid_steps = 0  # actions sent to the env although its schema check found problems
+        self._proposed: tuple[str, bool] | None = None  # the last proposal's action, and whether it broke the schema
 
     def add(self, event_type: str, data: dict[str, Any]) -> None:
         """Count one event."""
-        if event_type == "step" and not data.get("valid_action", True):
-            self.invalid_actions += 1
+        if event_type == "step":
+            self.invalid_actions += not data.get("valid_action", True)
+            self.schema_invalid_steps += self._proposed == (data.get("action"), True)
         elif event_type == "detection":
             self.detected_failures += 1
         elif event_type == "intervention":
@@ -42,6 +48,9 @@ class EpisodeTally:
         elif event_type == "proposal":
             self.prompt_tokens += int(data.get("prompt_tokens") or 0)
             self.completion_tokens += int(data.get("completion_tokens") or 0)
+            checked = "schema_problems" in data
+            self.schema_checked |= checked
+            self._proposed = (str(data.get("action")), bool(data["schema_problems"])) if checked else None
 
     def as_record(self) -> dict[str, Any]:
         """Return the counts as a JSON-ready dict."""
@@ -54,6 +63,7 @@ class EpisodeTally:
             "lessons_added": self.lessons_added,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            **({"schema_invalid_steps": self.schema_invalid_steps} if self.schema_checked else {}),
         }
 
 
@@ -69,6 +79,7 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "success_rate": sum(1 for r in records if r.get("won")) / n if n else 0.0,
         "mean_steps": sum(r.get("steps", 0) for r in records) / n if n else 0.0,
         "invalid_actions_per_episode": total("invalid_actions") / n if n else 0.0,
+        "schema_invalid_per_episode": _mean_of(records, "schema_invalid_steps"),
         "detected_failures": total("detected_failures"),
         "interventions": dict(sorted(interventions.items())),
         "verified_recoveries": total("verified_recoveries"),
@@ -110,6 +121,12 @@ def _share(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
+def _mean_of(records: list[dict], key: str) -> float | None:
+    """Mean of `key` over the records that have it (None when none does)."""
+    values = [float(r[key]) for r in records if r.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
 def _mean_score(records: list[dict]) -> float | None:
     """Mean of score / max_score over episodes that report both (None when none does)."""
     ratios = [r["score"] / r["max_score"] for r in records if r.get("score") is not None and r.get("max_score")]
@@ -139,6 +156,7 @@ TABLE_COLUMNS = [
     ("score", "mean_score"),
     ("steps", "mean_steps"),
     ("invalid/ep", "invalid_actions_per_episode"),
+    ("schema/ep", "schema_invalid_per_episode"),
     ("detected", "detected_failures"),
     ("interventions", "interventions"),
     ("verified", "verified_recoveries"),
@@ -146,8 +164,9 @@ TABLE_COLUMNS = [
     ("lessons", "lessons_added"),
     ("errors", "errors"),
 ]
-# Columns shown only when some harness has a value (the env reports a score; a verifier judged a recovery).
-OPTIONAL_COLUMNS = {"mean_score", "resolved_share"}
+# Columns shown only when some harness has a value (the env reports a score; it checks actions against a
+# schema; a verifier judged a recovery).
+OPTIONAL_COLUMNS = {"mean_score", "resolved_share", "schema_invalid_per_episode"}
 PERCENT_COLUMNS = {"success_rate", "mean_score", "resolved_share"}
 LEGEND = {
     "success": "share of episodes won",
@@ -155,6 +174,7 @@ LEGEND = {
     "score": "mean score / max score, over episodes whose env reports one",
     "steps": "mean env steps per episode",
     "invalid/ep": "actions the env rejected, per episode",
+    "schema/ep": "actions sent although the env's schema check found problems, per episode",
     "detected": "failures detected",
     "interventions": "interventions made (re-asks, replaced actions, stops, rollbacks)",
     "verified": "repairs a verifier judged resolved",

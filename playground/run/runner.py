@@ -391,6 +391,7 @@ def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
     """One record for a cascade: the last attempt's outcome, summed counts and costs, and each attempt."""
     merged = dict(attempts[-1])
     counters = [key for key, value in EpisodeTally().as_record().items() if isinstance(value, int)]
+    counters += [key for key in EpisodeTally.OPTIONAL_COUNTERS if any(key in a for a in attempts)]
     for key in ["steps", "seconds", "cost", *counters]:  # every tally counter, so new ones add up too
         merged[key] = sum(a.get(key) or 0 for a in attempts)
     merged["interventions"] = dict(sum((Counter(a["interventions"]) for a in attempts), Counter()))

@@ -14,7 +14,9 @@ In the spirit of gymnasium's `check_env`, for playground's own promises:
   following "look"-kind action (or, without one, reports the info) exactly as it would
   have without the invalid action (skipped where actions are free text or code);
 - snapshots (when `can_snapshot`): after `restore`, replaying the same actions gives the
-  same results as the first time.
+  same results as the first time;
+- a schema check (`check_action`, where the env has one): it returns None or a list of
+  `SchemaProblem`, and the expert's actions pass it.
 
 Every failure is an AssertionError naming the env, task set, task and check.
 
@@ -35,6 +37,7 @@ from playground.core.env import (
     is_admissible,
     is_template,
 )
+from playground.core.payloads import SchemaProblem
 
 INVALID_ACTION = "xyzzy plugh frobnicate"  # no env's command
 STATE_KEYS = ("goal", "admissible_actions", "won", "lost", "score", "max_score", "action_kinds")
@@ -146,6 +149,7 @@ class _EnvCheck:
             if getattr(env, "can_snapshot", False):
                 self.check_snapshot(env)
             self.check_steps(env)
+            self.check_schema(env)
         finally:
             env.close()
 
@@ -198,6 +202,18 @@ class _EnvCheck:
         self.reset(env)
         self.fail_unless(_comparable(self.play(env, self.plan(info))) == _comparable(played),
                          "determinism: the same actions from the same reset give the same results")
+
+    def check_schema(self, env) -> None:
+        check = getattr(env, "check_action", None)
+        if not callable(check):
+            return
+        _, info = self.reset(env)
+        for action in self.plan(info):
+            problems = check(action)
+            self.fail_unless(problems is None or (isinstance(problems, list)
+                                                  and all(isinstance(p, SchemaProblem) for p in problems)),
+                             f"check_action({action!r}) returns None or a list of SchemaProblem", repr(problems)[:300])
+            self.fail_unless(not problems, f"the expert's action {action!r} passes check_action", repr(problems)[:300])
 
     def play(self, env, actions: list[str]) -> list[tuple]:
         results = []

@@ -10,8 +10,9 @@ the observation text, which the agent reads too.
 
 - `BlindView`: the goal, the current observation, the admissible actions, the history
   (actions, thoughts, observations, validity, action kinds; no reward, no score), the
-  env's action kinds and open choices (what the page shows as still to choose) and the
-  action format.
+  env's action kinds and open choices (what the page shows as still to choose), the
+  action format, and the env's schema problems with the proposed action (derived from the
+  action and the env's schema, like the admissible list: never from a grade).
 - `BlindOutcome`: the view before a step, the action sent (or the stop), and what came
   back: the observation, whether the action was valid, the admissible actions after it.
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from playground.core.payloads import StepContext, StepOutcome, Turn
+from playground.core.payloads import SchemaProblem, StepContext, StepOutcome, Turn
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class BlindView:
     action_kinds: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     open_choices: tuple[str, ...] = ()
     action_format: str = "command"
+    schema_problems: tuple[SchemaProblem, ...] | None = None  # None where the env has no schema check
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,8 @@ def blind_view(context: StepContext | BlindView) -> BlindView:
     admissible = tuple(context.admissible_actions) if context.admissible_actions is not None else None
     return BlindView(context.step, context.goal, context.observation, admissible,
                      tuple(blind_turn(t) for t in context.history), context.attempt,
-                     MappingProxyType(dict(context.action_kinds)), tuple(context.open_choices), context.action_format)
+                     MappingProxyType(dict(context.action_kinds)), tuple(context.open_choices), context.action_format,
+                     context.schema_problems)
 
 
 def blind_outcome(outcome: StepOutcome) -> BlindOutcome:

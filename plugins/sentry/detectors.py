@@ -105,6 +105,16 @@ def detect_invalid_action(context: BlindView, proposal: Proposal, window: Window
     return None
 
 
+def detect_schema_problems(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
+    """An action the env's schema check rejects before it runs (unknown API, unknown or missing argument,
+    syntax error): read from the action and the env's schema, any action format."""
+    problems = context.schema_problems
+    if proposal.finish or not problems:
+        return None
+    return Detection(DETECTOR, "action_validity", ("wrong_schema",), 1.0,
+                     "; ".join(f"{p.kind}: {p.message}" for p in problems), subtype=problems[0].kind)
+
+
 def _unparseable(action: str) -> bool:
     """Empty, several lines, too many words, or markup outside a trailing `[argument]` (e.g. `search[a|b]` is fine)."""
     outside_argument = re.sub(r"\[[^\]]*\]$", "[]", action)
@@ -301,13 +311,17 @@ GROUNDING_DETECTORS: tuple[Detector, ...] = (detect_hallucination, detect_object
 
 def run_detectors(context: BlindView | StepContext, proposal: Proposal, window_size: int, screen: bool = True,
                   first_observation: str = "") -> list[Detection]:
-    """Validity first; if the action is valid and `screen` is on, the progress and grounding rules.
+    """Validity first (the env's schema check, then admissibility); if the action is valid and `screen` is on,
+    the progress and grounding rules (only the progress rules for code).
 
     A `StepContext` is first reduced to its `BlindView`, so no rule can read a reward or a
     score. `first_observation` is the observation after reset (the state before the first action).
     """
     context = blind_view(context)
     window = make_window(context, window_size, first_observation)
+    schema = detect_schema_problems(context, proposal, window)
+    if schema is not None:  # the env's own schema check: whatever the format, nothing else matters first
+        return [schema]
     if context.action_format == "code":  # programs: only the progress rules apply (repeats, stops)
         return [d for d in (f(context, proposal, window) for f in PROGRESS_DETECTORS) if d] if screen else []
     invalid = [d for d in (f(context, proposal, window) for f in VALIDITY_DETECTORS) if d]

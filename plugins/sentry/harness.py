@@ -2,7 +2,9 @@
 
 One object per episode. Routing: an invalid action gets a hard repair (a ranked view
 of the valid actions and a request to rewrite; if still invalid after the re-ask budget,
-the configured fallback). Otherwise a progress or grounding detection above the
+the configured fallback); so does an action that fails the env's schema check (the problems
+and the closest valid calls; with no valid action to fall back on, it is sent after the
+re-asks unless the fallback gives up). Otherwise a progress or grounding detection above the
 confidence threshold gets a soft repair (general advice, the last W steps, and at most
 k retrieved lessons of the same failure type), subject to a per-episode cap and a
 cooldown (which does not apply when the agent wants to stop, since that ends the episode).

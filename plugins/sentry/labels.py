@@ -26,7 +26,8 @@ LABELS = (
         advice="Your reply did not contain a single well-formed action. Reply with one valid action only."),
     FailureLabel(
         "wrong_schema", "action_validity",
-        advice="The action does not follow the expected format. Use the format the task requires."),
+        advice="The action does not match the schema the env accepts (an unknown tool or API, an unknown or missing "
+               "argument, or a syntax error). Fix the call using the valid names and signatures given."),
     FailureLabel(
         "repetition_or_looping", "progress",
         advice="You are repeating actions that already produced their result. Do something that changes the situation.",

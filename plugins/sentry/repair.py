@@ -6,7 +6,7 @@ Repairs read a `BlindView` (what the agent sees); a `StepContext` is reduced to 
 from __future__ import annotations
 
 from playground.core.env import fill_template, is_template
-from playground.core.payloads import Detection, InterventionMessage, StepContext
+from playground.core.payloads import Detection, InterventionMessage, SchemaProblem, StepContext
 from playground.plugins.sentry.blind import BlindView, blind_view
 from playground.plugins.sentry.detectors import action_kind, object_words, words
 from playground.plugins.sentry.labels import label_text
@@ -32,12 +32,33 @@ def rank_actions(context: BlindView | StepContext, top: int = 12) -> list[str]:
 
 
 def hard_repair_message(context: BlindView, detection: Detection, top: int) -> InterventionMessage:
-    """Tell the agent its action is invalid and offer the best-ranked valid actions."""
+    """Tell the agent its action is invalid and offer the best-ranked valid actions (or, where the env's
+    schema check found problems with it, name each problem and the closest valid calls)."""
+    if context.schema_problems:
+        return schema_repair_message(context.schema_problems, detection)
     ranked = tuple(rank_actions(context, top))
     lines = [f"Your action was rejected: {detection.evidence}.", label_text(detection.labels[0], "advice"),
              "Valid actions, most promising first:", *(f"- {a}" for a in ranked)]
     return InterventionMessage("hard_repair", "\n".join(line for line in lines if line), detection.failure_type, ranked,
                                detection.labels)
+
+
+def schema_repair_message(problems: tuple[SchemaProblem, ...], detection: Detection) -> InterventionMessage:
+    """Tell the agent its action was not sent: each schema problem, where it is and the closest valid
+    names, then the signatures of the closest valid calls. The message's labels are the detection's plus
+    the problems' kinds, so simple agents can see what was wrong without parsing the text."""
+    lines = ["Your action was not run: it does not match the schema of the calls this env accepts."]
+    for problem in problems:
+        where = f" (line {problem.line})" if problem.line and problem.kind != "syntax_error" else ""
+        close = f" Closest valid: {', '.join(problem.alternatives)}." if problem.alternatives else ""
+        lines.append(f"- {problem.kind}{where}: {problem.message}.{close}")
+    signatures = tuple(dict.fromkeys(s for problem in problems for s in problem.signatures))
+    if signatures:
+        lines += ["Closest valid calls:", *(f"- {s}" for s in signatures)]
+    lines.append(label_text(detection.labels[0], "advice"))
+    labels = tuple(dict.fromkeys((*detection.labels, *(problem.kind for problem in problems))))
+    return InterventionMessage("hard_repair", "\n".join(line for line in lines if line), detection.failure_type, (),
+                               labels)
 
 
 def fresh_actions(context: BlindView, window: int, top: int) -> tuple[str, ...]:
