@@ -201,6 +201,7 @@ def test_bench_case_and_command(capsys):
                  "--harness", "coarse-retry", "--repeats", "1"]) == 0
     output = capsys.readouterr().out
     assert "## etl" in output and "retry-only" in output and "coarse-retry" in output and "vs plain" in output
+    assert "## etl by variant" in output and "late" in output
     assert main(["dart", "bench", "--harness", "nope"]) == 2
     assert main(["dart", "bench", "--domain", "nope"]) == 2
 

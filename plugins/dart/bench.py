@@ -74,6 +74,19 @@ class Tally:
     sizes: list[int] = field(default_factory=list)
     per_step: float | None = None  # median seconds per step
     ratio: float | None = None  # median ratio to a plain step timed side by side
+    variants: dict[str, Tally] = field(default_factory=dict)  # the same figures per fault variant
+
+    def add(self, figures: dict[str, Any]) -> None:
+        """Count one episode's figures."""
+        self.episodes += 1
+        self.won += bool(figures["won"])
+        for key in ("replayed", "preserved", "blocked", "unsafe", "false_blocks", "steps"):
+            setattr(self, key, getattr(self, key) + figures[key])
+        self.sizes += figures["sizes"]
+
+    def cell(self) -> str:
+        """Success, replayed actions and unsafe admissions in one short cell."""
+        return f"{self.won}/{self.episodes} r{self.replayed}" + (f" u{self.unsafe}" if self.unsafe else "")
 
     def row(self, name: str) -> list[str]:
         size = f"{sum(self.sizes) / len(self.sizes):.0f}" if self.sizes else "-"
@@ -197,12 +210,10 @@ def bench(provider: Any, domains: list[str], harnesses: list[str], make_agent: C
         for harness in harnesses:
             tally = tables.setdefault(domain, {}).setdefault(harness, Tally())
             for task in tasks:
-                f = play_case(provider, domain, task, harness, make_agent(), max_steps)
-                tally.episodes += 1
-                tally.won += bool(f["won"])
-                for key in ("replayed", "preserved", "blocked", "unsafe", "false_blocks", "steps"):
-                    setattr(tally, key, getattr(tally, key) + f[key])
-                tally.sizes += f["sizes"]
+                figures = play_case(provider, domain, task, harness, make_agent(), max_steps)
+                tally.add(figures)
+                variant = task[len(domain) + 1:].rpartition("-")[0]
+                tally.variants.setdefault(variant, Tally()).add(figures)
         if repeats > 0:
             for harness, (per_step, ratio) in time_steps(provider, domain, harnesses, make_agent, split, max_steps,
                                                           repeats).items():
@@ -210,13 +221,24 @@ def bench(provider: Any, domains: list[str], harnesses: list[str], make_agent: C
     return tables
 
 
+def _aligned(body: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in body) for i in range(len(body[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in body]
+
+
 def format_tables(tables: dict[str, dict[str, Tally]]) -> str:
-    """The tables as aligned text, one per domain."""
+    """The tables as aligned text, two per domain: the figures, then success, replayed actions (r) and
+    unsafe admissions (u) per fault variant."""
     lines: list[str] = []
     for domain, rows in tables.items():
-        body = [list(COLUMNS)] + [tally.row(name) for name, tally in rows.items()]
-        widths = [max(len(r[i]) for r in body) for i in range(len(COLUMNS))]
         lines.append(f"## {domain}")
-        lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in body]
+        lines += _aligned([list(COLUMNS)] + [tally.row(name) for name, tally in rows.items()])
         lines.append("")
+        variants = list(dict.fromkeys(v for tally in rows.values() for v in tally.variants))
+        if variants:
+            lines.append(f"## {domain} by variant (success, r replayed, u unsafe)")
+            lines += _aligned([["harness", *variants]] + [
+                [name, *(tally.variants[v].cell() if v in tally.variants else "-" for v in variants)]
+                for name, tally in rows.items()])
+            lines.append("")
     return "\n".join(lines)
