@@ -54,5 +54,8 @@ def test_the_bench_has_a_langgraph_row(capsys):
     require_extra("langgraph", "langgraph")
     assert main(["dart", "bench", "--domain", "travel", "--harness", "dart", "--harness", "langgraph",
                  "--repeats", "1"]) == 0
-    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines() if line.strip()}
+    figures, by_variant = capsys.readouterr().out.split("\n\n")[:2]
+    rows = {line.split()[0]: line.split() for line in figures.splitlines()[1:]}
     assert rows["langgraph"][1] == "3/15" and rows["dart"][1] == "15/15"
+    late = {line.split()[0]: line.split()[-2:] for line in by_variant.splitlines()[2:]}  # the `late` column
+    assert late["langgraph"] == ["0/3", "r9"] and late["dart"] == ["3/3", "r6"]
