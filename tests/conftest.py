@@ -89,11 +89,12 @@ def _extra_problems(extra: str) -> list[str]:
 
     declared = set()
     problems = []
+    extras = importlib.metadata.metadata("playground").get_all("Provides-Extra") or []
     for line in importlib.metadata.requires("playground") or []:
         requirement = Requirement(line)
         if requirement.marker is None or requirement.name == "playground":
             continue
-        for name in ("test", "plot", "alfworld", "scienceworld", "local", "appworld", "all"):
+        for name in extras:
             if requirement.marker.evaluate({"extra": name}):
                 declared.add(name)
                 if name == extra:

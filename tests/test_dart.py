@@ -7,8 +7,9 @@ import re
 import pytest
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 from playground.envs.workflow.env import WorkflowProvider
-from playground.plugins.dart.bench import play_case
-from playground.plugins.dart.sidecar import Dart, EntryOnly
+from playground.plugins.dart.bench import play_case, time_steps
+from playground.plugins.dart.sidecar import CoarseRetry, Dart, EntryOnly, RetryOnly
+from playground.plugins.dart.structure import Declared
 
 from playground.cli.main import main
 from playground.core.env import ObservableFailure
@@ -196,6 +197,76 @@ def test_the_sidecar_never_reads_the_grade():
 def test_bench_case_and_command(capsys):
     figures = play_case(PROVIDER, "travel", "travel-ordinary-0", "dart", ScriptedAgent(), 80)
     assert figures["won"] and figures["unsafe"] == 0 and figures["preserved"] > 0
-    assert main(["dart", "bench", "--domain", "etl", "--harness", "dart", "--harness", "retry-only"]) == 0
+    assert main(["dart", "bench", "--domain", "etl", "--harness", "dart", "--harness", "retry-only",
+                 "--harness", "coarse-retry", "--repeats", "1"]) == 0
     output = capsys.readouterr().out
-    assert "## etl" in output and "retry-only" in output and "unsafe/false-block" in output
+    assert "## etl" in output and "retry-only" in output and "coarse-retry" in output and "vs plain" in output
+    assert "## etl by variant" in output and "late" in output
+    assert main(["dart", "bench", "--harness", "nope"]) == 2
+    assert main(["dart", "bench", "--domain", "nope"]) == 2
+
+
+# -- in-instance commit checkpoints (the `late` variant) -----------------------------------
+
+
+@pytest.mark.parametrize("task", ["schedule-form-late-0", "travel-late-1", "etl-late-2"])
+def test_dart_restores_an_in_instance_commit_checkpoint_where_entry_only_reruns(task):
+    played, env = run(task, Dart())
+    (detail,) = decisions(played)
+    (rollback,) = played.of("rollback")
+    assert detail["decision"] == "rollback" and detail["conditions"]["effects_recoverable"]
+    assert rollback["to_step"] == detail["candidate"] > detail["entry"]  # the commit point inside the instance
+    assert played.result.won and env.valid() and env.world["unsafe_restores"] == 0
+    dart = play_case(PROVIDER, env.domain.name, task, "dart", ScriptedAgent(), 80)
+    ablation = play_case(PROVIDER, env.domain.name, task, "dart-entry-only", ScriptedAgent(), 80)
+    assert dart["replayed"] == 2  # the partial write and the failed check
+    assert ablation["won"] and ablation["blocked"] == 1 and ablation["replayed"] > dart["replayed"] + 10
+    assert dart["preserved"] > ablation["preserved"] == 0
+    # the unchecked baselines: the instance's entry crosses its committed irreversible effect; the latest
+    # checkpoint keeps the partial write
+    for harness, unsafe in (("entry-only", 1), ("coarse-retry", 1), ("checkpoint-latest", 0)):
+        figures = play_case(PROVIDER, env.domain.name, task, harness, ScriptedAgent(), 80)
+        assert not figures["won"] and figures["unsafe"] == unsafe, harness
+
+
+def test_dart_checkpoints_at_in_instance_commit_points_only():
+    played, _ = run("schedule-form-clean-0", Dart())
+    steps = [s["action"] for s in played.of("step")]
+    taken = {p["step"] for p in played.of("checkpoint")}
+    receipt = [i for i, a in enumerate(steps) if a.startswith("receipt ")]
+    confirm = [i for i, a in enumerate(steps) if a.startswith("confirm ")]
+    assert receipt and set(receipt) <= taken  # after confirm: the submission is stable
+    assert not set(confirm) & taken  # after submit, before its check: half done, no checkpoint
+
+
+def test_an_undeclared_step_structure_reads_conservatively():
+    declared = Declared.of({"id": "x:a:1", "steps": ["x a", "y a"], "reads": ["k"], "writes": ["w"],
+                            "effect": "irreversible"})
+    assert declared.commits == () and declared.first_write({"w"}) == 0
+    assert declared.step_effects == ("irreversible", "irreversible")
+
+
+# -- the coarse-retry baseline --------------------------------------------------------------
+
+
+def test_coarse_retry_reruns_the_failing_entity_from_its_start():
+    played, env = run("schedule-form-ordinary-0", CoarseRetry())
+    (detail,) = decisions(played)
+    (rollback,) = played.of("rollback")
+    first = next(s["step"] for s in played.of("step") if s["action"].startswith(f"lookup {env.entities[-1]}"))
+    assert rollback["to_step"] == first and played.result.won  # coarser than the fill instance's entry
+    entry, _ = run("schedule-form-ordinary-0", EntryOnly())
+    retry, _ = run("schedule-form-ordinary-0", RetryOnly())
+    assert entry.result.steps < played.result.steps < retry.result.steps  # finer than a whole-task rerun
+    crossing, env = run("schedule-form-committed-0", CoarseRetry())  # its chain holds the irreversible submit
+    assert env.world["unsafe_restores"] == 1 and not crossing.result.won
+
+
+# -- sidecar overhead and snapshot size --------------------------------------------------------
+
+
+def test_step_timing_pairs_each_harness_with_a_plain_step_and_sizes_are_serialized_bytes():
+    timed = time_steps(PROVIDER, "etl", ["base", "dart"], ScriptedAgent, "test", 80, repeats=1, number=1)
+    assert set(timed) == {"base", "dart"} and all(s > 0 and r > 0 for s, r in timed.values())
+    figures = play_case(PROVIDER, "etl", "etl-clean-0", "dart", ScriptedAgent(), 80)
+    assert figures["sizes"] and min(figures["sizes"]) > 100  # pickled snapshots, in bytes

@@ -14,19 +14,23 @@ EFFECTS = ("reversible", "compensable", "irreversible")
 
 @dataclass(frozen=True)
 class Step:
-    """One tool call of a skeleton: its tool, the keys it checks first, whether it has the external effect."""
+    """One tool call of a skeleton: its tool, the keys it checks first, whether it has the external effect,
+    and the keys it writes (when no step of the skeleton names any, the first step writes the skeleton's)."""
 
     tool: str
     checks: tuple[str, ...] = ()
     external: bool = False
+    writes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Skeleton:
     """A subtask type: its tool calls, declared interface (reads, writes) and effect policy.
 
-    The first step writes the skeleton's `writes`; a step with `external` issues its effect
-    (compensable: a restore past it compensates it; irreversible: nothing can take it back).
+    The first step writes the skeleton's `writes` unless steps name their own; a step with
+    `external` issues its effect (compensable: a restore past it compensates it; irreversible:
+    nothing can take it back). `commits` are the step counts inside the instance after which
+    its work so far is stable (written, checked, its effects final): in-instance commit points.
     """
 
     name: str
@@ -35,17 +39,29 @@ class Skeleton:
     writes: tuple[str, ...]
     effect: str = "reversible"
     interface: bool = True  # False: the read and write sets are not declared (not certifiable)
+    commits: tuple[int, ...] = ()
+
+    def step_writes(self, index: int) -> tuple[str, ...]:
+        """The key templates the `index`-th step writes."""
+        if any(step.writes for step in self.steps):
+            return self.steps[index].writes
+        return self.writes if index == 0 else ()
+
+    def step_effect(self, index: int) -> str:
+        """The effect policy of the `index`-th step: the skeleton's for its external step, else reversible."""
+        return self.effect if self.steps[index].external else "reversible"
 
 
 @dataclass(frozen=True)
 class Fault:
-    """A controlled fault: the first execution of `skeleton`'s first step for the entity at
-    `entity` (an index into the task's entities) writes a partial record; a later check of
-    that key reports an observable failure of `kind`."""
+    """A controlled fault: the first execution of `skeleton`'s `step`-th step (default its first)
+    for the entity at `entity` (an index into the task's entities) writes a partial record; a
+    later check of that key reports an observable failure of `kind`."""
 
     skeleton: str
     entity: int
     kind: str
+    step: int = 0
 
 
 @dataclass(frozen=True)
@@ -65,14 +81,16 @@ SCHEDULE_FORM = Domain(
     (
         Skeleton("lookup", (Step("lookup"),), ("calendar.{e}",), ("slot.{e}",)),
         Skeleton("fill", (Step("fill"), Step("check", ("field.{e}",))), ("slot.{e}",), ("field.{e}",)),
-        Skeleton("submit", (Step("submit", external=True), Step("confirm", ("submission.{e}",))), ("field.{e}",),
-                 ("submission.{e}",), "irreversible"),
+        Skeleton("submit", (Step("submit", external=True, writes=("submission.{e}",)),
+                            Step("confirm", ("submission.{e}",)), Step("receipt", writes=("receipt.{e}",)),
+                            Step("file_receipt", ("receipt.{e}",))),
+                 ("field.{e}",), ("submission.{e}", "receipt.{e}"), "irreversible", commits=(2,)),
         Skeleton("notify", (Step("notify", ("slot.{e}",), external=True),), ("submission.{e}", "slot.{e}"),
                  ("invite.{e}",), "compensable"),
     ),
     ("calendar.{e}",),
     {"clean": None, "ordinary": Fault("fill", -1, "tool_error"), "committed": Fault("lookup", -1, "contract_violation"),
-     "irreversible": Fault("submit", -1, "timeout")},
+     "irreversible": Fault("submit", -1, "timeout"), "late": Fault("submit", -1, "tool_error", step=2)},
 )
 
 TRAVEL = Domain(
@@ -82,14 +100,16 @@ TRAVEL = Domain(
         Skeleton("search", (Step("search"),), ("request.{e}",), ("options.{e}",)),
         Skeleton("hold", (Step("hold", external=True), Step("check_hold", ("hold.{e}",))), ("options.{e}",),
                  ("hold.{e}",), "compensable"),
-        Skeleton("book", (Step("book", external=True), Step("confirm_booking", ("booking.{e}",))), ("hold.{e}",),
-                 ("booking.{e}",), "irreversible"),
+        Skeleton("book", (Step("book", external=True, writes=("booking.{e}",)),
+                          Step("confirm_booking", ("booking.{e}",)), Step("ticket", writes=("ticket.{e}",)),
+                          Step("check_ticket", ("ticket.{e}",))),
+                 ("hold.{e}",), ("booking.{e}", "ticket.{e}"), "irreversible", commits=(2,)),
         Skeleton("itinerary", (Step("itinerary", ("options.{e}",)),), ("booking.{e}", "options.{e}"),
                  ("itinerary.{e}",)),
     ),
     ("request.{e}",),
     {"clean": None, "ordinary": Fault("hold", -1, "tool_error"), "committed": Fault("search", -1, "contract_violation"),
-     "irreversible": Fault("book", -1, "timeout")},
+     "irreversible": Fault("book", -1, "timeout"), "late": Fault("book", -1, "tool_error", step=2)},
 )
 
 ETL = Domain(
@@ -98,14 +118,18 @@ ETL = Domain(
     (
         Skeleton("extract", (Step("extract"),), ("source.{e}",), ("raw.{e}",)),
         Skeleton("transform", (Step("transform"), Step("validate", ("clean.{e}",))), ("raw.{e}",), ("clean.{e}",)),
-        Skeleton("load", (Step("load", external=True),), ("clean.{e}",), ("warehouse.{e}",), "irreversible"),
+        Skeleton("load", (Step("load", external=True, writes=("warehouse.{e}",)),
+                          Step("verify_load", ("warehouse.{e}",)), Step("index", writes=("index.{e}",)),
+                          Step("check_index", ("index.{e}",))),
+                 ("clean.{e}",), ("warehouse.{e}", "index.{e}"), "irreversible", commits=(2,)),
         Skeleton("audit", (Step("audit", ("raw.{e}", "warehouse.{e}")),), ("warehouse.{e}", "raw.{e}"),
                  ("audit.{e}",)),
         Skeleton("stage", (Step("stage"),), ("clean.{e}",), ("staging",)),
     ),
     ("source.{e}",),
     {"clean": None, "ordinary": Fault("transform", -1, "tool_error"),
-     "committed": Fault("extract", -1, "contract_violation"), "ambiguous": Fault("stage", -1, "contract_violation")},
+     "committed": Fault("extract", -1, "contract_violation"), "ambiguous": Fault("stage", -1, "contract_violation"),
+     "late": Fault("load", -1, "tool_error", step=2)},
     final=(Skeleton("report", (Step("report", ("staging",)),), ("staging",), ("report",)),),
 )
 

@@ -47,7 +47,11 @@ class Instance:
                 "steps": [self.action(i) for i in range(len(self.skeleton.steps))],
                 "reads": self.keys(self.skeleton.reads) if self.skeleton.interface else None,
                 "writes": self.keys(self.skeleton.writes) if self.skeleton.interface else None,
-                "effect": self.skeleton.effect, "interface": self.skeleton.interface}
+                "effect": self.skeleton.effect, "interface": self.skeleton.interface,
+                "commits": list(self.skeleton.commits),
+                "step_writes": [self.keys(self.skeleton.step_writes(i)) if self.skeleton.interface else None
+                                for i in range(len(self.skeleton.steps))],
+                "step_effects": [self.skeleton.step_effect(i) for i in range(len(self.skeleton.steps))]}
 
 
 def task_ids(domain: Domain, split: str) -> tuple[str, ...]:
@@ -145,11 +149,12 @@ class WorkflowEnv(TextEnv):
             kind = self.fault.kind if self.fault is not None else "contract_violation"
             message = f"{action} failed ({kind}): {', '.join(bad)} is incomplete or duplicated"
             return f"Error: {message}.", {"kind": kind, "message": message, "keys": bad, "site": action}
-        if index == 0:
-            fires = self._fault_site(inst) and inst.id not in self.world["fired"]
+        writes = inst.keys(inst.skeleton.step_writes(index))
+        if writes:
+            fires = self._fault_site(inst, index) and inst.id not in self.world["fired"]
             if fires:
                 self.world["fired"].add(inst.id)
-            for key in inst.keys(inst.skeleton.writes):
+            for key in writes:
                 s["store"].setdefault(key, []).append({"by": inst.id, "partial": fires})
         if step.external:
             self.world["effects"].append({"instance": inst.id, "effect": inst.skeleton.effect, "clock": s["clock"],
@@ -158,9 +163,10 @@ class WorkflowEnv(TextEnv):
         committed = s["done"][inst.id] == len(inst.skeleton.steps)
         return f"{action}: ok." + (f" {inst.id} committed." if committed else ""), None
 
-    def _fault_site(self, inst: Instance) -> bool:
+    def _fault_site(self, inst: Instance, index: int) -> bool:
         fault = self.fault
-        return fault is not None and inst.skeleton.name == fault.skeleton and inst.entity == self.entities[fault.entity]
+        return (fault is not None and inst.skeleton.name == fault.skeleton and index == fault.step
+                and inst.entity == self.entities[fault.entity])
 
     # -- state ----------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """DART: admissible rollback for structured tool agents (docs/methods/dart.md).
 
 Registers the intervention and harness `dart`, its ablations (`ABLATIONS`), the baselines
-`retry-only`, `entry-only` and `checkpoint-latest` (intervention and harness each), and
-the `playground dart bench` command.
+`retry-only`, `coarse-retry`, `entry-only` and `checkpoint-latest` (intervention and harness
+each), and the `playground dart bench` command (which also runs the LangGraph baseline of
+`graph.py` when `langgraph` is installed).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ ABLATIONS = (
 )
 BASELINES = (
     ("retry-only", "RetryOnly", "rerun the whole task on every observable failure"),
+    ("coarse-retry", "CoarseRetry", "rerun the failing call's entity (its subtasks) from its start, unchecked"),
     ("entry-only", "EntryOnly", "restore the failing instance's entry, unchecked"),
     ("checkpoint-latest", "CheckpointLatest", "restore the latest checkpoint before the failing call"),
 )

@@ -1,19 +1,22 @@
 """`playground dart bench`: DART, its ablations and the baselines on the same workflow cases.
 
-Each harness plays every task of a domain's split with the same agent and seed. Figures
-per harness: success (the final state passes the env's semantic validity check), replayed
-actions (env steps taken minus the steps of the final branch), preserved completed
-instances (committed instances a rollback kept), blocked rollbacks, unsafe admissions
-(restores that crossed an irreversible effect, the env's ground truth) / false blocks
-(blocked where restoring the failed instance's entry would have crossed none), sidecar
-overhead per step (seconds in the sidecar's hooks and snapshots per step, as a ratio to a
-plain env step timed in the same episodes) and the mean snapshot size. Ground truth comes
-from the env object the bench holds, never through the sidecar.
+Each harness plays every task of a domain's split with the same agent and seed; the row
+`langgraph` runs each task as a LangGraph graph instead (plugins/dart/graph.py; only when
+`langgraph` is installed). Figures per harness: success (the final state passes the env's
+semantic validity check), replayed actions (env steps taken minus the steps of the final
+branch), preserved completed instances (committed instances a rollback kept), blocked
+rollbacks, unsafe admissions (restores that crossed an irreversible effect, the env's
+ground truth) / false blocks (blocked where restoring the decision's candidate boundary
+would have crossed none), the time per step and its ratio to a plain step (see
+`time_steps`) and the mean serialized snapshot size. Ground truth comes from the env object
+the bench holds, never through the sidecar.
 """
 
 from __future__ import annotations
 
+import gc
 import pickle
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +25,7 @@ from typing import Any
 from playground.agents.base import bind_env
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, run_episode
-from playground.plugins.dart import ABLATIONS, BASELINES, sidecar
+from playground.plugins.dart import ABLATIONS, BASELINES, graph, sidecar
 
 
 def _maker(class_name: str, params: dict[str, Any]) -> Callable[[], Any]:
@@ -35,39 +38,31 @@ HARNESSES: dict[str, Callable[[], Any] | None] = {
     **{name: _maker("Dart", params) for name, params, _ in ABLATIONS},
     **{name: _maker(cls, {}) for name, cls, _ in BASELINES},
 }
-COLUMNS = ("harness", "success", "replayed", "preserved", "blocked", "unsafe/false-block", "overhead", "snapshot B")
+GRAPH = "langgraph"  # the LangGraph row: not a loop harness, a graph run of the same task
+COLUMNS = ("harness", "success", "replayed", "preserved", "blocked", "unsafe/false-block", "us/step", "vs plain",
+           "snapshot B")
 
 
-class TimedEnv:
-    """Delegates to an env, timing `step` and `snapshot` and measuring snapshot sizes."""
+class SizedEnv:
+    """Delegates to an env, recording the serialized (pickled) size of every snapshot taken."""
 
     def __init__(self, env: Any) -> None:
         self.env = env
-        self.step_seconds = self.snapshot_seconds = 0.0
-        self.steps = 0
         self.sizes: list[int] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.env, name)
 
-    def step(self, action: str) -> Any:
-        started = time.perf_counter()
-        try:
-            return self.env.step(action)
-        finally:
-            self.step_seconds += time.perf_counter() - started
-            self.steps += 1
-
     def snapshot(self) -> Any:
-        started = time.perf_counter()
         snap = self.env.snapshot()
-        self.snapshot_seconds += time.perf_counter() - started
         self.sizes.append(len(pickle.dumps(snap)))
         return snap
 
 
 @dataclass
 class Tally:
+    """One row of a table: figures summed over a domain's tasks, and the step timing."""
+
     episodes: int = 0
     won: int = 0
     replayed: int = 0
@@ -76,23 +71,42 @@ class Tally:
     unsafe: int = 0
     false_blocks: int = 0
     steps: int = 0
-    step_seconds: float = 0.0
-    overhead_seconds: float = 0.0
     sizes: list[int] = field(default_factory=list)
+    per_step: float | None = None  # median seconds per step
+    ratio: float | None = None  # median ratio to a plain step timed side by side
+    variants: dict[str, Tally] = field(default_factory=dict)  # the same figures per fault variant
+
+    def add(self, figures: dict[str, Any]) -> None:
+        """Count one episode's figures."""
+        self.episodes += 1
+        self.won += bool(figures["won"])
+        for key in ("replayed", "preserved", "blocked", "unsafe", "false_blocks", "steps"):
+            setattr(self, key, getattr(self, key) + figures[key])
+        self.sizes += figures["sizes"]
+
+    def cell(self) -> str:
+        """Success, replayed actions and unsafe admissions in one short cell."""
+        return f"{self.won}/{self.episodes} r{self.replayed}" + (f" u{self.unsafe}" if self.unsafe else "")
 
     def row(self, name: str) -> list[str]:
-        plain = self.step_seconds / self.steps if self.steps else 0.0
-        overhead = self.overhead_seconds / self.steps / plain if self.steps and plain else 0.0
-        size = sum(self.sizes) / len(self.sizes) if self.sizes else 0
+        size = f"{sum(self.sizes) / len(self.sizes):.0f}" if self.sizes else "-"
+        micro = f"{self.per_step * 1e6:.0f}" if self.per_step is not None else "-"
+        ratio = f"{self.ratio:.2f}x" if self.ratio is not None else "-"
         return [name, f"{self.won}/{self.episodes}", str(self.replayed), str(self.preserved), str(self.blocked),
-                f"{self.unsafe}/{self.false_blocks}", f"{overhead:.2f}x" if self.sizes else "-",
-                f"{size:.0f}" if self.sizes else "-"]
+                f"{self.unsafe}/{self.false_blocks}", micro, ratio, size]
+
+
+def _config(task: str, harness: str, agent: Any, max_steps: int, seed: int) -> EpisodeConfig:
+    return EpisodeConfig("bench", f"bench:{task}", "workflow", task, harness, type(agent).__name__, seed, max_steps,
+                         params={"max_rollbacks": 10})
 
 
 def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any, max_steps: int,
               seed: int = 0) -> dict[str, Any]:
-    """Play one task under one harness; return its figures."""
-    env = TimedEnv(provider.make(task_set, expert=True))
+    """Play one task under one harness (or as a LangGraph graph for `langgraph`); return its figures."""
+    if harness == GRAPH:
+        return graph.play(provider.make(task_set), task)
+    env = SizedEnv(provider.make(task_set, expert=True))
     make = HARNESSES[harness]
     plugin = make() if make is not None else None
     hooks = EpisodeHooks([(harness, plugin)] if plugin is not None else [])
@@ -118,45 +132,113 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
             if candidate is not None and not env.env.crosses_irreversible(candidate):
                 figures["false_blocks"] += 1
 
-    config = EpisodeConfig("bench", f"bench:{task}", "workflow", task, harness, type(agent).__name__, seed, max_steps,
-                           params={"max_rollbacks": 10})
     bind_env(agent, env)
-    result = run_episode(env, agent, hooks, config, emit)
+    result = run_episode(env, agent, hooks, _config(task, harness, agent, max_steps, seed), emit)
     if result.status == "error":
         raise RuntimeError(f"{harness} on {task}: {result.error}")
     figures.update(won=result.won and env.env.valid(), steps=result.steps, replayed=result.steps - position,
-                   unsafe=env.env.world["unsafe_restores"], step_seconds=env.step_seconds, env_steps=env.steps,
-                   overhead=(plugin.watch.seconds if plugin is not None else 0.0) + env.snapshot_seconds,
-                   sizes=env.sizes)
+                   unsafe=env.env.world["unsafe_restores"], sizes=env.sizes)
     return figures
 
 
+def _timed(run: Callable[[], Any]) -> float:
+    """CPU seconds `run()` takes (process time: waiting for a shared CPU does not count), with the garbage
+    collector off during it, as timeit does."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        started = time.process_time()
+        run()
+        return time.process_time() - started
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _episode_step_seconds(provider: Any, task_set: str, task: str, harness: str, agent: Any,
+                          max_steps: int) -> float:
+    """CPU seconds per env step of one episode of `task` under `harness` (no figures kept)."""
+    env = provider.make(task_set, expert=True)
+    make = HARNESSES[harness]
+    hooks = EpisodeHooks([(harness, make())] if make is not None else [])
+    config = _config(task, harness, agent, max_steps, 0)
+    bind_env(agent, env)
+    results = []
+    seconds = _timed(lambda: results.append(run_episode(env, agent, hooks, config, lambda kind, data: None)))
+    return seconds / max(results[0].steps, 1)
+
+
+def time_steps(provider: Any, task_set: str, harnesses: list[str], make_agent: Callable[[], Any], split: str,
+               max_steps: int, repeats: int = 7, number: int = 5) -> dict[str, tuple[float, float]]:
+    """Per harness: seconds per step and the ratio to a plain step, timed side by side, timeit-style.
+
+    On the domain's clean tasks (no failure, so every harness takes the same steps), each of
+    `repeats` rounds plays every task `number` times, alternating an episode with the harness
+    and one without it, with the garbage collector off during each. A round's figure is its
+    fastest episode's seconds per step each way (as timeit takes the best of a repeat: slower
+    ones waited for the CPU) and their ratio; the table gives the median over rounds. Without
+    the harness is the loop under `base` (no plugin, no checkpoint); for `langgraph`, the same
+    graph compiled without a checkpointer.
+    """
+    tasks = [t for t in provider.task_sets()[task_set].tasks(split) if "-clean-" in t]
+
+    def per_step(harness: str, task: str, plain: bool) -> float:
+        if harness == GRAPH:
+            run, nodes = graph.clean_run(provider.make(task_set), task, checkpointed=not plain)
+            return _timed(run) / nodes
+        return _episode_step_seconds(provider, task_set, task, "base" if plain else harness, make_agent(),
+                                     max_steps)
+
+    seconds: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        for harness in harnesses:
+            pairs = [(per_step(harness, task, False), per_step(harness, task, True))
+                     for task in tasks for _ in range(number)]
+            best, best_plain = min(p[0] for p in pairs), min(p[1] for p in pairs)
+            seconds.setdefault(harness, []).append(best)
+            ratios.setdefault(harness, []).append(best / best_plain)
+    return {h: (statistics.median(seconds[h]), statistics.median(ratios[h])) for h in harnesses}
+
+
 def bench(provider: Any, domains: list[str], harnesses: list[str], make_agent: Callable[[], Any], split: str = "test",
-          max_steps: int = 80) -> dict[str, dict[str, Tally]]:
-    """Every harness on every task of each domain's split; tallies by domain and harness."""
+          max_steps: int = 80, repeats: int = 7) -> dict[str, dict[str, Tally]]:
+    """Every harness on every task of each domain's split, then the step timing; tallies by domain and harness."""
     tables: dict[str, dict[str, Tally]] = {}
     for domain in domains:
         tasks = provider.task_sets()[domain].tasks(split)
         for harness in harnesses:
             tally = tables.setdefault(domain, {}).setdefault(harness, Tally())
             for task in tasks:
-                f = play_case(provider, domain, task, harness, make_agent(), max_steps)
-                tally.episodes += 1
-                tally.won += bool(f["won"])
-                for key in ("replayed", "preserved", "blocked", "unsafe", "false_blocks", "steps"):
-                    setattr(tally, key, getattr(tally, key) + f[key])
-                tally.step_seconds += f["step_seconds"]
-                tally.overhead_seconds += f["overhead"]
-                tally.sizes += f["sizes"]
+                figures = play_case(provider, domain, task, harness, make_agent(), max_steps)
+                tally.add(figures)
+                variant = task[len(domain) + 1:].rpartition("-")[0]
+                tally.variants.setdefault(variant, Tally()).add(figures)
+        if repeats > 0:
+            for harness, (per_step, ratio) in time_steps(provider, domain, harnesses, make_agent, split, max_steps,
+                                                          repeats).items():
+                tables[domain][harness].per_step, tables[domain][harness].ratio = per_step, ratio
     return tables
 
 
+def _aligned(body: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in body) for i in range(len(body[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in body]
+
+
 def format_tables(tables: dict[str, dict[str, Tally]]) -> str:
+    """The tables as aligned text, two per domain: the figures, then success, replayed actions (r) and
+    unsafe admissions (u) per fault variant."""
     lines: list[str] = []
     for domain, rows in tables.items():
-        body = [list(COLUMNS)] + [tally.row(name) for name, tally in rows.items()]
-        widths = [max(len(r[i]) for r in body) for i in range(len(COLUMNS))]
         lines.append(f"## {domain}")
-        lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in body]
+        lines += _aligned([list(COLUMNS)] + [tally.row(name) for name, tally in rows.items()])
         lines.append("")
+        variants = list(dict.fromkeys(v for tally in rows.values() for v in tally.variants))
+        if variants:
+            lines.append(f"## {domain} by variant (success, r replayed, u unsafe)")
+            lines += _aligned([["harness", *variants]] + [
+                [name, *(tally.variants[v].cell() if v in tally.variants else "-" for v in variants)]
+                for name, tally in rows.items()])
+            lines.append("")
     return "\n".join(lines)

@@ -12,13 +12,13 @@ from typing import Any
 
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, EpisodeStart, StepContext, StepOutcome
-from playground.plugins.dart.structure import REVERSIBLE, Stopwatch, Timeline, Workflow
+from playground.plugins.dart.structure import REVERSIBLE, Timeline, Workflow
 
 Failure = tuple[int, Mapping[str, Any], str]  # (step, failure record, action)
 
 
 class _Sidecar:
-    """Shared bookkeeping: structure, timeline, the pending failure, the recovery budget, timing."""
+    """Shared bookkeeping: structure, timeline, the pending failure, the recovery budget."""
 
     name = "sidecar"
     checkpoint_every_step = False
@@ -30,7 +30,6 @@ class _Sidecar:
         self.timeline = Timeline()
         self.pending: Failure | None = None
         self.recoveries = 0
-        self.watch = Stopwatch()
         self.boundaries: set[int] = set()
 
     @hookimpl
@@ -40,7 +39,7 @@ class _Sidecar:
 
     @hookimpl
     def want_checkpoint(self, context: StepContext) -> bool | None:
-        return self.watch.timed(lambda: self._want(context))
+        return self._want(context)
 
     def _want(self, context: StepContext) -> bool | None:
         if self.workflow is None:
@@ -49,16 +48,13 @@ class _Sidecar:
         if context.step == 0 or self.checkpoint_every_step:
             self.boundaries.add(context.step)
             return True
-        if not self.timeline.in_progress(self.workflow):  # a boundary: no instance half done
+        if self.timeline.stable(self.workflow):  # a boundary: no instance half done but at a commit point
             self.boundaries.add(context.step)
             return True
         return None
 
     @hookimpl
     def step_completed(self, outcome: StepOutcome) -> None:
-        self.watch.timed(lambda: self._observe(outcome))
-
-    def _observe(self, outcome: StepOutcome) -> None:
         if self.workflow is None:
             return
         step, action = outcome.context.step, outcome.proposal.action
@@ -71,9 +67,6 @@ class _Sidecar:
 
     @hookimpl
     def decide_intervention(self, context: StepContext, proposal, detections) -> Decision | None:
-        return self.watch.timed(lambda: self._decide(context))
-
-    def _decide(self, context: StepContext) -> Decision | None:
         if self.workflow is None or self.pending is None:
             return None
         self.timeline.rewind(context.step)
@@ -137,8 +130,17 @@ class Dart(_Sidecar):
             return None, f"no begun instance writes {', '.join(sorted(keys))}"
         return None, f"ambiguous: {', '.join(writers + undeclared)} may have written {', '.join(sorted(keys))}"
 
-    def conditions(self, instance: str) -> dict[str, bool]:
-        """The four certification conditions of `instance`'s boundaries."""
+    def boundary(self, instance: str, keys: set[str], entry: int) -> int:
+        """The step of `instance`'s latest stable boundary before its first write of `keys`: its latest
+        in-instance commit point there (unless `entry_only`), else its entry."""
+        assert self.workflow is not None
+        inst = self.workflow.by_id[instance]
+        points = [c for c in inst.commits if c <= inst.first_write(keys)] if keys and not self.entry_only else []
+        step = self.timeline.step_of(instance, max(points)) if points else None
+        return entry if step is None else step
+
+    def conditions(self, instance: str, boundary: int) -> dict[str, bool]:
+        """The four certification conditions of `instance`'s boundary at step `boundary`."""
         assert self.workflow is not None
         inst, timeline = self.workflow.by_id[instance], self.timeline
         entry = timeline.first_step(instance)
@@ -147,11 +149,12 @@ class Dart(_Sidecar):
         produced = set(self.workflow.inputs)
         for i in committed_before:
             produced |= set(self.workflow.by_id[i].writes or ())
+        undone = [inst.step_effects[i] for s, iid, i in timeline.entries if iid == instance and s >= boundary]
         return {
             "interface_declared": inst.interface and inst.reads is not None and inst.writes is not None,
             "reads_available_at_entry": inst.reads is not None and set(inst.reads) <= produced,
             "writes_not_consumed": not self.consumers(instance) if self.consumer_check else True,
-            "effects_recoverable": inst.effect in REVERSIBLE,
+            "effects_recoverable": all(effect in REVERSIBLE for effect in undone),
         }
 
     def downstream(self, instance: str) -> list[str]:
@@ -174,30 +177,26 @@ class Dart(_Sidecar):
 
     def admissible(self, step: int, instance: str) -> tuple[bool, str]:
         """Whether restoring `step` is admissible: the committed-consumer check (downstream work committed on
-        the failed instance's output), then the effect-policy check (the failed instance and any other
-        instance the restore undoes must be reversible or compensable)."""
+        the failed instance's output), then the effect-policy check (every call the restore undoes, of the
+        failed instance or of another instance, must have a reversible or compensable effect)."""
         assert self.workflow is not None
         downstream = set(self.downstream(instance))
         if self.consumer_check:
             crossed = self.consumers(instance, step)
             if crossed:
                 return False, f"committed consumer {', '.join(crossed)} read {instance}'s output"
-        irreversible = [i for i in self.timeline.since(step) if i not in downstream
-                        and self.workflow.by_id[i].effect not in REVERSIBLE]
-        if instance not in irreversible and self.workflow.by_id[instance].effect not in REVERSIBLE:
-            irreversible.insert(0, instance)
+        irreversible = list(dict.fromkeys(iid for s, iid, i in self.timeline.entries if s >= step
+                                          and iid not in downstream
+                                          and self.workflow.by_id[iid].step_effects[i] not in REVERSIBLE))
         if irreversible:
             return False, f"irreversible effect of {', '.join(irreversible)}"
         return True, "no committed consumer or irreversible effect crossed"
 
-    def candidates(self, context: StepContext, instance: str, failed_at: int) -> list[int]:
-        """Checkpoints to try, latest first: the instance's entry, then earlier commit checkpoints."""
-        entry = self.timeline.first_step(instance)
-        entry = failed_at if entry is None else entry
-        stable = [s for s in context.checkpoints if s <= entry and (s in self.boundaries or not self.certify)]
+    def candidates(self, context: StepContext, instance: str, boundary: int, failed_at: int) -> list[int]:
+        """Checkpoints to try, latest first: the instance's aligned boundary, then earlier stable ones."""
         if not self.certify:
-            stable = [s for s in context.checkpoints if s <= failed_at]
-        stable = sorted(set(stable), reverse=True)
+            return sorted({s for s in context.checkpoints if s <= failed_at}, reverse=True)
+        stable = sorted({s for s in context.checkpoints if s <= boundary and s in self.boundaries}, reverse=True)
         if self.entry_only:
             return [s for s in stable[:1] if all(i == instance for i in self.timeline.since(s))]
         return stable
@@ -213,23 +212,24 @@ class Dart(_Sidecar):
             return self.rerun(context, f"a local recovery of {instance} failed again", blocked=False, **base)
         entry = self.timeline.first_step(instance)
         entry = failed_at if entry is None else entry
+        boundary = self.boundary(instance, set(record.get("keys") or ()), entry)
+        base.update(candidate=boundary, entry=entry)
         if self.certify:
-            conditions = self.conditions(instance)
+            conditions = self.conditions(instance, boundary)
             base["conditions"] = conditions
             failed = [name for name, ok in conditions.items() if not ok]
             if failed:
-                return self.rerun(context, f"{instance} not certified: {', '.join(failed)}", blocked=True,
-                                  candidate=entry, **base)
+                return self.rerun(context, f"{instance} not certified: {', '.join(failed)}", blocked=True, **base)
         reasons = []
-        for step in self.candidates(context, instance, failed_at):
+        for step in self.candidates(context, instance, boundary, failed_at):
             ok, reason = self.admissible(step, instance)
             if ok:
                 self.recovered.add(instance)
                 return self.decision("dart_rollback", step, decision="rollback", reason=reason, blocked=False,
-                                     candidate=entry, preserved=self.preserved(step), **base)
+                                     preserved=self.preserved(step), **base)
             reasons.append(f"step {step}: {reason}")
         return self.rerun(context, "blocked: " + ("; ".join(reasons[:3]) or "no stable checkpoint"), blocked=True,
-                          candidate=entry, **base)
+                          **base)
 
 
 class RetryOnly(_Sidecar):
@@ -243,6 +243,30 @@ class RetryOnly(_Sidecar):
     def recover(self, context: StepContext, failure: Failure) -> Decision | None:
         return self.decision("rerun", 0, decision="rerun", reason="retry the whole task", blocked=False,
                              failure_step=failure[0], preserved=0)
+
+
+class CoarseRetry(_Sidecar):
+    """Baseline: rerun the failing call's entity from its start (the entry of its first begun instance), unchecked.
+
+    Coarser than `entry-only` (a whole chain of subtasks, not one instance), finer than a whole-task rerun.
+    """
+
+    name = "coarse-retry"
+
+    def recover(self, context: StepContext, failure: Failure) -> Decision | None:
+        assert self.workflow is not None
+        failed_at, record, action = failure
+        site = self.workflow.by_action.get(str(record.get("site") or action))
+        instance = site[0] if site else None
+        entity = self.workflow.by_id[instance].entity if instance else None
+        group = [i for i in self.timeline.begun()
+                 if i == instance or (entity is not None and self.workflow.by_id[i].entity == entity)]
+        step = min((s for i in group if (s := self.timeline.first_step(i)) is not None), default=failed_at)
+        if step not in context.checkpoints:
+            return None
+        return self.decision("rollback", step, decision="rollback", reason=f"rerun {entity or 'the subtask'} "
+                             "from its start", blocked=False, instance=instance, failure_step=failed_at,
+                             preserved=self.preserved(step))
 
 
 class EntryOnly(_Sidecar):

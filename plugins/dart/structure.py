@@ -2,14 +2,14 @@
 
 `Workflow` reads the declaration an env puts in its reset info (`info["workflow"]`:
 instances with their steps, read and write sets, effect policy, whether the interface is
-declared). `Timeline` is the current branch's accepted tool calls, rewound with the loop.
+declared, and optionally in-instance commit points and what each step writes and its
+effect). `Timeline` is the current branch's accepted tool calls, rewound with the loop.
 Nothing here reads `won`, reward or score.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,13 @@ REVERSIBLE = ("reversible", "compensable")
 
 @dataclass(frozen=True)
 class Declared:
-    """One instance as the env declares it."""
+    """One instance as the env declares it.
+
+    `commits` are step counts after which the instance's work so far is stable (in-instance
+    commit points); `step_writes` and `step_effects` say what each step writes and its effect
+    policy. Where the env does not declare them: no commit point inside, the first step
+    writes everything, and every step carries the instance's effect (the conservative reading).
+    """
 
     id: str
     steps: tuple[str, ...]
@@ -26,13 +32,28 @@ class Declared:
     writes: tuple[str, ...] | None
     effect: str
     interface: bool
+    entity: str | None = None
+    commits: tuple[int, ...] = ()
+    step_writes: tuple[tuple[str, ...] | None, ...] = ()
+    step_effects: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Declared:
         reads, writes = record.get("reads"), record.get("writes")
-        return cls(str(record["id"]), tuple(record["steps"]), None if reads is None else tuple(reads),
-                   None if writes is None else tuple(writes), str(record.get("effect", "irreversible")),
-                   bool(record.get("interface", reads is not None and writes is not None)))
+        steps = tuple(record["steps"])
+        effect = str(record.get("effect", "irreversible"))
+        step_writes = record.get("step_writes") or [writes] + [()] * (len(steps) - 1)
+        return cls(str(record["id"]), steps, None if reads is None else tuple(reads),
+                   None if writes is None else tuple(writes), effect,
+                   bool(record.get("interface", reads is not None and writes is not None)),
+                   None if record.get("entity") is None else str(record["entity"]),
+                   tuple(int(c) for c in record.get("commits", ()) if 0 < int(c) < len(steps)),
+                   tuple(None if w is None else tuple(w) for w in step_writes),
+                   tuple(str(e) for e in record.get("step_effects") or [effect] * len(steps)))
+
+    def first_write(self, keys: set[str]) -> int:
+        """The index of the first step that may write one of `keys` (an undeclared step may write any)."""
+        return next((i for i, w in enumerate(self.step_writes) if w is None or set(w) & keys), 0)
 
 
 class Workflow:
@@ -75,23 +96,19 @@ class Timeline:
     def begun(self) -> list[str]:
         return list(dict.fromkeys(iid for _, iid, _ in self.entries))
 
-    def in_progress(self, workflow: Workflow) -> bool:
-        return any(self.commit_step(iid, workflow) is None for iid in self.begun())
+    def step_of(self, instance: str, index: int) -> int | None:
+        """The step at which `instance`'s `index`-th call ran on this branch, or None."""
+        return next((s for s, iid, i in self.entries if iid == instance and i == index), None)
+
+    def stable(self, workflow: Workflow) -> bool:
+        """No begun instance is half done, except at one of its declared commit points."""
+        for iid in self.begun():
+            done, inst = self.done(iid), workflow.by_id[iid]
+            if done != len(inst.steps) and done not in inst.commits:
+                return False
+        return True
 
     def since(self, step: int) -> list[str]:
         """Instances with an accepted call at `step` or later (what restoring `step` undoes)."""
         return list(dict.fromkeys(iid for s, iid, _ in self.entries if s >= step))
 
-
-class Stopwatch:
-    """Seconds a sidecar spends in its hooks (its overhead)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    def timed(self, fn: Callable[[], Any]) -> Any:
-        started = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            self.seconds += time.perf_counter() - started
