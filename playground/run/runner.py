@@ -74,10 +74,18 @@ def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None,
         raise RunConfigError(f"unknown split {split!r} for {env}:{task_set}; choose from: {', '.join(chosen.splits)}")
     if count is not None and count < 1:
         raise RunConfigError(f"--episodes must be at least 1, got {count}")
+    where = f"{env}:{task_set} split {split}"
+    available = chosen.available(split)
+    if count is not None and available is not None and count > available:
+        raise RunConfigError(f"{where} has {'' if chosen.exact_count(split) else 'at most '}{available} tasks; "
+                             f"--episodes {count} asks for more")
     try:
-        return task_set, split, chosen.tasks(split, count)
+        tasks = chosen.tasks(split, count)
     except (ValueError, OSError) as exc:
-        raise RunConfigError(f"{env}:{task_set} split {split}: {exc}") from None
+        raise RunConfigError(f"{where}: {exc}") from None
+    if count is not None and len(tasks) < count:
+        raise RunConfigError(f"{where} has {len(tasks)} tasks; --episodes {count} asks for more")
+    return task_set, split, tasks
 
 
 def check_config(host: Host, config: RunConfig) -> None:
