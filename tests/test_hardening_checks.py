@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
+
+from playground.core.hookspecs import hookimpl
 
 from tests.conftest import cli
 
@@ -82,3 +85,44 @@ def test_zero_tasks_is_an_error(tmp_path):
     with pytest.raises(RunConfigError, match="no tasks"):
         run(Host().load(), config)
     assert not (tmp_path / "r").exists()
+
+
+class RefusesPlaybooks:
+    """A third-party plugin with its own rule for playbooks."""
+
+    @hookimpl
+    def check_playbook(self, path):
+        return f"not a playbook this plugin accepts ({Path(path).name})"
+
+
+class BreaksOnPlaybooks:
+    @hookimpl
+    def check_playbook(self, path):
+        raise RuntimeError("bug")
+
+
+def test_check_playbook_lets_any_plugin_refuse_a_playbook_before_the_run(tmp_path):
+    from playground.core.episode_hooks import PluginError
+    from playground.host.manager import Host
+    from playground.run.runner import RunConfig, RunConfigError, run
+
+    def config(name):
+        return RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-20000"], agent="noisy",
+                         harnesses=["base", "sentry"], out=str(tmp_path / name), playbook=str(tmp_path / "pb.sqlite"))
+
+    with pytest.raises(RunConfigError) as refused:
+        run(Host().load(extra={"picky": RefusesPlaybooks()}), config("r1"))
+    assert str(refused.value) == f"--playbook {str(tmp_path / 'pb.sqlite')!r}: not a playbook this plugin accepts " \
+                                 "(pb.sqlite)"  # said once, though both harnesses use it
+    with pytest.raises(PluginError, match="plugin 'broken' raised in hook 'check_playbook'.*bug"):
+        run(Host().load(extra={"broken": BreaksOnPlaybooks()}), config("r2"))
+    assert not (tmp_path / "r1").exists() and not (tmp_path / "r2").exists() and not (tmp_path / "pb.sqlite").exists()
+
+
+def test_the_host_knows_no_playbook_schema():
+    """What a playbook file is, is the playbook plugin's business (`check_playbook`), not the host's."""
+    import playground
+
+    for source in Path(playground.__file__).parent.rglob("*.py"):
+        text = source.read_text()
+        assert "playbook_meta" not in text and "sqlite_master" not in text and "import sqlite3" not in text, source

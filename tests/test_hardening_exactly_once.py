@@ -45,14 +45,22 @@ def _traced_lessons(out: Path) -> set[int]:
     return ids
 
 
-def test_a_replayed_episode_does_not_store_its_lessons_twice(tmp_path):
+def _content(lessons: list) -> list[tuple]:
+    """What a playbook holds, apart from ids and creation times: each lesson's text, provenance and counters."""
+    return [(lesson.failure_type, lesson.labels, lesson.subtype, lesson.trigger, lesson.principle,
+             json.dumps(lesson.provenance, sort_keys=True), lesson.retrieved, lesson.verified, lesson.helped)
+            for lesson in lessons]
+
+
+def test_a_replayed_episode_leaves_the_playbook_an_uninterrupted_run_leaves(tmp_path):
     out, playbook = tmp_path / "run", tmp_path / "pb.sqlite"
     run(Host().load(), _config(out, playbook))
     first = _lessons(playbook)
     run_id = json.loads((out / "config.json").read_text())["run_id"]
     assert first, "the noisy agent should make sentry store lessons"
+    assert any(lesson.retrieved for lesson in first), "later episodes should retrieve earlier lessons"
 
-    # As if killed after the last episode stored its lessons but before its record was written.
+    # As if killed after the last episode stored its lessons and counted its retrievals, before its record was written.
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert records[-1]["lessons_added"] > 0
     (out / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:-1]))
@@ -60,8 +68,11 @@ def test_a_replayed_episode_does_not_store_its_lessons_twice(tmp_path):
     run(Host().load(), _config(out, playbook))
     again = _lessons(playbook)
     assert json.loads((out / "config.json").read_text())["run_id"] == run_id  # stable across resumes
-    assert [lesson.id for lesson in again] == [lesson.id for lesson in first]
-    origins = [(l.provenance["run"], l.provenance["episode"], l.provenance["step"]) for l in again]
+    # the replay's lessons replace the ones the cut-off play stored; no counter is counted twice
+    assert _content(again) == _content(first)
+    assert [lesson.id for lesson in again][:-2] == [lesson.id for lesson in first][:-2]
+    origins = [(l.provenance["run"], l.provenance["episode"], l.provenance["attempt"], l.provenance["step"])
+               for l in again]
     assert len(origins) == len(set(origins))
     assert _traced_lessons(out) == {lesson.id for lesson in again}
 

@@ -4,14 +4,16 @@ named error (a PlaygroundError), never a traceback, and write nothing."""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
+import time
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from playground.plugins.darc.evidence import load_evidence
 from playground.plugins.darc.policy import parse_policy
-from playground.plugins.playbook.io import read_ace
+from playground.plugins.playbook.io import MAX_CLOCK_SKEW_S, MAX_COUNTER, read_ace
 from playground.plugins.playbook.io import read_jsonl as read_lessons
 from playground.plugins.playbook.store import Playbook
 
@@ -135,6 +137,69 @@ def test_an_import_is_all_or_nothing(data):
                 assert len(playbook) == report.imported
             except PlaygroundError:
                 assert len(playbook) == 0
+
+
+counters = st.integers(min_value=-2**70, max_value=2**80) | st.sampled_from([0, 1, MAX_COUNTER, MAX_COUNTER + 1])
+timestamps = (st.floats(allow_nan=False, allow_infinity=False) | st.integers(-2**64, 2**64)
+              | st.sampled_from([0.0, 1e300, -1.0, 1.7e9, 4e9]))
+
+
+def _valid_lesson(record: dict) -> bool:
+    """A record a parser returned: non-empty texts, counters in range, a creation time in range."""
+    latest = time.time() + MAX_CLOCK_SKEW_S
+    return (record["trigger"].strip() != "" and record["principle"].strip() != ""
+            and all(0 <= record[name] <= MAX_COUNTER for name in ("retrieved", "verified", "helped"))
+            and 0 <= record["created_at"] <= latest)
+
+
+@FUZZ
+@given(st.lists(st.fixed_dictionaries({
+    "failure_type": st.just("progress"), "labels": st.just(["planning_stall"]), "trigger": st.text(max_size=5),
+    "principle": st.text(max_size=5)}, optional={"created_at": timestamps, "retrieved": counters,
+                                                 "verified": counters, "helped": counters}), min_size=1, max_size=3))
+def test_playbook_jsonl_fields(records):
+    """Issue 16: counters and creation times out of range (1e22, -1, 1e300) are refused by line, never stored."""
+    data = "".join(json.dumps(record) + "\n" for record in records).encode()
+    result = _check(read_lessons, data, "lessons.jsonl")
+    in_range = all(_valid_lesson({"retrieved": 0, "verified": 0, "helped": 0, "created_at": 0, **r}) for r in records)
+    assert isinstance(result, PlaygroundError) == (not in_range)
+    if isinstance(result, PlaygroundError):
+        assert "lessons.jsonl" in str(result) and "line " in str(result)
+    else:
+        assert len(result) == len(records) and all(_valid_lesson(r) for r in result)
+    with tempfile.TemporaryDirectory() as folder:  # importing never fails with anything but a named error
+        source = Path(folder) / "lessons.jsonl"
+        source.write_bytes(data)
+        with Playbook(Path(folder) / "pb.sqlite") as playbook:
+            try:
+                playbook.import_jsonl(source)
+                assert all(_valid_lesson(lesson.to_dict()) for lesson in playbook.all())
+            except PlaygroundError:
+                assert len(playbook) == 0
+
+
+ace_counter = counters.map(str) | st.text(alphabet="0123456789-+.xe ", max_size=6)
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.text(alphabet="abc-1", min_size=1, max_size=4), ace_counter, ace_counter,
+                          st.text(max_size=8).filter(lambda t: "\n" not in t and "\r" not in t)),
+                min_size=1, max_size=3))
+def test_ace_bullets(bullets):
+    """Issue 16: an ACE bullet with no text or with counters that are not 0..MAX_COUNTER is a named error."""
+    data = ("## OTHERS\n" + "".join(f"[{i}] helpful={h} harmful={k} :: {text}\n" for i, h, k, text in bullets)).encode()
+    result = _check(read_ace, data, "ace.txt")
+
+    def counter_ok(text: str) -> bool:
+        return re.fullmatch("[0-9]+", text) is not None and int(text) <= MAX_COUNTER
+
+    valid = all(counter_ok(h) and counter_ok(k) and text.strip() for _, h, k, text in bullets)
+    assert isinstance(result, PlaygroundError) == (not valid)
+    if isinstance(result, PlaygroundError):
+        assert "ace.txt" in str(result) and "line " in str(result)
+    else:
+        assert [(r["helped"], r["provenance"]["harmful"]) for r in result] == [(int(h), int(k)) for _, h, k, _ in bullets]
+        assert all(_valid_lesson(r) for r in result)
 
 
 @FUZZ

@@ -7,6 +7,7 @@ files are written beside the target and renamed into place, temporary files remo
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -115,3 +116,20 @@ def test_check_output_protects_sqlite_side_files_and_links(tmp_path):
             check_output(target, force=True, inputs=[source])
     with pytest.raises(OutputError):
         check_output("", force=True)
+
+
+def test_atomic_write_onto_a_folder_is_a_named_error_and_leaves_no_temp_file(tmp_path):
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(OutputError, match="cannot write .*folder"):
+        atomic_write(tmp_path / "folder", lambda handle: handle.write("x"))
+    assert [p.name for p in tmp_path.iterdir()] == ["folder"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc takes no new files on Linux only")
+def test_check_output_tries_the_folder_before_any_work_is_done(capsys, tmp_path):
+    with pytest.raises(OutputError, match="cannot write in '/proc'"):
+        check_output("/proc/frontier.png", what="plot (--plot)")
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", str(_evidence(tmp_path)), "--tau-free", "1",
+                       "--plot", "/proc/frontier.png")
+    assert code == 2 and "cannot write in '/proc'" in err, err
+    assert not (tmp_path / "policy.json").exists()  # refused before the policy was written, not after

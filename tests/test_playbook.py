@@ -142,6 +142,76 @@ def test_counters(book):
     assert book.get(999) is None
 
 
+def test_counter_updates_count_once_per_origin(book):
+    """Issue 16: a replayed episode's retrievals and outcomes are not counted twice."""
+    used = lesson(book, [LOOP], 1.0)
+    origin = {"run": "r", "episode": "r:sentry:t", "attempt": 1, "step": 4}
+    for _ in range(3):  # the episode, then two replays of it
+        book.retrieve("progress", [LOOP], origin=origin)
+        book.record_outcome(used, verified=True, helped=True, origin=origin)
+    assert (book.get(used).retrieved, book.get(used).verified, book.get(used).helped) == (1, 1, 1)
+    book.retrieve("progress", [LOOP], origin={**origin, "step": 5})  # another step of it counts
+    book.record_outcome(used, verified=True, helped=False, origin={**origin, "attempt": 2})
+    assert (book.get(used).retrieved, book.get(used).verified, book.get(used).helped) == (2, 2, 1)
+    assert [c.op for c in book.changes()].count("outcome") == 2
+
+
+def test_discarding_an_episode_takes_back_its_lessons_and_counter_updates(book, tmp_path):
+    """Issue 16: before an unfinished episode is played again, what it wrote is taken back; nothing else is."""
+    old = lesson(book, [LOOP], 1.0)
+    keep_provenance = {"run": "r", "episode": "r:sentry:a", "attempt": 1, "step": 2}
+    kept = book.add("progress", [LOOP], "kept", "p", provenance=keep_provenance, created_at=2.0)
+    cut = {"run": "r", "episode": "r:sentry:b", "attempt": 1, "step": 3}
+    other_run = {**cut, "run": "s", "episode": "s:sentry:b"}
+    book.retrieve("progress", [LOOP], origin=keep_provenance)  # a finished episode's retrieval: stays
+    book.retrieve("progress", [LOOP], origin=other_run)  # another run's: stays
+    before = [(x.id, x.retrieved, x.verified, x.helped) for x in book.all()]
+    # the cut-off play of episode b: two retrievals, an outcome, two lessons (attempts 1 and 2)
+    book.retrieve("progress", [LOOP], origin=cut)
+    book.retrieve("progress", [LOOP], origin={**cut, "step": 4})
+    book.record_outcome(old, verified=True, helped=True, origin=cut)
+    gone = [book.add("progress", [STALL], "cut", "p", provenance=cut),
+            book.add("progress", [STALL], "cut 2", "p", provenance={**cut, "attempt": 2, "step": 7})]
+    book.record_outcome(gone[0], verified=True, helped=True, origin={**cut, "step": 7})
+
+    assert book.has_episode_writes("r", ["r:sentry:b"]) and not book.has_episode_writes("r", ["r:sentry:c"])
+    assert book.discard_episodes("r", ["r:sentry:b", "r:sentry:c"]) == (2, 6)  # 2 lessons; 4 retrievals, 2 outcomes
+    assert [(x.id, x.retrieved, x.verified, x.helped) for x in book.all()] == before
+    assert all(book.get(lesson_id) is None for lesson_id in gone)
+    discarded = [c for c in book.changes() if c.op == "discard"]
+    assert {c.lesson_id for c in discarded} == {*gone, None}
+    assert all(c.details["lesson"]["trigger"].startswith("cut") for c in discarded if c.lesson_id)
+    assert book.discard_episodes("r", ["r:sentry:b"]) == (0, 0)  # idempotent
+    # the replay stores and counts again, once
+    assert book.add("progress", [STALL], "cut", "p", provenance=cut) not in gone
+    book.retrieve("progress", [LOOP], origin=cut)
+    assert book.get(kept).retrieved == 3  # a finished episode, another run, the replay
+
+
+def test_discarding_touches_no_file_it_need_not(tmp_path):
+    missing = tmp_path / "none.sqlite"
+    assert playbook.discard_episodes(missing, "r", ["r:sentry:a"]) == (0, 0)
+    assert not missing.exists()
+    path = tmp_path / "pb.sqlite"
+    with Playbook(path) as book:
+        book.add("progress", [LOOP], "t", "p", provenance={"run": "other", "episode": "e", "step": 1})
+    before = path.read_bytes()
+    assert playbook.discard_episodes(path, "r", ["r:sentry:a"]) == (0, 0)
+    assert path.read_bytes() == before
+
+
+def test_merge_moves_counter_updates_to_the_kept_lesson(book):
+    origin = {"run": "r", "episode": "r:sentry:b", "step": 3}
+    keep = book.add("progress", [LOOP], "agent repeats the same action", "try another", created_at=1.0)
+    near = book.add("progress", [LOOP], "Agent repeats the same action.", "Try another!", created_at=2.0)
+    book.retrieve("progress", [LOOP], origin=origin)  # both retrieved by one step
+    assert book.merge(0.8) == 1 and book.get(keep).retrieved == 2
+    book.retrieve("progress", [LOOP], origin=origin)  # the replayed step: counted before
+    assert book.get(keep).retrieved == 2
+    assert book.discard_episodes("r", ["r:sentry:b"]) == (0, 1)
+    assert book.get(keep).retrieved == 0 and book.get(near) is None
+
+
 @pytest.mark.parametrize("change, error", [
     ({"failure_type": "nonsense"}, UnknownFailure),
     ({"labels": ["no_such_label"]}, UnknownFailure),
@@ -251,7 +321,12 @@ GOOD = {"failure_type": "progress", "labels": [LOOP], "trigger": "t", "principle
     (json.dumps({**GOOD, "principle": "x" * 5_000}), "'principle' is 5,000 characters, more than 4,000"),
     (json.dumps({**GOOD, "failure_type": "nonsense"}), "unknown failure type 'nonsense'"),
     (json.dumps({**GOOD, "labels": ["no_such_label"]}), "unknown label(s) 'no_such_label'"),
-    (json.dumps({**GOOD, "helped": -1}), "'helped' must be a non-negative integer"),
+    (json.dumps({**GOOD, "helped": -1}), "'helped' must be an integer from 0 to 9007199254740991, not -1"),
+    (json.dumps({**GOOD, "verified": 10**22}), "'verified' must be an integer from 0 to 9007199254740991"),
+    (json.dumps({**GOOD, "created_at": 1e300}), "'created_at' 1e+300 is outside 0 to"),
+    (json.dumps({**GOOD, "created_at": -5.0}), "'created_at' -5.0 is outside 0 to"),
+    ('{"failure_type": "progress", "labels": ["repetition_or_looping"], "trigger": "t", "principle": "p", '
+     '"created_at": 1e400}', "'created_at' must be a finite number"),
     (json.dumps({**GOOD, "extra": 1}), "unknown field(s) 'extra'"),
     ('{"failure_type": "progress", "labels": [', "not valid JSON"),
     ("[1, 2]", "expected a JSON object"),
@@ -312,6 +387,27 @@ def test_import_ace_counts_and_bad_lines(book, tmp_path):
     with pytest.raises(PlaybookImportError, match=r"(?s)ace\.txt.*line 3.*line 4"):
         book.import_ace(path)
     assert len(book) == 2
+
+
+@pytest.mark.parametrize("bullet, why", [
+    ("[a-1] helpful=1 harmful=0 :: ", "the bullet has no text"),
+    ("[a-1] helpful=1 harmful=0 ::", "the bullet has no text"),
+    ("[a-1]    ", "the bullet has no text"),
+    ("[a-1] helpful=-1 harmful=0 :: text", "'helpful' must be an integer from 0 to 9007199254740991, not '-1'"),
+    ("[a-1] helpful=2 harmful=-3 :: text", "'harmful' must be an integer from 0"),
+    ("[a-1] helpful=99999999999999999999999 harmful=0 :: text", "'helpful' must be an integer from 0"),
+    ("[a-1] helpful=1.5 harmful=0 :: text", "'helpful' must be an integer from 0"),
+    ("[a-1] helpful=1 :: text", "counters must read 'helpful=N harmful=N :: text'"),
+])
+def test_import_ace_refuses_empty_bullets_and_bad_counters_naming_file_and_line(book, tmp_path, bullet, why):
+    """Issue 16: these used to be imported, the counters as part of the text (or overflowing SQLite)."""
+    path = tmp_path / "ace.txt"
+    path.write_text(f"## OTHERS\n[ok-1] helpful=1 harmful=0 :: fine\n{bullet}\n")
+    with pytest.raises(PlaybookImportError) as caught:
+        book.import_ace(path)
+    assert str(path) in str(caught.value)
+    assert len(caught.value.problems) == 1 and caught.value.problems[0].startswith(f"line 3: {why}")
+    assert len(book) == 0
 
 
 # ---- bad files --------------------------------------------------------------------------

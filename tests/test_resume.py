@@ -140,3 +140,85 @@ def test_workers_play_every_episode_once_and_match_the_sequential_run(tmp_path):
     assert all((tmp_path / "two" / r["trace"]).is_file() for r in records)
     again = run(host, config("two"), workers=2)  # resume: nothing left to play
     assert again["harnesses"]["base"]["episodes"] == len(tasks)
+
+
+KILL_ONCE_AGENT = """
+import os
+import signal
+import sqlite3
+
+from playground.agents.base import ExpertAgent
+from playground.agents.noisy import NoisyAgent
+from playground.core.hookspecs import hookimpl
+
+
+class KillOnce(NoisyAgent):
+    # The noisy agent, except on task $KILL_TASK: while $KILL_MARKER is missing it plays noisily and, as soon as the
+    # episode has stored a lesson in $KILL_PLAYBOOK, creates the marker and SIGKILLs its own run; once the marker
+    # exists it plays that task as the expert: another path, with no failures and so no lessons.
+
+    def reset(self, task_id, seed):
+        super().reset(task_id, seed)
+        self.task = task_id
+
+    def propose(self, view):
+        if self.task == os.environ["KILL_TASK"]:
+            if os.path.exists(os.environ["KILL_MARKER"]):
+                return ExpertAgent().propose(view)
+            if self._stored_a_lesson():
+                open(os.environ["KILL_MARKER"], "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+        return super().propose(view)
+
+    def _stored_a_lesson(self):
+        db = sqlite3.connect(os.environ["KILL_PLAYBOOK"])
+        try:
+            pattern = '%"task": "' + self.task + '"%'
+            return db.execute("SELECT COUNT(*) FROM lessons WHERE provenance LIKE ?", (pattern,)).fetchone()[0] > 0
+        finally:
+            db.close()
+
+
+@hookimpl
+def register_agents(register):
+    register("kill-once", KillOnce, needs_expert=True)
+"""
+
+
+def _playbook_content(path):
+    """Each lesson's text, provenance (without the run's id) and counters, in the order stored."""
+    from playground.plugins.playbook.store import Playbook
+
+    with Playbook(path, read_only=True) as playbook:
+        return [(lesson.trigger, lesson.principle, lesson.provenance["task"], lesson.provenance["step"],
+                 lesson.retrieved, lesson.verified, lesson.helped) for lesson in playbook.all()]
+
+
+def test_a_kill_9_mid_episode_then_a_replay_on_another_path_leaves_no_trace_of_the_killed_play(tmp_path):
+    root = write_plugin_dist(tmp_path / "site", "kill-once", {"kill_once": KILL_ONCE_AGENT})
+    noise = [f"--agent-option={k}={v}" for k, v in {"stop": 0.04, "repeat": 0.08, "stall": 0.08}.items()]
+
+    def command(name):
+        return [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--split", "test", "--agent",
+                "kill-once", "--harness", "sentry", "--param", "horizon=3", "--episodes", "14", "--out", str(tmp_path / name),
+                "--playbook", str(tmp_path / f"{name}.sqlite"), "--quiet", *noise]
+
+    def env(name):
+        return {**os.environ, "PYTHONPATH": str(root), "KILL_TASK": "tiny-20006",
+                "KILL_MARKER": str(tmp_path / f"{name}.marker"), "KILL_PLAYBOOK": str(tmp_path / f"{name}.sqlite")}
+
+    # the reference: an uninterrupted run that plays the task on the expert's path from the start
+    (tmp_path / "whole.marker").touch()
+    whole = subprocess.run(command("whole"), env=env("whole"), capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0, whole.stderr
+
+    killed = subprocess.run(command("cut"), env=env("cut"), capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert "tiny-20006" in {lesson[2] for lesson in _playbook_content(tmp_path / "cut.sqlite")}
+    assert "tiny-20006" not in {r["task_id"] for r in _records(tmp_path / "cut")}
+    resumed = subprocess.run(command("cut"), env=env("cut"), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+
+    assert _playbook_content(tmp_path / "cut.sqlite") == _playbook_content(tmp_path / "whole.sqlite")
+    assert "tiny-20006" not in {lesson[2] for lesson in _playbook_content(tmp_path / "cut.sqlite")}
+    assert any(lesson[4] for lesson in _playbook_content(tmp_path / "cut.sqlite"))  # retrievals were counted

@@ -26,6 +26,7 @@ from playground.envs.alfworld.data import (
     list_tasks,
     trial_dir,
 )
+from playground.envs.alfworld.problems import SPLIT_SIZE  # the seeds of a generated split: the most games it lists
 
 DEFAULT_SPLIT = "valid_unseen"
 ALFWORLD_DOWNLOAD_DIR = Path("~/.cache/alfworld").expanduser()
@@ -74,7 +75,7 @@ def _is_official_task(task_id: str) -> bool:
 TASK_SETS: dict[str, TaskSet] = {
     "generated": TaskSet("generated", "ALFWorld games from the embedded generator (six task types, no download)",
                          {s: _generated_split(s) for s in SPLITS}, default_split=DEFAULT_SPLIT, default_count=10,
-                         is_task=_is_generated_task,
+                         is_task=_is_generated_task, max_counts=dict.fromkeys(SPLITS, SPLIT_SIZE),
                          task_form="'<split>/<task folder>/trial_<seed>' of a generated game, e.g. one listed by "
                                    "the task set's tasks()"),
     "official": TaskSet("official", "the official ALFWorld games under $ALFWORLD_DATA/json_2.1.1",

@@ -89,8 +89,13 @@ class AppWorldServer:
         env = {**os.environ, "APPWORLD_ROOT": str(self.root), TOKEN_ENV: self.token, PARENT_ENV: str(os.getpid())}
         started = time.perf_counter()
         with open(self.log_path, "ab") if self.log_path else contextlib.nullcontext(subprocess.DEVNULL) as log:
-            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+            try:
+                self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True)
+            except OSError as exc:  # not a program (a garbage APPWORLD_PYTHON), or not executable
+                raise AppWorldError(f"cannot start the AppWorld server with {self.python} "
+                                    f"({exc.strerror or exc}); is APPWORLD_PYTHON the python of an AppWorld venv?") \
+                    from None
         self.pid_file = write_pid_file(pid_dir, self.process.pid, self.port, self.token, self.root)
         atexit.register(self.stop)
         while time.perf_counter() - started < START_TIMEOUT:

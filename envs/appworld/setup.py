@@ -52,7 +52,7 @@ def builder_hash() -> str:
 def is_set_up() -> bool:
     """True when the venv exists and the embedded task set was built by this builder."""
     marker = embedded_root() / MARKER
-    if not venv_python().is_file() or not marker.is_file():
+    if not _is_program(venv_python()) or not marker.is_file():
         return False
     try:
         return json.loads(marker.read_text()).get("builder") == builder_hash()
@@ -60,8 +60,14 @@ def is_set_up() -> bool:
         return False
 
 
+def _is_program(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
 def not_set_up_message() -> str:
-    """What to run when AppWorld is not set up."""
+    """What to run when AppWorld is not set up (or what is wrong with APPWORLD_PYTHON)."""
+    if os.environ.get("APPWORLD_PYTHON", "").strip() and not _is_program(venv_python()):
+        return f"APPWORLD_PYTHON={venv_python()} is not an executable file; name the python of an AppWorld venv"
     return f"AppWorld is not set up here (no venv or embedded task set under {home()}); run: {SETUP_COMMAND}"
 
 
@@ -83,9 +89,9 @@ def setup(progress: Callable[[str], None], force: bool = False) -> None:
         progress(f"appworld: already set up in {home()} (venv and embedded task set)")
         return
     python = venv_python()
-    if not python.is_file():
-        if os.environ.get("APPWORLD_PYTHON"):
-            raise RuntimeError(f"APPWORLD_PYTHON={python} does not exist")
+    if not _is_program(python):
+        if os.environ.get("APPWORLD_PYTHON", "").strip():
+            raise RuntimeError(f"APPWORLD_PYTHON={python} is not an executable file")
         progress(f"appworld: creating a virtual environment in {python.parents[1]}")
         venv.EnvBuilder(with_pip=True).create(python.parents[1])
     check = subprocess.run([str(python), "-c", "import appworld"], capture_output=True)

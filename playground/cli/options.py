@@ -16,6 +16,14 @@ class CLIError(PlaygroundError):
     """A user error on the command line: printed as one line, exit code 2."""
 
 
+def nonempty(value: str, option: str) -> str:
+    """`value`, unless it is empty or blank: then CLIError naming `option` (an empty path would mean the current
+    folder, which nobody asks for on purpose)."""
+    if not value.strip():
+        raise CLIError(f"{option} is empty; name a path")
+    return value
+
+
 def default_env(host) -> str:
     """`ENV:TASK_SET` of the env its plugin marks as the default (`EnvProvider.is_default`), for a run without --env."""
     for spec in host.envs:

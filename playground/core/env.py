@@ -264,6 +264,11 @@ class TaskSet:
     belong to the set (`has_task`) is known for listed ids and seed ranges; a split given
     as another function needs `is_task` (task id -> bool) and `task_form` (the expected
     ids, in words, for error messages), else any id is taken as the set's.
+
+    How many tasks a split has (`available`): listed ids are counted, a seed range has its
+    size; a split given as another function declares its cap in `max_counts` (e.g. the
+    seeds a generator may use), else it is known only once listed. The runner refuses a
+    count beyond it before anything is generated or played.
     """
 
     name: str
@@ -274,6 +279,21 @@ class TaskSet:
     params: Mapping[str, Any] = field(default_factory=dict)
     is_task: Callable[[str], bool] | None = None
     task_form: str = ""
+    max_counts: Mapping[str, int] = field(default_factory=dict)  # split -> at most this many tasks (a function's cap)
+
+    def exact_count(self, split: str) -> bool:
+        """True when `available(split)` is the split's exact count (listed ids, a seed range), not a cap."""
+        source = self.splits[split]
+        return isinstance(source, SeedRange) or not callable(source)
+
+    def available(self, split: str) -> int | None:
+        """How many tasks `split` has (at most, for a generated split); None when only listing them tells."""
+        source = self.splits[split]
+        if isinstance(source, SeedRange):
+            return source.size
+        if not callable(source):
+            return len(source)
+        return self.max_counts.get(split)
 
     def has_task(self, task_id: str) -> bool:
         """True when `task_id` is a task of one of the splits."""

@@ -1,10 +1,14 @@
 """The hooks a playground plugin can implement.
 
-Two kinds of hooks, grouped by phase as in pytest's hookspec:
+Three kinds of hooks, grouped by phase as in pytest's hookspec:
 
 * Registration hooks, called once when plugins load. Each receives a `register`
   callable and adds named things to the host (envs, agents, interventions, harnesses,
   observers, failure labels, CLI commands). Plugins are modules (or objects) with `@hookimpl` functions.
+
+* Run hooks, called by the runner before any episode is played (`check_playbook`,
+  `discard_episodes`), on every loaded plugin (and, for checks, on a harness's
+  interventions).
 
 * Runtime hooks, called by the episode loop. They are implemented by the *episode
   plugins*: the intervention objects a harness names and the observers, all built fresh
@@ -151,6 +155,46 @@ def register_commands(cli) -> None:
     """Add subcommands or command groups to the `playground` click group `cli`.
 
     This is the one way to add a command; the built-in method plugins' command groups use it.
+    """
+
+
+# --------------------------------------------------------------------------------------
+# Run hooks (called by the runner before episodes are played, outside any episode)
+# --------------------------------------------------------------------------------------
+
+
+@hookspec
+def check_playbook(path: str) -> str | list[str] | None:
+    """Check, all must pass: can the run use the playbook file at `path`?
+
+    Called by the runner before the first episode is played (on a fresh run and on every
+    resume), once for each harness of the run with the playbook path that harness will use
+    (`--playbook`, else its own under the run directory): on every loaded plugin, then on
+    the harness's interventions built with the run's parameters (so an intervention can
+    judge the path by its parameters, e.g. a playbook it may only read must exist). Return
+    None when the path will do for you (a missing file normally becomes a new playbook),
+    else a sentence saying why not. Every sentence returned is reported, prefixed with the
+    path, and any one stops the run before it starts (exit code 2). Must not create or
+    change anything. The plugin that owns the playbook format checks the file itself, so
+    the host never needs to know it.
+    """
+
+
+@hookspec
+def discard_episodes(run_id: str, episode_ids: list[str], playbook: str) -> None:
+    """Observer, fan-out: undo what unfinished plays of these episodes wrote outside the run directory.
+
+    Called by the runner on every loaded plugin, after the checks and before it plays
+    any episode, once per harness with the ids (`EpisodeIds.episode_id`, the same on every
+    resume since the run id is) of that harness's episodes the run directory does not
+    record as finished, and the playbook path the harness uses. On a fresh run none of
+    them has started; on a resume some may have been cut off part-way (even by `kill -9`)
+    after writing. A plugin whose writes are keyed by episode (the playbook plugin: lessons
+    and counter updates, by their provenance) removes those of these episodes, so each is
+    played again from the state an uninterrupted run would have had, free to take another
+    path. Must be idempotent, must not create a file that does not exist, and must leave
+    the writes of other runs and episodes alone. Return values are ignored; an exception
+    stops the run before any episode, naming the plugin.
     """
 
 

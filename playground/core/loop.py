@@ -61,11 +61,13 @@ class EpisodeConfig:
     params: Mapping[str, Any] = field(default_factory=dict)
     strict: bool = False
     task_set: str = ""
+    attempt: int = 1  # the attempt of a cascade harness (1 without a cascade)
 
     @property
     def ids(self) -> EpisodeIds:
         """The id record every runtime-hook payload of this episode carries."""
-        return EpisodeIds(self.run_id, self.episode_id, self.env, self.task_id, self.harness, self.task_set)
+        return EpisodeIds(self.run_id, self.episode_id, self.env, self.task_id, self.harness, self.task_set,
+                          self.attempt)
 
     @property
     def max_reasks(self) -> int:

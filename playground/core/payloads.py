@@ -63,6 +63,7 @@ class EpisodeIds:
     task_id: str
     harness: str
     task_set: str = ""
+    attempt: int = 1  # which attempt of a cascade harness this is (1 without a cascade); not StepContext.attempt
 
 
 @dataclass(frozen=True)

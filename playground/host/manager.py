@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from playground.core.env import EnvProvider
+from playground.core.episode_hooks import PluginError
 from playground.core.errors import PlaygroundError
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry
 from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
@@ -210,6 +211,19 @@ class Host:
             self._fail(PluginRecord(f"{label.plugin}:{label.name}", f"failure label from {label.plugin}", "failed"),
                        f"failure label {label.name!r} has undeclared failure type {label.failure_type!r}; "
                        f"declared: {', '.join(self.labels.types()) or '(none)'}")
+
+    def call_plugins(self, hook: str, **kwargs: Any) -> list[Any]:
+        """Call a run hook (`check_playbook`, `discard_episodes`) on every loaded plugin that implements it, in
+        load order, and return the results that are not None; a plugin that raises is named (PluginError)."""
+        results = []
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            try:
+                result = impl.function(**{name: kwargs[name] for name in impl.argnames})
+            except Exception as exc:  # noqa: BLE001 - named, whatever it is
+                raise PluginError(impl.plugin_name, hook, exc) from exc
+            if result is not None:
+                results.append(result)
+        return results
 
     def add_commands(self, cli) -> None:
         """Let plugins add CLI subcommands (once); a failing plugin is reported, not fatal."""

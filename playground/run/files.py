@@ -33,7 +33,9 @@ def check_output(path: str | os.PathLike, *, force: bool = False, inputs: Iterab
     """Return `path` after checking that it may be written; OutputError says why not.
 
     Refused: an empty name; a folder; any of `inputs` (the same file, through links too,
-    with SQLite's `-wal`/`-shm`/`-journal` side files); an existing file unless `force`.
+    with SQLite's `-wal`/`-shm`/`-journal` side files); an existing file unless `force`; a
+    path under a file, or in a folder where no file can be created (tried with a temporary
+    file, removed at once), so a command fails before its work, not after it.
     """
     if not str(path).strip():
         raise OutputError(f"the {what} path is empty")
@@ -48,9 +50,14 @@ def check_output(path: str | os.PathLike, *, force: bool = False, inputs: Iterab
                                   "refusing to overwrite it (name another file)")
     if target.exists() and not force:
         raise OutputError(f"{what} {str(target)!r} already exists; pass {option} to replace it")
-    parent = target.parent
-    if parent.exists() and not parent.is_dir():
-        raise OutputError(f"{what} {str(target)!r}: {str(parent)!r} is not a folder")
+    existing = next(folder for folder in (target.parent, *target.parent.parents) if folder.exists())
+    if not existing.is_dir():
+        raise OutputError(f"{what} {str(target)!r}: {str(existing)!r} is not a folder")
+    try:
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as exc:
+        raise OutputError(f"{what} {str(target)!r}: cannot write in {str(existing)!r} ({exc.strerror or exc})") \
+            from None
     return target
 
 
@@ -67,7 +74,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO], object], *, bina
     """Write `path` through `write(handle)` into a temporary file beside it, then rename it into place.
 
     The target is replaced only by a complete file; on any error the temporary file is
-    removed and the target left as it was. OutputError names a folder that cannot be written.
+    removed and the target left as it was. OutputError names a folder that cannot be written
+    and a target that cannot be replaced (a folder, say).
     """
     path = Path(path)
     try:
@@ -82,11 +90,13 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO], object], *, bina
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(handle.name, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(handle.name)
         except OSError:
             pass
+        if isinstance(exc, OSError) and not isinstance(exc, PlaygroundError):
+            raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
         raise
     return path
 

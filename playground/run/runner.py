@@ -74,10 +74,18 @@ def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None,
         raise RunConfigError(f"unknown split {split!r} for {env}:{task_set}; choose from: {', '.join(chosen.splits)}")
     if count is not None and count < 1:
         raise RunConfigError(f"--episodes must be at least 1, got {count}")
+    where = f"{env}:{task_set} split {split}"
+    available = chosen.available(split)
+    if count is not None and available is not None and count > available:
+        raise RunConfigError(f"{where} has {'' if chosen.exact_count(split) else 'at most '}{available} tasks; "
+                             f"--episodes {count} asks for more")
     try:
-        return task_set, split, chosen.tasks(split, count)
+        tasks = chosen.tasks(split, count)
     except (ValueError, OSError) as exc:
-        raise RunConfigError(f"{env}:{task_set} split {split}: {exc}") from None
+        raise RunConfigError(f"{where}: {exc}") from None
+    if count is not None and len(tasks) < count:
+        raise RunConfigError(f"{where} has {len(tasks)} tasks; --episodes {count} asks for more")
+    return task_set, split, tasks
 
 
 def check_config(host: Host, config: RunConfig) -> None:
@@ -93,16 +101,19 @@ def check_config(host: Host, config: RunConfig) -> None:
         raise RunConfigError(f"{config.env}:{config.task_set} split {config.split} has no tasks; nothing to run")
     if not str(config.out).strip():
         raise RunConfigError("the run directory (--out) is empty")
-    if config.playbook is not None:
-        check_playbook_file(config.playbook)
+    if config.playbook is not None and not str(config.playbook).strip():
+        raise RunConfigError("--playbook is empty")
     known: set[str] = set(LOOP_PARAMS)
     opaque = False
+    built: dict[str, list[tuple[str, Any]]] = {}  # harness -> its interventions, built with the run's parameters
     try:
         host.agents.get(config.agent).factory(**config.agent_options)
-        for spec in specs:
+        for harness, spec in zip(config.harnesses, specs):
+            built[harness] = []
             for name in sorted({n for attempt in spec.attempts for n in attempt}):
                 probe = _ParamProbe({**spec.params, **config.params})
                 plugin = resolve_intervention(host, name).factory(probe)
+                built[harness].append((name, plugin))
                 keys = _declared_params(plugin)
                 if keys is not None:
                     known |= keys
@@ -115,6 +126,24 @@ def check_config(host: Host, config: RunConfig) -> None:
     if unknown and not opaque:
         raise RunConfigError(f"unknown --param {', '.join(map(repr, unknown))} for harness(es) "
                              f"{', '.join(config.harnesses)}; known: {', '.join(sorted(known))}")
+    check_playbooks(host, config, built)
+
+
+def check_playbooks(host: Host, config: RunConfig, built: dict[str, list[tuple[str, Any]]]) -> None:
+    """Ask the plugins (`check_playbook`) whether each harness's playbook path will do: every loaded plugin, then
+    the harness's interventions `built` with the run's parameters; RunConfigError lists every problem."""
+    problems: list[str] = []
+    for harness in config.harnesses:
+        path = playbook_path(config, harness)
+        said = host.call_plugins("check_playbook", path=path)
+        said += EpisodeHooks(built.get(harness, ())).collect("check_playbook", path=path)
+        where = f"--playbook {path!r}" if config.playbook else f"the playbook of harness {harness!r} ({path})"
+        for sentence in said:
+            for text in (sentence if isinstance(sentence, (list, tuple)) else [sentence]):
+                if text and f"{where}: {text}" not in problems:
+                    problems.append(f"{where}: {text}")
+    if problems:
+        raise RunConfigError("; ".join(problems))
 
 
 # Parameters the episode loop itself reads.
@@ -176,40 +205,6 @@ def _declared_params(plugin: Any) -> set[str] | None:
         if isinstance(value, dict) and not isinstance(value, _ParamProbe) and value:
             return {str(key) for key in value}
     return None
-
-
-def check_playbook_file(path: str) -> None:
-    """Refuse, before any episode, a --playbook that cannot be one: an empty name, a folder, a file that is
-    not an SQLite database, or an SQLite database of something else (a playbook marks itself with a
-    `playbook_meta` table; a missing or empty file becomes a new playbook)."""
-    import sqlite3
-
-    if not str(path).strip():
-        raise RunConfigError("--playbook is empty")
-    file = Path(path)
-    if file.is_dir():
-        raise RunConfigError(f"--playbook {path!r} is a folder; name a playbook file (e.g. {path}/playbook.sqlite)")
-    if not file.exists() or file.stat().st_size == 0:
-        return
-    try:
-        with open(file, "rb") as handle:
-            header = handle.read(16)
-    except OSError as exc:
-        raise RunConfigError(f"--playbook {path!r}: cannot read it ({exc.strerror or exc})") from None
-    if header != b"SQLite format 3\x00":
-        raise RunConfigError(f"--playbook {path!r} is not a playbook (not an SQLite database: a JSONL export? "
-                             "import it with `playground playbook import NEW.sqlite FILE`)")
-    try:
-        db = sqlite3.connect(file.resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
-        raise RunConfigError(f"--playbook {path!r} is not a usable SQLite database ({exc})") from None
-    if names and "playbook_meta" not in names:
-        raise RunConfigError(f"--playbook {path!r} is an SQLite database but not a playbook "
-                             f"(it has {', '.join(sorted(names)[:5])})")
 
 
 def resolve_harness(host: Host, name: str) -> HarnessSpec:
@@ -304,6 +299,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                     notify(f"{key} (done before)", rundir.records[key])
                 else:
                     pending.append((harness, task_id))
+        discard_unfinished(host, config, run_id, pending)
         if workers == 1:
             for harness, task_id in pending:
                 record = run_one_episode(host, config, run_id, rundir.path, header_base, harness, task_id)
@@ -318,6 +314,21 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         return summary
     finally:
         rundir.close()
+
+
+def discard_unfinished(host: Host, config: RunConfig, run_id: str, pending: list[tuple[str, str]]) -> None:
+    """Before `pending` episodes are played, let the plugins take back what unfinished plays of them wrote outside
+    the run directory (`discard_episodes`, once per harness), so each replay starts where an uninterrupted run would."""
+    by_harness: dict[str, list[str]] = {}
+    for harness, task_id in pending:
+        by_harness.setdefault(harness, []).append(episode_id(run_id, harness, task_id))
+    for harness, ids in by_harness.items():
+        host.call_plugins("discard_episodes", run_id=run_id, episode_ids=ids, playbook=playbook_path(config, harness))
+
+
+def episode_id(run_id: str, harness: str, task_id: str) -> str:
+    """The id of a (task, harness) episode of a run: the same on every resume (the run id is kept in config.json)."""
+    return f"{run_id}:{harness}:{task_id}"
 
 
 def _run_in_workers(host: Host, config: RunConfig, run_id: str, rundir: RunDir, header_base: dict,
@@ -407,10 +418,10 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
     """Build a fresh env, agent and intervention plugins, play one attempt, return its record."""
     seed = episode_seed(config.seed, task_id)
     params = {**spec.params, **config.params}
-    episode_id = f"{run_id}:{harness}:{task_id}"
+    episode = episode_id(run_id, harness, task_id)
     tally = EpisodeTally()
     trace = TraceWriter(trace_path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
-                                     "episode_id": episode_id, "params": params, "interventions": list(names),
+                                     "episode_id": episode, "params": params, "interventions": list(names),
                                      "agent_options": dict(config.agent_options), "max_steps": config.max_steps,
                                      "attempt": attempt})
 
@@ -428,10 +439,10 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
         interventions = [(name, resolve_intervention(host, name).factory(params)) for name in names]
         observers = [(o.name, o.factory()) for o in host.observers]
         hooks = EpisodeHooks(interventions, observers)
-        episode = EpisodeConfig(run_id, episode_id, config.env, task_id, harness, config.agent, seed,
-                                config.max_steps, playbook_path(config, harness), params, config.strict,
-                                config.task_set)
-        result = run_episode(env, agent, hooks, episode, emit)
+        episode_config = EpisodeConfig(run_id, episode, config.env, task_id, harness, config.agent, seed,
+                                       config.max_steps, playbook_path(config, harness), params, config.strict,
+                                       config.task_set, attempt)
+        result = run_episode(env, agent, hooks, episode_config, emit)
         status, won, steps, error = result.status, result.won, result.steps, result.error
         score, max_score = result.score, result.max_score
     except Exception as exc:  # building the episode failed: record it, keep the run going
@@ -449,7 +460,7 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
             except Exception:  # noqa: BLE001 - closing a broken env must not hide the result
                 pass
     return {
-        "harness": harness, "task_id": task_id, "episode_id": episode_id,
+        "harness": harness, "task_id": task_id, "episode_id": episode,
         "seed": seed, "status": status, "won": won, "steps": steps, "error": error,
         "score": score, "max_score": max_score,
         "seconds": round(time.perf_counter() - started, 3),

@@ -60,10 +60,13 @@ def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], tri
 @click.option("--out", required=True, help="JSONL file to write")
 @click.option("--min-grade", type=click.Choice(["none", "E1", "E2"]), default="none", show_default=True,
               help="keep only pairs whose replay reached this evidence grade (diagnosis and actor views)")
-def export_command(run_dir: str, view: str, out: str, min_grade: str) -> None:
+@click.option("--force", is_flag=True, help="replace OUT if it exists")
+def export_command(run_dir: str, view: str, out: str, min_grade: str, force: bool) -> None:
     """Export a training view, every record validated against its shipped JSON Schema."""
     from playground.plugins.aed.views import ExportError, export
+    from playground.run.files import check_output
 
+    check_output(out, force=force, what="export file (--out)")
     try:
         count = export(run_dir, view, out, min_grade)
     except ExportError as exc:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from playground.cli.options import CLIError, default_env, episode_options, make_config
+from playground.cli.options import CLIError, default_env, episode_options, make_config, nonempty
 from playground.host.manager import get_host
 
 
@@ -31,6 +31,7 @@ def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, 
     """Run the base agent, count failure signatures, write OUT/diagnosis.json."""
     from playground.plugins.darc.profile import profile
 
+    nonempty(out, "--out")
     host = get_host()
     judge = None
     if diagnoser == "llm":
@@ -68,6 +69,7 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, *
     """Run every chosen intervention on every task from the same initial state; write OUT/evidence.csv."""
     from playground.plugins.darc.evaluate import chosen_interventions, eval_harnesses, evaluate
 
+    nonempty(out, "--out")
     host = get_host()
     env = (options["env_name"] or default_env(host)).partition(":")[0]
     try:
@@ -108,7 +110,7 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
     names = [n.strip() for n in interventions.split(",") if n.strip()] if interventions else None
     if max_len < 1:
         raise CLIError(f"--max-len must be at least 1, got {max_len}")
-    path = Path(out) if out is not None else Path(evidence_path).with_name("policy.json")
+    path = Path(nonempty(out, "--out")) if out is not None else Path(evidence_path).with_name("policy.json")
     if not count_only:  # every output checked before any work, so nothing is half done
         check_output(path, force=force, inputs=[evidence_path], what="policy (--out)")
         if plot_path is not None:
@@ -183,6 +185,7 @@ def factorial_command(guard: str, forced_agent: str, out: str, **options) -> Non
     """Ranked view (full vs top-12) x recovery prompt (absent vs present), forced top-1 and a random-12 control."""
     from playground.plugins.darc.factorial import factorial, register_cells, table
 
+    nonempty(out, "--out")
     host = get_host()
     if guard not in host.interventions:
         raise CLIError(f"unknown intervention {guard!r} in --guard; "

@@ -3,7 +3,9 @@
 `store` holds the database, `io` the JSONL import/export and validation, `cli` the
 `playground playbook ...` commands, added through `register_commands`. Declares the
 failure type `procedure` (lessons without a diagnosed failure, e.g. imported ACE
-playbooks) with one label per ACE section.
+playbooks) with one label per ACE section. For runs, it checks each playbook file before
+the first episode (`check_playbook`) and, before unfinished episodes are played again,
+takes back what they wrote to it (`discard_episodes`).
 """
 
 from playground.core.hookspecs import hookimpl
@@ -24,3 +26,20 @@ def register_commands(cli) -> None:
     from playground.plugins.playbook.cli import playbook_group
 
     cli.add_command(playbook_group)
+
+
+@hookimpl
+def check_playbook(path: str) -> str | None:
+    """Refuse a file that cannot be a playbook: a folder, a file that is not SQLite, another program's SQLite
+    database, a playbook of a newer schema (a missing or empty file becomes a new playbook)."""
+    from playground.plugins.playbook.store import playbook_problem
+
+    return playbook_problem(path)
+
+
+@hookimpl
+def discard_episodes(run_id: str, episode_ids: list[str], playbook: str) -> None:
+    """Take back the lessons and counter updates that unfinished plays of these episodes left in the playbook."""
+    from playground.plugins.playbook.store import discard_episodes as discard
+
+    discard(playbook, run_id, episode_ids)

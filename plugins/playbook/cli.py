@@ -110,10 +110,15 @@ def export_command(path: str, out: str, force: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "ace"]), default="jsonl", show_default=True)
 def import_command(path: str, source: str, fmt: str) -> None:
     """Import lessons from SOURCE (JSONL, or an ACE playbook); all or nothing."""
+    from playground.plugins.playbook.io import read_ace, read_jsonl
     from playground.plugins.playbook.store import PlaybookError
 
     if not Path(source).is_file():
         raise PlaybookCLIError(f"no file at {source!r}")
+    try:  # a bad file is refused before the playbook is opened, so a new one is not created empty
+        (read_jsonl if fmt == "jsonl" else read_ace)(source)
+    except PlaybookError as exc:
+        raise PlaybookCLIError(str(exc)) from None
     with _open(path, create=True) as playbook:
         try:
             report = playbook.import_jsonl(source) if fmt == "jsonl" else playbook.import_ace(source)

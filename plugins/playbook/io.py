@@ -8,7 +8,10 @@ A lesson record is the plain-dict form of a lesson (what one JSONL line holds):
 
 `failure_type`, `labels`, `trigger` and `principle` are required; the rest have defaults.
 An exported line also carries the lesson's `id`, which an import ignores (lessons get new
-ids in the receiving playbook).
+ids in the receiving playbook). Counters are integers from 0 to 2**53 - 1 (the largest
+every JSON reader keeps exact); `created_at` is seconds since the epoch, from 0 to a day
+past now (a lesson from the future would rank newest for ever and never be pruned by
+age), so a record outside either range is refused, not clamped.
 
 Nothing read from a playbook file is ever executed or evaluated: JSONL lines go through
 `json.loads` only, ACE lines through one regular expression.
@@ -49,6 +52,8 @@ MAX_REPORTED_PROBLEMS = 20  # in an error message; `problems` keeps them all
 REQUIRED_FIELDS = ("failure_type", "labels", "trigger", "principle")
 OPTIONAL_FIELDS = ("id", "subtype", "provenance", "created_at", "retrieved", "verified", "helped")
 COUNTERS = ("retrieved", "verified", "helped")
+MAX_COUNTER = 2**53 - 1  # the largest integer every JSON reader keeps exact
+MAX_CLOCK_SKEW_S = 86_400.0  # how far past this machine's clock a created_at may lie (another machine's clock)
 
 ACE_FAILURE_TYPE = "procedure"
 # The sections ACE's generator writes, and the label each one maps to. A section not
@@ -70,8 +75,8 @@ FAILURE_LABELS = (
     *(FailureLabel(label, ACE_FAILURE_TYPE) for label in ACE_SECTIONS.values()),
 )
 
-_ACE_BULLET = re.compile(
-    r"^\[(?P<id>[^\]\s]+)\]\s*(?:helpful=(?P<helpful>\d+)\s+harmful=(?P<harmful>\d+)\s*::\s*)?(?P<text>\S.*)$")
+_ACE_BULLET = re.compile(r"^\[(?P<id>[^\]\s]+)\]\s*(?P<rest>.*)$")
+_ACE_COUNTERS = re.compile(r"^helpful=(?P<helpful>\S*)\s+harmful=(?P<harmful>\S*)\s*::(?P<text>.*)$")
 _TRIGGER_OPENERS = ("for ", "when ", "whenever ", "if ", "before ", "after ", "while ", "during ")
 
 
@@ -145,14 +150,28 @@ def _type_problems(record: dict) -> list[str]:
         problems.append("'provenance' must be an object")
     elif len(json.dumps(provenance, ensure_ascii=False, default=str)) > MAX_PROVENANCE_CHARS:
         problems.append(f"'provenance' is more than {MAX_PROVENANCE_CHARS:,} characters as JSON")
-    created_at = record.get("created_at", 0.0)
-    if isinstance(created_at, bool) or not isinstance(created_at, int | float) or not math.isfinite(created_at):
-        problems.append("'created_at' must be a finite number (seconds since the epoch)")
+    problems += _created_at_problems(record.get("created_at", 0.0))
     for name in COUNTERS:
-        value = record.get(name, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            problems.append(f"{name!r} must be a non-negative integer")
+        problems += counter_problems(name, record.get(name, 0))
     return problems
+
+
+def _created_at_problems(value: Any) -> list[str]:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return ["'created_at' must be a finite number (seconds since the epoch)"]
+    latest = time.time() + MAX_CLOCK_SKEW_S
+    if not 0 <= value <= latest:
+        return [f"'created_at' {value!r} is outside 0 to {latest:.0f} "
+                "(seconds since the epoch, at most a day from now)"]
+    return []
+
+
+def counter_problems(name: str, value: Any) -> list[str]:
+    """What is wrong with a lesson counter's value (empty when it is an integer from 0 to MAX_COUNTER)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNTER:
+        shown = repr(value) if len(repr(value)) <= 30 else repr(value)[:27] + "..."
+        return [f"{name!r} must be an integer from 0 to {MAX_COUNTER}, not {shown}"]
+    return []
 
 
 def _label_problems(labels: Any) -> list[str]:
@@ -258,9 +277,33 @@ def ace_trigger(text: str, section: str) -> str:
     return f"ACE section: {section or 'none'}"
 
 
+def _ace_bullet(rest: str) -> tuple[tuple[str, int | None, int | None], list[str]]:
+    """The (text, helpful, harmful) of an ACE bullet after its id, and what is wrong with it: counters that are
+    not `helpful=N harmful=N ::` with N from 0 to MAX_COUNTER, or no text."""
+    helpful = harmful = None
+    if rest.startswith(("helpful=", "harmful=")):
+        counters = _ACE_COUNTERS.match(rest)
+        if counters is None:
+            return ("", None, None), [f"counters must read 'helpful=N harmful=N :: text', not {rest[:60]!r}"]
+        problems = []
+        values = {}
+        for name in ("helpful", "harmful"):
+            raw = counters[name]
+            value = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 20 else raw
+            values[name] = value
+            problems += counter_problems(name, value)
+        if problems:
+            return ("", None, None), problems
+        helpful, harmful, rest = int(values["helpful"]), int(values["harmful"]), counters["text"].strip()
+    if not rest:
+        return ("", None, None), ["the bullet has no text"]
+    return (rest, helpful, harmful), []
+
+
 def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None) -> list[dict]:
     """Return the lesson records of an ACE playbook, or raise PlaybookImportError listing
-    every line that is neither blank, a `#` header nor a `[id] (helpful=X harmful=Y ::) text` bullet.
+    every line that is neither blank, a `#` header nor a `[id] (helpful=X harmful=Y ::) text` bullet
+    with a text and, where given, counters from 0 to MAX_COUNTER.
 
     Mapping: failure type "procedure"; label = the section's ACE_SECTIONS label ("others" for an
     unknown section); subtype = the section title; principle = the bullet text; trigger =
@@ -286,18 +329,23 @@ def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None) -> li
         if not match:
             problems.append(f"line {number}: not a '## SECTION' header or an '[id] text' bullet: {text[:60]!r}")
             continue
+        bullet, bullet_problems = _ace_bullet(match["rest"])
+        if bullet_problems:
+            problems += [f"line {number}: {problem}" for problem in bullet_problems]
+            continue
+        principle, helpful, harmful = bullet
         provenance = {"source": "ace", "id": match["id"]}
-        if match["harmful"] is not None:
-            provenance["harmful"] = int(match["harmful"])
+        if harmful is not None:
+            provenance["harmful"] = harmful
         record = {
             "failure_type": ACE_FAILURE_TYPE,
             "labels": [ACE_SECTIONS.get(section.upper(), "others")],
             "subtype": section,
-            "trigger": ace_trigger(match["text"], section),
-            "principle": match["text"],
+            "trigger": ace_trigger(principle, section),
+            "principle": principle,
             "provenance": provenance,
             "created_at": now,
-            "helped": int(match["helpful"] or 0),
+            "helped": helpful or 0,
         }
         line_problems = lesson_problems(record, labels=labels)
         problems += [f"line {number}: {problem}" for problem in line_problems]

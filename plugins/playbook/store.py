@@ -4,8 +4,16 @@ A lesson says, for one failure type and its labels, when it applies (`trigger`) 
 to do (`principle`), where it came from (`provenance`) and how it has fared (counters
 `retrieved`, `verified`, `helped`). Several processes may add lessons to one playbook at
 once: the file is in WAL mode and every write is one short transaction, retried when the
-database is busy. Every add, import, outcome, merge and prune appends a row to the change
-log, so a playbook's growth can be audited (`Playbook.changes`).
+database is busy. Every add, import, outcome, merge, prune and discard appends a row to the
+change log, so a playbook's growth can be audited (`Playbook.changes`).
+
+Exactly once across kills and resumes: what an episode writes is keyed by its provenance
+(run, episode, attempt, step). A lesson stored again under the same provenance returns the
+stored one (`lesson_origins`); a counter update under a provenance counts once per lesson
+(`lesson_uses`: one row per (provenance, lesson, kind), counters raised only when the row is
+new). Before an unfinished episode is played again, `discard_episodes` removes the lessons it
+stored and takes back the counter updates it made, so the replay starts from the playbook an
+uninterrupted run would have had and may take another path.
 
 Retrieval (`Playbook.retrieve`) follows Sentry: candidates are the lessons of the same
 failure type that share at least one label with the failure; they are ranked by the number
@@ -48,7 +56,8 @@ from playground.plugins.playbook.io import (
     write_jsonl,
 )
 
-__all__ = ["Change", "ImportReport", "Lesson", "Playbook", "PlaybookError", "PlaybookImportError", "Retrieved"]
+__all__ = ["Change", "ImportReport", "Lesson", "Playbook", "PlaybookError", "PlaybookImportError", "Retrieved",
+           "discard_episodes", "playbook_problem"]
 
 FORMAT = "playground-playbook"
 SCHEMA_VERSION = 1
@@ -109,10 +118,25 @@ ORIGINS_SCHEMA = [
     END""",
 ]
 ORIGIN_KEYS = ("run", "episode", "attempt", "step")
+# Exactly-once counters: each counter update an episode made, keyed by its provenance, the lesson and the kind
+# of update ("retrieved" or "outcome"), with what it added; counters are raised only when the row is new, and
+# `discard_episodes` takes back what the rows of an unfinished episode added.
+USES_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS lesson_uses (
+        run TEXT NOT NULL, episode TEXT NOT NULL, attempt TEXT NOT NULL, step TEXT NOT NULL,
+        lesson_id INTEGER NOT NULL, kind TEXT NOT NULL,
+        retrieved INTEGER NOT NULL DEFAULT 0, verified INTEGER NOT NULL DEFAULT 0, helped INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (run, episode, attempt, step, lesson_id, kind)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS lesson_uses_by_lesson ON lesson_uses (lesson_id)",
+    """CREATE TRIGGER IF NOT EXISTS lessons_forget_uses AFTER DELETE ON lessons BEGIN
+        DELETE FROM lesson_uses WHERE lesson_id = old.id;
+    END""",
+]
+KEYED_TABLES = ("lesson_origins", "lesson_uses")  # added to older playbooks when opened for writing
 
 COLUMNS = ("id, failure_type, label_key, subtype, trigger_pattern, principle, provenance, "
            "created_at, retrieved, verified, helped, trigger_group")
-ID, CREATED_AT, GROUP = 0, 7, 11  # positions in a row of COLUMNS
+ID, PROVENANCE, CREATED_AT, GROUP = 0, 6, 7, 11  # positions in a row of COLUMNS
 NEWEST = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
           "ORDER BY created_at DESC, id DESC LIMIT ?")
 NEWEST_BEFORE = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
@@ -126,6 +150,10 @@ GROUPS_OF_KEY = """WITH RECURSIVE groups (trigger_group) AS (
                 AND trigger_group > groups.trigger_group)
         FROM groups WHERE groups.trigger_group IS NOT NULL LIMIT :limit)
     SELECT trigger_group FROM groups WHERE trigger_group IS NOT NULL"""
+MOVE_USES = """INSERT INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, retrieved, verified, helped)
+    SELECT run, episode, attempt, step, ?, kind, retrieved, verified, helped FROM lesson_uses WHERE lesson_id = ?
+    ON CONFLICT (run, episode, attempt, step, lesson_id, kind) DO UPDATE SET retrieved = retrieved + excluded.retrieved,
+        verified = verified + excluded.verified, helped = helped + excluded.helped"""
 INSERT = ("INSERT INTO lessons (failure_type, label_key, subtype, trigger_pattern, principle, provenance, "
           "created_at, retrieved, verified, helped, trigger_group) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
@@ -169,7 +197,7 @@ class Change:
 
     id: int
     at: float
-    op: str  # "add", "import", "outcome", "merge" or "prune"
+    op: str  # "add", "import", "outcome", "merge", "prune" or "discard"
     lesson_id: int | None
     details: dict[str, Any]
 
@@ -332,7 +360,8 @@ class Playbook:
     # ---- retrieving ---------------------------------------------------------------------
 
     def retrieve(self, failure_type: str, labels: Iterable[str], k: int = 5, count: bool = True, *,
-                 mode: str = "labels", rng: random.Random | None = None) -> list[Retrieved]:
+                 mode: str = "labels", rng: random.Random | None = None,
+                 origin: dict[str, Any] | None = None) -> list[Retrieved]:
         """Return at most k lessons for a detected failure, by Sentry's rules (see the module doc).
 
         Lessons come in rank order: first those picked under the diversity cap, then any
@@ -340,7 +369,8 @@ class Playbook:
         `retrieved` counter goes up by one (the returned lessons show the counters from before).
         `mode` (`RETRIEVAL_MODES`, for ablations): "labels" is Sentry's rule; "type" ranks the
         lessons of the failure type by recency alone, ignoring labels; "any" does the same over
-        every type; "random" draws k lessons of any type uniformly with `rng`.
+        every type; "random" draws k lessons of any type uniformly with `rng`. `origin` is the
+        provenance of the retrieval (run, episode, attempt, step; see `record_retrieved`).
         """
         labels = _as_list(labels)
         self.labels.check(failure_type, labels)
@@ -357,31 +387,99 @@ class Playbook:
         else:
             picked = self._read(lambda db: _pick_random(db, set(labels), k, rng or random.Random()))
         if count and picked:
-            self.record_retrieved([item.lesson.id for item in picked])
+            self.record_retrieved([item.lesson.id for item in picked], origin=origin)
         return picked
 
-    def record_retrieved(self, lesson_ids: Iterable[int]) -> None:
+    def record_retrieved(self, lesson_ids: Iterable[int], origin: dict[str, Any] | None = None) -> None:
         """Count one retrieval for each lesson id (ids no longer in the playbook are ignored).
 
-        A read-only playbook counts nothing (retrieval counters are bookkeeping, not content).
+        With an `origin` (a provenance with run, episode and step, and optionally attempt), a
+        lesson's retrieval under that origin counts once however often it is recorded (a replayed
+        episode), and `discard_episodes` can take it back. A read-only playbook counts nothing
+        (retrieval counters are bookkeeping, not content).
         """
         if self.read_only:
             return
-        rows = [(lesson_id,) for lesson_id in lesson_ids]
-        self._write(lambda db: db.executemany("UPDATE lessons SET retrieved = retrieved + 1 WHERE id = ?", rows))
+        ids, key = list(lesson_ids), origin_key(origin or {})
 
-    def record_outcome(self, lesson_id: int, verified: bool, helped: bool) -> None:
+        def update(db: sqlite3.Connection) -> None:
+            for lesson_id in ids:
+                if _first_use(db, key, lesson_id, "retrieved", (1, 0, 0)):
+                    db.execute("UPDATE lessons SET retrieved = retrieved + 1 WHERE id = ?", (lesson_id,))
+        self._write(update)
+
+    def record_outcome(self, lesson_id: int, verified: bool, helped: bool,
+                       origin: dict[str, Any] | None = None) -> None:
         """Count how a retrieved lesson fared: its recovery was verified, and/or it helped.
 
-        Raises KeyError when there is no lesson with that id.
+        With an `origin` (the provenance of the repair that used the lesson), the outcome counts
+        once per lesson and origin, as in `record_retrieved`. Raises KeyError when there is no
+        lesson with that id.
         """
+        key, added = origin_key(origin or {}), (0, int(bool(verified)), int(bool(helped)))
+
         def update(db: sqlite3.Connection) -> None:
-            changed = db.execute("UPDATE lessons SET verified = verified + ?, helped = helped + ? WHERE id = ?",
-                                 (int(bool(verified)), int(bool(helped)), lesson_id)).rowcount
-            if not changed:
+            if db.execute("SELECT 1 FROM lessons WHERE id = ?", (lesson_id,)).fetchone() is None:
                 raise KeyError(f"no lesson {lesson_id} in {self.path}")
-            _log(db, "outcome", lesson_id, {"verified": bool(verified), "helped": bool(helped)})
+            if not _first_use(db, key, lesson_id, "outcome", added):
+                return  # counted before, under the same origin
+            db.execute("UPDATE lessons SET verified = verified + ?, helped = helped + ? WHERE id = ?",
+                       (added[1], added[2], lesson_id))
+            _log(db, "outcome", lesson_id, {"verified": bool(verified), "helped": bool(helped),
+                                            **({"origin": dict(zip(ORIGIN_KEYS, key))} if key else {})})
         self._write(update)
+
+    def discard_episodes(self, run_id: str, episode_ids: Iterable[str]) -> tuple[int, int]:
+        """Take back what unfinished plays of these episodes of run `run_id` wrote; return (lessons removed,
+        counter updates taken back).
+
+        Removes every lesson stored with the provenance of one of the episodes (any attempt and
+        step) and subtracts every counter update recorded under such a provenance. Writes
+        without a provenance, and those of other runs or episodes, are left alone. The change
+        log keeps a "discard" row for each removed lesson (with its full record) and for each
+        episode whose counter updates were taken back. Idempotent.
+        """
+        episodes = [str(episode) for episode in episode_ids]
+        run = _origin_part(run_id)
+
+        def apply(db: sqlite3.Connection) -> tuple[int, int]:
+            removed = undone = 0
+            for episode_id in episodes:
+                episode = _origin_part(episode_id)
+                uses = db.execute("SELECT lesson_id, retrieved, verified, helped FROM lesson_uses "
+                                  "WHERE run = ? AND episode = ?", (run, episode)).fetchall()
+                for lesson_id, retrieved, verified, helped in uses:
+                    db.execute("UPDATE lessons SET retrieved = MAX(retrieved - ?, 0), verified = MAX(verified - ?, 0), "
+                               "helped = MAX(helped - ?, 0) WHERE id = ?", (retrieved, verified, helped, lesson_id))
+                db.execute("DELETE FROM lesson_uses WHERE run = ? AND episode = ?", (run, episode))
+                if uses:
+                    _log(db, "discard", None, {"run": run_id, "episode": episode_id, "counter_updates": len(uses)})
+                undone += len(uses)
+                for attempt, step, lesson_id in db.execute(
+                        "SELECT attempt, step, lesson_id FROM lesson_origins WHERE run = ? AND episode = ?",
+                        (run, episode)).fetchall():
+                    row = db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
+                    # a lesson merged into another moved its origin there: the kept lesson is not this episode's
+                    if row is not None and origin_key(json.loads(row[PROVENANCE])) == (run, episode, attempt, step):
+                        db.execute("DELETE FROM lessons WHERE id = ?", (lesson_id,))
+                        _log(db, "discard", lesson_id, {"run": run_id, "episode": episode_id,
+                                                        "lesson": _lesson(row).to_dict()})
+                        removed += 1
+                db.execute("DELETE FROM lesson_origins WHERE run = ? AND episode = ?", (run, episode))
+            return removed, undone
+
+        return self._write(apply)
+
+    def has_episode_writes(self, run_id: str, episode_ids: Iterable[str]) -> bool:
+        """True when one of these episodes of run `run_id` stored a lesson or a counter update here
+        (what `discard_episodes` would take back); reads only."""
+        keys = [(_origin_part(run_id), _origin_part(episode)) for episode in episode_ids]
+
+        def read(db: sqlite3.Connection) -> bool:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            return any(db.execute(f"SELECT 1 FROM {table} WHERE run = ? AND episode = ? LIMIT 1", key).fetchone()
+                       for table in KEYED_TABLES if table in tables for key in keys)
+        return self._read(read)
 
     # ---- reading ------------------------------------------------------------------------
 
@@ -478,6 +576,7 @@ class Playbook:
                 db.execute("UPDATE lessons SET retrieved = retrieved + ?, verified = verified + ?, "
                            "helped = helped + ? WHERE id = ?", (lesson.retrieved, lesson.verified, lesson.helped, keep))
                 db.execute("UPDATE lesson_origins SET lesson_id = ? WHERE lesson_id = ?", (keep, duplicate))
+                db.execute(MOVE_USES, (keep, duplicate))  # the kept lesson now holds what they counted
                 db.execute("DELETE FROM lessons WHERE id = ?", (duplicate,))
                 _log(db, "merge", duplicate, {"into": keep, "similarity": round(ratio, 4), "lesson": lesson.to_dict()})
                 removed += 1
@@ -534,14 +633,14 @@ class Playbook:
         def create(db: sqlite3.Connection) -> None:
             names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
             if "playbook_meta" in names:
-                if "lesson_origins" not in names:
-                    for statement in ORIGINS_SCHEMA:
+                if not set(KEYED_TABLES) <= names:
+                    for statement in ORIGINS_SCHEMA + USES_SCHEMA:
                         db.execute(statement)
                 return
             if names:
                 raise PlaybookError(f"{self.path}: an SQLite database but not a playbook "
                                     f"(has {', '.join(sorted(names))})")
-            for statement in SCHEMA + ORIGINS_SCHEMA:
+            for statement in SCHEMA + ORIGINS_SCHEMA + USES_SCHEMA:
                 db.execute(statement)
             db.executemany("INSERT INTO playbook_meta (key, value) VALUES (?, ?)",
                            [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)),
@@ -768,8 +867,27 @@ def origin_key(provenance: dict[str, Any]) -> tuple[str, str, str, str] | None:
     as text; None unless run, episode and step are all there (`attempt` is optional: "" when missing)."""
     if not all(provenance.get(name) not in (None, "") for name in ("run", "episode", "step")):
         return None
-    return tuple(json.dumps(provenance.get(name, ""), sort_keys=True, default=str)  # type: ignore[return-value]
-                 for name in ORIGIN_KEYS)
+    return tuple(_origin_part(provenance.get(name, "")) for name in ORIGIN_KEYS)  # type: ignore[return-value]
+
+
+def _origin_part(value: Any) -> str:
+    """One part of an origin key as stored: the value as JSON text."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _first_use(db: sqlite3.Connection, key: tuple[str, str, str, str] | None, lesson_id: int, kind: str,
+               added: tuple[int, int, int]) -> bool:
+    """True when a counter update of `kind` for the lesson is to be counted: the lesson exists and, for an
+    update with an origin `key`, that origin has not counted it before (the update is then recorded with what
+    it adds to (retrieved, verified, helped))."""
+    if db.execute("SELECT 1 FROM lessons WHERE id = ?", (lesson_id,)).fetchone() is None:
+        return False
+    if key is None:
+        return True
+    inserted = db.execute("INSERT OR IGNORE INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, "
+                          "retrieved, verified, helped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          (*key, lesson_id, kind, *added)).rowcount
+    return inserted == 1
 
 
 def trigger_group(subtype: str, trigger: str) -> int:
@@ -796,16 +914,24 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(error) or "busy" in str(error)
 
 
-def _check_is_playbook_or_new(path: Path) -> None:
-    """Raise PlaybookError, without writing anything, unless `path` is missing, empty or a playbook."""
+def playbook_problem(path: str | Path) -> str | None:
+    """Why the file at `path` cannot be used as a playbook, or None when it can (a playbook, or a missing or
+    empty file, which becomes a new one). Reads only; never creates or changes the file."""
+    path = Path(path)
+    if not str(path).strip():
+        return "the path is empty"
     if path.is_dir():
-        raise PlaybookError(f"{path}: is a folder, not a playbook file")
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with open(path, "rb") as handle:
-        header = handle.read(16)
+        return "is a folder, not a playbook file"
+    try:
+        if not path.exists() or path.stat().st_size == 0:
+            return None
+        with open(path, "rb") as handle:
+            header = handle.read(16)
+    except OSError as error:
+        return f"cannot read it ({error.strerror or error})"
     if header != b"SQLite format 3\x00":
-        raise PlaybookError(f"{path}: not a playbook: not an SQLite database (corrupt, or another kind of file)")
+        return ("not a playbook: not an SQLite database (corrupt, or another kind of file; a JSONL export is "
+                "imported with `playground playbook import NEW.sqlite FILE`)")
     try:
         db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
         try:
@@ -814,12 +940,37 @@ def _check_is_playbook_or_new(path: Path) -> None:
         finally:
             db.close()
     except sqlite3.Error as error:
-        raise PlaybookError(f"{path}: not a usable playbook: {error}") from error
+        return f"not a usable playbook: {error}"
     if not names:
-        return
+        return None
     if meta.get("format") != FORMAT:
-        raise PlaybookError(f"{path}: an SQLite database but not a playbook (has {', '.join(sorted(names))})")
-    version = int(meta.get("schema_version", "0"))
-    if version > SCHEMA_VERSION:
-        raise PlaybookError(f"{path}: playbook schema version {version} is newer than this playground "
-                            f"understands ({SCHEMA_VERSION}); upgrade playground")
+        return f"an SQLite database but not a playbook (has {', '.join(sorted(names)[:5])})"
+    version = meta.get("schema_version", "0")
+    if not version.isdigit() or int(version) > SCHEMA_VERSION:
+        return (f"playbook schema version {version} is newer than this playground understands ({SCHEMA_VERSION}); "
+                "upgrade playground")
+    return None
+
+
+def discard_episodes(path: str | Path, run_id: str, episode_ids: Iterable[str]) -> tuple[int, int]:
+    """In the playbook file at `path`, take back what unfinished plays of these episodes of run `run_id`
+    wrote (`Playbook.discard_episodes`); return (lessons removed, counter updates taken back).
+
+    Opens the file for writing only when it holds such writes: a missing file is not created, and a
+    playbook the episodes never wrote to (a shipped one, read-only) is only read.
+    """
+    path, episodes = Path(path), list(episode_ids)
+    if not episodes or not path.is_file() or path.stat().st_size == 0:
+        return 0, 0
+    with Playbook(path, read_only=True) as playbook:
+        if not playbook.has_episode_writes(run_id, episodes):
+            return 0, 0
+    with Playbook(path) as playbook:
+        return playbook.discard_episodes(run_id, episodes)
+
+
+def _check_is_playbook_or_new(path: Path) -> None:
+    """Raise PlaybookError, without writing anything, unless `path` is missing, empty or a playbook."""
+    problem = playbook_problem(path)
+    if problem is not None:
+        raise PlaybookError(f"{path}: {problem}")

@@ -155,6 +155,14 @@ class SentryPlugin:
                 self.playbook = Playbook(start.playbook, read_only=read_only)
 
     @hookimpl
+    def check_playbook(self, path: str) -> str | None:
+        """Before the run: a playbook this harness may only read (`playbook_read_only`) must exist."""
+        uses_playbook = self.p["soft_repair"] or self.p["persistent"]
+        if uses_playbook and self.p["playbook_read_only"] and not (Path(path).is_file() and Path(path).stat().st_size):
+            return "playbook_read_only=true, but there is no playbook there to read (name an existing one)"
+        return None
+
+    @hookimpl
     def verify_at_end(self, end: EpisodeEnd):
         """Judge the repairs the episode's end cut short, on what was seen (never `end.won` or `end.status`)."""
         return self._verifications(self.verifier.finish())
@@ -309,7 +317,16 @@ class SentryPlugin:
         if self.playbook is None or mode == "off":
             return []
         rng = random.Random(f"{self.ids.episode_id if self.ids else ''}:{view.step}") if mode == "random" else None
-        return self.playbook.retrieve(detection.failure_type, detection.labels, int(self.p["k"]), mode=mode, rng=rng)
+        return self.playbook.retrieve(detection.failure_type, detection.labels, int(self.p["k"]), mode=mode, rng=rng,
+                                      origin=self._origin(view.step))
+
+    def _origin(self, step: int) -> dict[str, Any]:
+        """The provenance of what this episode writes to the playbook at a repair step: lessons and counter updates
+        are keyed by it, so a replayed episode counts each once and a discarded one can be taken back."""
+        ids = self.ids
+        assert ids is not None  # set when the episode starts
+        return {"run": ids.run_id, "env": ids.env, "task": ids.task_id, "episode": ids.episode_id,
+                "attempt": ids.attempt, "step": step}
 
     @hookimpl
     def verify_recovery(self, outcome: StepOutcome):
@@ -323,7 +340,8 @@ class SentryPlugin:
             if self.playbook is not None and not self.playbook.read_only:
                 if verdict.resolved is not None:
                     for lesson_id in w.lesson_ids:
-                        self.playbook.record_outcome(lesson_id, verified=True, helped=verdict.resolved)
+                        self.playbook.record_outcome(lesson_id, verified=True, helped=verdict.resolved,
+                                                     origin=self._origin(w.repair_step))
                 if verdict.resolved is not False and self.p["update_playbook"]:
                     lesson = self._store_lesson(verdict)
             results.append(Verification(NAME, w.repair_step, w.detection.failure_type, verdict.name, verdict.evidence,
@@ -332,10 +350,8 @@ class SentryPlugin:
 
     def _store_lesson(self, verdict: Verdict) -> dict:
         draft = self.summarise(verdict, verdict.watch.failing_action or "")
-        ids = self.ids
-        assert ids is not None and self.playbook is not None  # lessons are stored only with a playbook, mid-episode
-        provenance = {"run": ids.run_id, "env": ids.env, "task": ids.task_id, "episode": ids.episode_id,
-                      "step": verdict.watch.repair_step}
+        assert self.playbook is not None  # lessons are stored only with a playbook, mid-episode
+        provenance = self._origin(verdict.watch.repair_step)
         lesson_id = self.playbook.add(draft.failure_type, draft.labels, draft.trigger, draft.principle,
                                       subtype=draft.subtype, provenance=provenance)
         return {"id": lesson_id, "failure_type": draft.failure_type, "labels": list(draft.labels),
