@@ -103,7 +103,7 @@ def test_more_episodes_than_a_task_set_has_is_one_clear_error_before_anything_is
         resolve_tasks(host, "counted", None, "open", 4)  # no cap: known once listed
 
 
-@pytest.mark.parametrize("env, split, has", [("workflow", "test", "has 12 tasks"),
+@pytest.mark.parametrize("env, split, has", [("workflow", "test", "has 15 tasks"),
                                              ("tiny", "test", "has 10000 tasks"),
                                              ("alfworld:generated", "train", "has at most 10000 tasks")])
 def test_episodes_beyond_an_env_s_tasks_are_refused_the_same_way_by_every_env(capsys, tmp_path, monkeypatch, env,
