@@ -17,7 +17,7 @@ from playground.cli.main import main
 from playground.core.hookspecs import hookimpl
 from playground.host.manager import get_host
 from playground.run.forks import ForkError, fork, load_episode, rebuild
-from playground.run.traces import read_trace
+from playground.run.traces import TraceWriter, read_trace
 from playground.testing import ScriptedAgent, play, tiny_env
 from playground.testing.openai_server import ScriptedChatServer
 
@@ -117,6 +117,30 @@ def test_fork_refuses_a_trace_that_does_not_match_the_env(tiny_run, tmp_path):
     tampered.write_text("".join(json.dumps(e) + "\n" for e in events))
     with pytest.raises(ForkError, match="differs from the recorded one"):
         rebuild(get_host(), load_episode(tampered), 1)
+
+
+class Narrow:
+    """Shows the agent only the first two admissible actions (an `agent_actions` view, like a guard's top-k)."""
+
+    @hookimpl
+    def agent_actions(self, context):
+        return context.admissible_actions[:2]
+
+
+def test_fork_rebuilds_a_step_whose_view_a_plugin_narrowed(tmp_path):
+    played = play(tiny_env(), ScriptedAgent(), [Narrow()], task="tiny-3", max_steps=6)
+    proposal = played.of("proposal")[1]
+    assert len(proposal["admissible_actions"]) == 2 < len(proposal["env_admissible_actions"])
+    trace = TraceWriter(tmp_path / "t.jsonl", {"env": "tiny", "task_set": "default", "task_id": "tiny-3", "seed": 0,
+                                               "max_steps": 6})
+    for kind, data in played.events:
+        trace.emit(kind, data)
+    trace.close()
+    episode = load_episode(tmp_path / "t.jsonl")
+    env, observation, info = rebuild(get_host(), episode, 1)  # checked against the env's whole list, not the view
+    env.close()
+    assert list(info["admissible_actions"]) == proposal["env_admissible_actions"]
+    assert episode.steps[1].admissible == proposal["admissible_actions"]
 
 
 def test_fork_command(tiny_run, capsys):

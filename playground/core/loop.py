@@ -335,6 +335,9 @@ def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, conte
     extras = {key: info[key] for key in ("expert_plan", "action_kinds", "action_format") if key in info}
     notes = tuple(str(n) for n in hooks.collect("agent_notes", context=context))
     shown = _shown_actions(hooks, context)
+    # a view narrowed by `agent_actions` also records the env's whole list (what rebuilds and checks the state)
+    narrowed = ({"env_admissible_actions": list(context.admissible_actions)}
+                if context.admissible_actions is not None and shown != context.admissible_actions else {})
     attempt = 0
     while True:
         view = AgentView(context.goal, context.observation, context.history, shown,
@@ -346,7 +349,7 @@ def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, conte
                           "action": proposal.action, "finish": proposal.finish,
                           "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
                           "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
-                          "seconds": seconds, **recorder.fields(view, proposal)})
+                          "seconds": seconds, **recorder.fields(view, proposal), **narrowed})
         context = replace(context, attempt=attempt)
         detections = hooks.collect("detect_failures", context=context, proposal=proposal)
         for detection in detections:

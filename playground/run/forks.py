@@ -5,7 +5,9 @@ A fork point is a position T on an episode's surviving path: the actions the env
 number. The state before action T is rebuilt by resetting a fresh env with the trace
 header's env, task set, task and seed and sending the recorded prefix of actions; every
 rebuilt observation must equal the recorded one, and the admissible actions at T must
-equal the ones the agent was shown (`ForkError` otherwise). Replaying from reset works for
+equal the env's list recorded there (the ones the agent was shown, or, where a plugin
+narrowed the view through `agent_actions`, the whole list the proposal event records as
+`env_admissible_actions`); `ForkError` otherwise. Replaying from reset works for
 every env (envs are deterministic by task and seed); it is used even where the env can
 snapshot, since a snapshot from another process cannot be trusted to hold the same state.
 
@@ -64,6 +66,15 @@ class RecordedStep:
             if proposal.get("admissible_actions") is not None:
                 return list(proposal["admissible_actions"])
         return None
+
+    @property
+    def env_admissible(self) -> list[str] | None:
+        """The env's admissible actions before this action: recorded apart where a plugin narrowed the agent's
+        view (`agent_actions`), else the ones the agent was shown (None where not recorded)."""
+        for proposal in reversed(self.proposals):
+            if proposal.get("env_admissible_actions") is not None:
+                return list(proposal["env_admissible_actions"])
+        return self.admissible
 
 
 @dataclass
@@ -179,7 +190,8 @@ def rebuild(host: Host, episode: EpisodeTrace, position: int, *, expert: bool = 
     """Return (env, observation, info): a fresh env in the state just before action `position`.
 
     Every observation on the way must equal the recorded one, and the admissible actions at
-    `position` the ones recorded there; ForkError names the first difference.
+    `position` the env's list recorded there (the one the agent was shown, or the whole list
+    where a plugin narrowed the view); ForkError names the first difference.
     """
     header = episode.header
     _require(header, episode.path, "env", "task_set", "task_id", "seed")
@@ -201,7 +213,7 @@ def rebuild(host: Host, episode: EpisodeTrace, position: int, *, expert: bool = 
         if observation != expected:
             raise ForkError(_differs(episode.path, f"fork point {position}", expected, observation))
         at = episode.at(position)
-        shown = at.admissible if at is not None else None
+        shown = at.env_admissible if at is not None else None
         actions = info.get("admissible_actions")
         if shown is not None and actions is not None and list(actions) != shown:
             raise ForkError(f"{episode.path}: fork point {position}: the rebuilt admissible actions differ from the "
