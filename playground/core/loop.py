@@ -266,8 +266,9 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         state.score, state.max_score = info.get("score", state.score), info.get("max_score", state.max_score)
         valid = bool(info.get("valid_action", True))
         failure = info.get("failure")
+        kind = kind_of(proposal.action, context.action_kinds)
         history.append(Turn(context.step, proposal.thought, proposal.action, observation, valid, float(reward),
-                            info.get("score"), kind_of(proposal.action, context.action_kinds), failure))
+                            info.get("score"), kind, failure))
         state.steps += 1
         state.position += 1
         outcome = StepOutcome(context, proposal, observation, float(reward), bool(terminated), bool(truncated),
@@ -275,7 +276,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         emit("step", {"step": context.step, "action": proposal.action, "observation": observation,
                       "reward": float(reward), "score": info.get("score"), "valid_action": valid,
                       "won": state.won, "terminated": bool(terminated), "truncated": bool(truncated),
-                      **({"failure": to_dict(failure)} if failure else {})})
+                      **({"kind": kind} if kind else {}), **({"failure": to_dict(failure)} if failure else {})})
         hooks.call("step_completed", outcome=outcome)
         _verdicts(hooks.collect("verify_recovery", outcome=outcome), emit)
         if terminated:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from playground.agents.base import bind_env
 from playground.core.episode_hooks import EpisodeHooks
@@ -55,6 +55,7 @@ class RecordedStep:
     valid: bool
     reward: float = 0.0
     score: float | None = None
+    kind: str = ""  # the env's kind for the action, where the trace records one
     proposals: list[dict] = field(default_factory=list)
     detections: list[dict] = field(default_factory=list)
     interventions: list[dict] = field(default_factory=list)
@@ -147,8 +148,9 @@ def load_episode(path: str | Path) -> EpisodeTrace:
             steps.append(RecordedStep(len(steps), int(event.get("step", len(steps))), str(event.get("action", "")),
                                       str(proposals[-1].get("thought", "")) if proposals else "", before,
                                       str(event.get("observation", "")), bool(event.get("valid_action", True)),
-                                      float(event.get("reward") or 0.0), event.get("score"), proposals,
-                                      pending["detections"], pending["interventions"]))
+                                      float(event.get("reward") or 0.0), event.get("score"),
+                                      str(event.get("kind") or ""), proposals, pending["detections"],
+                                      pending["interventions"]))
             pending = {"proposals": [], "detections": [], "interventions": []}
         elif kind == "end":
             end = event
@@ -278,16 +280,21 @@ class _ForkAgent:
 
 def prefix_turns(episode: EpisodeTrace, position: int) -> tuple[Turn, ...]:
     """The recorded actions before `position` as the history an agent is shown."""
-    return tuple(Turn(s.position, s.thought, s.action, s.observation, s.valid, s.reward, s.score)
+    return tuple(Turn(s.position, s.thought, s.action, s.observation, s.valid, s.reward, s.score, s.kind)
                  for s in episode.steps[:position])
 
 
 def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, agent: str = "expert",
          agent_options: dict | None = None, action: str | None = None, seed: int | None = None,
-         max_steps: int | None = None, lineage: dict | None = None, finish: bool = False) -> dict:
+         max_steps: int | None = None, lineage: dict | None = None, finish: bool = False,
+         observers: Sequence[tuple[str, Any]] = ()) -> dict:
     """Rebuild the state before action `position`, play on under `agent` (first `action`, or a finish with
     `finish=True`, if given), write the fork's trace to `out`; return the fork's record (status, won, steps,
-    trace, the restored-state check)."""
+    trace, the restored-state check).
+
+    `observers` are (name, object) pairs watching the fork through the observer hooks (`episode_started`,
+    `step_completed`, `episode_finished`); they cannot intervene (EpisodeHooks refuses decision hooks), so
+    the fork still plays with no interventions. Their step numbers start at 0 at the fork point."""
     try:
         spec = host.agents.get(agent)
     except KeyError as exc:
@@ -303,7 +310,8 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
     fork_header = {key: header.get(key) for key in ("env", "task_set", "version", "task_id", "split", "run_id")}
     fork_header.update(source_trace=str(episode.path), source_episode=header.get("episode_id"), fork_point=position,
                        action=action, finish=finish, agent=agent, agent_options=dict(agent_options or {}), seed=seed,
-                       max_steps=budget + position, harness="fork", interventions=[], params={},
+                       max_steps=budget + position, harness="fork", interventions=[],
+                       observers=[name for name, _ in observers], params={},
                        restored=restored, lineage=dict(lineage or {}))
     trace = TraceWriter(out, fork_header)
 
@@ -320,7 +328,7 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
         config = EpisodeConfig(str(header.get("run_id", "")), f"{header.get('episode_id', '')}:fork{position}",
                                str(header["env"]), str(header["task_id"]), "fork", agent, seed, budget,
                                task_set=str(header["task_set"]))
-        result = run_episode(fork_env, wrapped, EpisodeHooks(), config, emit)
+        result = run_episode(fork_env, wrapped, EpisodeHooks(observers=observers), config, emit)
     finally:
         trace.close()
         env.close()
