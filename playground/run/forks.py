@@ -293,11 +293,12 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
     trace, the restored-state check).
 
     `observers` are (name, object) pairs watching the fork through the observer hooks (`episode_started`,
-    `step_completed`, `episode_finished`); they cannot intervene (EpisodeHooks refuses decision hooks), so
+    `step_completed`, `episode_finished`); they cannot intervene (one implementing a decision hook is a ForkError), so
     the fork still plays with no interventions. Their step numbers start at 0 at the fork point."""
     try:
         spec = host.agents.get(agent)
-    except KeyError as exc:
+        hooks = EpisodeHooks(observers=observers)
+    except (KeyError, ValueError) as exc:
         raise ForkError(exc.args[0]) from None
     header = episode.header
     seed = int(header.get("seed", 0)) if seed is None else int(seed)
@@ -328,7 +329,7 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
         config = EpisodeConfig(str(header.get("run_id", "")), f"{header.get('episode_id', '')}:fork{position}",
                                str(header["env"]), str(header["task_id"]), "fork", agent, seed, budget,
                                task_set=str(header["task_set"]))
-        result = run_episode(fork_env, wrapped, EpisodeHooks(observers=observers), config, emit)
+        result = run_episode(fork_env, wrapped, hooks, config, emit)
     finally:
         trace.close()
         env.close()
