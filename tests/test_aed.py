@@ -16,8 +16,8 @@ from playground.agents.llm import SYSTEM_PROMPT, LLMAgent
 from playground.cli.main import main
 from playground.core.hookspecs import hookimpl
 from playground.host.manager import get_host
-from playground.run.forks import ForkError, fork, load_episode, rebuild
-from playground.run.traces import read_trace
+from playground.run.forks import ForkError, fork, load_episode, prefix_turns, rebuild
+from playground.run.traces import TraceWriter, read_trace
 from playground.testing import ScriptedAgent, play, tiny_env
 from playground.testing.openai_server import ScriptedChatServer
 
@@ -117,6 +117,63 @@ def test_fork_refuses_a_trace_that_does_not_match_the_env(tiny_run, tmp_path):
     tampered.write_text("".join(json.dumps(e) + "\n" for e in events))
     with pytest.raises(ForkError, match="differs from the recorded one"):
         rebuild(get_host(), load_episode(tampered), 1)
+
+
+class Narrow:
+    """Shows the agent only the first two admissible actions (an `agent_actions` view, like a guard's top-k)."""
+
+    @hookimpl
+    def agent_actions(self, context):
+        return context.admissible_actions[:2]
+
+
+def test_fork_rebuilds_a_step_whose_view_a_plugin_narrowed(tmp_path):
+    played = play(tiny_env(), ScriptedAgent(), [Narrow()], task="tiny-3", max_steps=6)
+    proposal = played.of("proposal")[1]
+    assert len(proposal["admissible_actions"]) == 2 < len(proposal["env_admissible_actions"])
+    trace = TraceWriter(tmp_path / "t.jsonl", {"env": "tiny", "task_set": "default", "task_id": "tiny-3", "seed": 0,
+                                               "max_steps": 6})
+    for kind, data in played.events:
+        trace.emit(kind, data)
+    trace.close()
+    episode = load_episode(tmp_path / "t.jsonl")
+    env, observation, info = rebuild(get_host(), episode, 1)  # checked against the env's whole list, not the view
+    env.close()
+    assert list(info["admissible_actions"]) == proposal["env_admissible_actions"]
+    assert episode.steps[1].admissible == proposal["admissible_actions"]
+
+
+def test_step_events_record_the_action_kind_and_the_prefix_keeps_it(tiny_run):
+    episode = load_episode(traces(tiny_run)[0])
+    assert {s.kind for s in episode.steps if s.valid} - {""}
+    assert [t.kind for t in prefix_turns(episode, len(episode.steps))] == [s.kind for s in episode.steps]
+
+
+class Watcher:
+    def __init__(self) -> None:
+        self.steps = []
+
+    @hookimpl
+    def step_completed(self, outcome):
+        self.steps.append(outcome.proposal.action)
+
+
+class Meddler(Watcher):
+    @hookimpl
+    def decide_intervention(self, context, proposal, detections):
+        return None
+
+
+def test_fork_observers_watch_but_cannot_intervene(tiny_run, tmp_path):
+    episode = load_episode(traces(tiny_run)[0])
+    watcher = Watcher()
+    result = fork(get_host(), episode, 1, tmp_path / "w.jsonl", agent="expert", observers=[("watch", watcher)])
+    events = read_trace(tmp_path / "w.jsonl")
+    assert events[0]["observers"] == ["watch"] and events[0]["interventions"] == []
+    assert watcher.steps == [e["action"] for e in events if e["type"] == "step"] and len(watcher.steps) == result["steps"]
+    with pytest.raises(ForkError, match="observers may only watch"):
+        fork(get_host(), episode, 1, tmp_path / "m.jsonl", agent="expert", observers=[("meddler", Meddler())])
+    assert not (tmp_path / "m.jsonl").exists()
 
 
 def test_fork_command(tiny_run, capsys):

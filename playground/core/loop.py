@@ -269,8 +269,9 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         state.score, state.max_score = info.get("score", state.score), info.get("max_score", state.max_score)
         valid = bool(info.get("valid_action", True))
         failure = info.get("failure")
+        kind = kind_of(proposal.action, context.action_kinds)
         history.append(Turn(context.step, proposal.thought, proposal.action, observation, valid, float(reward),
-                            info.get("score"), kind_of(proposal.action, context.action_kinds), failure))
+                            info.get("score"), kind, failure))
         state.steps += 1
         state.position += 1
         outcome = StepOutcome(context, proposal, observation, float(reward), bool(terminated), bool(truncated),
@@ -278,7 +279,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         emit("step", {"step": context.step, "action": proposal.action, "observation": observation,
                       "reward": float(reward), "score": info.get("score"), "valid_action": valid,
                       "won": state.won, "terminated": bool(terminated), "truncated": bool(truncated),
-                      **({"failure": to_dict(failure)} if failure else {})})
+                      **({"kind": kind} if kind else {}), **({"failure": to_dict(failure)} if failure else {})})
         hooks.call("step_completed", outcome=outcome)
         _verdicts(hooks.collect("verify_recovery", outcome=outcome), emit)
         if terminated:
@@ -339,6 +340,9 @@ def _decide(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, 
     extras = {key: info[key] for key in ("expert_plan", "action_kinds", "action_format") if key in info}
     notes = tuple(str(n) for n in hooks.collect("agent_notes", context=context))
     shown = _shown_actions(hooks, context)
+    # a view narrowed by `agent_actions` also records the env's whole list (what rebuilds and checks the state)
+    narrowed = ({"env_admissible_actions": list(context.admissible_actions)}
+                if context.admissible_actions is not None and shown != context.admissible_actions else {})
     attempt = 0
     while True:
         view = AgentView(context.goal, context.observation, context.history, shown,
@@ -351,7 +355,7 @@ def _decide(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, 
                           "action": proposal.action, "finish": proposal.finish,
                           "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
                           "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
-                          "seconds": seconds, **recorder.fields(view, proposal),
+                          "seconds": seconds, **recorder.fields(view, proposal), **narrowed,
                           **({"schema_problems": [to_dict(p) for p in problems]} if problems is not None else {})})
         context = replace(context, attempt=attempt, schema_problems=problems)
         detections = hooks.collect("detect_failures", context=context, proposal=proposal)

@@ -5,7 +5,9 @@ A fork point is a position T on an episode's surviving path: the actions the env
 number. The state before action T is rebuilt by resetting a fresh env with the trace
 header's env, task set, task and seed and sending the recorded prefix of actions; every
 rebuilt observation must equal the recorded one, and the admissible actions at T must
-equal the ones the agent was shown (`ForkError` otherwise). Replaying from reset works for
+equal the env's list recorded there (the ones the agent was shown, or, where a plugin
+narrowed the view through `agent_actions`, the whole list the proposal event records as
+`env_admissible_actions`); `ForkError` otherwise. Replaying from reset works for
 every env (envs are deterministic by task and seed); it is used even where the env can
 snapshot, since a snapshot from another process cannot be trusted to hold the same state.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from playground.agents.base import bind_env
 from playground.core.episode_hooks import EpisodeHooks
@@ -53,6 +55,7 @@ class RecordedStep:
     valid: bool
     reward: float = 0.0
     score: float | None = None
+    kind: str = ""  # the env's kind for the action, where the trace records one
     proposals: list[dict] = field(default_factory=list)
     detections: list[dict] = field(default_factory=list)
     interventions: list[dict] = field(default_factory=list)
@@ -64,6 +67,15 @@ class RecordedStep:
             if proposal.get("admissible_actions") is not None:
                 return list(proposal["admissible_actions"])
         return None
+
+    @property
+    def env_admissible(self) -> list[str] | None:
+        """The env's admissible actions before this action: recorded apart where a plugin narrowed the agent's
+        view (`agent_actions`), else the ones the agent was shown (None where not recorded)."""
+        for proposal in reversed(self.proposals):
+            if proposal.get("env_admissible_actions") is not None:
+                return list(proposal["env_admissible_actions"])
+        return self.admissible
 
 
 @dataclass
@@ -136,8 +148,9 @@ def load_episode(path: str | Path) -> EpisodeTrace:
             steps.append(RecordedStep(len(steps), int(event.get("step", len(steps))), str(event.get("action", "")),
                                       str(proposals[-1].get("thought", "")) if proposals else "", before,
                                       str(event.get("observation", "")), bool(event.get("valid_action", True)),
-                                      float(event.get("reward") or 0.0), event.get("score"), proposals,
-                                      pending["detections"], pending["interventions"]))
+                                      float(event.get("reward") or 0.0), event.get("score"),
+                                      str(event.get("kind") or ""), proposals, pending["detections"],
+                                      pending["interventions"]))
             pending = {"proposals": [], "detections": [], "interventions": []}
         elif kind == "end":
             end = event
@@ -179,7 +192,8 @@ def rebuild(host: Host, episode: EpisodeTrace, position: int, *, expert: bool = 
     """Return (env, observation, info): a fresh env in the state just before action `position`.
 
     Every observation on the way must equal the recorded one, and the admissible actions at
-    `position` the ones recorded there; ForkError names the first difference.
+    `position` the env's list recorded there (the one the agent was shown, or the whole list
+    where a plugin narrowed the view); ForkError names the first difference.
     """
     header = episode.header
     _require(header, episode.path, "env", "task_set", "task_id", "seed")
@@ -201,7 +215,7 @@ def rebuild(host: Host, episode: EpisodeTrace, position: int, *, expert: bool = 
         if observation != expected:
             raise ForkError(_differs(episode.path, f"fork point {position}", expected, observation))
         at = episode.at(position)
-        shown = at.admissible if at is not None else None
+        shown = at.env_admissible if at is not None else None
         actions = info.get("admissible_actions")
         if shown is not None and actions is not None and list(actions) != shown:
             raise ForkError(f"{episode.path}: fork point {position}: the rebuilt admissible actions differ from the "
@@ -266,19 +280,25 @@ class _ForkAgent:
 
 def prefix_turns(episode: EpisodeTrace, position: int) -> tuple[Turn, ...]:
     """The recorded actions before `position` as the history an agent is shown."""
-    return tuple(Turn(s.position, s.thought, s.action, s.observation, s.valid, s.reward, s.score)
+    return tuple(Turn(s.position, s.thought, s.action, s.observation, s.valid, s.reward, s.score, s.kind)
                  for s in episode.steps[:position])
 
 
 def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, agent: str = "expert",
          agent_options: dict | None = None, action: str | None = None, seed: int | None = None,
-         max_steps: int | None = None, lineage: dict | None = None, finish: bool = False) -> dict:
+         max_steps: int | None = None, lineage: dict | None = None, finish: bool = False,
+         observers: Sequence[tuple[str, Any]] = ()) -> dict:
     """Rebuild the state before action `position`, play on under `agent` (first `action`, or a finish with
     `finish=True`, if given), write the fork's trace to `out`; return the fork's record (status, won, steps,
-    trace, the restored-state check)."""
+    trace, the restored-state check).
+
+    `observers` are (name, object) pairs watching the fork through the observer hooks (`episode_started`,
+    `step_completed`, `episode_finished`); they cannot intervene (one implementing a decision hook is a ForkError), so
+    the fork still plays with no interventions. Their step numbers start at 0 at the fork point."""
     try:
         spec = host.agents.get(agent)
-    except KeyError as exc:
+        hooks = EpisodeHooks(observers=observers)
+    except (KeyError, ValueError) as exc:
         raise ForkError(exc.args[0]) from None
     header = episode.header
     seed = int(header.get("seed", 0)) if seed is None else int(seed)
@@ -291,7 +311,8 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
     fork_header = {key: header.get(key) for key in ("env", "task_set", "version", "task_id", "split", "run_id")}
     fork_header.update(source_trace=str(episode.path), source_episode=header.get("episode_id"), fork_point=position,
                        action=action, finish=finish, agent=agent, agent_options=dict(agent_options or {}), seed=seed,
-                       max_steps=budget + position, harness="fork", interventions=[], params={},
+                       max_steps=budget + position, harness="fork", interventions=[],
+                       observers=[name for name, _ in observers], params={},
                        restored=restored, lineage=dict(lineage or {}))
     trace = TraceWriter(out, fork_header)
 
@@ -308,7 +329,7 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
         config = EpisodeConfig(str(header.get("run_id", "")), f"{header.get('episode_id', '')}:fork{position}",
                                str(header["env"]), str(header["task_id"]), "fork", agent, seed, budget,
                                task_set=str(header["task_set"]))
-        result = run_episode(fork_env, wrapped, EpisodeHooks(), config, emit)
+        result = run_episode(fork_env, wrapped, hooks, config, emit)
     finally:
         trace.close()
         env.close()

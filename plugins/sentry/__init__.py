@@ -2,7 +2,8 @@
 
 Registers the `sentry` and `validity-guard` interventions, the harness `sentry`, its
 ablations (`ABLATIONS`), `sentry-persistent`, `sentry-frozen-persistent`, `guard-only` and
-`sentry-llm`, the `playground sentry` command group (`heldout`: the held-out protocol), and
+`sentry-llm`, the `playground sentry` command group (`heldout`: the held-out protocol;
+`paired-forks`: each intervention point forked with and without the repair), and
 declares the failure types its detectors report (`action_validity`, `progress`,
 `grounding`) with their labels.
 """
@@ -81,7 +82,7 @@ def register_harnesses(register):
 
 @hookimpl
 def register_commands(cli) -> None:
-    """Add the `sentry` command group (`playground sentry heldout`)."""
+    """Add the `sentry` command group (`playground sentry heldout`, `playground sentry paired-forks`)."""
     from playground.plugins.sentry.cli import sentry_group
 
     cli.add_command(sentry_group)

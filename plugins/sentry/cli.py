@@ -1,4 +1,4 @@
-"""`playground sentry ...`: protocols over Sentry's harnesses (`heldout`: the paper's Table 4)."""
+"""`playground sentry ...`: protocols over Sentry's harnesses (`heldout`: the paper's Table 4; `paired-forks`)."""
 
 from __future__ import annotations
 
@@ -51,3 +51,40 @@ def heldout_command(init_split: str, eval_split: str, reference: str, out: str, 
                                                                                     workers), reference)
     click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
     click.echo(f"held-out report: {Path(out) / 'heldout.json'}", err=True)
+
+
+@sentry_group.command("paired-forks")
+@click.argument("run_dir")
+@click.option("--harness", default="sentry", show_default=True, help="harness whose intervention points are forked")
+@click.option("--points", type=click.IntRange(min=1), default=None,
+              help="fork this many points, drawn at random (seeded by --seed) [default: all]")
+@click.option("--horizon", type=click.IntRange(min=1), default=10, show_default=True,
+              help="H: steps within which the failure must not recur and grounded progress must follow")
+@click.option("--agent", default=None, help="continuation policy for both arms [default: the run's agent]")
+@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
+              help="its options [default: the run's, when --agent is not given]")
+@click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True,
+              help="forks per arm and point (trial i: seed + i, both arms)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of the table")
+def paired_forks_command(run_dir: str, harness: str, points: int | None, horizon: int, agent: str | None,
+                         agent_options: tuple[str, ...], trials: int, seed: int, as_json: bool) -> None:
+    """From each step where Sentry intervened in RUN_DIR, fork with its repair and with the agent's original
+    proposal instead, play on under the same policy, and score local recovery (blind) and final success."""
+    from playground.cli.options import parse_pairs
+    from playground.plugins.sentry.paired import PairedForkError, format_report, paired_forks
+
+    options = parse_pairs(agent_options, "--agent-option") if agent_options else None
+    if options is not None and agent is None:
+        raise CLIError("--agent-option needs --agent (without it the run's agent and options are used)")
+    def progress(done: int, total: int) -> None:
+        if done % 10 == 0 or done == total:
+            click.echo(f"  forked {done}/{total} points", err=True)
+
+    try:
+        report = paired_forks(get_host(), run_dir, harness, points=points, horizon=horizon, agent=agent,
+                              agent_options=options, trials=trials, seed=seed, progress=progress)
+    except PairedForkError as exc:
+        raise CLIError(str(exc)) from None
+    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+    click.echo(f"paired forks: {report['path']}", err=True)

@@ -1,0 +1,307 @@
+"""Sentry's paired forks: from each step where Sentry intervened, play on with its repair and without it.
+
+An **intervention point** is a step of an episode of the chosen harness where the `sentry`
+plugin made a decision (hard repair, soft repair, termination guard, loop bar, fallback,
+give-up). From the state before that step (rebuilt by `playground.run.forks`: the recorded
+prefix replayed and checked), two arms play on under the same continuation policy (the
+run's agent and options unless another is given), the same seed in trial i, and no
+interventions:
+
+- **repair**: the action Sentry's repair led to at that step (the action the trace records
+  as executed there; a finish where the episode ended there);
+- **original**: the agent's original proposal at that step (its first proposal, before any
+  intervention: the action, or a finish), played as it was.
+
+Each arm's continuation is judged blind by `LocalRecoveryJudge` (Sentry's detectors and its
+window verifier, horizon H): **local recovery** means the failure Sentry detected at the
+point did not recur within H steps and grounded, task-relevant progress followed. The env's
+grade at the fork's end (`won`) is reported separately and never reaches the judge.
+
+Figures: each arm's local recovery and final success over the points, with 95% percentile
+bootstrap intervals resampling episodes (an episode's points together); the paired
+difference (repair - original) with its interval and a paired sign-flip p-value, also over
+episodes (`playground.run.stats`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from playground.core.errors import PlaygroundError
+from playground.core.payloads import Detection
+from playground.host.manager import Host
+from playground.plugins.sentry.blind import BlindTurn
+from playground.plugins.sentry.harness import NAME, OWN_DETECTORS
+from playground.plugins.sentry.recovery_judge import LocalRecoveryJudge
+from playground.run.files import atomic_write_text, confined, safe_file_name
+from playground.run.forks import EpisodeTrace, ForkError, RecordedStep, fork, fork_path, load_episode
+from playground.run.rundir import RunDirError, load_records, record_trace
+from playground.run.stats import bootstrap_ci, sign_flip_p
+
+ARMS = ("repair", "original")
+
+
+class PairedForkError(PlaygroundError, ValueError):
+    """The paired-fork analysis cannot run: no such harness in the run, no intervention point, a bad option."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One step where Sentry intervened: what it detected, what the agent first proposed, what was played."""
+
+    trace: str  # relative to the run directory
+    episode: str  # the episode's key, the resampling unit
+    position: int  # the fork point
+    kind: str  # the kind of Sentry's first decision at this step
+    detection: Detection
+    original: str  # the agent's first proposal ("" with original_finish)
+    original_finish: bool
+    repaired: str  # the action played after the repair ("" with repaired_finish)
+    repaired_finish: bool
+
+    @property
+    def id(self) -> str:
+        """`TRACE@T`."""
+        return f"{self.trace}@{self.position}"
+
+    @property
+    def changed(self) -> bool:
+        """Whether the repair changed what was played at this step."""
+        return (self.original, self.original_finish) != (self.repaired, self.repaired_finish)
+
+    def arm(self, name: str) -> tuple[str | None, bool]:
+        """(action, finish) the arm plays at the fork point."""
+        if name == "repair":
+            return (None, True) if self.repaired_finish else (self.repaired, False)
+        return (None, True) if self.original_finish else (self.original, False)
+
+
+def _detection(step: RecordedStep, decision: dict) -> Detection | None:
+    """The failure Sentry acted on at a step: its decision's detection, else its own detections on the first
+    proposal, else the labels of its message."""
+    found = list(decision.get("detections") or [])
+    found += [d for d in step.detections if d.get("detector") in OWN_DETECTORS and int(d.get("attempt", 0)) == 0]
+    if found:
+        d = found[0]
+        return Detection(str(d.get("detector", NAME)), str(d.get("failure_type", "")), tuple(d.get("labels") or ()),
+                         float(d.get("confidence", 1.0)), str(d.get("evidence", "")), str(d.get("subtype", "")))
+    message = decision.get("message") or {}
+    if message.get("labels"):
+        return Detection(NAME, str(message.get("failure_type", "")), tuple(message["labels"]))
+    return None
+
+
+def episode_points(episode: EpisodeTrace, trace: str, key: str, plugin: str = NAME) -> tuple[list[Point], int]:
+    """The intervention points of one episode, and how many steps with an intervention had no detection to
+    judge recurrence by (left out)."""
+    points, undetected = [], 0
+    for step in [*episode.steps, *([episode.tail] if episode.tail is not None else [])]:
+        decisions = [i for i in step.interventions if i.get("plugin") == plugin]
+        if not decisions or not step.proposals:
+            continue
+        detection = _detection(step, decisions[0])
+        if detection is None:
+            undetected += 1
+            continue
+        first = step.proposals[0]
+        repaired_finish = not step.action  # the tail: the episode ended at this step (a finish or a stop)
+        points.append(Point(trace, key, step.position, str(decisions[0].get("kind", "")), detection,
+                            "" if first.get("finish") else str(first.get("action", "")), bool(first.get("finish")),
+                            step.action, repaired_finish))
+    return points, undetected
+
+
+def intervention_points(run_dir: str | Path, harness: str, plugin: str = NAME) -> tuple[list[Point], dict]:
+    """Every intervention point of `harness`'s episodes in a run (errored episodes left out), and counts."""
+    run_dir = Path(run_dir)
+    try:
+        records = load_records(run_dir)
+    except RunDirError as exc:
+        raise PairedForkError(str(exc)) from None
+    harnesses = sorted({str(r.get("harness")) for r in records})
+    if harness not in harnesses:
+        raise PairedForkError(f"{run_dir}: no episodes of harness {harness!r} (the run has: {', '.join(harnesses)})")
+    points: list[Point] = []
+    counts = {"episodes": 0, "errored": 0, "undetected": 0}
+    for record in records:
+        if record.get("harness") != harness:
+            continue
+        counts["episodes"] += 1
+        if record.get("status") == "error":
+            counts["errored"] += 1
+            continue
+        for relative in [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]:
+            episode = load_episode(record_trace(run_dir, {**record, "trace": relative}))
+            found, undetected = episode_points(episode, str(relative), str(record.get("key")), plugin)
+            points += found
+            counts["undetected"] += undetected
+    return points, counts
+
+
+def choose(points: list[Point], limit: int | None, seed: int) -> list[Point]:
+    """All points, or `limit` of them drawn at random (seeded), in run order."""
+    if limit is None or limit >= len(points):
+        return list(points)
+    keep = set(random.Random(seed).sample(range(len(points)), limit))
+    return [p for i, p in enumerate(points) if i in keep]
+
+
+def _judge(episode: EpisodeTrace, point: Point, horizon: int, window: int) -> LocalRecoveryJudge:
+    prefix = tuple(BlindTurn(s.position, s.thought, s.action, s.observation, s.valid, s.kind)
+                   for s in episode.steps[:point.position])
+    offered = [*(episode.reset.get("admissible_actions") or ()),
+               *(a for s in episode.steps[:point.position] for a in (s.admissible or ()))]
+    return LocalRecoveryJudge(point.position, point.detection, prefix, str(episode.reset.get("goal", "")),
+                              str(episode.reset.get("observation", "")), tuple(offered), horizon, window)
+
+
+def play_point(host: Host, run_dir: Path, episode: EpisodeTrace, point: Point, *, agent: str | None,
+               agent_options: dict | None, trials: int, seed: int, horizon: int, window: int) -> dict:
+    """Fork both arms of one point `trials` times; return the point's record (per arm and trial: the first
+    action played, local recovery with the verifier's evidence, the env's grade at the end, the fork's trace)."""
+    header = episode.header
+    agent = agent or str(header.get("agent") or "expert")
+    options = dict(header.get("agent_options") or {}) if agent_options is None else dict(agent_options)
+    arms: dict[str, list[dict]] = {arm: [] for arm in ARMS}
+    for trial in range(trials):
+        starts = {}
+        for arm in ARMS:
+            action, finish = point.arm(arm)
+            judge = _judge(episode, point, horizon, window)
+            out = fork_path(run_dir, episode, point.position, f"paired-{arm}.{trial}")
+            result = fork(host, episode, point.position, out, agent=agent, agent_options=options, action=action,
+                          finish=finish, seed=seed + trial, observers=[("local-recovery", judge)],
+                          lineage={"paired_point": point.id, "arm": arm, "trial": trial})
+            starts[arm] = result["start_observation"]
+            arms[arm].append({"trial": trial, "seed": seed + trial, "action": action, "finish": finish,
+                              "recovered": judge.recovered, "evidence": judge.evidence, "won": bool(result["won"]),
+                              "status": result["status"], "steps": result["steps"],
+                              "trace": str(out.relative_to(run_dir))})
+        if len(set(starts.values())) != 1:
+            raise ForkError(f"{point.id}: the arms of trial {trial} started from different observations")
+    return {"id": point.id, "trace": point.trace, "episode": point.episode, "step": point.position,
+            "kind": point.kind, "failure_type": point.detection.failure_type, "labels": list(point.detection.labels),
+            "original": point.original, "original_finish": point.original_finish, "repaired": point.repaired,
+            "repaired_finish": point.repaired_finish, "changed": point.changed, "agent": agent,
+            "agent_options": options, "same_start": True, "arms": arms}
+
+
+def _share(runs: list[dict], key: str) -> float:
+    return sum(bool(r[key]) for r in runs) / len(runs)
+
+
+def _rate(values: list[float], groups: list[str]) -> dict:
+    return {"rate": sum(values) / len(values), "ci95": list(bootstrap_ci(values, groups))}
+
+
+def _difference(a: list[float], b: list[float], groups: list[str]) -> dict:
+    diffs = [x - y for x, y in zip(a, b)]
+    return {"difference": sum(diffs) / len(diffs), "ci95": list(bootstrap_ci(diffs, groups)),
+            "p_value": sign_flip_p(diffs, groups)}
+
+
+def figures(played: list[dict]) -> dict:
+    """Each arm's local recovery and final success (95% CIs over episodes), the paired differences, and the
+    same rates by intervention kind."""
+    groups = [p["episode"] for p in played]
+    result: dict[str, Any] = {"points": len(played), "episodes": len(set(groups)),
+                              "changed": sum(p["changed"] for p in played)}
+    for metric, key in (("local_recovery", "recovered"), ("final_success", "won")):
+        values = {arm: [_share(p["arms"][arm], key) for p in played] for arm in ARMS}
+        result[metric] = {arm: _rate(values[arm], groups) for arm in ARMS}
+        result[metric]["difference"] = _difference(values["repair"], values["original"], groups)
+    kinds: dict[str, dict] = {}
+    for p in played:
+        entry = kinds.setdefault(p["kind"], {"points": 0, **{arm: 0.0 for arm in ARMS}})
+        entry["points"] += 1
+        for arm in ARMS:
+            entry[arm] += _share(p["arms"][arm], "recovered")
+    result["local_recovery_by_kind"] = {k: {"points": v["points"], **{arm: v[arm] / v["points"] for arm in ARMS}}
+                                        for k, v in sorted(kinds.items())}
+    return result
+
+
+def paired_forks(host: Host, run_dir: str | Path, harness: str = NAME, *, points: int | None = None,
+                 horizon: int = 10, window: int = 5, agent: str | None = None, agent_options: dict | None = None,
+                 trials: int = 1, seed: int = 0, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Fork every chosen intervention point of `harness` with and without Sentry's repair; write
+    RUN_DIR/sentry/paired-forks-<harness>.json (settings, figures, one record per point) and return it."""
+    if horizon < 1 or trials < 1 or (points is not None and points < 1):
+        raise PairedForkError("--horizon, --trials and --points must be at least 1")
+    if agent is not None and agent not in host.agents:
+        raise PairedForkError(f"unknown agent {agent!r}; choose from: {', '.join(host.agents.names())}")
+    run_dir = Path(run_dir)
+    found, counts = intervention_points(run_dir, harness)
+    if not found:
+        raise PairedForkError(f"{run_dir}: harness {harness!r} made no intervention with a detection to fork from")
+    chosen = choose(found, points, seed)
+    episodes: dict[str, EpisodeTrace] = {}
+    played, failed = [], {}
+    for index, point in enumerate(chosen):
+        if point.trace not in episodes:
+            episodes[point.trace] = load_episode(confined(run_dir, point.trace, what="trace"))
+        try:
+            played.append(play_point(host, run_dir, episodes[point.trace], point, agent=agent,
+                                     agent_options=agent_options, trials=trials, seed=seed, horizon=horizon,
+                                     window=window))
+        except ForkError as exc:
+            failed[point.id] = str(exc)
+        if progress is not None:
+            progress(index + 1, len(chosen))
+    if not played:
+        raise PairedForkError(f"{run_dir}: no intervention point could be forked; first error: "
+                              f"{next(iter(failed.values()))}")
+    first = played[0]
+    report = {"run_dir": str(run_dir), "harness": harness, "found": len(found), "chosen": len(chosen),
+              "not_replayable": failed, **counts, "agent": first["agent"], "agent_options": first["agent_options"],
+              "horizon": horizon, "window": window, "trials": trials, "seed": seed,
+              "judge": "Sentry's rule detectors and window verifier on the continuation (blind)",
+              "figures": figures(played), "points": played}
+    out = confined(run_dir, Path("sentry") / f"paired-forks-{safe_file_name(harness)}.json", what="paired forks")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    report["path"] = str(out)
+    return report
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def _ci(ci: list[float], signed: bool = False) -> str:
+    if signed:
+        return f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
+    return f"[{100 * ci[0]:.1f}%, {100 * ci[1]:.1f}%]"
+
+
+def format_report(report: dict) -> str:
+    """The table: points, each arm's local recovery and final success with 95% CIs, the paired differences."""
+    f = report["figures"]
+    options = ", ".join(f"{k}={v}" for k, v in sorted(report["agent_options"].items()))
+    lines = [f"paired forks: harness {report['harness']} in {report['run_dir']}: {f['points']} intervention points "
+             f"(of {report['found']}) in {f['episodes']} episodes; continuation {report['agent']}"
+             f"{f' ({options})' if options else ''}, horizon H={report['horizon']}, {report['trials']} trial(s), "
+             f"seed {report['seed']}",
+             f"{'arm':<22} {'points':>6}  {'local recovery':>14}  {'95% CI':<16}  {'final success':>13}  95% CI",
+             f"{'-' * 22} {'-' * 6}  {'-' * 14}  {'-' * 16}  {'-' * 13}  {'-' * 16}"]
+    names = {"repair": "with repair", "original": "without (original)"}
+    for arm in ARMS:
+        lr, fs = f["local_recovery"][arm], f["final_success"][arm]
+        lines.append(f"{names[arm]:<22} {f['points']:>6}  {_pct(lr['rate']):>14}  {_ci(lr['ci95']):<16}  "
+                     f"{_pct(fs['rate']):>13}  {_ci(fs['ci95'])}")
+    lr, fs = f["local_recovery"]["difference"], f["final_success"]["difference"]
+    lines.append(f"{'difference (with - w/o)':<22} {f['points']:>6}  {100 * lr['difference']:>+11.1f} pp  "
+                 f"{_ci(lr['ci95'], True):<16}  {100 * fs['difference']:>+10.1f} pp  {_ci(fs['ci95'], True)}")
+    lines.append(f"paired sign-flip p (episodes): local recovery {lr['p_value']:.4f}, final success "
+                 f"{fs['p_value']:.4f}; the repair changed the action at {f['changed']} of {f['points']} points")
+    kinds = "; ".join(f"{k} {v['points']} ({_pct(v['repair'])} vs {_pct(v['original'])})"
+                      for k, v in f["local_recovery_by_kind"].items())
+    lines.append(f"local recovery by intervention kind (with vs without): {kinds}")
+    if report["not_replayable"]:
+        lines.append(f"not replayable: {len(report['not_replayable'])} point(s) (see {report.get('path', 'the json')})")
+    return "\n".join(lines)
