@@ -87,10 +87,18 @@ def register_interventions(register) -> None:
 def register_harnesses(register) -> None:
     """Register harnesses: named sets of interventions plus parameters.
 
-    Call `register(name, interventions=[...], params={...}, description="", default=False)`.
-    The interventions are called in the order listed (the first listed decides first).
-    `default=True` adds the harness to `playground run` without `--harness`. The
-    built-in `base` harness has no interventions.
+    Call `register(name, interventions=[...], params={...}, description="", default=False,
+    cascade=(), verifier="env:won")`. The interventions are called in the order listed (the
+    first listed decides first). `default=True` adds the harness to `playground run` without
+    `--harness`. The built-in `base` harness has no interventions.
+
+    A cascade harness gives `cascade=[NAME, ...]` instead of `interventions`: the task is
+    played with the first intervention alone; when that attempt is not won (`verifier`
+    names the check, "env:won", the env's success signal) the env is reset to the same
+    initial state and the next one plays it, and so on (a name may repeat: N trials under
+    one intervention). Each attempt's plugins are built fresh; they see which attempt they
+    are in as `ids.attempt` (1, 2, ...) in every runtime-hook payload, and share what they
+    keep in external stores (keyed by `ids.episode_id`, the same for every attempt).
     """
 
 

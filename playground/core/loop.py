@@ -61,11 +61,13 @@ class EpisodeConfig:
     params: Mapping[str, Any] = field(default_factory=dict)
     strict: bool = False
     task_set: str = ""
+    attempt: int = 1  # the attempt at the task (a cascade harness plays later attempts of the same episode id)
 
     @property
     def ids(self) -> EpisodeIds:
         """The id record every runtime-hook payload of this episode carries."""
-        return EpisodeIds(self.run_id, self.episode_id, self.env, self.task_id, self.harness, self.task_set)
+        return EpisodeIds(self.run_id, self.episode_id, self.env, self.task_id, self.harness, self.task_set,
+                          self.attempt)
 
     @property
     def max_reasks(self) -> int:

@@ -63,6 +63,7 @@ class EpisodeIds:
     task_id: str
     harness: str
     task_set: str = ""
+    attempt: int = 1  # which attempt at the task: 1, then 2, 3, ... for the later attempts of a cascade harness
 
 
 @dataclass(frozen=True)

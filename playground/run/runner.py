@@ -430,7 +430,7 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
         hooks = EpisodeHooks(interventions, observers)
         episode = EpisodeConfig(run_id, episode_id, config.env, task_id, harness, config.agent, seed,
                                 config.max_steps, playbook_path(config, harness), params, config.strict,
-                                config.task_set)
+                                config.task_set, attempt)
         result = run_episode(env, agent, hooks, episode, emit)
         status, won, steps, error = result.status, result.won, result.steps, result.error
         score, max_score = result.score, result.max_score
