@@ -276,8 +276,8 @@ def rule_reflection(trajectory: Trajectory, shown: list[Bullet], success: bool |
     failed_verbs = {verb_of(a) for a in trajectory.invalid_actions()} | {verb_of(a) for a, _ in trajectory.repeats()}
     tags = {}
     for bullet in shown:
-        named = {verb_of(quoted) for quoted in bullet.text.split("'")[1::2]}
-        if bullet.section in WARNING_SECTIONS and named & failed_verbs:
+        quoted_verbs = {verb_of(quoted) for quoted in bullet.text.split("'")[1::2]}
+        if bullet.section in WARNING_SECTIONS and quoted_verbs & failed_verbs:
             tags[bullet.id] = "harmful"  # it warns about an action that failed again all the same
         else:
             tags[bullet.id] = "helpful" if completed else "neutral"
