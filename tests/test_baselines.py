@@ -392,6 +392,18 @@ def test_every_baseline_is_listed_by_playground_harnesses():
     assert set(HARNESSES) | {"reflexion:"} <= listed
 
 
+def test_the_baselines_are_points_of_comparison_not_candidates_in_darcs_library():
+    from playground.host.manager import Host
+    from playground.plugins.darc.profile import library
+
+    host = Host().load()
+    baselines = {"ace", "reflexion", "awm", "reasoningbank", "monitor"}
+    assert baselines <= set(host.interventions.names())
+    assert all(not host.interventions.get(name).candidate for name in baselines)
+    assert not baselines & {spec.name for spec in library(host, "tiny")}
+    assert "sentry" in {spec.name for spec in library(host, "tiny")}
+
+
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_each_baseline_runs_on_tiny_and_webshop(tmp_path, harness):
     for env in ("tiny", "webshop"):
@@ -419,6 +431,19 @@ def test_bad_baseline_parameters_are_refused_before_the_run(tmp_path, param, mes
                      "--param", param, "--out", str(tmp_path / "run"))
     assert result.returncode == 2 and message in result.stderr
     assert not (tmp_path / "run" / "episodes.jsonl").exists()
+
+
+def test_a_broken_memory_file_named_up_front_is_refused_with_its_line(tmp_path):
+    broken = tmp_path / "broken.ace.txt"
+    broken.write_text("## OTHERS\n[misc-00001] helpful=0 harmful=0 :: fine\nnot a bullet\n")
+    result = run_cli("run", "--env", "tiny", "--agent", "noisy", "--harness", "ace", "--episodes", "1",
+                     "--param", f"ace_playbook={broken}", "--out", str(tmp_path / "run"))
+    assert result.returncode == 2 and "ace_playbook" in result.stderr and "line 3" in result.stderr
+    memory = tmp_path / "memory.jsonl"
+    memory.write_text('{"title": "t"}\n{oops\n')
+    result = run_cli("run", "--env", "tiny", "--agent", "noisy", "--harness", "reasoningbank", "--episodes", "1",
+                     "--param", f"rb_memory={memory}", "--out", str(tmp_path / "run2"))
+    assert result.returncode == 2 and f"{memory}:2: not JSON" in result.stderr
 
 
 def test_the_trajectory_holds_no_grade():

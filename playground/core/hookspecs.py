@@ -72,7 +72,8 @@ def register_agents(register) -> None:
 def register_interventions(register) -> None:
     """Register interventions: the building blocks of harnesses.
 
-    Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=())`.
+    Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=(),
+    candidate=True)`.
     `factory(params)` gets the harness parameters (a dict) and returns an episode
     plugin: an object whose methods implement runtime hooks with `@hookimpl`.
     `modes` names the failure modes the intervention is admissible for (used by methods that diagnose before choosing);
@@ -80,6 +81,8 @@ def register_interventions(register) -> None:
     "tokens" (prompt + completion tokens), "reasks" (interventions made), or any unit
     with a fixed `cost` per attempt (e.g. `cost_unit="k", cost=4` for a retrieval budget).
     `envs` names the envs it works with (empty: any), so methods only try it there.
+    `candidate=False` marks a point of comparison (a baseline): it runs in harnesses like any
+    other, but methods that choose among the registered interventions leave it out.
     """
 
 

@@ -163,9 +163,11 @@ class Host:
         def agent(name, factory, description="", needs_expert=False) -> None:
             self.agents.add(name, AgentSpec(name, factory, description, needs_expert, plugin))
 
-        def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=()) -> None:
+        def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=(),
+                         candidate=True) -> None:
             self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin,
-                                                          None if cost is None else float(cost), tuple(envs)))
+                                                          None if cost is None else float(cost), tuple(envs),
+                                                          bool(candidate)))
 
         def harness(name, interventions=(), params=None, description="", default=False, cascade=(),
                     verifier="env:won") -> None:

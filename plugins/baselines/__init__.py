@@ -45,17 +45,17 @@ def _monitor(params):
 
 @hookimpl
 def register_interventions(register):
-    """Register the baselines' interventions (with no failure modes: they are points of comparison, not candidates
-    for methods that choose interventions by mode)."""
-    register("ace", _ace, cost_unit="steps",
+    """Register the baselines' interventions as points of comparison (`candidate=False`, no failure modes): methods
+    that choose among interventions (DARC's library) leave them out."""
+    register("ace", _ace, cost_unit="steps", candidate=False,
              description="ACE: itemised playbook in context; reflector and curator grow it by delta updates")
-    register("reflexion", _reflexion, cost_unit="steps",
+    register("reflexion", _reflexion, cost_unit="steps", candidate=False,
              description="Reflexion: the reflections on earlier failed trials of the task in context")
-    register("awm", _awm, cost_unit="steps",
+    register("awm", _awm, cost_unit="steps", candidate=False,
              description="AWM: workflows induced from successful episodes in context")
-    register("reasoningbank", _reasoningbank, cost_unit="steps",
+    register("reasoningbank", _reasoningbank, cost_unit="steps", candidate=False,
              description="ReasoningBank: memory items from successes and failures, retrieved by BM25 similarity")
-    register("monitor", _monitor, cost_unit="reasks",
+    register("monitor", _monitor, cost_unit="reasks", candidate=False,
              description="runtime monitor: corrective feedback when a repeat, invalid-action or stall rule fires")
 
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground import EpisodeEnd, EpisodeStart, StepContext, StepOutcome, hookimpl
+from playground import EpisodeEnd, EpisodeStart, PlaygroundError, StepContext, StepOutcome, hookimpl
 from playground.plugins.baselines.judge import Judge
-from playground.plugins.baselines.params import JUDGE_DEFAULTS, parse_params
+from playground.plugins.baselines.params import JUDGE_DEFAULTS, BaselineConfigError, parse_params
 from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
 from playground.plugins.baselines.trajectory import Trajectory, abstract_action, approx_tokens, verb_of, words
 from playground.plugins.playbook.io import ACE_FAILURE_TYPE, ACE_SECTIONS, ace_text, read_ace
@@ -281,6 +281,7 @@ def rule_reflection(trajectory: Trajectory, shown: list[Bullet], success: bool |
             tags[bullet.id] = "harmful"  # it warns about an action that failed again all the same
         else:
             tags[bullet.id] = "helpful" if completed else "neutral"
+    insights = list({i.text: i for i in insights}.values())  # two unknown verbs make one insight, not two
     return Reflection(insights[:limit] if limit else insights, tags)
 
 
@@ -371,6 +372,11 @@ class AcePlugin:
 
     def __init__(self, params: dict[str, Any]) -> None:
         self.p = parse_params(NAME, DEFAULTS, params, CHOICES)
+        if self.p["ace_playbook"]:  # a file named up front is checked up front (before a run: exit 2)
+            try:
+                AcePlaybook.load(Path(str(self.p["ace_playbook"])))
+            except (PlaygroundError, OSError) as exc:
+                raise BaselineConfigError(f"ace parameter 'ace_playbook': {exc}") from None
         self.judge = Judge(self.p, NAME)
         self.trajectory = Trajectory()
         self.path: Path | None = None

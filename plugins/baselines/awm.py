@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from playground import EpisodeEnd, EpisodeStart, StepContext, StepOutcome, hookimpl
+from playground import EpisodeEnd, EpisodeStart, PlaygroundError, StepContext, StepOutcome, hookimpl
 from playground.plugins.baselines.judge import Judge
 from playground.plugins.baselines.params import JUDGE_DEFAULTS, BaselineConfigError, parse_params
 from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
@@ -97,6 +97,11 @@ class AwmPlugin:
         if self.p["awm_success"] == "judge" and not self.judge.configured:
             raise BaselineConfigError("awm: awm_success=judge needs a judge model (--param judge_base_url=URL "
                                       "--param judge_model=NAME, or --param judge_local=true)")
+        if self.p["awm_memory"]:  # a file named up front is checked up front (before a run: exit 2)
+            try:
+                read_records(Path(str(self.p["awm_memory"])))
+            except (PlaygroundError, OSError) as exc:
+                raise BaselineConfigError(f"awm parameter 'awm_memory': {exc}") from None
         self.trajectory = Trajectory()
         self.path: Path | None = None
         self.note = ""

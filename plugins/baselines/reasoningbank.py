@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from playground import EpisodeEnd, EpisodeStart, StepContext, StepOutcome, hookimpl
+from playground import EpisodeEnd, EpisodeStart, PlaygroundError, StepContext, StepOutcome, hookimpl
 from playground.plugins.baselines.judge import Judge
 from playground.plugins.baselines.params import JUDGE_DEFAULTS, BaselineConfigError, parse_params
 from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
@@ -130,6 +130,11 @@ class ReasoningBankPlugin:
         if self.p["rb_success"] == "judge" and not self.judge.configured:
             raise BaselineConfigError("reasoningbank: rb_success=judge needs a judge model (--param "
                                       "judge_base_url=URL --param judge_model=NAME, or --param judge_local=true)")
+        if self.p["rb_memory"]:  # a file named up front is checked up front (before a run: exit 2)
+            try:
+                read_records(Path(str(self.p["rb_memory"])))
+            except (PlaygroundError, OSError) as exc:
+                raise BaselineConfigError(f"reasoningbank parameter 'rb_memory': {exc}") from None
         self.trajectory = Trajectory()
         self.path: Path | None = None
         self.retrieved: list[dict] = []
