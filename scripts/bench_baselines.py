@@ -49,7 +49,8 @@ def memory(run_dir: Path, harness: str) -> str:
     sqlite = playbooks / f"{harness}.sqlite"
     if sqlite.is_file():
         with sqlite3.connect(sqlite) as db:
-            parts.append(f"{db.execute('SELECT COUNT(*) FROM lessons').fetchone()[0]} Sentry lessons")
+            count = db.execute("SELECT COUNT(*) FROM lessons").fetchone()[0]
+            parts.append(f"{count} Sentry lesson{'' if count == 1 else 's'}")
     return ", ".join(parts) or "none"
 
 
