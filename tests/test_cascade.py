@@ -40,6 +40,25 @@ class LetPlay:
         pass
 
 
+ATTEMPTS: list[tuple[str, int, int]] = []  # (episode id, ids.attempt at the start, ids.attempt at the end)
+
+
+class QuitAndRecordAttempt(QuitAfter):
+    """Quits after 2 steps and records the attempt number the payloads carry."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self.started = 0
+
+    @hookimpl
+    def episode_started(self, start):
+        self.started = start.ids.attempt
+
+    @hookimpl
+    def episode_finished(self, end):
+        ATTEMPTS.append((end.ids.episode_id, self.started, end.ids.attempt))
+
+
 class RecordingExpert(ExpertAgent):
     def reset(self, task_id, seed):
         RESETS.append((task_id, seed))
@@ -53,6 +72,11 @@ class CascadePlugin:
         register("quit-after-3", lambda params: QuitAfter(3), cost_unit="steps")
         register("let-play", lambda params: LetPlay(), cost_unit="steps")
         register("let-play-too", lambda params: LetPlay(), cost=100.0)
+        register("quit-and-record", lambda params: QuitAndRecordAttempt())
+
+    @hookimpl
+    def register_harnesses(self, register):
+        register("three-trials", cascade=["quit-and-record"] * 3, description="three trials of one intervention")
 
     @hookimpl
     def register_agents(self, register):
@@ -62,6 +86,7 @@ class CascadePlugin:
 @pytest.fixture
 def host():
     RESETS.clear()
+    ATTEMPTS.clear()
     return Host(strict=True).load(extra={"cascade-test": CascadePlugin()})
 
 
@@ -170,3 +195,34 @@ def test_a_darc_policy_file_deploys_the_same_cascade(tmp_path, capsys):
         assert record["won"] == attempts[-1]["won"] and record["verifier"] == "env:won"
         assert record["steps"] == sum(a["steps"] for a in attempts)
         assert record["cost"] == sum(a["cost"] for a in attempts) == record["steps"]  # both cost their steps
+
+
+def test_a_plugin_registers_a_cascade_of_repeated_trials_and_each_attempt_knows_its_number(host, tmp_path, capsys):
+    spec = host.harnesses.get("three-trials")
+    assert spec.attempts == (("quit-and-record",),) * 3 and spec.verifier == "env:won"
+    out = tmp_path / "run"
+    summary = run(host, RunConfig(env="tiny", task_set="default", split="test", tasks=TASKS[:2],
+                                  agent="recording-expert", harnesses=["three-trials"], out=str(out), strict=True))
+    assert summary["harnesses"]["three-trials"]["mean_attempts"] == 3.0
+    for task in TASKS[:2]:
+        mine = [(start, end) for episode, start, end in ATTEMPTS if episode.endswith(f":three-trials:{task}")]
+        assert mine == [(1, 1), (2, 2), (3, 3)]  # one episode id, three attempts, numbered in every payload
+
+
+def test_a_harness_with_both_interventions_and_a_cascade_is_refused():
+    class Both:
+        @hookimpl
+        def register_harnesses(self, register):
+            register("both", interventions=["let-play"], cascade=["let-play"])
+
+    loaded = Host(strict=False).load(extra={"cascade-test": CascadePlugin(), "both": Both()})
+    assert "both" not in loaded.harnesses
+    assert any("interventions or a cascade, not both" in (r.error or "") for r in loaded.records)
+
+
+def test_playground_harnesses_lists_a_registered_cascade(capsys, monkeypatch):
+    monkeypatch.setattr("playground.cli.main.get_host",
+                        lambda: Host(strict=True).load(extra={"cascade-test": CascadePlugin()}))
+    assert main(["harnesses"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("three-trials"))
+    assert "cascade: quit-and-record -> quit-and-record -> quit-and-record, until env:won" in line

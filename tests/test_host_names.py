@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 
 PLAYGROUND = Path(__file__).resolve().parents[1] / "playground"
-NAMES = re.compile(r"sentry|darc|dart|\baed\b|textworld|alfworld|webshop|appworld|finance|scienceworld", re.IGNORECASE)
+NAMES = re.compile(r"sentry|darc|dart|\baed\b|\bace\b|reflexion|\bawm\b|reasoningbank|textworld|alfworld|webshop|appworld|"
+                   r"finance|scienceworld", re.IGNORECASE)
 
 
 def test_no_method_or_env_is_named_in_the_host():

@@ -112,7 +112,8 @@ def harnesses_command() -> None:
     width = max((len(spec.name) for spec in harnesses), default=0)
     click.echo("harnesses:")
     for spec in harnesses:
-        parts = ", ".join(spec.interventions) or "no interventions"
+        parts = (f"cascade: {' -> '.join(spec.cascade)}, until {spec.verifier}" if spec.cascade
+                 else ", ".join(spec.interventions) or "no interventions")
         default = " (default)" if spec.default else ""
         click.echo(f"  {spec.name.ljust(width)}  {spec.description}{default} ({parts})  [plugin {spec.plugin}]")
     loaders = list(host.harness_loaders)

@@ -76,7 +76,8 @@ def register_agents(register) -> None:
 def register_interventions(register) -> None:
     """Register interventions: the building blocks of harnesses.
 
-    Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=())`.
+    Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=(),
+    candidate=True)`.
     `factory(params)` gets the harness parameters (a dict) and returns an episode
     plugin: an object whose methods implement runtime hooks with `@hookimpl`.
     `modes` names the failure modes the intervention is admissible for (used by methods that diagnose before choosing);
@@ -84,6 +85,8 @@ def register_interventions(register) -> None:
     "tokens" (prompt + completion tokens), "reasks" (interventions made), or any unit
     with a fixed `cost` per attempt (e.g. `cost_unit="k", cost=4` for a retrieval budget).
     `envs` names the envs it works with (empty: any), so methods only try it there.
+    `candidate=False` marks a point of comparison (a baseline): it runs in harnesses like any
+    other, but methods that choose among the registered interventions leave it out.
     """
 
 
@@ -91,10 +94,18 @@ def register_interventions(register) -> None:
 def register_harnesses(register) -> None:
     """Register harnesses: named sets of interventions plus parameters.
 
-    Call `register(name, interventions=[...], params={...}, description="", default=False)`.
-    The interventions are called in the order listed (the first listed decides first).
-    `default=True` adds the harness to `playground run` without `--harness`. The
-    built-in `base` harness has no interventions.
+    Call `register(name, interventions=[...], params={...}, description="", default=False,
+    cascade=(), verifier="env:won")`. The interventions are called in the order listed (the
+    first listed decides first). `default=True` adds the harness to `playground run` without
+    `--harness`. The built-in `base` harness has no interventions.
+
+    A cascade harness gives `cascade=[NAME, ...]` instead of `interventions`: the task is
+    played with the first intervention alone; when that attempt is not won (`verifier`
+    names the check, "env:won", the env's success signal) the env is reset to the same
+    initial state and the next one plays it, and so on (a name may repeat: N trials under
+    one intervention). Each attempt's plugins are built fresh; they see which attempt they
+    are in as `ids.attempt` (1, 2, ...) in every runtime-hook payload, and share what they
+    keep in external stores (keyed by `ids.episode_id`, the same for every attempt).
     """
 
 

@@ -164,12 +164,20 @@ class Host:
         def agent(name, factory, description="", needs_expert=False) -> None:
             self.agents.add(name, AgentSpec(name, factory, description, needs_expert, plugin))
 
-        def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=()) -> None:
+        def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=(),
+                         candidate=True) -> None:
             self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin,
-                                                          None if cost is None else float(cost), tuple(envs)))
+                                                          None if cost is None else float(cost), tuple(envs),
+                                                          bool(candidate)))
 
-        def harness(name, interventions=(), params=None, description="", default=False) -> None:
+        def harness(name, interventions=(), params=None, description="", default=False, cascade=(),
+                    verifier="env:won") -> None:
+            if cascade and interventions:
+                raise RegistrationError(f"harness {name!r}: give interventions or a cascade, not both")
+            if isinstance(cascade, str):
+                raise RegistrationError(f"harness {name!r}: cascade must be a list of intervention names")
             self.harnesses.add(name, HarnessSpec(name, tuple(interventions), dict(params or {}), description, plugin,
+                                                 cascade=tuple(cascade), verifier=str(verifier),
                                                  default=bool(default)))
 
         def observer(name, factory) -> None:
@@ -195,7 +203,8 @@ class Host:
     def _check_harnesses(self) -> None:
         """Drop harnesses that name interventions no loaded plugin provides."""
         for spec in list(self.harnesses):
-            missing = [i for i in spec.interventions if i not in self.interventions
+            names = dict.fromkeys(n for attempt in spec.attempts for n in attempt)
+            missing = [i for i in names if i not in self.interventions
                        and not any(i.startswith(loader.prefix) for loader in self.intervention_loaders)]
             if missing:
                 self.harnesses.remove(spec.name)

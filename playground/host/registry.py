@@ -33,6 +33,7 @@ class InterventionSpec:
     plugin: str = ""
     cost: float | None = None  # a fixed cost per attempt (e.g. a retrieval budget k), else derived from the unit
     envs: tuple[str, ...] = ()  # the envs it works with; empty: any env
+    candidate: bool = True  # False: a point of comparison, left out of the libraries methods choose interventions from
 
     def works_with(self, env: str) -> bool:
         """True when the intervention can be used on `env`."""

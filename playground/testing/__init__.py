@@ -75,16 +75,18 @@ class PlayResult:
 
 def play(env, agent, plugins: Iterable[Any] = (), *, task: str = "tiny-0", max_steps: int = 20,
          params: dict | None = None, harness: str = "test", strict: bool = True, seed: int = 0,
-         playbook: str | None = None) -> PlayResult:
+         playbook: str | None = None, attempt: int = 1) -> PlayResult:
     """Play one episode of `task` with `plugins` as the harness; return what happened.
 
     `strict=True` (the default here) lets a plugin's exception reach the test;
-    `playbook` is the playbook path handed to plugins that use one.
+    `playbook` is the playbook path handed to plugins that use one; `attempt` is the
+    attempt number the payloads' `ids.attempt` carry (as a cascade harness's later attempts do).
     """
     played = PlayResult(EpisodeResult("truncated", False, 0))
     hooks = EpisodeHooks([(f"plugin{i}", p) for i, p in enumerate(plugins)])
     config = EpisodeConfig("test-run", f"test:{task}", "test-env", task, harness, type(agent).__name__, seed,
-                           max_steps, playbook=playbook, params=dict(params or {}), strict=strict)
+                           max_steps, playbook=playbook, params=dict(params or {}), strict=strict,
+                           attempt=attempt)
     bind_env(agent, env)
     played.result = run_episode(env, agent, hooks, config, lambda kind, data: played.events.append((kind, data)))
     return played

@@ -93,9 +93,10 @@ def profile_harness(name: str, rest: str) -> HarnessSpec:
 
 
 def library(host: Host, env: str) -> list[InterventionSpec]:
-    """Every registered intervention that can be deployed on `env` (not the detect-only twins)."""
+    """Every registered intervention that can be deployed on `env` (not the detect-only twins, nor the points of
+    comparison registered with `candidate=False`)."""
     return [spec for spec in host.interventions
-            if not spec.name.startswith(DETECT_ONLY_PREFIX) and spec.works_with(env)]
+            if not spec.name.startswith(DETECT_ONLY_PREFIX) and spec.works_with(env) and spec.candidate]
 
 
 def mode_order(mode: str) -> tuple[int, str]:

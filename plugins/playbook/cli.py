@@ -94,13 +94,15 @@ def retrieve_command(path: str, failure_type: str, labels: str, k: int, as_json:
 @click.argument("path")
 @click.argument("out")
 @click.option("--force", is_flag=True, help="replace OUT if it exists (never the playbook itself)")
-def export_command(path: str, out: str, force: bool) -> None:
-    """Write every lesson to OUT as JSONL (a new file unless --force; written whole, then renamed into place)."""
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "ace"]), default="jsonl", show_default=True)
+def export_command(path: str, out: str, force: bool, fmt: str) -> None:
+    """Write every lesson to OUT as JSONL or an ACE playbook (a new file unless --force; written whole, then
+    renamed into place)."""
     from playground.run.files import check_output
 
     with _open(path, read_only=True) as playbook:
         check_output(out, force=force, inputs=[path], what="export file")
-        count = playbook.export_jsonl(out)
+        count = playbook.export_jsonl(out) if fmt == "jsonl" else playbook.export_ace(out)
     click.echo(f"exported {count} lessons to {out}")
 
 

@@ -1,4 +1,4 @@
-"""Playbook files: checking lesson records, reading and writing JSONL, reading ACE playbooks.
+"""Playbook files: checking lesson records, reading and writing JSONL, reading and writing ACE playbooks.
 
 A lesson record is the plain-dict form of a lesson (what one JSONL line holds):
 
@@ -18,7 +18,9 @@ Nothing read from a playbook file is ever executed or evaluated: JSONL lines go 
 
 ACE playbooks (https://github.com/ace-agent/ace) have no failure types, so every ACE bullet
 becomes a lesson of the failure type "procedure", which the playbook plugin declares with
-one label per canonical ACE section; see `read_ace` for the whole mapping.
+one label per canonical ACE section; see `read_ace` for the whole mapping, and `write_ace`
+for the way back (an ACE file read and written again keeps its bullets: ids, sections,
+counters and text).
 
 Failure types and labels are checked against a `LabelRegistry`: the one given, else the
 process-wide host's (`playground.host.manager.default_labels`).
@@ -354,3 +356,48 @@ def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None) -> li
     if problems:
         raise PlaybookImportError(path, problems)
     return records
+
+
+ACE_FALLBACK_SECTION = "TROUBLESHOOTING AND PITFALLS"  # where `write_ace` puts lessons that are not ACE bullets
+
+
+def ace_bullet(record: dict) -> tuple[str, str, int, int, str]:
+    """Return a lesson record as an ACE bullet: (section, id, helpful, harmful, one-line text).
+
+    The inverse of `read_ace` for "procedure" lessons: the section is the subtype (else the
+    section of the label), the id and harmful count come from the provenance (a lesson that
+    has no ACE id gets `pb-<its id>`), helpful is `helped`, the text is the principle. Any other
+    lesson (a recovery lesson of a diagnosed failure) goes to TROUBLESHOOTING AND PITFALLS as
+    "When TRIGGER: PRINCIPLE".
+    """
+    provenance = record.get("provenance") or {}
+    ace = provenance.get("source") == "ace" and isinstance(provenance.get("id"), str)
+    bullet_id = provenance["id"] if ace else f"pb-{int(record.get('id') or 0):05d}"
+    if record["failure_type"] == ACE_FAILURE_TYPE:
+        by_label = {label: section for section, label in ACE_SECTIONS.items()}
+        section = record.get("subtype") or by_label.get((record.get("labels") or ["others"])[0], "OTHERS")
+        text = record["principle"]
+    else:
+        section, text = ACE_FALLBACK_SECTION, f"When {record['trigger']}: {record['principle']}"
+    harmful = provenance.get("harmful", 0)
+    harmful = harmful if isinstance(harmful, int) and not isinstance(harmful, bool) and harmful >= 0 else 0
+    return section, bullet_id, int(record.get("helped") or 0), harmful, " ".join(text.split())
+
+
+def ace_text(records: Iterable[dict]) -> str:
+    """Return lesson records as an ACE playbook: `## SECTION` headers (the canonical sections first, in
+    ACE's order, then others as they come) and `[id] helpful=X harmful=Y :: text` bullets in record order."""
+    sections: dict[str, list[str]] = {name: [] for name in ACE_SECTIONS}
+    for record in records:
+        section, bullet_id, helpful, harmful, text = ace_bullet(record)
+        sections.setdefault(section, []).append(f"[{bullet_id}] helpful={helpful} harmful={harmful} :: {text}")
+    blocks = [f"## {name}\n" + "".join(line + "\n" for line in lines) for name, lines in sections.items() if lines]
+    return "\n".join(blocks)
+
+
+def write_ace(path: str | os.PathLike, records: Iterable[dict]) -> int:
+    """Write lesson records as an ACE playbook (`ace_text`), replacing `path` only once written; return the count."""
+    records = list(records)
+    text = ace_text(records)
+    atomic_write(path, lambda handle: handle.write(text))
+    return len(records)

@@ -53,6 +53,7 @@ from playground.plugins.playbook.io import (
     normalized,
     read_ace,
     read_jsonl,
+    write_ace,
     write_jsonl,
 )
 
@@ -521,6 +522,13 @@ class Playbook:
         def export(db: sqlite3.Connection) -> int:
             rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY id")
             return write_jsonl(path, (_lesson(row).to_dict() for row in rows))
+        return self._read(export)
+
+    def export_ace(self, path: str | Path) -> int:
+        """Write every lesson to an ACE playbook text file (`io.write_ace`; replaced whole) and return the count."""
+        def export(db: sqlite3.Connection) -> int:
+            rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY id").fetchall()
+            return write_ace(path, (_lesson(row).to_dict() for row in rows))
         return self._read(export)
 
     def copy_to(self, path: str | Path) -> Path:

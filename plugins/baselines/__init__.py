@@ -1,0 +1,86 @@
+"""Baselines the papers compare against, as intervention plugins: ACE, Reflexion, AWM, ReasoningBank, a runtime
+monitor, and ACE+Sentry.
+
+One module per baseline (`ace`, `reflexion`, `awm`, `reasoningbank`, `monitor`); shared parts:
+`trajectory` (the observable record), `judge` (the model roles, with Sentry's judge options),
+`success` (how a memory baseline tells a success), `store` (memory files beside the run's
+playbook), `params`. Each registers an intervention and a harness of the same name, plus
+`ace-frozen` (ACE read-only: the evaluation half of its offline mode), `reflexion:N` (N
+trials) and `ace-sentry` (ACE's task playbook next to Sentry, composed as a list of
+interventions, Sentry referenced by its registered name). See docs/methods/baselines.md.
+"""
+
+from playground import hookimpl
+
+
+def _ace(params):
+    from playground.plugins.baselines.ace import AcePlugin
+
+    return AcePlugin(params)
+
+
+def _reflexion(params):
+    from playground.plugins.baselines.reflexion import ReflexionPlugin
+
+    return ReflexionPlugin(params)
+
+
+def _awm(params):
+    from playground.plugins.baselines.awm import AwmPlugin
+
+    return AwmPlugin(params)
+
+
+def _reasoningbank(params):
+    from playground.plugins.baselines.reasoningbank import ReasoningBankPlugin
+
+    return ReasoningBankPlugin(params)
+
+
+def _monitor(params):
+    from playground.plugins.baselines.monitor import MonitorPlugin
+
+    return MonitorPlugin(params)
+
+
+@hookimpl
+def register_interventions(register):
+    """Register the baselines' interventions as points of comparison (`candidate=False`, no failure modes): methods
+    that choose among interventions (DARC's library) leave them out."""
+    register("ace", _ace, cost_unit="steps", candidate=False,
+             description="ACE: itemised playbook in context; reflector and curator grow it by delta updates")
+    register("reflexion", _reflexion, cost_unit="steps", candidate=False,
+             description="Reflexion: the reflections on earlier failed trials of the task in context")
+    register("awm", _awm, cost_unit="steps", candidate=False,
+             description="AWM: workflows induced from successful episodes in context")
+    register("reasoningbank", _reasoningbank, cost_unit="steps", candidate=False,
+             description="ReasoningBank: memory items from successes and failures, retrieved by BM25 similarity")
+    register("monitor", _monitor, cost_unit="reasks", candidate=False,
+             description="runtime monitor: corrective feedback when a repeat, invalid-action or stall rule fires")
+
+
+@hookimpl
+def register_harnesses(register):
+    """Register one harness per baseline, ACE's frozen half, and ACE+Sentry."""
+    from playground.plugins.baselines.reflexion import NAME, TRIALS
+
+    register("ace", ["ace"], description="ACE (online): playbook in context, reflect and curate after each episode")
+    register("ace-frozen", ["ace"], {"ace_mode": "frozen"},
+             description="ACE reading its playbook, never updating it (offline mode's evaluation)")
+    register("reflexion", cascade=[NAME] * TRIALS,
+             description=f"Reflexion: up to {TRIALS} trials, a self-reflection after each failed one")
+    register("awm", ["awm"], description="AWM (online): workflows induced from successes, given on later tasks")
+    register("reasoningbank", ["reasoningbank"],
+             description="ReasoningBank: distilled memory items, the most similar one retrieved per task")
+    register("monitor", ["monitor"], description="runtime monitor: feedback on repeats, invalid actions, stalls")
+    register("ace-sentry", ["ace", "sentry"],
+             description="ACE's task playbook in context plus Sentry's recovery (its own playbook, retrieved "
+                         "only on soft repair)")
+
+
+@hookimpl
+def register_harness_loaders(register):
+    """`reflexion:N`: Reflexion with N trials."""
+    from playground.plugins.baselines.reflexion import trials_harness
+
+    register("reflexion:", trials_harness, description="Reflexion with N trials (reflexion:N, N from 1 to 20)")

@@ -1,0 +1,142 @@
+"""AWM (Agent Workflow Memory): workflows induced from successful trajectories, given to the agent on later tasks.
+
+Online, as in the paper's online setting: after each episode judged successful (`awm_success`,
+see `success.py`), a workflow is induced from its trajectory and added to the memory file
+`<playbook>.workflows.jsonl`; every episode starts with the memory's workflows in the agent's
+context as a standing note (the most often induced first, within `awm_budget` tokens).
+
+Induction: with a judge model, the model writes the workflow (a title for the kind of task,
+steps with the task's values replaced by descriptive variables); without one, the rule
+`rule_workflow`: the valid steps that brought something new, each action with its entities
+abstracted into slots named by the action's kind (`take {object from the goal}`,
+`click[{option}]`), consecutive repeats collapsed; its title is the action-kind path.
+The same steps induced again count as one workflow seen more often.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from playground import EpisodeEnd, EpisodeStart, PlaygroundError, StepContext, StepOutcome, hookimpl
+from playground.plugins.baselines.judge import Judge
+from playground.plugins.baselines.params import JUDGE_DEFAULTS, BaselineConfigError, parse_params
+from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
+from playground.plugins.baselines.success import MODES, succeeded
+from playground.plugins.baselines.trajectory import Trajectory, approx_tokens, goal_gist
+
+NAME = "awm"
+DEFAULTS: dict[str, Any] = {
+    "awm_success": "auto",   # how an episode counts as successful: auto | observed | judge | env (success.py)
+    "awm_budget": 800,       # tokens of workflows in the agent's context at most
+    "awm_max_steps": 15,     # steps of a workflow at most
+    "awm_memory": "",        # the memory file (default: DIR/playbooks/<harness>.workflows.jsonl)
+    **JUDGE_DEFAULTS,
+}
+CHOICES = {"awm_success": MODES}
+
+
+def rule_workflow(trajectory: Trajectory, max_steps: int) -> dict | None:
+    """The rule-induced workflow of a trajectory: {"title", "steps"}, or None when no step is left."""
+    steps = trajectory.abstract_steps()[:max_steps]
+    if not steps:
+        return None
+    return {"title": " -> ".join(trajectory.kind_path()) + f" (as for: {goal_gist(trajectory.goal, 10)})",
+            "steps": steps}
+
+
+SYSTEM = ("You induce reusable workflows from an agent's successful trajectory (Agent Workflow Memory). Write one "
+          "workflow: a title that describes the kind of task, and the steps that solved it, with every value specific "
+          "to this task replaced by a descriptive variable in braces, e.g. {product-name}. Leave out steps that did "
+          'not help. Answer with one JSON object: {"title": "...", "steps": ["...", "..."]}.')
+
+
+def model_workflow(judge: Judge, trajectory: Trajectory, max_steps: int) -> dict | None:
+    """The judge model's workflow (None when the reply is unusable)."""
+    answer = judge.ask_json(SYSTEM, f"Goal: {trajectory.goal}\nTrajectory:\n{trajectory.text()}")
+    if not answer or not isinstance(answer.get("steps"), list):
+        return None
+    steps = [" ".join(str(s).split())[:300] for s in answer["steps"] if str(s).strip()][:max_steps]
+    title = " ".join(str(answer.get("title", "")).split())[:200]
+    return {"title": title, "steps": steps} if steps and title else None
+
+
+def workflows(records: list[dict]) -> list[dict]:
+    """The memory's workflows, once each (by their steps), with how often each was induced; most often first."""
+    seen: dict[tuple, dict] = {}
+    for number, record in enumerate(records):
+        steps = tuple(record.get("steps") or ())
+        if not steps:
+            continue
+        entry = seen.setdefault(steps, {"title": "", "steps": list(steps), "count": 0, "last": 0})
+        entry.update(title=str(record.get("title", "")), count=entry["count"] + 1, last=number)
+    return sorted(seen.values(), key=lambda w: (-w["count"], -w["last"]))
+
+
+def render(found: list[dict], budget: int) -> str:
+    """The workflows as a note, most often induced first, within `budget` tokens ("" when none fits)."""
+    header = "Workflows that solved earlier tasks (fill the {slots} from your goal):"
+    lines, used = [header], approx_tokens(header)
+    for number, workflow in enumerate(found, 1):
+        block = f"Workflow {number}: {workflow['title']}\n" + "\n".join(
+            f"  {i}. {step}" for i, step in enumerate(workflow["steps"], 1))
+        if used + approx_tokens(block) > budget:
+            continue
+        lines.append(block)
+        used += approx_tokens(block)
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
+class AwmPlugin:
+    """AWM for one episode: the memory's workflows as a note; a new workflow when the episode succeeded."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.p = parse_params(NAME, DEFAULTS, params, CHOICES)
+        self.judge = Judge(self.p, NAME)
+        if self.p["awm_success"] == "judge" and not self.judge.configured:
+            raise BaselineConfigError("awm: awm_success=judge needs a judge model (--param judge_base_url=URL "
+                                      "--param judge_model=NAME, or --param judge_local=true)")
+        if self.p["awm_memory"]:  # a file named up front is checked up front (before a run: exit 2)
+            try:
+                read_records(Path(str(self.p["awm_memory"])))
+            except (PlaygroundError, OSError) as exc:
+                raise BaselineConfigError(f"awm parameter 'awm_memory': {exc}") from None
+        self.trajectory = Trajectory()
+        self.path: Path | None = None
+        self.note = ""
+
+    @hookimpl
+    def episode_started(self, start: EpisodeStart) -> None:
+        self.trajectory.start(start)
+        self.path = memory_path(start, "workflows.jsonl", str(self.p["awm_memory"]))
+        self.note = render(workflows(read_records(self.path)), int(self.p["awm_budget"]))
+
+    @hookimpl
+    def agent_notes(self, context: StepContext):
+        return self.note or None
+
+    @hookimpl
+    def step_completed(self, outcome: StepOutcome) -> None:
+        self.trajectory.record(outcome)
+
+    @hookimpl
+    def episode_finished(self, end: EpisodeEnd) -> None:
+        self.trajectory.end(end)
+        if end.status == "error" or self.path is None:
+            return
+        success, judged_by = succeeded(str(self.p["awm_success"]), self.judge, self.trajectory, end)
+        if not success:
+            return
+        max_steps = int(self.p["awm_max_steps"])
+        workflow = model_workflow(self.judge, self.trajectory, max_steps) if self.judge.configured else None
+        by = "model" if workflow else "rules"
+        workflow = workflow or rule_workflow(self.trajectory, max_steps)
+        if workflow is None:
+            return
+        key = {"run": end.ids.run_id, "episode": end.ids.episode_id, "attempt": end.ids.attempt}
+        with locked(self.path):
+            if any({k: r.get(k) for k in key} == key for r in read_records(self.path)):
+                return  # a replayed episode: its workflow is in already
+            append_record(self.path, {**key, "task": end.ids.task_id, **workflow, "induced_by": by,
+                                      "success_by": judged_by, "at": time.time()})

@@ -1,0 +1,111 @@
+"""A runtime monitor: corrective feedback at every step where one of its rules fires; no memory.
+
+Three rules, checked on the agent's first proposal of each step, in this order:
+
+- **invalid**: the proposed action is not admissible (where the env lists its actions) or
+  fails the env's schema check;
+- **repeat**: the proposed action was already taken, within the last `monitor_window` steps,
+  from the same observation, and that brought nothing new;
+- **stall**: the last `monitor_stall` steps brought no observation not seen before.
+
+When one fires, the agent is asked again with a short corrective message naming what the
+rule saw (the message's labels: `invalid_action`, `repetition_or_looping`, `planning_stall`).
+It offers no actions, retrieves nothing and stores nothing: each episode starts blank. It
+reads only what the agent sees.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playground import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext, hookimpl
+from playground.core.env import is_admissible
+from playground.plugins.baselines.params import parse_params
+
+NAME = "monitor"
+DEFAULTS: dict[str, Any] = {
+    "monitor_window": 5,   # steps back the repeat rule looks
+    "monitor_stall": 3,    # steps without anything new before the stall rule fires (0: off)
+}
+RULES = {  # rule -> (failure type, label)
+    "invalid": ("action_validity", "invalid_action"),
+    "repeat": ("progress", "repetition_or_looping"),
+    "stall": ("progress", "planning_stall"),
+}
+
+
+def _observations_before(first: str, context: StepContext) -> list[str]:
+    """The observation each step of the history was taken from (the one before it)."""
+    history = context.history
+    return [first if i == 0 else history[i - 1].observation for i in range(len(history))]
+
+
+def check(context: StepContext, proposal: Proposal, first_observation: str, window: int, stall: int) -> str | None:
+    """The rule that fires on this proposal ("invalid", "repeat", "stall"), or None."""
+    if proposal.finish:
+        return None
+    admissible = context.admissible_actions
+    if context.schema_problems or (admissible is not None and not is_admissible(proposal.action, admissible)):
+        return "invalid"
+    history = context.history
+    before = _observations_before(first_observation, context)
+    here, action = context.observation.strip(), " ".join(proposal.action.split()).lower()
+    for turn, state in list(zip(history, before))[-window:] if window else []:
+        if state.strip() == here and " ".join(turn.action.split()).lower() == action \
+                and turn.observation.strip() in {here, *(b.strip() for b in before)}:
+            return "repeat"
+    if stall and len(history) >= stall:
+        seen = {first_observation.strip()}
+        fresh = []
+        for turn in history:
+            fresh.append(turn.observation.strip() not in seen)
+            seen.add(turn.observation.strip())
+        if not any(fresh[-stall:]):
+            return "stall"
+    return None
+
+
+def feedback(rule: str, proposal: Proposal, stall: int) -> str:
+    """The corrective message of a rule."""
+    if rule == "invalid":
+        return (f"Monitor: {proposal.action!r} is not a valid action here. Use one of the admissible actions, "
+                "exactly as written.")
+    if rule == "repeat":
+        return (f"Monitor: you already did {proposal.action!r} in this same situation and it changed nothing. "
+                "Do something else that moves the task forward.")
+    return (f"Monitor: your last {stall} actions brought nothing new. Change your approach: act on something the "
+            "goal names that you have not acted on yet.")
+
+
+class MonitorPlugin:
+    """The monitor for one episode (it keeps only the first observation, to tell what is new)."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.p = parse_params(NAME, DEFAULTS, params)
+        self.first_observation = ""
+
+    @hookimpl
+    def episode_started(self, start: EpisodeStart) -> None:
+        self.first_observation = start.observation
+
+    @hookimpl
+    def detect_failures(self, context: StepContext, proposal: Proposal):
+        if context.attempt:
+            return None  # feedback once per step: on the agent's first proposal
+        rule = check(context, proposal, self.first_observation, int(self.p["monitor_window"]),
+                     int(self.p["monitor_stall"]))
+        if rule is None:
+            return None
+        failure_type, label = RULES[rule]
+        return Detection(NAME, failure_type, (label,), 1.0, evidence=f"{rule}: {proposal.action!r}", subtype=rule)
+
+    @hookimpl
+    def decide_intervention(self, context: StepContext, proposal: Proposal, detections):
+        mine = [d for d in detections if d.detector == NAME]
+        if not mine or context.attempt:
+            return None
+        detection = mine[0]
+        text = feedback(detection.subtype, proposal, int(self.p["monitor_stall"]))
+        return Decision(NAME, "monitor_feedback", detections=(detection,),
+                        message=InterventionMessage("feedback", text, detection.failure_type,
+                                                    labels=detection.labels))

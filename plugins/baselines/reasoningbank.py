@@ -1,0 +1,173 @@
+"""ReasoningBank: memory items distilled from successes and failures, retrieved by similarity to the task.
+
+Each episode starts by retrieving the `rb_k` memory items most similar to its goal and
+showing them to the agent as a standing note. When it ends, the episode is judged a success
+or a failure (`rb_success`, see `success.py`: the judge model, as the paper's LLM-as-a-judge,
+or the rule fallback, a completion message observed), and up to `rb_items` memory items
+(title, description, content) are distilled from its trajectory: strategies that worked
+from a success, preventive lessons from a failure. With a judge model the model writes them;
+without one, `rule_items` does. Items are appended to `<playbook>.memory.jsonl`, as the
+paper's memory grows by simple addition.
+
+Retrieval is BM25 (`bm25s`, through `playground.text_index`) over each item's task, title,
+description and content, with the goal as the query: the paper embeds the task and compares
+embeddings; no embedding model ships with playground, so BM25 takes its place.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from playground import EpisodeEnd, EpisodeStart, PlaygroundError, StepContext, StepOutcome, hookimpl
+from playground.plugins.baselines.judge import Judge
+from playground.plugins.baselines.params import JUDGE_DEFAULTS, BaselineConfigError, parse_params
+from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
+from playground.plugins.baselines.success import MODES, succeeded
+from playground.plugins.baselines.trajectory import Trajectory, goal_gist
+
+NAME = "reasoningbank"
+DEFAULTS: dict[str, Any] = {
+    "rb_k": 1,              # memory items retrieved per task (the paper's default top-1)
+    "rb_items": 3,          # memory items distilled per episode at most
+    "rb_success": "auto",   # how an episode counts as successful: auto | observed | judge | env (success.py)
+    "rb_memory": "",        # the memory file (default: DIR/playbooks/<harness>.memory.jsonl)
+    **JUDGE_DEFAULTS,
+}
+CHOICES = {"rb_success": MODES}
+FIELDS = ("title", "description", "content")
+
+
+def rule_items(trajectory: Trajectory, success: bool, limit: int) -> list[dict]:
+    """The rule-distilled memory items of an episode: a strategy from a success, preventive lessons from a failure."""
+    gist = goal_gist(trajectory.goal, 10)
+    steps = trajectory.abstract_steps()
+    if success:
+        if not steps:
+            return []
+        return [{"title": "A sequence that completed a similar task",
+                 "description": f"What worked for '{gist}'.",
+                 "content": "Steps: " + " -> ".join(steps[:12]) + ". Fill the slots from the goal and check what "
+                            "each step shows before the next."}][:limit]
+    items = []
+    for action, times in trajectory.repeats()[:1]:
+        items.append({"title": "Do not repeat an action that changes nothing",
+                      "description": f"A failure on '{gist}': '{action}' repeated {times} times.",
+                      "content": "When an action brings the same observation again, switch to an action of another "
+                                 "kind that the goal needs instead of repeating it."})
+    if trajectory.invalid_actions():
+        items.append({"title": "Use the admissible actions exactly",
+                      "description": f"A failure on '{gist}': actions were rejected as invalid.",
+                      "content": "Pick actions from the admissible list and copy their wording; invented or "
+                                 "rephrased actions are rejected and waste steps."})
+    if trajectory.stopped_early:
+        items.append({"title": "Do not stop before the task is confirmed",
+                      "description": f"A failure on '{gist}': the agent stopped early.",
+                      "content": "Declare the task done only after an observation confirms it; until then keep "
+                                 "acting on the goal's objects."})
+    if trajectory.ending == "out_of_steps" or trajectory.longest_stall() >= 4:
+        items.append({"title": "Make progress every step",
+                      "description": f"A failure on '{gist}': the steps ran out or several brought nothing new.",
+                      "content": "Act on the objects the goal names first; avoid looking around once the needed "
+                                 "objects are known."})
+    if not items:
+        items.append({"title": "Check the goal's constraints before finishing",
+                      "description": f"A failure on '{gist}' with no loop, invalid action or early stop.",
+                      "content": "Before the final action, compare what you did or chose with every constraint "
+                                 "the goal states."})
+    return items[:limit]
+
+
+SUCCESS_SYSTEM = ("You distil memory items from an agent's successful trajectory (ReasoningBank): generalisable "
+                  "strategies that led to success. Each item has a title, a one-sentence description and content "
+                  '(1-3 sentences). Answer with one JSON object: {"memory_items": [{"title": "...", '
+                  '"description": "...", "content": "..."}]}.')
+FAILURE_SYSTEM = ("You distil memory items from an agent's failed trajectory (ReasoningBank): reflect on why it "
+                  "failed and write preventive lessons that would avoid the failure. Each item has a title, a "
+                  'one-sentence description and content (1-3 sentences). Answer with one JSON object: '
+                  '{"memory_items": [{"title": "...", "description": "...", "content": "..."}]}.')
+
+
+def model_items(judge: Judge, trajectory: Trajectory, success: bool, limit: int) -> list[dict] | None:
+    """The judge model's memory items (None when the reply is unusable)."""
+    answer = judge.ask_json(SUCCESS_SYSTEM if success else FAILURE_SYSTEM,
+                            f"Goal: {trajectory.goal}\nTrajectory ({trajectory.summary()}):\n{trajectory.text()}")
+    if not answer or not isinstance(answer.get("memory_items"), list):
+        return None
+    items = [{f: " ".join(str(item.get(f, "")).split())[:600] for f in FIELDS}
+             for item in answer["memory_items"] if isinstance(item, dict)]
+    items = [item for item in items if all(item.values())][:limit]
+    return items or None
+
+
+def retrieve(records: list[dict], goal: str, k: int) -> list[dict]:
+    """The `k` memory items most similar to `goal` (BM25 over task, title, description, content), best first."""
+    items = [r for r in records if all(isinstance(r.get(f), str) for f in FIELDS)]
+    if not items or k <= 0:
+        return []
+    from playground.text_index import TextIndex
+
+    index = TextIndex([" ".join([str(r.get("query", "")), *(r[f] for f in FIELDS)]) for r in items])
+    return [items[position] for position, score in index.search(goal, k) if score > 0]
+
+
+def render(items: list[dict]) -> str:
+    """The retrieved items as a note ("" when none)."""
+    if not items:
+        return ""
+    blocks = [f"# Memory item {n}\n## Title {i['title']}\n## Description {i['description']}\n## Content {i['content']}"
+              for n, i in enumerate(items, 1)]
+    return "Memory items from earlier tasks, retrieved for this goal (use them where they apply):\n" + "\n".join(blocks)
+
+
+class ReasoningBankPlugin:
+    """ReasoningBank for one episode: retrieved items as a note; new items distilled when it ends."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.p = parse_params(NAME, DEFAULTS, params, CHOICES)
+        self.judge = Judge(self.p, NAME)
+        if self.p["rb_success"] == "judge" and not self.judge.configured:
+            raise BaselineConfigError("reasoningbank: rb_success=judge needs a judge model (--param "
+                                      "judge_base_url=URL --param judge_model=NAME, or --param judge_local=true)")
+        if self.p["rb_memory"]:  # a file named up front is checked up front (before a run: exit 2)
+            try:
+                read_records(Path(str(self.p["rb_memory"])))
+            except (PlaygroundError, OSError) as exc:
+                raise BaselineConfigError(f"reasoningbank parameter 'rb_memory': {exc}") from None
+        self.trajectory = Trajectory()
+        self.path: Path | None = None
+        self.retrieved: list[dict] = []
+
+    @hookimpl
+    def episode_started(self, start: EpisodeStart) -> None:
+        self.trajectory.start(start)
+        self.path = memory_path(start, "memory.jsonl", str(self.p["rb_memory"]))
+        self.retrieved = retrieve(read_records(self.path), start.goal, int(self.p["rb_k"]))
+
+    @hookimpl
+    def agent_notes(self, context: StepContext):
+        return render(self.retrieved) or None
+
+    @hookimpl
+    def step_completed(self, outcome: StepOutcome) -> None:
+        self.trajectory.record(outcome)
+
+    @hookimpl
+    def episode_finished(self, end: EpisodeEnd) -> None:
+        self.trajectory.end(end)
+        if end.status == "error" or self.path is None:
+            return
+        success, judged_by = succeeded(str(self.p["rb_success"]), self.judge, self.trajectory, end)
+        limit = int(self.p["rb_items"])
+        items = model_items(self.judge, self.trajectory, success, limit) if self.judge.configured else None
+        by = "model" if items else "rules"
+        items = items or rule_items(self.trajectory, success, limit)
+        key = {"run": end.ids.run_id, "episode": end.ids.episode_id, "attempt": end.ids.attempt}
+        with locked(self.path):
+            if any({k: r.get(k) for k in key} == key for r in read_records(self.path)):
+                return  # a replayed episode: its items are in already
+            for item in items:
+                append_record(self.path, {**key, "task": end.ids.task_id, "query": self.trajectory.goal, **item,
+                                          "success": success, "success_by": judged_by, "distilled_by": by,
+                                          "at": time.time()})

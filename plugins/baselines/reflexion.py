@@ -1,0 +1,150 @@
+"""Reflexion: after a failed trial, a verbal self-reflection goes to episodic memory and the task is tried again.
+
+The harness `reflexion` is a cascade of N trials of this intervention (`reflexion:N` for
+another N): the runner resets the env to the same initial state for each trial and stops at
+the first trial the env reports as won. A trial fails by the task's success signal
+(`EpisodeEnd.won`), as in the paper, where the evaluator is the environment's binary reward
+or a heuristic; this is a baseline, not a recovery verifier. When a trial fails, the
+self-reflection (the judge model's, or the rule-based `rule_reflection`) is stored in
+`<playbook>.reflections.jsonl`, keyed by run, episode and trial; the next trial of the same
+episode shows the last `reflexion_memory` reflections to the agent as a standing note.
+Reflections never leave their task: the next task starts with an empty memory.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from playground import EpisodeEnd, EpisodeStart, StepContext, StepOutcome, hookimpl
+from playground.plugins.baselines.judge import Judge
+from playground.plugins.baselines.params import JUDGE_DEFAULTS, parse_params
+from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
+from playground.plugins.baselines.trajectory import Trajectory, words
+
+NAME = "reflexion"
+DEFAULTS: dict[str, Any] = {
+    "reflexion_memory": 3,   # reflections shown at most (the paper's memory Omega of 1-3)
+    **JUDGE_DEFAULTS,
+}
+TRIALS = 3  # the `reflexion` harness's trials
+MAX_TRIALS = 20
+
+
+def rule_reflection(trajectory: Trajectory, trial: int) -> str:
+    """The rule-based self-reflection on a failed trial: what went wrong, and a plan for the next trial.
+
+    It names the actions repeated without effect, the invalid actions, a long stall, a stop
+    with no completion message, running out of steps, the env's reported failures, the goal's
+    words no action named, and the last step that brought something new.
+    """
+    wrong: list[str] = []
+    plan: list[str] = []
+    for action, times in trajectory.repeats()[:2]:
+        wrong.append(f"I repeated '{action}' {times} times and it changed nothing")
+        plan.append(f"do not repeat '{action}'")
+    invalid = trajectory.invalid_actions()[:3]
+    if invalid:
+        wrong.append("these actions were not valid: " + ", ".join(f"'{a}'" for a in invalid))
+        plan.append("use only actions from the admissible list, exactly as written")
+    if trajectory.longest_stall() >= 4:
+        wrong.append(f"{trajectory.longest_stall()} steps in a row brought nothing new")
+    if trajectory.failures():
+        wrong.append("the environment reported " + ", ".join(trajectory.failures()[:3]))
+    if trajectory.stopped_early:
+        wrong.append("I stopped before any observation said the task was done")
+        plan.append("keep acting until an observation confirms the task is done")
+    elif trajectory.ending == "out_of_steps":
+        wrong.append(f"I ran out of steps after {len(trajectory.steps)} steps")
+        plan.append("waste no steps on looking around")
+    named = set().union(*(words(s.action) for s in trajectory.steps)) if trajectory.steps else set()
+    untouched = sorted(words(trajectory.goal) - named - STOP_WORDS)[:6]
+    if untouched:
+        plan.append("act on what the goal names that my actions never named: " + ", ".join(untouched))
+    useful = trajectory.useful_steps()
+    if useful:
+        plan.append(f"the last step that brought something new was '{useful[-1].action}'; get there quickly")
+    if not wrong:
+        wrong.append("the actions I took did not complete the task")
+    return (f"Trial {trial} failed ({trajectory.summary()}): " + "; ".join(wrong) + ". Plan for the next trial: "
+            + "; ".join(plan or ["try a different approach from the start"]) + ".")
+
+
+STOP_WORDS = {"the", "and", "for", "you", "your", "with", "that", "this", "from", "into", "then", "please", "are",
+              "its", "need", "want", "has", "have", "was", "not", "but", "can", "all", "any", "than", "lower",
+              "price", "dollars", "over", "thanks", "coming", "hey", "here", "there", "let", "get", "put"}
+
+SYSTEM = ("You are an agent reflecting on a failed attempt at a task (Reflexion). From your goal and your "
+          "trajectory, diagnose in a few sentences why the attempt failed, and write a concise, concrete plan for "
+          'the next attempt. Answer with one JSON object: {"reflection": "..."}.')
+
+
+def model_reflection(judge: Judge, trajectory: Trajectory, trial: int, earlier: list[str]) -> str | None:
+    """The judge model's self-reflection (None when the reply is unusable)."""
+    memory = "\n".join(earlier) or "(none)"
+    answer = judge.ask_json(SYSTEM, f"Goal: {trajectory.goal}\nTrial {trial} ({trajectory.summary()}):\n"
+                                    f"{trajectory.text()}\nEarlier reflections:\n{memory}")
+    text = " ".join(str((answer or {}).get("reflection", "")).split())
+    return f"Trial {trial}: {text[:1500]}" if text else None
+
+
+class ReflexionPlugin:
+    """One trial: the earlier trials' reflections as a note; a reflection of its own when it fails."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.p = parse_params(NAME, DEFAULTS, params)
+        self.judge = Judge(self.p, NAME)
+        self.trajectory = Trajectory()
+        self.path: Path | None = None
+        self.reflections: list[str] = []
+
+    @hookimpl
+    def episode_started(self, start: EpisodeStart) -> None:
+        self.trajectory.start(start)
+        self.path = memory_path(start, "reflections.jsonl")
+        ids = start.ids
+        latest: dict[int, str] = {}  # trial -> its reflection (the last written, should a trial be replayed)
+        for record in read_records(self.path):
+            if (record.get("run"), record.get("episode")) == (ids.run_id, ids.episode_id) \
+                    and isinstance(record.get("attempt"), int) and record["attempt"] < ids.attempt:
+                latest[record["attempt"]] = str(record.get("reflection", ""))
+        keep = int(self.p["reflexion_memory"])
+        self.reflections = [latest[t] for t in sorted(latest)][-keep:] if keep else []
+
+    @hookimpl
+    def agent_notes(self, context: StepContext):
+        if not self.reflections:
+            return None
+        return ("Reflections on your earlier trials at this same task (use them to do better this time):\n"
+                + "\n".join(f"- {r}" for r in self.reflections))
+
+    @hookimpl
+    def step_completed(self, outcome: StepOutcome) -> None:
+        self.trajectory.record(outcome)
+
+    @hookimpl
+    def episode_finished(self, end: EpisodeEnd) -> None:
+        """A failed trial (the env's success signal, as in the paper) writes its reflection."""
+        self.trajectory.end(end)
+        if end.won or end.status == "error" or self.path is None:
+            return
+        trial = end.ids.attempt
+        text = model_reflection(self.judge, self.trajectory, trial, self.reflections) if self.judge.configured \
+            else None
+        by = "model" if text else "rules"
+        text = text or rule_reflection(self.trajectory, trial)
+        with locked(self.path):
+            append_record(self.path, {"run": end.ids.run_id, "episode": end.ids.episode_id, "attempt": trial,
+                                      "task": end.ids.task_id, "reflection": text, "by": by, "at": time.time()})
+
+
+def trials_harness(name: str, rest: str):
+    """The harness `reflexion:N`: a cascade of N Reflexion trials (1 to MAX_TRIALS)."""
+    from playground.host.registry import HarnessSpec
+
+    if not rest.isdigit() or not 1 <= int(rest) <= MAX_TRIALS:
+        raise ValueError(f"harness {name!r}: reflexion:N takes a number of trials from 1 to {MAX_TRIALS}, "
+                         f"got {rest!r}")
+    return HarnessSpec(name, cascade=(NAME,) * int(rest),
+                       description=f"Reflexion: up to {rest} trials, a self-reflection after each failed one")
