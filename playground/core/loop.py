@@ -346,7 +346,9 @@ def _decide(agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, conte
                           "action": proposal.action, "finish": proposal.finish,
                           "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
                           "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
-                          "seconds": seconds, **recorder.fields(view, proposal)})
+                          "seconds": seconds, **recorder.fields(view, proposal),
+                          **({"injected": to_dict(proposal.injected)} if proposal.injected is not None else {})})
+        proposal = replace(proposal, injected=None)  # ground truth for measurement only: never shown to a plugin
         context = replace(context, attempt=attempt)
         detections = hooks.collect("detect_failures", context=context, proposal=proposal)
         for detection in detections:
