@@ -235,7 +235,8 @@ def replay_contexts(host: Host, episode: EpisodeTrace, *, expert: bool = False) 
         observation, info = env.reset(seed=int(header["seed"]), options={"task": header["task_id"]})
         if observation != episode.reset.get("observation"):
             raise ForkError(_differs(episode.path, "reset", episode.reset.get("observation"), observation))
-        goal, history = str(info.get("goal", "")), []
+        goal = str(info.get("goal", ""))
+        history: list[Turn] = []
         for recorded in [*episode.steps, *([episode.tail] if episode.tail is not None else [])]:
             listed = info.get("admissible_actions")
             admissible = tuple(listed) if listed is not None else None

@@ -3,7 +3,8 @@
 Registers the `sentry` and `validity-guard` interventions, the harness `sentry`, its
 ablations (`ABLATIONS`), `sentry-persistent`, `guard-only` and `sentry-llm`, and declares
 the failure types its detectors report (`action_validity`, `progress`, `grounding`) with
-their labels.
+their labels. Adds the `sentry` command group (`playground sentry detectors RUN_DIR`:
+the detectors and verifier measured against a failure-injection agent's injected failures).
 """
 
 from playground.core.hookspecs import hookimpl
@@ -72,3 +73,11 @@ def register_harnesses(register):
     register("sentry-llm", ["sentry"], {"detector": "both", "verifier": "llm", "summariser": "llm"},
              description="Sentry with LLM judges (detector, verifier, summariser); "
                          "needs --param judge_base_url/judge_model or judge_local=true")
+
+
+@hookimpl
+def register_commands(cli) -> None:
+    """Add the `sentry` command group."""
+    from playground.plugins.sentry.cli import sentry_group
+
+    cli.add_command(sentry_group)
