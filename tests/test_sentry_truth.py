@@ -20,7 +20,7 @@ from playground.host.manager import Host
 from playground.plugins.sentry import detectors, harness, truth
 from playground.plugins.sentry.bench import measure_run, mode_matcher, verifier_agreement
 from playground.plugins.sentry.harness import SentryPlugin
-from playground.plugins.sentry.measure import Hit, Injection, Matcher, cohen_kappa, score
+from playground.plugins.sentry.measure import Hit, Injection, Matcher, cohen_kappa, confusions, score
 from playground.plugins.sentry.truth import ALL_RULES, TruthError, replay_rules, traces, verdict_truths
 from playground.run.runner import RunConfig, run
 from playground.testing import ScriptedAgent, play, tiny_env
@@ -79,7 +79,9 @@ def test_the_matching_rule_counts_true_positives_and_detected_injections():
     assert rows["planning_stall"].recall is None  # nothing injected under that label
     assert (rows["invalid_action"].detections, rows["invalid_action"].true_positives) == (2, 1)
     drift = rows["objective_drift"]
-    assert (drift.injections, drift.detected, drift.precision, drift.recall, drift.f1) == (1, 0, None, 0.0, None)
+    assert (drift.injections, drift.detected, drift.precision, drift.recall, drift.f1) == (1, 0, None, 0.0, 0.0)
+    assert confusions(injections, hits, 3, matches) == {"repetition_or_looping <- (none)": 2,
+                                                        "invalid_action <- (none)": 1}
 
     exact = score(injections, hits, window=3, matches=Matcher(matches.mode_of, "label"))
     assert exact["planning_stall"].true_positives == 0  # another label of the same mode no longer counts
@@ -145,6 +147,7 @@ def test_a_hand_built_trace_gives_the_worked_out_table(host, hand_run):
     assert report["detectors"]["sentry"]["macro"]["recall"] == pytest.approx(0.75)  # 1, 1, 0, 1 (stall: none)
     assert set(report["detectors"]["stall"]["labels"]) == {"planning_stall"}  # a rule: the labels it reported
     assert "objective_drift" in report["silent_rules"]
+    assert report["false_positives_near"] == {"invalid_action <- objective_drift": 1}  # step 8, after the drift
 
     strict = measure_run(host, hand_run, window=0, match="label")
     assert _figures(strict, "sentry", "repetition_or_looping") == (1, 0, 1, 0)  # step 4 is past the streak

@@ -25,6 +25,7 @@ from playground.plugins.sentry.measure import (
     LabelScore,
     Matcher,
     cohen_kappa,
+    confusions,
     fmt,
     macro,
     score,
@@ -92,6 +93,7 @@ def measure_run(host: Host, run_dir: str | Path, *, window: int = DEFAULT_WINDOW
         "episodes": len(episodes), "steps": sum(len(e.steps) for e in evidence), "window": window, "match": match,
         "injections": {label: sum(i.label == label for i in injected) for label in sorted({i.label for i in injected})},
         "detectors": detectors, "silent_rules": [name for name in RULES if name not in fired],
+        "false_positives_near": confusions(injected, [h for h in hits if h.detector == ALL_RULES], window, matcher),
         "sample": None, "verifier": None}
     if llm_sample > 0 and judge is not None:
         # the judge is asked about valid actions only (as in Sentry): the failures it can see there
@@ -155,6 +157,10 @@ def tables(reports: list[dict[str, Any]]) -> str:
     silent = [f"{r['env']}: {', '.join(r['silent_rules'])}" for r in reports if r["silent_rules"]]
     if silent:
         out += ["", "Rules that never fired: " + "; ".join(silent) + "."]
+    out += ["", "False positives of `sentry` (all rules), by what was injected within the window (detected <- "
+            "injected):", ""]
+    out += [f"- {r['env']}: " + (", ".join(f"{k} {n}" for k, n in r["false_positives_near"].items()) or "none")
+            for r in reports]
     sampled = [r for r in reports if r["sample"]]
     if sampled:
         out += ["", "Sampled steps (no validity detection; about half with an injected failure at or shortly before "

@@ -16,8 +16,8 @@ The matching rule, with a window of `window` steps (default 3):
   `planning_stall` and `repetition_or_looping`, both `progress`).
 
 precision = true-positive detections / detections; recall = detected injections / injections;
-F1 their harmonic mean. Undefined values (no detections, no injections) are None and left
-out of the macro averages.
+F1 their harmonic mean (0 for a label injected but never detected). Undefined values (precision
+without detections, recall and F1 without injections) are None and left out of the macro averages.
 """
 
 from __future__ import annotations
@@ -72,11 +72,13 @@ class LabelScore:
 
     @property
     def f1(self) -> float | None:
-        """The harmonic mean of precision and recall (None when either is undefined, 0 when both are 0)."""
+        """The harmonic mean of precision and recall: None without injections, 0 when nothing was detected."""
         p, r = self.precision, self.recall
-        if p is None or r is None:
+        if r is None:
             return None
-        return 2 * p * r / (p + r) if p + r else 0.0
+        if p is None or p + r == 0:  # no detections (so recall 0), or both 0
+            return 0.0
+        return 2 * p * r / (p + r)
 
 
 def streaks(records: Iterable[tuple[str, int, str, int]]) -> list[Injection]:
@@ -126,6 +128,21 @@ def score(injections: list[Injection], hits: list[Hit], window: int, matches: Ma
                for i in by_episode.get(hit.episode, ())):
             row.true_positives += 1
     return dict(sorted(rows.items()))
+
+
+def confusions(injections: list[Injection], hits: list[Hit], window: int, matches: Matcher) -> dict[str, int]:
+    """What the false positives were near: {"DETECTED <- INJECTED": count} for each hit and each injected
+    label within the window that does not match it, "DETECTED <- (none)" where nothing was injected nearby."""
+    counts: dict[str, int] = {}
+    for hit in hits:
+        near = {i.label for i in injections
+                if i.episode == hit.episode and i.first <= hit.step and hit.step - window <= i.last}
+        if any(matches(hit.label, label) for label in near):
+            continue
+        for label in sorted(near) or ["(none)"]:
+            key = f"{hit.label} <- {label}"
+            counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 @dataclass
