@@ -104,10 +104,7 @@ def measure_run(host: Host, run_dir: str | Path, *, window: int = DEFAULT_WINDOW
         report["sample"] = {"steps": len(sampled), "with_failure": sum(bool(t.labels) for t in truth),
                             "detectors": {JUDGE: _rows(score_steps(truth, judged, matcher)),
                                           ALL_RULES: _rows(score_steps(truth, rules, matcher))}}
-    try:
-        repaired = traces(run_dir, verify_harness)
-    except TruthError:
-        repaired = []
+    repaired = traces(run_dir, verify_harness, required=False)
     if repaired:
         report["verifier"] = verifier_agreement(repaired, window, matcher)
     return report

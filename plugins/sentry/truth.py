@@ -60,14 +60,17 @@ class EpisodeEvidence:
     hits: list[Hit] = field(default_factory=list)
 
 
-def traces(run_dir: str | Path, harness: str) -> list[EpisodeTrace]:
-    """The episodes `harness` played in `run_dir` (errored ones left out), in record order."""
+def traces(run_dir: str | Path, harness: str, required: bool = True) -> list[EpisodeTrace]:
+    """The episodes `harness` played in `run_dir` (errored ones left out), in record order; with `required`
+    False, none is an empty list rather than a TruthError."""
     try:
         records = load_records(run_dir)
         mine = [r for r in records if r.get("harness") == harness and r.get("status") != "error"]
         paths = [record_trace(run_dir, r) for r in mine]
     except RunDirError as exc:
         raise TruthError(str(exc)) from None
+    if not paths and not required:
+        return []
     if not paths:
         harnesses = sorted({str(r.get("harness")) for r in records})
         raise TruthError(f"{run_dir}: no finished episode of harness {harness!r}; the run has: "
