@@ -140,3 +140,26 @@ def test_random_agent_picks_admissible_actions_only():
 def test_expert_needs_an_expert_plan():
     result = play(tiny_env(expert=False), ExpertAgent(), task="tiny-3", strict=False)
     assert result.result.status == "error" and "expert plan" in result.result.error
+
+
+def test_noisy_records_each_injected_failure_in_its_proposal():
+    """Ground truth for measurements (`Proposal.injected`, written into the trace): on failure actions only."""
+    labels = {label for _, label in FAILURE_LABELS.values()}
+    injected = 0
+    for task in TASKS[:10]:
+        result = play(tiny_env(), NoisyAgent(**ZERO | {"invalid": 0.1, "repeat": 0.1, "stall": 0.1, "stop": 0.05}),
+                      task=task, max_steps=30)
+        streaks = []
+        for proposal in result.of("proposal"):
+            mark = proposal.get("injected")
+            if proposal["thought"].startswith("Next step of the plan"):
+                assert mark is None
+            if mark is None:
+                continue
+            injected += 1
+            assert mark["label"] in labels and FAILURE_LABELS[mark["mode"]] == (mark["failure_type"], mark["label"])
+            if mark["mode"] == "invalid":
+                assert proposal["action"] not in proposal["admissible_actions"]
+            streaks.append(mark["streak"])
+        assert streaks == sorted(streaks) and all(s >= 1 for s in streaks)
+    assert injected > 10

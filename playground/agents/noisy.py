@@ -23,6 +23,13 @@ How a failure looks depends on the env, and the agent knows no env by name:
   stalls with "look"-kind actions and drifts to actions on unrelated objects (never
   "look" or "consume" ones, which could end the game).
 
+Every failure action it proposes carries its ground truth in `Proposal.injected`:
+`{"mode", "failure_type", "label", "streak"}`, where `streak` numbers the episode's
+failures from 1 (all the actions of one streak share it). The loop writes it into the
+trace and hides it from every plugin; measurements read it from the trace
+(`scripts/bench_detectors.py`). A drift with nothing unrelated to drift to falls back to an
+action that changes nothing, and is recorded as the stall it is.
+
 It is an instrument, not a model of any LLM: figures obtained with it say whether the
 machinery works, never how well an LLM agent would do.
 """
@@ -30,6 +37,7 @@ machinery works, never how well an LLM agent would do.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 from playground.agents.base import expert_action, parse_options
@@ -79,6 +87,7 @@ class NoisyAgent:
         self.loop_action = ""
         self.last_search = ""
         self.variant_label = ""  # the env's label for the failure being made, where it gives one
+        self.streak = 0  # how many failures the episode has started: the id of the current one
         self.env: Any = None
 
     def bind_env(self, env: Any) -> None:
@@ -88,7 +97,7 @@ class NoisyAgent:
     def reset(self, task_id: str, seed: int) -> None:
         self.rng = random.Random(f"noisy:{seed}:{task_id}")
         self.mode, self.remaining, self.loop_action, self.last_search = None, 0, "", ""
-        self.variant_label = ""
+        self.variant_label, self.streak = "", 0
 
     @property
     def failure(self) -> tuple[str, str] | None:
@@ -142,6 +151,7 @@ class NoisyAgent:
         for mode in FAILURE_LABELS:
             if self.rng.random() < self.options[mode]:
                 self.mode = mode
+                self.streak += 1
                 self.remaining = 1 if mode in SINGLE_STEP_MODES else self.rng.randint(
                     int(self.options["min_streak"]), int(self.options["max_streak"]))
                 return
@@ -152,38 +162,49 @@ class NoisyAgent:
         return Proposal(thought=f"{why}: {planned}.", action=planned)
 
     def _failure_action(self, mode: str, view: AgentView, planned: str | None) -> Proposal:
-        """The action of a failure mode, with a thought that believes in it (no mismatch)."""
+        """The action of a failure mode, with a thought that believes in it (no mismatch), and its ground
+        truth in `injected`; the planned action where the failure cannot be made here."""
+        made = self._make_failure(mode, view, planned)
+        if made is None:  # a failure this page offers no action for is not made here
+            return self._on_plan(planned, "Next step of the plan")
+        proposal, made_mode = made
+        failure_type, label = FAILURE_LABELS[made_mode]
+        injected = {"mode": made_mode, "failure_type": failure_type,
+                    "label": self.variant_label or label, "streak": self.streak}
+        return replace(proposal, injected=injected)
+
+    def _make_failure(self, mode: str, view: AgentView, planned: str | None) -> tuple[Proposal, str] | None:
+        """(the failure action, the mode it really is), or None where this page offers no such action."""
         variant = self._variants().get(mode)
         if variant:  # the env says what this failure looks like here (e.g. code cells)
             self.variant_label = variant.get("label", "")
-            return Proposal(thought=f"I will run this ({mode}).", action=variant["action"])
+            return Proposal(thought=f"I will run this ({mode}).", action=variant["action"]), mode
         kinds = dict(view.extras.get("action_kinds") or {})
         if view.extras.get("action_format") == "web" and mode in ("repeat", "stall", "drift", "stop"):
             proposal = self._kind_failure(mode, kinds, planned)
-            # a failure this page offers no action for is not made here
-            return proposal or self._on_plan(planned, "Next step of the plan")
+            return (proposal, mode) if proposal is not None else None
         target = planned or "the goal"
         admissible = sorted(a for a in view.admissible_actions or () if not is_template(a))
         idle = [a for a in admissible if kinds.get(a) in IDLE_KINDS]
         if mode == "invalid":
             action = _misspell(planned or "look", self.rng)
-            return Proposal(thought=f"I will {action}.", action=action)
+            return Proposal(thought=f"I will {action}.", action=action), mode
         if mode == "malformed":
-            return Proposal(thought=f"I will {target}.", action=f"Action: {target} >> now!!")
+            return Proposal(thought=f"I will {target}.", action=f"Action: {target} >> now!!"), mode
         if mode == "stop":
-            return Proposal(thought="I think the task is done.", action="", finish=True)
+            return Proposal(thought="I think the task is done.", action="", finish=True), mode
         if mode == "repeat":
             if not self.loop_action:
                 self.loop_action = self.rng.choice(idle or ["look"])
-            return Proposal(thought=f"I should {self.loop_action} to be sure.", action=self.loop_action)
+            return Proposal(thought=f"I should {self.loop_action} to be sure.", action=self.loop_action), mode
         if mode == "drift":
             drift = [a for a in admissible if a != planned and kinds.get(a) not in IDLE_KINDS + UNSAFE_KINDS
                      and not _shares_object(a, planned, view.goal)]
             if drift:
                 action = self.rng.choice(drift)
-                return Proposal(thought=f"I will {action}.", action=action)
-        action = self.rng.choice(idle or ["look"])
-        return Proposal(thought=f"Let me {action} first.", action=action)
+                return Proposal(thought=f"I will {action}.", action=action), mode
+        action = self.rng.choice(idle or ["look"])  # a stall (and a drift with nothing to drift to)
+        return Proposal(thought=f"Let me {action} first.", action=action), "stall"
 
     def _variants(self) -> dict:
         """The bound env's failure variants now (`TextEnv.failure_variants`), or {}."""

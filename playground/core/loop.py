@@ -356,7 +356,9 @@ def _decide(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, 
                           "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
                           "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
                           "seconds": seconds, **recorder.fields(view, proposal), **narrowed,
-                          **({"schema_problems": [to_dict(p) for p in problems]} if problems is not None else {})})
+                          **({"schema_problems": [to_dict(p) for p in problems]} if problems is not None else {}),
+                          **({"injected": to_dict(proposal.injected)} if proposal.injected is not None else {})})
+        proposal = replace(proposal, injected=None)  # ground truth for measurement only: never shown to a plugin
         context = replace(context, attempt=attempt, schema_problems=problems)
         detections = hooks.collect("detect_failures", context=context, proposal=proposal)
         for detection in detections:

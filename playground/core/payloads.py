@@ -173,9 +173,13 @@ class Proposal:
     # The chat messages ({"role", "content"}) a model was shown, for agents that prompt one; traces keep
     # each distinct text once per episode (event `prompt`) and the proposal refers to it by hash.
     prompt: tuple[Mapping[str, str], ...] = ()
+    # Ground truth from a failure-injection instrument (e.g. {"mode", "failure_type", "label", "streak"} for the
+    # failure this proposal makes), for measurement only: the loop writes it into the trace's proposal event and
+    # removes it before any plugin sees the proposal, so no detector can read it.
+    injected: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        _freeze_fields(self, "prompt")
+        _freeze_fields(self, "prompt", "injected")
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from playground.agents.base import bind_env
+from playground.core.env import kind_of
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.errors import PlaygroundError
 from playground.core.loop import EpisodeConfig, run_episode
-from playground.core.payloads import AgentView, Proposal, Turn
+from playground.core.payloads import AgentView, EpisodeIds, Proposal, StepContext, Turn
 from playground.core.view_record import resolve_view
 from playground.host.manager import Host
 from playground.run.files import confined, safe_file_name
@@ -224,6 +225,53 @@ def rebuild(host: Host, episode: EpisodeTrace, position: int, *, expert: bool = 
         env.close()
         raise
     return env, observation, info
+
+
+def replay_contexts(host: Host, episode: EpisodeTrace, *, expert: bool = False) -> list[StepContext]:
+    """The `StepContext` the loop built before each action on the surviving path, and before the tail
+    (proposals with no action, e.g. a stop) where there is one, rebuilt in one replay from reset.
+
+    Each context carries what the loop handed the plugins: the env's admissible actions, action kinds,
+    open choices and action format, and the history so far. Every rebuilt observation must equal the
+    recorded one (`ForkError` otherwise, as in `rebuild`).
+    """
+    header = episode.header
+    _require(header, episode.path, "env", "task_set", "task_id", "seed")
+    try:
+        provider = host.envs.get(header["env"]).provider
+    except KeyError as exc:
+        raise ForkError(f"{episode.path}: {exc.args[0]}") from None
+    ids = EpisodeIds(str(header.get("run_id", "")), str(header.get("episode_id", "")), str(header["env"]),
+                     str(header["task_id"]), str(header.get("harness", "")), str(header["task_set"]))
+    env = provider.make(header["task_set"], expert=expert)
+    contexts: list[StepContext] = []
+    try:
+        observation, info = env.reset(seed=int(header["seed"]), options={"task": header["task_id"]})
+        if observation != episode.reset.get("observation"):
+            raise ForkError(_differs(episode.path, "reset", episode.reset.get("observation"), observation))
+        goal = str(info.get("goal", ""))
+        history: list[Turn] = []
+        for recorded in [*episode.steps, *([episode.tail] if episode.tail is not None else [])]:
+            listed = info.get("admissible_actions")
+            admissible = tuple(listed) if listed is not None else None
+            context = StepContext(ids, recorded.step, goal, observation, admissible,
+                                  tuple(history), info.get("score"), info.get("max_score"),
+                                  action_kinds=dict(info.get("action_kinds") or {}),
+                                  open_choices=tuple(info.get("open_choices") or ()),
+                                  action_format=str(info.get("action_format") or "command"))
+            contexts.append(context)
+            if recorded is episode.tail:
+                break
+            observation, reward, _, _, info = env.step(recorded.action)
+            if observation != recorded.observation:
+                raise ForkError(_differs(episode.path, f"action {recorded.position} ({recorded.action!r})",
+                                         recorded.observation, observation))
+            history.append(Turn(recorded.step, recorded.thought, recorded.action, observation, recorded.valid,
+                                float(reward), info.get("score"), kind_of(recorded.action, context.action_kinds),
+                                info.get("failure")))
+    finally:
+        env.close()
+    return contexts
 
 
 def _differs(path: Path, where: str, recorded: Any, rebuilt: Any) -> str:

@@ -15,6 +15,8 @@ the observation text, which the agent reads too.
   action and the env's schema, like the admissible list: never from a grade).
 - `BlindOutcome`: the view before a step, the action sent (or the stop), and what came
   back: the observation, whether the action was valid, the admissible actions after it.
+- `blind_proposal`: the proposal's thought, action and finish flag; never the ground truth a
+  failure-injection instrument records (`Proposal.injected`, which the loop already removes).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from playground.core.payloads import SchemaProblem, StepContext, StepOutcome, Turn
+from playground.core.payloads import Proposal, SchemaProblem, StepContext, StepOutcome, Turn
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,11 @@ def blind_view(context: StepContext | BlindView) -> BlindView:
                      tuple(blind_turn(t) for t in context.history), context.attempt,
                      MappingProxyType(dict(context.action_kinds)), tuple(context.open_choices), context.action_format,
                      context.schema_problems)
+
+
+def blind_proposal(proposal: Proposal) -> Proposal:
+    """A proposal reduced to its thought, action and finish flag: no injected ground truth, no prompt."""
+    return Proposal(proposal.thought, proposal.action, proposal.finish)
 
 
 def blind_outcome(outcome: StepOutcome) -> BlindOutcome:

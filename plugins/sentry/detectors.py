@@ -317,14 +317,29 @@ def run_detectors(context: BlindView | StepContext, proposal: Proposal, window_s
     A `StepContext` is first reduced to its `BlindView`, so no rule can read a reward or a
     score. `first_observation` is the observation after reset (the state before the first action).
     """
+    return [d for _, d in named_detections(context, proposal, window_size, screen, first_observation)]
+
+
+def detector_name(detector: Detector) -> str:
+    """A rule's short name: its function's name without `detect_` (e.g. "repetition")."""
+    return detector.__name__.removeprefix("detect_")
+
+
+def named_detections(context: BlindView | StepContext, proposal: Proposal, window_size: int, screen: bool = True,
+                     first_observation: str = "") -> list[tuple[str, Detection]]:
+    """`run_detectors`, with each detection paired with the name of the rule that made it (`detector_name`)."""
     context = blind_view(context)
     window = make_window(context, window_size, first_observation)
     schema = detect_schema_problems(context, proposal, window)
     if schema is not None:  # the env's own schema check: whatever the format, nothing else matters first
-        return [schema]
+        return [(detector_name(detect_schema_problems), schema)]
+
+    def fire(detectors: tuple[Detector, ...]) -> list[tuple[str, Detection]]:
+        return [(detector_name(f), d) for f in detectors if (d := f(context, proposal, window))]
+
     if context.action_format == "code":  # programs: only the progress rules apply (repeats, stops)
-        return [d for d in (f(context, proposal, window) for f in PROGRESS_DETECTORS) if d] if screen else []
-    invalid = [d for d in (f(context, proposal, window) for f in VALIDITY_DETECTORS) if d]
+        return fire(PROGRESS_DETECTORS) if screen else []
+    invalid = fire(VALIDITY_DETECTORS)
     if invalid or not screen:
         return invalid
-    return [d for d in (f(context, proposal, window) for f in PROGRESS_DETECTORS + GROUNDING_DETECTORS) if d]
+    return fire(PROGRESS_DETECTORS + GROUNDING_DETECTORS)

@@ -41,7 +41,7 @@ from playground.core.payloads import (
     StepOutcome,
     Verification,
 )
-from playground.plugins.sentry.blind import BlindView, blind_outcome, blind_view
+from playground.plugins.sentry.blind import BlindView, blind_outcome, blind_proposal, blind_view
 from playground.plugins.sentry.detectors import DETECTOR, make_window, run_detectors
 from playground.plugins.sentry.lessons import summarise
 from playground.plugins.sentry.repair import fresh_actions, hard_repair_message, rank_actions, soft_repair_message
@@ -202,7 +202,7 @@ class SentryPlugin:
 
     @hookimpl
     def detect_failures(self, context: StepContext, proposal: Proposal):
-        view = blind_view(context)
+        view, proposal = blind_view(context), blind_proposal(proposal)
         rules = self.p["screen"] and self.p["detector"] in ("rules", "both")
         found = run_detectors(view, proposal, int(self.p["window"]), screen=bool(rules),
                               first_observation=self.first_observation)
@@ -215,7 +215,7 @@ class SentryPlugin:
 
     @hookimpl
     def decide_intervention(self, context: StepContext, proposal: Proposal, detections):
-        view = blind_view(context)
+        view, proposal = blind_view(context), blind_proposal(proposal)
         if view.attempt == 0:
             self.verifier.note_detections(view.step, [d for d in detections if d.detector in OWN_DETECTORS])
         invalid = [d for d in detections if d.failure_type == "action_validity"]
