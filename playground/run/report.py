@@ -10,6 +10,8 @@ import math
 from collections import Counter
 from typing import Any, Iterable
 
+from playground.run.trials import trial_fields
+
 
 class EpisodeTally:
     """Counts what one episode's events show (fed event by event, as they are written)."""
@@ -94,6 +96,7 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "errors": sum(1 for r in records if r.get("status") == "error"),
         "statuses": dict(sorted(Counter(r.get("status", "?") for r in records).items())),
         **_cascade_fields(records),
+        **trial_fields(records),
     }
 
 
@@ -136,7 +139,7 @@ def _mean_score(records: list[dict]) -> float | None:
 def summarise_run(env: str, agent: str, harnesses: list[str], records: Iterable[dict]) -> dict[str, Any]:
     """Return the summary.json contract: env, agent, task count and one entry per harness."""
     by_harness: dict[str, list[dict]] = {h: [] for h in harnesses}
-    tasks: set[str] = set()
+    tasks: set[str] = set()  # distinct tasks: a task played in several trials counts once
     for record in records:
         by_harness.setdefault(record["harness"], []).append(record)
         tasks.add(record["task_id"])
@@ -163,11 +166,14 @@ TABLE_COLUMNS = [
     ("resolved", "resolved_share"),
     ("lessons", "lessons_added"),
     ("errors", "errors"),
+    ("pass^k", "pass_k"),
+    ("flip", "flip_rate"),
+    ("noise", "noise_floor"),
 ]
 # Columns shown only when some harness has a value (the env reports a score; it checks actions against a
-# schema; a verifier judged a recovery).
-OPTIONAL_COLUMNS = {"mean_score", "resolved_share", "schema_invalid_per_episode"}
-PERCENT_COLUMNS = {"success_rate", "mean_score", "resolved_share"}
+# schema; a verifier judged a recovery; tasks were played in several trials).
+OPTIONAL_COLUMNS = {"mean_score", "resolved_share", "schema_invalid_per_episode", "pass_k", "flip_rate", "noise_floor"}
+PERCENT_COLUMNS = {"success_rate", "mean_score", "resolved_share", "flip_rate", "noise_floor"}
 LEGEND = {
     "success": "share of episodes won",
     "95% CI": "Wilson interval of the success rate",
@@ -181,6 +187,9 @@ LEGEND = {
     "resolved": "verified / (verified + unresolved) repairs",
     "lessons": "lessons added to the playbook",
     "errors": "episodes ended by an error",
+    "pass^k": "chance that all k trials of a task succeed (k = the number of trials; --trials)",
+    "flip": "mean flip rate: share of a task's pairs of trials with different outcomes",
+    "noise": "noise floor: success difference two identical configurations show (95%, from half-split trials)",
 }
 
 
@@ -196,6 +205,9 @@ def format_table(summary: dict[str, Any], legend: bool = True) -> str:
             value = name if key is None else h.get(key)
             if value is None:
                 value = "-"
+            elif key == "pass_k":
+                k, last = max(value.items(), key=lambda item: int(item[0]))
+                value = f"{last:.0%} (k={k})"
             elif key in PERCENT_COLUMNS:
                 value = f"{value:.0%}"
             elif isinstance(value, float):
