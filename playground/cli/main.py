@@ -11,6 +11,8 @@ import click
 
 from playground.cli.compare import compare_command
 from playground.cli.fork import fork_command
+from playground.cli.report import report_command
+from playground.cli.view import view_command
 from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.core.errors import PlaygroundError
 from playground.host.manager import get_host
@@ -185,6 +187,8 @@ def new_plugin_command(name: str, parent: str, kind: str) -> None:
 
 cli.add_command(compare_command)
 cli.add_command(fork_command)
+cli.add_command(report_command)
+cli.add_command(view_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,8 +37,8 @@ QUARANTINE = "episodes.quarantine.jsonl"
 # Fields every episode record has, and the types of the optional ones the reports read.
 RECORD_TEXT_FIELDS = ("key", "harness", "task_id", "status")
 RECORD_NUMBER_FIELDS = ("steps", "invalid_actions", "detected_failures", "verified_recoveries",
-                        "unresolved_recoveries", "lessons_added", "prompt_tokens", "completion_tokens", "seconds",
-                        "cost")
+                        "unresolved_recoveries", "lessons_added", "lessons_retrieved", "lessons_helped",
+                        "prompt_tokens", "completion_tokens", "seconds", "cost")
 
 # Config keys that must match for a directory to be resumed; harnesses may be added.
 IDENTITY_KEYS = ("env", "task_set", "split", "tasks", "agent", "agent_options", "seed", "max_steps", "params")
@@ -212,6 +212,11 @@ def record_problem(record: Any) -> str | None:
     if not isinstance(interventions, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in interventions.values()):
         return "'interventions' must be an object of counts"
+    failures = record.get("failures", {})
+    if not isinstance(failures, dict) or not all(
+            isinstance(counts, dict) and all(isinstance(v, int) and not isinstance(v, bool) for v in counts.values())
+            for counts in failures.values()):
+        return "'failures' must be an object of objects of counts"
     if "attempts" in record and not isinstance(record["attempts"], list):
         return "'attempts' must be a list"
     if "trial" in record and (isinstance(record["trial"], bool) or not isinstance(record["trial"], int)

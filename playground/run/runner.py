@@ -31,7 +31,7 @@ from playground.processes import die_with_parent
 from playground.run.costs import attempt_cost
 from playground.run.files import confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
-from playground.run.report import EpisodeTally, summarise_run
+from playground.run.report import EpisodeTally, merge_failures, summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
 from playground.run.traces import TraceWriter
 
@@ -439,6 +439,7 @@ def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
     for key in ["steps", "seconds", "cost", *counters]:  # every tally counter, so new ones add up too
         merged[key] = sum(a.get(key) or 0 for a in attempts)
     merged["interventions"] = dict(sum((Counter(a["interventions"]) for a in attempts), Counter()))
+    merged["failures"] = merge_failures(attempts)
     merged["trace"] = attempts[0]["trace"]
     merged["verifier"] = spec.verifier
     merged["attempts"] = [{"interventions": list(names), "won": a["won"], "status": a["status"], "steps": a["steps"],
