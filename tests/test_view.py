@@ -48,15 +48,32 @@ def test_filters_select_by_harness_status_task_and_label(run_dir):
 def test_the_list_shows_a_page_and_how_to_see_more(run_dir):
     records = load_records(run_dir)
     screen = console()
-    render_list(screen, records, len(records), offset=0, limit=5)
+    render_list(screen, records[:5], len(records), len(records), offset=0)
     text = screen.export_text()
     assert f"{len(records)} of {len(records)} episodes" in text
     assert all(r["key"] in text for r in records[:5]) and records[5]["key"] not in text
-    assert "--offset 5 for more" in text
+    assert "--offset 5 for more" in text and "showing 1-5" in text
     screen = console()
-    render_list(screen, records, len(records), offset=10, limit=50)
-    assert records[10]["key"] in text or records[10]["key"] in screen.export_text()
-    assert "for more" not in screen.export_text()
+    render_list(screen, records[10:], len(records), len(records), offset=10)
+    text = screen.export_text()
+    assert records[10]["key"] in text and records[9]["key"] not in text and "for more" not in text
+
+
+def test_the_unfiltered_list_parses_only_its_page(run_dir, tmp_path):
+    from playground.cli.view import read_page
+
+    records = load_records(run_dir)
+    page, total = read_page(run_dir, 3, 4)
+    assert total == len(records) and page == records[3:7]
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    lines = (run_dir / "episodes.jsonl").read_text().splitlines()
+    (damaged / "episodes.jsonl").write_text("\n".join(lines[:2] + ["{not json"] + lines[3:]) + "\n")
+    assert read_page(damaged, 3, 4)[0] == records[3:7]  # the bad line is not on this page
+    from playground.run.rundir import RunDirError
+
+    with pytest.raises(RunDirError, match=r"episodes.jsonl:3: not valid JSON"):
+        read_page(damaged, 0, 5)
 
 
 def test_one_episode_is_shown_step_by_step(run_dir):
@@ -107,7 +124,10 @@ def test_find_episode_by_key_episode_id_or_unique_task(run_dir):
 def test_the_command_lists_and_shows(capsys, run_dir):
     code, out, err = cli(capsys, "view", str(run_dir), "--harness", "sentry", "--limit", "3")
     assert code == 0, err
-    assert "sentry/tiny-20000" in out and "base/" not in out
+    assert "sentry/tiny-20000" in out and "base/" not in out and "8 of 16 episodes" in out
+    code, out, err = cli(capsys, "view", str(run_dir), "--limit", "3", "--offset", "2")
+    assert code == 0, err
+    assert "16 of 16 episodes" in out and "showing 3-5; --offset 5 for more" in out
     code, out, err = cli(capsys, "view", str(run_dir), "--episode", "sentry/tiny-20001")
     assert code == 0, err
     assert "propose" in out and "sentry/tiny-20001" in out

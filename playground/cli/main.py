@@ -194,7 +194,10 @@ cli.add_command(view_command)
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one line and exit with code 2."""
     try:
-        get_host().add_commands(cli)
+        args = sys.argv[1:] if argv is None else argv
+        command = next((arg for arg in args if not arg.startswith("-")), None)
+        if command not in cli.commands:  # a plugin's command, or a listing: load the plugins' commands first
+            get_host().add_commands(cli)
         cli.main(args=argv, prog_name="playground", standalone_mode=False)
         return 0
     except click.exceptions.Exit as exc:

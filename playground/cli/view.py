@@ -10,6 +10,7 @@ stored, each kind in its own colour.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -22,7 +23,7 @@ from rich.text import Text
 
 from playground.cli.options import CLIError
 from playground.run.report import complete_record
-from playground.run.rundir import load_records, record_trace
+from playground.run.rundir import RunDirError, describe_problems, load_records, record_problem, record_trace
 from playground.run.traces import read_trace
 
 STATUS_STYLE = {"won": "bold green", "lost": "red", "error": "bold red", "truncated": "yellow", "stopped": "magenta"}
@@ -56,12 +57,12 @@ def select(records: Iterable[dict], run_path: Path, harness: str | None = None, 
     return out
 
 
-def render_list(console: Console, records: Sequence[dict], total: int, offset: int = 0, limit: int = 50,
+def render_list(console: Console, page: Sequence[dict], matching: int, total: int, offset: int = 0,
                 run_path: Path | None = None) -> None:
-    """Print one page of episodes as a table, and how to see more. With `run_path`, the page's records written
-    before episodes carried their failures get them from their traces."""
-    page = [complete_record(run_path, r) if run_path is not None else r for r in records[offset:offset + limit]]
-    table = Table(title=f"{len(records)} of {total} episodes", title_justify="left", header_style="bold")
+    """Print one page of episodes (the `matching` ones from number `offset`) as a table, and how to see more. With
+    `run_path`, the page's records written before episodes carried their failures get them from their traces."""
+    page = [complete_record(run_path, r) if run_path is not None else r for r in page]
+    table = Table(title=f"{matching} of {total} episodes", title_justify="left", header_style="bold")
     table.add_column("#", justify="right")
     table.add_column("episode", no_wrap=True, min_width=12)
     for column in ("status", "steps", "tokens", "detected", "verified", "lessons"):
@@ -76,7 +77,7 @@ def render_list(console: Console, records: Sequence[dict], total: int, offset: i
                       str(r.get("verified_recoveries", 0)), str(r.get("lessons_added", 0)), ", ".join(labels))
     console.print(table)
     shown_to = offset + len(page)
-    more = f"; --offset {shown_to} for more" if shown_to < len(records) else ""
+    more = f"; --offset {shown_to} for more" if shown_to < matching else ""
     console.print(Text(f"showing {offset + 1 if page else 0}-{shown_to}{more}; --episode KEY shows one step by step",
                        style="dim"))
 
@@ -213,10 +214,37 @@ def view_command(run_dir: str, episode: str | None, harness: str | None, status:
                  task: str | None, limit: int, offset: int, full: bool) -> None:
     """Browse a run directory: list its episodes (filtered), or show one step by step."""
     path = Path(run_dir)
+    console = Console(highlight=False)
+    if episode is None and harness is None and status is None and label is None and task is None:
+        page, total = read_page(path, offset, limit)  # no filter: parse only the page shown
+        render_list(console, page, total, total, offset, path)
+        return
     records = load_records(path)
     chosen = select(records, path, harness, status, label, task)
-    console = Console(highlight=False)
     if episode is None:
-        render_list(console, chosen, len(records), offset, limit, path)
+        render_list(console, chosen[offset:offset + limit], len(chosen), len(records), offset, path)
         return
     render_episode(console, path, find_episode(chosen, episode), full)
+
+
+def read_page(run_path: Path, offset: int, limit: int) -> tuple[list[dict], int]:
+    """The records of episodes.jsonl from `offset` (at most `limit`), and how many records it holds; only the page's
+    lines are parsed (RunDirError names a bad one and how to recover)."""
+    path = run_path / "episodes.jsonl"
+    if not path.is_file():
+        raise RunDirError(f"no episodes.jsonl in {str(run_path)!r}: not a run directory")
+    lines = [(number, raw) for number, raw in enumerate(path.read_bytes().split(b"\n")[:-1], start=1) if raw.strip()]
+    page, problems = [], []
+    for number, raw in lines[offset:offset + limit]:
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            problem = record_problem(record)
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON
+            record, problem = None, f"not valid JSON ({exc})"
+        if problem:
+            problems.append((number, problem, raw))
+        else:
+            page.append(record)
+    if problems:
+        raise RunDirError(describe_problems(path, problems, repairable=False))
+    return page, len(lines)
