@@ -161,3 +161,30 @@ def test_a_model_backed_agent_exposes_its_weights_file(tmp_path):
 
     assert LLMAgent(FromFile()).model_file == str(tmp_path / "model.gguf")
     assert LLMAgent(OverHTTP()).model_file is None
+
+
+def test_a_playbook_is_hashed_by_content_and_left_untouched(tmp_path):
+    import sqlite3
+
+    book = tmp_path / "book.sqlite"
+    db = sqlite3.connect(book)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE lessons (id INTEGER PRIMARY KEY, text TEXT)")
+    db.executemany("INSERT INTO lessons (text) VALUES (?)", [("a" * 500,)] * 50 + [("keep",)])
+    db.commit()
+    db.execute("DELETE FROM lessons WHERE text != 'keep'")
+    db.commit()
+    db.close()
+    first = playbook_hash(book)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book.sqlite"]  # no -wal or -shm left beside it
+    size = book.stat().st_size
+    db = sqlite3.connect(book)
+    db.execute("VACUUM")  # another page layout, the same content
+    db.close()
+    assert book.stat().st_size < size and playbook_hash(book) == first
+    db = sqlite3.connect(book)
+    db.execute("INSERT INTO lessons (text) VALUES ('new')")
+    db.commit()
+    db.close()
+    assert playbook_hash(book) != first
+    assert playbook_hash(tmp_path / "none.sqlite") is None

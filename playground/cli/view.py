@@ -121,7 +121,7 @@ def render_events(console: Console, events: Sequence[dict], full: bool = False) 
         elif kind == "proposal":
             action = str(event.get("action") or ("finish" if event.get("finish") else ""))
             line = Text.assemble((f"step {event.get('step')}", "bold"),
-                                 (f" · attempt {event.get('attempt')}" if event.get("attempt") else "", "dim"),
+                                 (f" · re-ask {event.get('attempt')}" if event.get("attempt") else "", "dim"),
                                  "  propose ", (action, "bold cyan"))
             if event.get("prompt_tokens") or event.get("completion_tokens"):
                 line.append(f"  ({event.get('prompt_tokens', 0)}+{event.get('completion_tokens', 0)} tokens)", "dim")

@@ -114,7 +114,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path) -> str:
         ("Tokens per episode", _tokens_section(series)),
         ("Episodes", _episodes_section(series, out_dir)),
     ]
-    body = "".join(f'<section id="{_anchor(title)}"><h2>{escape(title)}</h2>{html}</section>'
+    body = "".join(f'<section id="{_anchor(title)}"><h2>{escape(title)}</h2><div class="wide">{html}</div></section>'
                    for title, html in sections)
     nav = " · ".join(f'<a href="#{_anchor(title)}">{escape(title)}</a>' for title, _ in sections)
     title = "playground report: " + ", ".join(run.label for run in runs)
@@ -333,7 +333,7 @@ th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 .swatch{display:inline-block;width:10px;height:10px;margin-right:5px;border-radius:2px}
 .legend{font-size:12px;margin:4px 0 12px}.key{margin-right:14px;white-space:nowrap}
 .chart{display:block;margin:8px 0}.status.won{color:#1a7f37;font-weight:600}.status.error{color:#c00}
-#filter{width:420px;padding:4px;margin:6px 0}
+#filter{width:420px;padding:4px;margin:6px 0}.wide{overflow-x:auto}
 """
 SCRIPT = """
 const box=document.getElementById('filter');

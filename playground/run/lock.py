@@ -66,7 +66,10 @@ def playbook_hash(path: str | Path) -> str | None:
         is_sqlite = handle.read(16) == b"SQLite format 3\x00"
     if is_sqlite:
         try:
-            db = sqlite3.connect(file.resolve().as_uri() + "?mode=ro", uri=True)
+            wal = file.with_name(file.name + "-wal")
+            # no pending write-ahead log: read the file as it is, creating no -wal/-shm side files beside it
+            mode = "mode=ro" if wal.is_file() and wal.stat().st_size else "immutable=1"
+            db = sqlite3.connect(file.resolve().as_uri() + "?" + mode, uri=True)
             try:
                 digest = hashlib.sha256()
                 for statement in db.iterdump():

@@ -185,12 +185,17 @@ def scatter(points: Sequence[tuple[str, float, float, float | None, float | None
     xs = [p[1] for p in points]
     frame = _Frame(width, height, (0.0, max(xs) * 1.1 or 1.0), (0.0, 1.0), top=28, right=120)
     parts = frame.axes(x_label, y_label, y_format=lambda v: f"{v:.0%}")
+    placed: list[tuple[float, float]] = []
     for name, x, y, low, high, fill in points:
         cx, cy = frame.x(x), frame.y(y)
+        label_y = cy - 6
+        while any(abs(label_y - py) < 12 and abs(cx - px) < 7 * len(name) for px, py in placed):
+            label_y -= 12  # keep labels of nearby points apart
+        placed.append((cx, label_y))
         if low is not None and high is not None:
             parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{frame.y(low):.1f}" y2="{frame.y(high):.1f}" '
                          f'stroke="{fill}" stroke-width="1.5"/>')
         parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="{fill}"><title>{escape(name)}: '
                      f'{y:.0%} success at {escape(_label(x))}</title></circle>')
-        parts.append(f'<text x="{cx + 8:.1f}" y="{cy - 6:.1f}" {FONT}>{escape(name)}</text>')
+        parts.append(f'<text x="{cx + 8:.1f}" y="{label_y:.1f}" {FONT}>{escape(name)}</text>')
     return _svg(width, height, parts, y_label)

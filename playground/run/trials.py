@@ -34,10 +34,11 @@ def trial_of(record: Mapping[str, Any]) -> int:
 
 
 def outcomes_by_task(records: Iterable[Mapping[str, Any]]) -> dict[str, list[bool]]:
-    """Each task's outcomes (won or not), in trial order."""
+    """Each task's outcomes (won or not), in trial order (records without a task id are left out)."""
     by_task: dict[str, list[tuple[int, bool]]] = {}
     for record in records:
-        by_task.setdefault(str(record["task_id"]), []).append((trial_of(record), bool(record.get("won"))))
+        if record.get("task_id") is not None:
+            by_task.setdefault(str(record["task_id"]), []).append((trial_of(record), bool(record.get("won"))))
     return {task: [won for _, won in sorted(pairs)] for task, pairs in by_task.items()}
 
 
