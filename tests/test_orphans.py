@@ -41,7 +41,8 @@ from playground.agents.base import ExpertAgent
 
 class SlowExpert(ExpertAgent):
     def reset(self, task_id, seed):
-        print(f"agent-reset pid={os.getpid()}", file=sys.stderr, flush=True)
+        sys.stderr.write(f"agent-reset pid={os.getpid()}\\n")  # one write: two workers' lines never interleave
+        sys.stderr.flush()
         return super().reset(task_id, seed)
 
     def propose(self, view):

@@ -103,3 +103,7 @@ class FinanceProvider(EnvProvider):
         if chosen.params.get("generated"):
             return header | {"seeds": data.SEEDS_TEXT}
         return header | {"files": dict(chosen.params["files"]), "data_hash": data.data_hash(chosen)}
+
+    def data_files(self, task_set: str) -> dict[str, str]:
+        """The benchmark files behind a file task set (none for a generated one), hashed into a run's lock.json."""
+        return {stem: str(path) for stem, path in (self.task_sets()[task_set].params.get("files") or {}).items()}

@@ -88,6 +88,12 @@ class LLMAgent:
         self.model = model
         self.window, self.max_obs_chars, self.constrained = window, max_obs_chars, constrained
 
+    @property
+    def model_file(self) -> str | None:
+        """The model's weights file, when the model runs from one (a run's lock.json records its SHA-256)."""
+        path = getattr(self.model, "path", None)
+        return str(path) if path is not None else None
+
     def reset(self, task_id: str, seed: int) -> None:
         pass
 

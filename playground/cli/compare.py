@@ -20,7 +20,8 @@ from playground.cli.options import CLIError
 @click.option("--json", "as_json", is_flag=True)
 def compare_command(run_a: str, run_b: str, harness_a: str | None, harness_b: str | None, group_key: str | None,
                     resamples: int, seed: int, as_json: bool) -> None:
-    """Paired per-task comparison of two runs (or two harnesses of one run): bootstrap CIs, McNemar, Holm."""
+    """Paired per-task comparison of two runs (or two harnesses of one run): bootstrap CIs, McNemar, Holm; whether
+    the success difference exceeds the runs' noise floor (with --trials); a warning when their locks differ."""
     from playground.run.stats import ComparisonError, compare, format_comparison, split_by_harness
 
     records_a = _harness_records(run_a, harness_a, split_by_harness)
@@ -31,7 +32,46 @@ def compare_command(run_a: str, run_b: str, harness_a: str | None, harness_b: st
                          group_key=group_key, resamples=resamples, seed=seed)
     except ComparisonError as exc:
         raise CLIError(str(exc)) from None
-    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else format_comparison(result))
+    for line in _lock_warnings(run_a, run_b):
+        click.echo(f"warning: {line}", err=True)
+    noise = noise_verdict(records_a, records_b, result.metric("success").diff, seed)
+    if as_json:
+        click.echo(json.dumps({**result.to_dict(), "noise": noise}, indent=2))
+    else:
+        click.echo(format_comparison(result) + "\n" + noise["text"])
+
+
+def noise_verdict(records_a: list[dict], records_b: list[dict], diff: float, seed: int = 0) -> dict:
+    """Whether a success difference exceeds the noise floor of the runs' repeated trials (the larger of the two)."""
+    from playground.run.trials import noise_floor, outcomes_by_task
+
+    floors = [noise_floor(outcomes_by_task(records), seed=seed) for records in (records_a, records_b)]
+    known = [f["noise_floor"] for f in floors if f is not None]
+    if not known:
+        return {"noise_floor": None, "exceeds": None,
+                "text": "noise floor: unknown (neither run has repeated trials; run with --trials 2 or more)"}
+    floor = max(known)
+    exceeds = abs(diff) > floor
+    return {"noise_floor": floor, "exceeds": exceeds,
+            "text": f"noise floor (success, from half-split trials): {floor:.3f}; the difference {diff:+.3f} "
+                    + ("exceeds it" if exceeds else "is within it: chance alone gives differences this large")}
+
+
+def _lock_warnings(run_a: str, run_b: str) -> list[str]:
+    """What differs between the two runs' lock.json in software, data, tasks or model (nothing when one has none)."""
+    from pathlib import Path
+
+    from playground.run.lock import COMPARE_FIELDS, LOCK_FILE, LockError, lock_differences, read_lock
+
+    paths = [Path(run) / LOCK_FILE for run in (run_a, run_b)]
+    if not all(path.is_file() for path in paths):
+        return [f"no {LOCK_FILE} in {str(path.parent)!r}: cannot check that the runs used the same software "
+                "and data" for path in paths if not path.is_file()]
+    try:
+        lock_a, lock_b = (read_lock(path) for path in paths)
+    except LockError as exc:
+        return [str(exc)]
+    return [f"the runs' locks differ: {line}" for line in lock_differences(lock_a, lock_b, only=COMPARE_FIELDS)]
 
 
 def _harness_records(run_dir: str, harness: str | None, split_by_harness) -> list[dict]:

@@ -11,6 +11,8 @@ import click
 
 from playground.cli.compare import compare_command
 from playground.cli.fork import fork_command
+from playground.cli.report import report_command
+from playground.cli.view import view_command
 from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.core.errors import PlaygroundError
 from playground.host.manager import get_host
@@ -25,11 +27,14 @@ def cli() -> None:
     """playground: run agents on text benchmarks under failure-recovery harnesses."""
 
 
-def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, repair: bool = False) -> dict:
+def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, repair: bool = False,
+                      check_lock: dict | None = None) -> dict:
     """Run `config` with a progress bar on stderr; return the summary."""
-    click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)} "
+    trials = f" trials={config.trials}" if config.trials > 1 else ""
+    click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)}{trials} "
                f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}", err=True)
-    with click.progressbar(length=len(config.tasks) * len(config.harnesses), label="episodes", file=sys.stderr,
+    with click.progressbar(length=len(config.tasks) * len(config.harnesses) * config.trials, label="episodes",
+                           file=sys.stderr,
                            show_pos=True, item_show_func=lambda s: s, hidden=quiet) as bar:
         def progress(message: str, record: dict | None) -> None:
             if record is None:
@@ -38,7 +43,7 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, re
                 bar.update(1, f"{message}: {record['status']}")
 
         try:
-            return run(host, config, progress, workers=workers, repair=repair)
+            return run(host, config, progress, workers=workers, repair=repair, check_lock=check_lock)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
 
@@ -54,16 +59,26 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, re
               help="episodes played at once, in worker processes")
 @click.option("--repair", is_flag=True,
               help="move bad lines of a damaged DIR/episodes.jsonl to episodes.quarantine.jsonl and play them again")
-def run_command(harnesses, out, playbook, workers, repair, **options) -> None:
+@click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True,
+              help="play each task N times per harness, each trial with its own derived seed")
+@click.option("--check-lock", "check_lock", default=None, metavar="LOCK.json",
+              help="refuse to run (exit 2) when this run's lock differs from LOCK.json (another run's lock.json) "
+                   "in what matters")
+def run_command(harnesses, out, playbook, workers, repair, trials, check_lock, **options) -> None:
     """Run an agent on a task set under one or more harnesses and print a table."""
+    from dataclasses import replace
+
+    from playground.run.lock import read_lock
+
     host = get_host()
+    wanted_lock = read_lock(check_lock) if check_lock is not None else None
     if not harnesses:
         harnesses = default_harnesses(host)
     if out is not None and not out.strip():
         raise CLIError("--out is empty; name a run directory (or leave --out out for runs/run-<date>-<time>)")
     out = out if out is not None else str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
-    config = make_config(host, harnesses, out, playbook, **options)
-    summary = run_with_progress(host, config, options["quiet"], workers, repair)
+    config = replace(make_config(host, harnesses, out, playbook, **options), trials=trials)
+    summary = run_with_progress(host, config, options["quiet"], workers, repair, wanted_lock)
     click.echo(format_table(summary))
     click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
 
@@ -173,12 +188,17 @@ def new_plugin_command(name: str, parent: str, kind: str) -> None:
 
 cli.add_command(compare_command)
 cli.add_command(fork_command)
+cli.add_command(report_command)
+cli.add_command(view_command)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one line and exit with code 2."""
     try:
-        get_host().add_commands(cli)
+        args = sys.argv[1:] if argv is None else argv
+        command = next((arg for arg in args if not arg.startswith("-")), None)
+        if command not in cli.commands:  # a plugin's command, or a listing: load the plugins' commands first
+            get_host().add_commands(cli)
         cli.main(args=argv, prog_name="playground", standalone_mode=False)
         return 0
     except click.exceptions.Exit as exc:

@@ -467,3 +467,9 @@ class EnvProvider:
     def describe(self, task_set: str) -> dict:
         """Return what a trace header records: package version, data hash or seeds."""
         return {"env": self.name, "task_set": task_set}
+
+    def data_files(self, task_set: str) -> Mapping[str, str]:
+        """Return the files whose content defines `task_set`, by name (e.g. a benchmark's task files): the run's
+        lock.json records each file's SHA-256, so a changed data file is caught. Default: none (a generated task
+        set is pinned by `describe` and the task ids)."""
+        return {}

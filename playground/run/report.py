@@ -8,11 +8,61 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from pathlib import Path
 from typing import Any, Iterable
+
+from playground.run.traces import TraceError, read_jsonl
+from playground.run.trials import trial_fields
+
+
+def merge_failures(records: Iterable[dict]) -> dict[str, dict[str, int]]:
+    """The `failures` counts of several records (a cascade's attempts, a harness's episodes) added up."""
+    total: dict[str, Counter[str]] = {}
+    for record in records:
+        for key, counts in (record.get("failures") or {}).items():
+            total.setdefault(key, Counter()).update(counts)
+    return {key: dict(counts) for key, counts in sorted(total.items())}
+
+
+def tally_trace(events: Iterable[dict]) -> dict[str, Any]:
+    """The counts of one episode from its trace events (for records written before a count existed)."""
+    tally = EpisodeTally()
+    for event in events:
+        tally.add(str(event.get("type")), event)
+    return tally.as_record()
+
+
+COMPLETED_FIELDS = ("failures", "lessons_retrieved", "lessons_helped")  # counted from traces for older records
+
+
+def complete_record(run_path: Path, record: dict) -> dict:
+    """The record with the counts older records lack, counted from its trace(s); unchanged when it has them."""
+    if all(field in record for field in COMPLETED_FIELDS):
+        return record
+    traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
+    tallies = []
+    for trace in traces:
+        if isinstance(trace, str) and (Path(run_path) / trace).is_file():
+            try:
+                tallies.append(tally_trace(read_jsonl(Path(run_path) / trace)))
+            except TraceError:
+                continue
+    return {**record, "failures": merge_failures(tallies),
+            "lessons_retrieved": sum(t["lessons_retrieved"] for t in tallies),
+            "lessons_helped": sum(t["lessons_helped"] for t in tallies)}
 
 
 class EpisodeTally:
-    """Counts what one episode's events show (fed event by event, as they are written)."""
+    """Counts what one episode's events show (fed event by event, as they are written).
+
+    Besides the totals it keeps, for the report and the viewer: `failures`, by
+    `failure_type/label` (the type alone for a detection without labels), how many were
+    detected and how many of their repairs a verifier judged resolved or unresolved (a
+    verdict counts for the labels detected with its failure type at its repair step);
+    `lessons_retrieved`, the lesson ids interventions showed the agent (an intervention
+    lists them in its decision's `details["lessons"]`); and `lessons_helped`, verdicts of
+    "resolved" on repairs that showed lessons.
+    """
 
     OPTIONAL_COUNTERS = ("schema_invalid_steps",)  # in the record only where the env gives what they count
 
@@ -28,6 +78,11 @@ class EpisodeTally:
         self.schema_checked = False  # the env checks actions against a schema (proposals carry `schema_problems`)
         self.schema_invalid_steps = 0  # actions sent to the env although its schema check found problems
         self._proposed: tuple[str, bool] | None = None  # the last proposal's action, and whether it broke the schema
+        self.failures: dict[str, Counter[str]] = {}
+        self.lessons_retrieved = 0
+        self.lessons_helped = 0
+        self._detected_at: dict[tuple[int, str], set[str]] = {}  # (step, failure type) -> failure keys detected
+        self._lessons_at: set[int] = set()  # steps whose intervention showed lessons
 
     def add(self, event_type: str, data: dict[str, Any]) -> None:
         """Count one event."""
@@ -36,13 +91,27 @@ class EpisodeTally:
             self.schema_invalid_steps += self._proposed == (data.get("action"), True)
         elif event_type == "detection":
             self.detected_failures += 1
+            failure_type = str(data.get("failure_type") or "?")
+            keys = [f"{failure_type}/{label}" for label in data.get("labels") or ()] or [failure_type]
+            for key in keys:
+                self.failures.setdefault(key, Counter())["detected"] += 1
+            self._detected_at.setdefault((int(data.get("step") or 0), failure_type), set()).update(keys)
         elif event_type == "intervention":
             self.interventions[str(data.get("kind", "?"))] += 1
+            lessons = (data.get("details") or {}).get("lessons")
+            if isinstance(lessons, (list, tuple)) and lessons:
+                self.lessons_retrieved += len(lessons)
+                self._lessons_at.add(int(data.get("step") or 0))
         elif event_type == "verification":
-            if data.get("verdict") == "resolved":
+            resolved = data.get("verdict") == "resolved"
+            if resolved:
                 self.verified_recoveries += 1
             else:
                 self.unresolved_recoveries += 1
+            step, failure_type = int(data.get("repair_step") or 0), str(data.get("failure_type") or "?")
+            for key in self._detected_at.get((step, failure_type), {failure_type}):
+                self.failures.setdefault(key, Counter())["resolved" if resolved else "unresolved"] += 1
+            self.lessons_helped += resolved and step in self._lessons_at
         elif event_type == "lesson":
             self.lessons_added += 1
         elif event_type == "proposal":
@@ -61,6 +130,9 @@ class EpisodeTally:
             "verified_recoveries": self.verified_recoveries,
             "unresolved_recoveries": self.unresolved_recoveries,
             "lessons_added": self.lessons_added,
+            "lessons_retrieved": self.lessons_retrieved,
+            "lessons_helped": self.lessons_helped,
+            "failures": {key: dict(counts) for key, counts in sorted(self.failures.items())},
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             **({"schema_invalid_steps": self.schema_invalid_steps} if self.schema_checked else {}),
@@ -84,6 +156,9 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "interventions": dict(sorted(interventions.items())),
         "verified_recoveries": total("verified_recoveries"),
         "lessons_added": total("lessons_added"),
+        "lessons_retrieved": total("lessons_retrieved"),
+        "lessons_helped": total("lessons_helped"),
+        "failures": merge_failures(records),
         "prompt_tokens": total("prompt_tokens"),
         "completion_tokens": total("completion_tokens"),
         "success_ci95": wilson_interval(sum(1 for r in records if r.get("won")), n),
@@ -94,6 +169,7 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "errors": sum(1 for r in records if r.get("status") == "error"),
         "statuses": dict(sorted(Counter(r.get("status", "?") for r in records).items())),
         **_cascade_fields(records),
+        **trial_fields(records),
     }
 
 
@@ -136,7 +212,7 @@ def _mean_score(records: list[dict]) -> float | None:
 def summarise_run(env: str, agent: str, harnesses: list[str], records: Iterable[dict]) -> dict[str, Any]:
     """Return the summary.json contract: env, agent, task count and one entry per harness."""
     by_harness: dict[str, list[dict]] = {h: [] for h in harnesses}
-    tasks: set[str] = set()
+    tasks: set[str] = set()  # distinct tasks: a task played in several trials counts once
     for record in records:
         by_harness.setdefault(record["harness"], []).append(record)
         tasks.add(record["task_id"])
@@ -163,11 +239,14 @@ TABLE_COLUMNS = [
     ("resolved", "resolved_share"),
     ("lessons", "lessons_added"),
     ("errors", "errors"),
+    ("pass^k", "pass_k"),
+    ("flip", "flip_rate"),
+    ("noise", "noise_floor"),
 ]
 # Columns shown only when some harness has a value (the env reports a score; it checks actions against a
-# schema; a verifier judged a recovery).
-OPTIONAL_COLUMNS = {"mean_score", "resolved_share", "schema_invalid_per_episode"}
-PERCENT_COLUMNS = {"success_rate", "mean_score", "resolved_share"}
+# schema; a verifier judged a recovery; tasks were played in several trials).
+OPTIONAL_COLUMNS = {"mean_score", "resolved_share", "schema_invalid_per_episode", "pass_k", "flip_rate", "noise_floor"}
+PERCENT_COLUMNS = {"success_rate", "mean_score", "resolved_share", "flip_rate", "noise_floor"}
 LEGEND = {
     "success": "share of episodes won",
     "95% CI": "Wilson interval of the success rate",
@@ -181,6 +260,9 @@ LEGEND = {
     "resolved": "verified / (verified + unresolved) repairs",
     "lessons": "lessons added to the playbook",
     "errors": "episodes ended by an error",
+    "pass^k": "chance that all k trials of a task succeed (k = the number of trials; --trials)",
+    "flip": "mean flip rate: share of a task's pairs of trials with different outcomes",
+    "noise": "noise floor: success difference two identical configurations show (95%, from half-split trials)",
 }
 
 
@@ -196,6 +278,9 @@ def format_table(summary: dict[str, Any], legend: bool = True) -> str:
             value = name if key is None else h.get(key)
             if value is None:
                 value = "-"
+            elif key == "pass_k":
+                k, last = max(value.items(), key=lambda item: int(item[0]))
+                value = f"{last:.0%} (k={k})"
             elif key in PERCENT_COLUMNS:
                 value = f"{value:.0%}"
             elif isinstance(value, float):

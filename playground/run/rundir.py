@@ -37,8 +37,8 @@ QUARANTINE = "episodes.quarantine.jsonl"
 # Fields every episode record has, and the types of the optional ones the reports read.
 RECORD_TEXT_FIELDS = ("key", "harness", "task_id", "status")
 RECORD_NUMBER_FIELDS = ("steps", "invalid_actions", "detected_failures", "verified_recoveries",
-                        "unresolved_recoveries", "lessons_added", "prompt_tokens", "completion_tokens", "seconds",
-                        "cost")
+                        "unresolved_recoveries", "lessons_added", "lessons_retrieved", "lessons_helped",
+                        "prompt_tokens", "completion_tokens", "seconds", "cost")
 
 # Config keys that must match for a directory to be resumed; harnesses may be added.
 IDENTITY_KEYS = ("env", "task_set", "split", "tasks", "agent", "agent_options", "seed", "max_steps", "params")
@@ -48,9 +48,9 @@ class RunDirError(PlaygroundError):
     """The directory cannot be used for this run; the message says why."""
 
 
-def episode_key(harness: str, task_id: str) -> str:
-    """Return the key identifying one episode of a run."""
-    return f"{harness}/{task_id}"
+def episode_key(harness: str, task_id: str, trial: int = 1) -> str:
+    """Return the key identifying one episode of a run: `harness/task`, and `harness/task#N` for trial N > 1."""
+    return f"{harness}/{task_id}" + (f"#{trial}" if trial > 1 else "")
 
 
 class RunDir:
@@ -105,7 +105,8 @@ class RunDir:
                         "(another policy file content, parameters or interventions); use another --out")
                 config = {**config, "harness_fingerprints": {**old_prints, **new_prints}}
             config = {**config,
-                      "harnesses": old["harnesses"] + [h for h in config["harnesses"] if h not in old["harnesses"]]}
+                      "harnesses": old["harnesses"] + [h for h in config["harnesses"] if h not in old["harnesses"]],
+                      "trials": max(_trials(old), _trials(config))}
             if old.get("run_id"):  # the run's identity survives resumes (lessons are keyed by it)
                 config["run_id"] = old["run_id"]
         atomic_write_text(path, json.dumps(config, indent=2, default=str) + "\n")
@@ -127,9 +128,9 @@ class RunDir:
         """True when the episode `key` already has a record."""
         return key in self.records
 
-    def trace_path(self, harness: str, task_id: str, attempt: int = 1) -> Path:
+    def trace_path(self, harness: str, task_id: str, attempt: int = 1, trial: int = 1) -> Path:
         """Return where the trace of one episode (or of a cascade's later attempt) goes."""
-        return trace_path(self.path, harness, task_id, attempt)
+        return trace_path(self.path, harness, task_id, attempt, trial)
 
     def record(self, record: dict[str, Any]) -> None:
         """Append a finished episode's record and force it to disk."""
@@ -152,11 +153,18 @@ class RunDir:
         self._lock.close()
 
 
-def trace_path(run_path: Path, harness: str, task_id: str, attempt: int = 1) -> Path:
-    """Return where, under the run directory `run_path`, the trace of one episode (or attempt) goes."""
-    suffix = "" if attempt == 1 else f".attempt{attempt}"
+def trace_path(run_path: Path, harness: str, task_id: str, attempt: int = 1, trial: int = 1) -> Path:
+    """Return where, under the run directory `run_path`, the trace of one episode (or attempt) goes:
+    `<task>.jsonl`, with `.trialN` for trial N > 1 and `.attemptN` for a cascade's attempt N > 1."""
+    suffix = (f".trial{trial}" if trial > 1 else "") + (f".attempt{attempt}" if attempt > 1 else "")
     relative = Path("traces") / _safe(harness) / f"{_safe(task_id)}{suffix}.jsonl"
     return confined(run_path, relative, what=f"trace of {harness!r} on {task_id!r}")
+
+
+def _trials(config: dict[str, Any]) -> int:
+    """The trials a config asks for (1 in a config written before trials existed)."""
+    trials = config.get("trials", 1)
+    return trials if isinstance(trials, int) and not isinstance(trials, bool) and trials >= 1 else 1
 
 
 def _safe(name: str) -> str:
@@ -204,8 +212,16 @@ def record_problem(record: Any) -> str | None:
     if not isinstance(interventions, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in interventions.values()):
         return "'interventions' must be an object of counts"
+    failures = record.get("failures", {})
+    if not isinstance(failures, dict) or not all(
+            isinstance(counts, dict) and all(isinstance(v, int) and not isinstance(v, bool) for v in counts.values())
+            for counts in failures.values()):
+        return "'failures' must be an object of objects of counts"
     if "attempts" in record and not isinstance(record["attempts"], list):
         return "'attempts' must be a list"
+    if "trial" in record and (isinstance(record["trial"], bool) or not isinstance(record["trial"], int)
+                              or record["trial"] < 1):
+        return f"'trial' must be a whole number from 1, got {record['trial']!r}"
     if "trace" in record and not isinstance(record["trace"], str):
         return "'trace' must be a string"
     return None

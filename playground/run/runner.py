@@ -30,7 +30,8 @@ from playground.host.registry import HarnessSpec, InterventionSpec
 from playground.processes import die_with_parent
 from playground.run.costs import attempt_cost
 from playground.run.files import confined, safe_file_name
-from playground.run.report import EpisodeTally, summarise_run
+from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
+from playground.run.report import EpisodeTally, merge_failures, summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
 from playground.run.traces import TraceWriter
 
@@ -56,6 +57,7 @@ class RunConfig:
     params: dict[str, Any] = field(default_factory=dict)
     playbook: str | None = None
     strict: bool = False
+    trials: int = 1  # each task is played this many times per harness, trial N with its own derived seed
 
 
 def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None, count: int | None):
@@ -258,14 +260,16 @@ def harness_fingerprint(host: Host, name: str) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def episode_seed(run_seed: int, task_id: str) -> int:
-    """Return the seed of a task's episodes: the same for every harness of a run."""
-    digest = hashlib.sha256(f"{run_seed}:{task_id}".encode()).digest()
+def episode_seed(run_seed: int, task_id: str, trial: int = 1) -> int:
+    """Return the seed of a task's episodes in one trial: the same for every harness of a run, another for
+    each trial (trial 1 keeps the seed runs had before trials existed)."""
+    text = f"{run_seed}:{task_id}" + (f":trial{trial}" if trial > 1 else "")
+    digest = hashlib.sha256(text.encode()).digest()
     return int.from_bytes(digest[:4], "big")
 
 
 def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None,
-        workers: int = 1, repair: bool = False) -> dict:
+        workers: int = 1, repair: bool = False, check_lock: dict | None = None) -> dict:
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary.
 
     `workers > 1` plays episodes in that many worker processes (spawned; each loads the
@@ -274,12 +278,23 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     harnesses that learn online see their playbook grow in a different order.
     `repair` moves bad lines of a damaged episodes.jsonl to episodes.quarantine.jsonl (their
     episodes are played again) instead of refusing the directory.
+    DIR/lock.json records what the results depend on (`playground.run.lock`); with `check_lock`
+    (another run's lock) a run whose lock differs from it in what matters is refused (LockError
+    naming the fields) before anything is written.
     """
     if workers < 1:
         raise RunConfigError(f"workers must be at least 1, got {workers}")
+    if isinstance(config.trials, bool) or not isinstance(config.trials, int) or config.trials < 1:
+        raise RunConfigError(f"trials must be a whole number of at least 1, got {config.trials!r}")
     check_config(host, config)
     env_spec = host.envs.get(config.env)
     fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
+    lock, previous_lock = _start_lock(host, config, fingerprints)
+    if check_lock is not None:
+        differences = lock_differences(check_lock, lock)
+        if differences:
+            raise LockError(f"this run's lock differs from the one given in what matters ({len(differences)} "
+                            "field(s)); refusing to run:\n  " + "\n  ".join(differences))
     rundir = RunDir(config.out,
                     asdict(config) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
                     repair=repair)
@@ -287,22 +302,27 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     notify = progress or (lambda message, record: None)
     if rundir.quarantined:
         notify(f"moved {rundir.quarantined} bad line(s) of episodes.jsonl to {QUARANTINE}", None)
+    if previous_lock is not None:
+        for line in lock_differences(previous_lock, lock):
+            notify(f"warning: {LOCK_FILE} of the earlier session differs: {line}", None)
     try:
+        write_lock(rundir.path, finish_lock(lock), previous_lock)  # "after": the playbooks as they are now
         env_spec.provider.prepare(config.task_set, config.tasks, lambda msg: notify(msg, None))
         header_base = {**env_spec.provider.describe(config.task_set), "run_id": run_id, "agent": config.agent,
                        "split": config.split}
         pending = []
-        for task_id in config.tasks:
-            for harness in config.harnesses:
-                key = episode_key(harness, task_id)
-                if rundir.is_finished(key):
-                    notify(f"{key} (done before)", rundir.records[key])
-                else:
-                    pending.append((harness, task_id))
+        for trial in range(1, config.trials + 1):  # trial by trial: a run with trials N is N passes over the tasks
+            for task_id in config.tasks:
+                for harness in config.harnesses:
+                    key = episode_key(harness, task_id, trial)
+                    if rundir.is_finished(key):
+                        notify(f"{key} (done before)", rundir.records[key])
+                    else:
+                        pending.append((harness, task_id, trial))
         discard_unfinished(host, config, run_id, pending)
         if workers == 1:
-            for harness, task_id in pending:
-                record = run_one_episode(host, config, run_id, rundir.path, header_base, harness, task_id)
+            for harness, task_id, trial in pending:
+                record = run_one_episode(host, config, run_id, rundir.path, header_base, harness, task_id, trial)
                 rundir.record(record)
                 notify(record["key"], record)
         else:
@@ -311,34 +331,59 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                                 rundir.records.values())
         summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps)
         rundir.write_summary(summary)
+        write_lock(rundir.path, finish_lock(lock), previous_lock)
         return summary
     finally:
         rundir.close()
 
 
-def discard_unfinished(host: Host, config: RunConfig, run_id: str, pending: list[tuple[str, str]]) -> None:
+def discard_unfinished(host: Host, config: RunConfig, run_id: str, pending: list[tuple[str, str, int]]) -> None:
     """Before `pending` episodes are played, let the plugins take back what unfinished plays of them wrote outside
     the run directory (`discard_episodes`, once per harness), so each replay starts where an uninterrupted run would."""
     by_harness: dict[str, list[str]] = {}
-    for harness, task_id in pending:
-        by_harness.setdefault(harness, []).append(episode_id(run_id, harness, task_id))
+    for harness, task_id, trial in pending:
+        by_harness.setdefault(harness, []).append(episode_id(run_id, harness, task_id, trial))
     for harness, ids in by_harness.items():
         host.call_plugins("discard_episodes", run_id=run_id, episode_ids=ids, playbook=playbook_path(config, harness))
 
 
-def episode_id(run_id: str, harness: str, task_id: str) -> str:
-    """The id of a (task, harness) episode of a run: the same on every resume (the run id is kept in config.json)."""
-    return f"{run_id}:{harness}:{task_id}"
+def episode_id(run_id: str, harness: str, task_id: str, trial: int = 1) -> str:
+    """The id of a (task, harness, trial) episode of a run: the same on every resume (the run id is kept in
+    config.json); trials after the first carry `#trial`."""
+    return f"{run_id}:{harness}:{task_id}" + (f"#{trial}" if trial > 1 else "")
+
+
+def _start_lock(host: Host, config: RunConfig, fingerprints: dict[str, str]) -> tuple[dict, dict | None]:
+    """This run's lock (playbook hashes before it kept from an earlier session's lock in DIR), and that lock."""
+    path = Path(config.out) / LOCK_FILE
+    previous = None
+    if path.is_file():
+        try:
+            previous = read_lock(path)
+        except LockError:
+            previous = None  # a damaged lock is rewritten; the run's own files are checked by RunDir
+    playbooks = {harness: playbook_path(config, harness) for harness in config.harnesses}
+    try:
+        lock = build_lock(host, config, fingerprints, playbooks, previous)
+    except (OSError, ValueError) as exc:
+        raise RunConfigError(f"cannot write the run's lock: {exc}") from None
+    if previous is not None:  # harnesses of earlier sessions stay in the lock, as they stay in config.json
+        for harness, entry in (previous.get("playbooks") or {}).items():
+            lock["playbooks"].setdefault(harness, entry)
+        for harness, fingerprint in (previous.get("run", {}).get("harnesses") or {}).items():
+            lock["run"]["harnesses"].setdefault(harness, fingerprint)
+    return lock, previous
 
 
 def _run_in_workers(host: Host, config: RunConfig, run_id: str, rundir: RunDir, header_base: dict,
-                    pending: list[tuple[str, str]], workers: int, notify) -> None:
+                    pending: list[tuple[str, str, int]], workers: int, notify) -> None:
     """Play `pending` episodes in a process pool; record each as it finishes (in this process only)."""
     context = multiprocessing.get_context("spawn")  # a clean interpreter: no forked threads or model handles
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
                              initargs=(host.strict, os.getpid())) as pool:
-        futures = [pool.submit(_worker_episode, config, run_id, str(rundir.path), header_base, harness, task_id)
-                   for harness, task_id in pending]
+        futures = [pool.submit(_worker_episode, config, run_id, str(rundir.path), header_base, harness, task_id,
+                               trial)
+                   for harness, task_id, trial in pending]
         try:
             for future in as_completed(futures):
                 record = future.result()
@@ -363,9 +408,9 @@ def _start_worker(strict: bool, parent_pid: int) -> None:
 
 
 def _worker_episode(config: RunConfig, run_id: str, run_path: str, header_base: dict, harness: str,
-                    task_id: str) -> dict:
+                    task_id: str, trial: int = 1) -> dict:
     assert _WORKER_HOST is not None  # set by _start_worker, the pool's initializer
-    return run_one_episode(_WORKER_HOST, config, run_id, Path(run_path), header_base, harness, task_id)
+    return run_one_episode(_WORKER_HOST, config, run_id, Path(run_path), header_base, harness, task_id, trial)
 
 
 def playbook_path(config: RunConfig, harness: str) -> str:
@@ -381,20 +426,20 @@ def playbook_path(config: RunConfig, harness: str) -> str:
 
 
 def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, header_base: dict,
-                    harness: str, task_id: str) -> dict:
-    """Play one task under a harness (each attempt of a cascade in turn) and return its record."""
+                    harness: str, task_id: str, trial: int = 1) -> dict:
+    """Play one trial of a task under a harness (each attempt of a cascade in turn) and return its record."""
     spec = resolve_harness(host, harness)
     attempts = []
     for number, names in enumerate(spec.attempts, start=1):
-        record = _play_attempt(host, config, run_id, trace_path(run_path, harness, task_id, number), header_base,
-                               harness, spec, names, task_id, number)
+        record = _play_attempt(host, config, run_id, trace_path(run_path, harness, task_id, number, trial),
+                               header_base, harness, spec, names, task_id, number, trial)
         if spec.cascade:
             record["cost"] = attempt_cost([resolve_intervention(host, n) for n in names], record)
         attempts.append(record)
         if record["won"]:
             break
     record = _merge_attempts(attempts, spec) if spec.cascade else attempts[0]
-    record["key"] = episode_key(harness, task_id)
+    record["key"] = episode_key(harness, task_id, trial)
     return record
 
 
@@ -406,6 +451,7 @@ def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
     for key in ["steps", "seconds", "cost", *counters]:  # every tally counter, so new ones add up too
         merged[key] = sum(a.get(key) or 0 for a in attempts)
     merged["interventions"] = dict(sum((Counter(a["interventions"]) for a in attempts), Counter()))
+    merged["failures"] = merge_failures(attempts)
     merged["trace"] = attempts[0]["trace"]
     merged["verifier"] = spec.verifier
     merged["attempts"] = [{"interventions": list(names), "won": a["won"], "status": a["status"], "steps": a["steps"],
@@ -414,16 +460,16 @@ def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
 
 
 def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, header_base: dict, harness: str,
-                  spec: HarnessSpec, names: tuple[str, ...], task_id: str, attempt: int = 1) -> dict:
+                  spec: HarnessSpec, names: tuple[str, ...], task_id: str, attempt: int = 1, trial: int = 1) -> dict:
     """Build a fresh env, agent and intervention plugins, play one attempt, return its record."""
-    seed = episode_seed(config.seed, task_id)
+    seed = episode_seed(config.seed, task_id, trial)
     params = {**spec.params, **config.params}
-    episode = episode_id(run_id, harness, task_id)
+    episode = episode_id(run_id, harness, task_id, trial)
     tally = EpisodeTally()
     trace = TraceWriter(trace_path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
                                      "episode_id": episode, "params": params, "interventions": list(names),
                                      "agent_options": dict(config.agent_options), "max_steps": config.max_steps,
-                                     "attempt": attempt})
+                                     "attempt": attempt, "trial": trial})
 
     def emit(event_type: str, data: dict) -> None:
         trace.emit(event_type, data)
@@ -460,7 +506,7 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
             except Exception:  # noqa: BLE001 - closing a broken env must not hide the result
                 pass
     return {
-        "harness": harness, "task_id": task_id, "episode_id": episode,
+        "harness": harness, "task_id": task_id, "episode_id": episode, "trial": trial,
         "seed": seed, "status": status, "won": won, "steps": steps, "error": error,
         "score": score, "max_score": max_score,
         "seconds": round(time.perf_counter() - started, 3),

@@ -201,11 +201,13 @@ def sign_flip_p(diffs: Sequence[float], groups: Sequence[Any] | None = None, res
 
 
 def _by_task(records: Iterable[Mapping[str, Any]], label: str) -> dict[str, Mapping[str, Any]]:
+    """Records by task id, and by `task#N` for trial N > 1 (trial N of A is paired with trial N of B)."""
     out: dict[str, Mapping[str, Any]] = {}
     for record in records:
         if "task_id" not in record:
             raise ComparisonError(f"run {label}: an episode record has no 'task_id'")
-        task = str(record["task_id"])
+        trial = int(record.get("trial") or 1)
+        task = str(record["task_id"]) + (f"#{trial}" if trial > 1 else "")
         if task in out:
             raise ComparisonError(f"run {label}: task {task!r} appears more than once")
         out[task] = record
@@ -224,7 +226,9 @@ def compare(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[
     """Compare run B with run A task by task; see the module docstring for the tests used.
 
     Labels default to each run's harness name (when all its records share one), else A / B.
-    `group_key` names a record field (e.g. "group") whose value clusters tasks.
+    `group_key` names a record field (e.g. "group") whose value clusters tasks. Runs with
+    repeated trials pair trial N with trial N and, unless a group key is given, cluster by
+    task (`task_id`): a task's trials are not independent.
     """
     label_a = label_a or _label(records_a, "A")
     label_b = label_b or _label(records_b, "B")
@@ -234,6 +238,8 @@ def compare(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[
     tasks = [task for task in a if task in b]
     if not tasks:
         raise ComparisonError(f"runs {label_a} and {label_b} have no task in common")
+    if group_key is None and any(int(a[task].get("trial") or 1) > 1 for task in tasks):
+        group_key = "task_id"
     groups = None
     if group_key is not None:
         groups = []

@@ -1,0 +1,250 @@
+"""`playground view`: browse a run directory in the terminal (built on rich).
+
+Without `--episode` it lists episodes from DIR/episodes.jsonl alone, filtered by harness,
+status, task and failure label, a page at a time, so a run of 10,000 episodes shows its
+first page at once. With `--episode` it reads that one episode's trace and shows it step
+by step: each proposal (the action, the thought, the message the agent was shown),
+detections, interventions, rollbacks, the env's answer, verifier verdicts and the lessons
+stored, each kind in its own colour.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import click
+from rich.console import Console
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from playground.cli.options import CLIError
+from playground.run.report import complete_record
+from playground.run.rundir import RunDirError, describe_problems, load_records, record_problem, record_trace
+from playground.run.traces import read_trace
+
+STATUS_STYLE = {"won": "bold green", "lost": "red", "error": "bold red", "truncated": "yellow", "stopped": "magenta"}
+SHORT = 400  # characters of a long text shown without --full
+
+
+def failure_matches(record: dict, label: str) -> bool:
+    """True when the episode detected a failure whose type, label or `type/label` is `label`."""
+    for key in record.get("failures") or {}:
+        failure_type, _, name = key.partition("/")
+        if label in (key, failure_type, name):
+            return True
+    return False
+
+
+def select(records: Iterable[dict], run_path: Path, harness: str | None = None, status: str | None = None,
+           label: str | None = None, task: str | None = None) -> list[dict]:
+    """The records that pass every filter given, in episodes.jsonl order. Only the label filter may read traces,
+    and only of records written before episodes carried their failures."""
+    out = []
+    for record in records:
+        if harness is not None and record.get("harness") != harness:
+            continue
+        if status is not None and record.get("status") != status:
+            continue
+        if task is not None and record.get("task_id") != task:
+            continue
+        if label is not None and not failure_matches(complete_record(run_path, record), label):
+            continue
+        out.append(record)
+    return out
+
+
+def render_list(console: Console, page: Sequence[dict], matching: int, total: int, offset: int = 0,
+                run_path: Path | None = None) -> None:
+    """Print one page of episodes (the `matching` ones from number `offset`) as a table, and how to see more. With
+    `run_path`, the page's records written before episodes carried their failures get them from their traces."""
+    page = [complete_record(run_path, r) if run_path is not None else r for r in page]
+    table = Table(title=f"{matching} of {total} episodes", title_justify="left", header_style="bold")
+    table.add_column("#", justify="right")
+    table.add_column("episode", no_wrap=True, min_width=12)
+    for column in ("status", "steps", "tokens", "detected", "verified", "lessons"):
+        table.add_column(column, justify="right")
+    table.add_column("failures", overflow="fold", ratio=1, min_width=12)
+    for number, r in enumerate(page, start=offset + 1):
+        status = str(r.get("status"))
+        tokens = int(r.get("prompt_tokens") or 0) + int(r.get("completion_tokens") or 0)
+        labels = sorted({key.partition("/")[2] or key for key in r.get("failures") or {}})
+        table.add_row(str(number), str(r.get("key")), Text(status, style=STATUS_STYLE.get(status, "")),
+                      str(r.get("steps", 0)), f"{tokens:,}", str(r.get("detected_failures", 0)),
+                      str(r.get("verified_recoveries", 0)), str(r.get("lessons_added", 0)), ", ".join(labels))
+    console.print(table)
+    shown_to = offset + len(page)
+    more = f"; --offset {shown_to} for more" if shown_to < matching else ""
+    console.print(Text(f"showing {offset + 1 if page else 0}-{shown_to}{more}; --episode KEY shows one step by step",
+                       style="dim"))
+
+
+def find_episode(records: Sequence[dict], wanted: str) -> dict:
+    """The record whose key, episode id or (when only one matches) task id is `wanted`; CLIError otherwise."""
+    for field in ("key", "episode_id"):
+        for record in records:
+            if record.get(field) == wanted:
+                return record
+    by_task = [r for r in records if r.get("task_id") == wanted]
+    if len(by_task) == 1:
+        return by_task[0]
+    if by_task:
+        raise CLIError(f"episode {wanted!r} is ambiguous: {', '.join(str(r.get('key')) for r in by_task[:10])}; "
+                       "name one by its key (or add --harness)")
+    raise CLIError(f"no episode {wanted!r} (give a key as listed by `playground view DIR`, an episode id or a task id)")
+
+
+def _short(text: Any, full: bool) -> str:
+    text = str(text or "")
+    return text if full or len(text) <= SHORT else text[:SHORT] + f" … ({len(text) - SHORT} more characters; --full)"
+
+
+def _say(console: Console, head: Text, *body: str, style: str = "") -> None:
+    """Print a headline (indented by 4) and its body lines (indented by 6, wrapped there)."""
+    console.print(Padding(head, (0, 0, 0, 4), expand=False))
+    for text in body:
+        if text:
+            console.print(Padding(Text(text, style=style), (0, 0, 0, 6), expand=False))
+
+
+def render_events(console: Console, events: Sequence[dict], full: bool = False) -> None:
+    """Print one trace's events step by step, each kind highlighted."""
+    for event in events:
+        kind = event.get("type")
+        if kind == "reset":
+            console.print(Panel(Text.assemble(("goal: ", "bold"), str(event.get("goal", "")), "\n",
+                                              _short(event.get("observation"), full)), title="start",
+                                title_align="left"))
+        elif kind == "proposal":
+            action = str(event.get("action") or ("finish" if event.get("finish") else ""))
+            line = Text.assemble((f"step {event.get('step')}", "bold"),
+                                 (f" · re-ask {event.get('attempt')}" if event.get("attempt") else "", "dim"),
+                                 "  propose ", (action, "bold cyan"))
+            if event.get("prompt_tokens") or event.get("completion_tokens"):
+                line.append(f"  ({event.get('prompt_tokens', 0)}+{event.get('completion_tokens', 0)} tokens)", "dim")
+            console.print(line)
+            problems = event.get("schema_problems") or ()
+            _say(console, Text("thought: " + _short(event.get("thought"), full), style="dim italic"),
+                 *(f"schema problem: {p.get('message')}" for p in problems), style="red")
+        elif kind == "detection":
+            labels = ", ".join(event.get("labels") or ())
+            _say(console, Text.assemble(("⚠ detected ", "bold red"),
+                                        (f"{event.get('failure_type')}" + (f" ({labels})" if labels else ""), "red"),
+                                        (f" by {event.get('detector')}, confidence {event.get('confidence')}", "dim")),
+                 _short(event.get("evidence"), full))
+        elif kind == "intervention":
+            message = event.get("message") or {}
+            if message:
+                effect = "re-ask"
+            elif event.get("action") is not None:
+                effect = f"replace the action with {event.get('action')!r}"
+            elif event.get("rollback_to") is not None:
+                effect = f"roll back to step {event.get('rollback_to')}"
+            else:
+                effect = "stop"
+            lessons = (event.get("details") or {}).get("lessons")
+            _say(console, Text.assemble(("↺ intervention ", "bold yellow"), (f"{event.get('kind')}", "yellow"),
+                                        (f" by {event.get('plugin')}: {effect}", "dim"),
+                                        (f", showing lessons {lessons}" if lessons else "", "magenta")),
+                 _short(message.get("text"), full))
+        elif kind == "rollback":
+            _say(console, Text(f"⟲ rolled back to step {event.get('to_step', event.get('step'))}", style="magenta"))
+        elif kind == "step":
+            valid = event.get("valid_action", True)
+            _say(console, Text.assemble(("→ ", "bold"), (str(event.get("action")), "cyan"),
+                                        ("" if valid else "  (rejected by the env)", "bold red")),
+                 _short(event.get("observation"), full))
+        elif kind == "verification":
+            resolved = event.get("verdict") == "resolved"
+            _say(console, Text.assemble((f"{'✓' if resolved else '✗'} verdict {event.get('verdict')}",
+                                         "bold green" if resolved else "bold red"),
+                                        (f" on the repair of {event.get('failure_type')} at step "
+                                         f"{event.get('repair_step')} ({event.get('plugin')})", "dim")),
+                 _short(event.get("evidence"), full))
+        elif kind == "lesson":
+            _say(console, Text.assemble(("★ lesson stored ", "bold magenta"),
+                                        (f"#{event.get('id')} {event.get('failure_type')} "
+                                         f"{', '.join(event.get('labels') or ())}", "magenta")),
+                 "when: " + _short(event.get("trigger"), full), "do: " + _short(event.get("principle"), full))
+        elif kind == "error":
+            _say(console, Text("error: " + _short(event.get("message"), full), style="bold red"))
+        elif kind == "end":
+            status = str(event.get("status"))
+            score = f", score {event.get('score')} of {event.get('max_score')}" if event.get("score") is not None else ""
+            console.print(Panel(Text(f"{status} after {event.get('steps')} steps{score}"
+                                     + (f"\n{event.get('error')}" if event.get("error") else ""),
+                                     style=STATUS_STYLE.get(status, "bold")), title="end", title_align="left"))
+
+
+def render_episode(console: Console, run_path: Path, record: dict, full: bool = False) -> None:
+    """Print an episode's summary and its trace (each attempt's, for a cascade) step by step."""
+    traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
+    first = read_trace(record_trace(run_path, {**record, "trace": traces[0]}))
+    header = first[0] if first and first[0].get("type") == "header" else {}
+    status = str(record.get("status"))
+    console.print(Panel(Text.assemble(
+        (f"{record.get('key')}  ", "bold"), (status, STATUS_STYLE.get(status, "")),
+        f"\nenv {header.get('env')}:{header.get('task_set')}  task {record.get('task_id')}  trial "
+        f"{record.get('trial') or 1}  seed {record.get('seed')}  agent {header.get('agent')}  "
+        f"interventions {', '.join(header.get('interventions') or []) or 'none'}",
+        f"\n{record.get('steps')} steps, {record.get('detected_failures', 0)} detected, "
+        f"{record.get('verified_recoveries', 0)} verified, {record.get('lessons_added', 0)} lessons",
+        ("\ntrace: " + ", ".join(str(t) for t in traces), "dim")), title="episode", title_align="left"))
+    for number, trace in enumerate(traces, start=1):
+        events = first if number == 1 else read_trace(record_trace(run_path, {**record, "trace": trace}))
+        if len(traces) > 1:
+            console.rule(f"attempt {number}: {', '.join(events[0].get('interventions') or []) or 'base'}")
+        render_events(console, events, full)
+
+
+@click.command("view")
+@click.argument("run_dir")
+@click.option("--episode", default=None, help="show this episode step by step (its key, episode id or task id)")
+@click.option("--harness", default=None, help="only episodes of this harness")
+@click.option("--status", default=None, help="only episodes that ended so (won, lost, truncated, stopped, error)")
+@click.option("--label", default=None, help="only episodes that detected this failure label or type")
+@click.option("--task", default=None, help="only episodes of this task")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="episodes listed")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="episodes skipped")
+@click.option("--full", is_flag=True, help="show long texts whole")
+def view_command(run_dir: str, episode: str | None, harness: str | None, status: str | None, label: str | None,
+                 task: str | None, limit: int, offset: int, full: bool) -> None:
+    """Browse a run directory: list its episodes (filtered), or show one step by step."""
+    path = Path(run_dir)
+    console = Console(highlight=False)
+    if episode is None and harness is None and status is None and label is None and task is None:
+        page, total = read_page(path, offset, limit)  # no filter: parse only the page shown
+        render_list(console, page, total, total, offset, path)
+        return
+    records = load_records(path)
+    chosen = select(records, path, harness, status, label, task)
+    if episode is None:
+        render_list(console, chosen[offset:offset + limit], len(chosen), len(records), offset, path)
+        return
+    render_episode(console, path, find_episode(chosen, episode), full)
+
+
+def read_page(run_path: Path, offset: int, limit: int) -> tuple[list[dict], int]:
+    """The records of episodes.jsonl from `offset` (at most `limit`), and how many records it holds; only the page's
+    lines are parsed (RunDirError names a bad one and how to recover)."""
+    path = run_path / "episodes.jsonl"
+    if not path.is_file():
+        raise RunDirError(f"no episodes.jsonl in {str(run_path)!r}: not a run directory")
+    lines = [(number, raw) for number, raw in enumerate(path.read_bytes().split(b"\n")[:-1], start=1) if raw.strip()]
+    page, problems = [], []
+    for number, raw in lines[offset:offset + limit]:
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            problem = record_problem(record)
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON
+            record, problem = None, f"not valid JSON ({exc})"
+        if problem:
+            problems.append((number, problem, raw))
+        else:
+            page.append(record)
+    if problems:
+        raise RunDirError(describe_problems(path, problems, repairable=False))
+    return page, len(lines)

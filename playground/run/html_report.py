@@ -1,0 +1,343 @@
+"""`playground report`: one self-contained HTML file about one or more run directories.
+
+Everything is inline (CSS, SVG charts from `playground.run.svg`, a few lines of script to
+filter the episode table): no server, no network. The figures come from the episode
+records (the same `summarise_harness` that writes summary.json); records written before a
+count existed are completed from their traces (`tally_trace`). Each episode links to its
+trace by a path relative to the report file.
+
+Sections: the runs (env, agent, seed, budget, trials, lock); a table per harness; success
+and mean score with 95% intervals (Wilson for success, bootstrap for score); solved
+episodes against the step budget; cost against success; playbook growth over episodes
+(lessons added, lessons retrieved, repairs verified, repairs that showed lessons and were
+verified: "helped"); detected failures by type and label with the share of their repairs
+verified resolved; tokens per episode; the episode list.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any, Sequence
+
+from playground.run import svg
+from playground.run.lock import LOCK_FILE, LockError, read_lock
+from playground.run.report import complete_record, merge_failures, summarise_harness
+from playground.run.rundir import RunDirError, load_records, read_config
+from playground.run.stats import bootstrap_ci
+
+GROWTH = (("lessons_added", "lessons added", "#2ca02c"), ("lessons_retrieved", "lessons retrieved", "#1f77b4"),
+          ("verified_recoveries", "repairs verified", "#9467bd"), ("lessons_helped", "helped", "#d62728"))
+
+
+@dataclass
+class Run:
+    """One run directory: its path, label, config, lock (None when it has none) and records."""
+
+    path: Path
+    label: str
+    config: dict[str, Any]
+    lock: dict[str, Any] | None
+    records: list[dict]
+
+
+@dataclass
+class Series:
+    """One harness of one run: what every chart draws a line, bar or point for."""
+
+    name: str
+    run: Run
+    harness: str
+    records: list[dict]
+    figures: dict[str, Any]
+    color: str
+
+
+def load_run(path: str | Path, label: str) -> Run:
+    """Read a run directory (RunDirError names what is wrong with it)."""
+    path = Path(path)
+    records = load_records(path)
+    config = read_config(path / "config.json") if (path / "config.json").is_file() else {}
+    lock = None
+    if (path / LOCK_FILE).is_file():
+        try:
+            lock = read_lock(path / LOCK_FILE)
+        except LockError:
+            lock = None
+    return Run(path, label, config, lock, [complete_record(path, r) for r in records])
+
+
+
+def build_series(runs: Sequence[Run]) -> list[Series]:
+    """One series per harness of each run; named by harness alone for one run, else `run-label/harness`."""
+    series: list[Series] = []
+    for run in runs:
+        harnesses = list(run.config.get("harnesses") or [])
+        by_harness: dict[str, list[dict]] = {}
+        for record in run.records:
+            by_harness.setdefault(str(record.get("harness")), []).append(record)
+        for harness in harnesses + [h for h in by_harness if h not in harnesses]:
+            records = list(by_harness.get(harness, []))
+            if not records:
+                continue
+            name = harness if len(runs) == 1 else f"{run.label}/{harness}"
+            series.append(Series(name, run, harness, records, summarise_harness(records), svg.color(len(series))))
+    return series
+
+
+def run_labels(paths: Sequence[str | Path]) -> list[str]:
+    """Short distinct labels for run directories: their folder names, numbered where two share one."""
+    names = [Path(p).resolve().name or str(p) for p in paths]
+    return [name if names.count(name) == 1 else f"{name}#{i + 1}" for i, name in enumerate(names)]
+
+
+def build_report(paths: Sequence[str | Path], out: str | Path) -> str:
+    """The report's HTML for the run directories `paths`, with trace links relative to the file `out`."""
+    if not paths:
+        raise RunDirError("name at least one run directory")
+    runs = [load_run(path, label) for path, label in zip(paths, run_labels(paths))]
+    series = build_series(runs)
+    if not series:
+        raise RunDirError(f"no episodes recorded in {', '.join(map(str, paths))}")
+    out_dir = Path(out).resolve().parent
+    sections = [
+        ("Runs", _runs_section(runs)),
+        ("Harnesses", _table_section(series)),
+        ("Success and mean score (95% intervals)", _success_section(series)),
+        ("Solved episodes against the step budget", _budget_section(series, runs)),
+        ("Cost against success", _cost_section(series)),
+        ("Playbook growth over episodes", _growth_section(series)),
+        ("Detected failures by type and label", _failures_section(series)),
+        ("Tokens per episode", _tokens_section(series)),
+        ("Episodes", _episodes_section(series, out_dir)),
+    ]
+    body = "".join(f'<section id="{_anchor(title)}"><h2>{escape(title)}</h2><div class="wide">{html}</div></section>'
+                   for title, html in sections)
+    nav = " · ".join(f'<a href="#{_anchor(title)}">{escape(title)}</a>' for title, _ in sections)
+    title = "playground report: " + ", ".join(run.label for run in runs)
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
+            f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
+            f"<p class=\"meta\">written {escape(time.strftime('%Y-%m-%d %H:%M:%S'))}; {len(series)} harness(es), "
+            f"{sum(len(s.records) for s in series)} episodes</p><nav>{nav}</nav>{body}"
+            f"<script>{SCRIPT}</script></body></html>\n")
+
+
+def _anchor(title: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}%}"
+
+
+def _interval(pair: Sequence[float] | None) -> str:
+    return "" if not pair else f"[{_pct(pair[0])}, {_pct(pair[1])}]"
+
+
+def _score_interval(records: list[dict]) -> tuple[float, float] | None:
+    ratios = [r["score"] / r["max_score"] for r in records if r.get("score") is not None and r.get("max_score")]
+    return bootstrap_ci(ratios, resamples=2000, seed=0) if ratios else None
+
+
+def _tokens(record: dict) -> int:
+    return int(record.get("prompt_tokens") or 0) + int(record.get("completion_tokens") or 0)
+
+
+def _runs_section(runs: Sequence[Run]) -> str:
+    rows = []
+    for run in runs:
+        c, lock = run.config, run.lock or {}
+        git = (lock.get("playground") or {}).get("git") or {}
+        commit = (git.get("commit") or "")[:12] + (" (modified)" if git.get("dirty") else "")
+        rows.append("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in (
+            run.label, str(run.path), f"{c.get('env', '?')}:{c.get('task_set', '?')} {c.get('split', '')}",
+            c.get("agent", "?"), len(c.get("tasks") or []), c.get("trials", 1), c.get("seed", "?"),
+            c.get("max_steps", "?"), (lock.get("playground") or {}).get("version", "no lock.json"), commit or "–",
+        )) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("run", "directory", "env", "agent", "tasks", "trials", "seed",
+                                             "step budget", "playground", "commit"))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _table_section(series: Sequence[Series]) -> str:
+    head = ("harness", "episodes", "success", "95% CI", "mean score", "steps", "tokens/ep", "detected", "verified",
+            "resolved", "lessons", "errors", "pass^k", "flip rate", "noise floor")
+    rows = []
+    for s in series:
+        f = s.figures
+        pass_k = ""
+        if f.get("pass_k"):
+            k = max(f["pass_k"], key=int)
+            pass_k = f"{_pct(f['pass_k'][k])} (k={k})"
+        tokens = (f["prompt_tokens"] + f["completion_tokens"]) / f["episodes"] if f["episodes"] else 0
+        cells = (f'<span class="swatch" style="background:{s.color}"></span>{escape(s.name)}', f["episodes"],
+                 _pct(f["success_rate"]), _interval(f["success_ci95"]), _pct(f["mean_score"]),
+                 f"{f['mean_steps']:.2f}", f"{tokens:,.0f}", f["detected_failures"], f["verified_recoveries"],
+                 _pct(f["resolved_share"]), f["lessons_added"], f["errors"], pass_k or "–",
+                 _pct(f.get("flip_rate")), _pct(f.get("noise_floor")))
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    note = ("<p class=\"note\">success: share of episodes won (Wilson 95% interval); mean score: score / max score "
+            "over episodes whose env reports one; resolved: repairs a verifier judged resolved among all verdicts; "
+            "pass^k, flip rate and noise floor appear with repeated trials (<code>--trials</code>).</p>")
+    return (f"<table><thead><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr></thead><tbody>{''.join(rows)}"
+            f"</tbody></table>{note}")
+
+
+def _success_section(series: Sequence[Series]) -> str:
+    success = [(s.name, s.figures["success_rate"], *s.figures["success_ci95"], s.color) for s in series]
+    scores = []
+    for s in series:
+        interval = _score_interval(s.records)
+        scores.append((s.name, s.figures["mean_score"], *(interval or (None, None)), s.color))
+    charts = svg.interval_bars(success, "success rate (Wilson 95% interval)")
+    if any(value is not None for _, value, *_ in scores):
+        charts += svg.interval_bars(scores, "mean score / max score (bootstrap 95% interval)")
+    else:
+        charts += "<p class=\"note\">no env in these runs reports a score.</p>"
+    return charts
+
+
+def _budget_section(series: Sequence[Series], runs: Sequence[Run]) -> str:
+    budget = max([int(r.config.get("max_steps") or 0) for r in runs]
+                 + [int(rec.get("steps") or 0) for s in series for rec in s.records])
+    lines = []
+    for s in series:
+        won = sorted(int(r.get("steps") or 0) for r in s.records if r.get("won"))
+        points, count = [], 0
+        for b in range(budget + 1):
+            while count < len(won) and won[count] <= b:
+                count += 1
+            points.append((float(b), float(count)))
+        lines.append((s.name, points, s.color))
+    chart = svg.line_chart(lines, "step budget (env steps)", "episodes solved within it", step=True)
+    return chart + svg.legend([s.name for s in series], [s.color for s in series]) + (
+        "<p class=\"note\">each curve counts the episodes won in at most that many env steps.</p>")
+
+
+def _cost_section(series: Sequence[Series]) -> str:
+    tokens = [sum(_tokens(r) for r in s.records) / len(s.records) for s in series]
+    if all(t > 0 for t in tokens):
+        unit, costs = "tokens per episode", tokens
+    else:
+        unit, costs = "env steps per episode", [s.figures["mean_steps"] for s in series]
+    points = [(s.name, cost, s.figures["success_rate"], *s.figures["success_ci95"], s.color)
+              for s, cost in zip(series, costs)]
+    return svg.scatter(points, f"mean cost ({unit})", "success rate") + (
+        f"<p class=\"note\">cost: mean {escape(unit)} (tokens when every harness reports them); whiskers: "
+        "Wilson 95% interval of the success rate. Harnesses built from a policy (a name with a prefix) are "
+        "points like any other.</p>")
+
+
+def _growth_section(series: Sequence[Series]) -> str:
+    parts = []
+    for s in series:
+        totals = {key: sum(int(r.get(key) or 0) for r in s.records) for key, _, _ in GROWTH}
+        if not any(totals.values()):
+            continue
+        lines = []
+        for key, label, stroke in GROWTH:
+            running, points = 0, [(0.0, 0.0)]
+            for i, record in enumerate(s.records, start=1):
+                running += int(record.get(key) or 0)
+                points.append((float(i), float(running)))
+            lines.append((f"{label} ({totals[key]})", points, stroke))
+        parts.append(f"<h3>{escape(s.name)}</h3>" + svg.line_chart(lines, "episodes, in the order they finished",
+                                                                    "cumulative count", height=240)
+                     + svg.legend([name for name, _, _ in lines], [c for _, _, c in lines]))
+    if not parts:
+        return "<p class=\"note\">no harness in these runs added, retrieved or verified a lesson.</p>"
+    return "".join(parts) + (
+        "<p class=\"note\">from trace events: lessons added (<code>lesson</code>), lessons retrieved (lesson ids an "
+        "<code>intervention</code> showed the agent), repairs verified (<code>verification</code> resolved), helped "
+        "(repairs that showed lessons and were verified resolved).</p>")
+
+
+def _failures_section(series: Sequence[Series]) -> str:
+    by_series = {s.name: merge_failures(s.records) for s in series}
+    keys = sorted({key for failures in by_series.values() for key in failures})
+    if not keys:
+        return "<p class=\"note\">no failure was detected in these runs.</p>"
+    rows = []
+    for key in keys:
+        segments = [(float(by_series[s.name].get(key, {}).get("detected", 0)), s.color,
+                     f"{s.name}: {by_series[s.name].get(key, {}).get('detected', 0)} detected") for s in series]
+        rows.append((key, segments))
+    chart = svg.stacked_bars(rows, "detections (coloured by harness)")
+    head = "".join(f"<th colspan=\"2\">{escape(s.name)}</th>" for s in series)
+    sub = "".join("<th>detected</th><th>resolved</th>" for _ in series)
+    body = []
+    for key in keys:
+        cells = []
+        for s in series:
+            counts = by_series[s.name].get(key, {})
+            verdicts = counts.get("resolved", 0) + counts.get("unresolved", 0)
+            share = f"{counts.get('resolved', 0) / verdicts:.0%} of {verdicts}" if verdicts else "–"
+            cells.append(f"<td>{counts.get('detected', 0)}</td><td>{share}</td>")
+        body.append(f"<tr><td>{escape(key)}</td>{''.join(cells)}</tr>")
+    table = (f"<table><thead><tr><th rowspan=\"2\">failure type/label</th>{head}</tr><tr>{sub}</tr></thead>"
+             f"<tbody>{''.join(body)}</tbody></table>")
+    return chart + svg.legend([s.name for s in series], [s.color for s in series]) + table + (
+        "<p class=\"note\">resolved: the share of the verifier's verdicts on repairs of that failure that were "
+        "\"resolved\" (a verdict counts for the labels detected with its failure type at its repair step).</p>")
+
+
+def _tokens_section(series: Sequence[Series]) -> str:
+    if not any(_tokens(r) for s in series for r in s.records):
+        return "<p class=\"note\">no tokens recorded: the agent in these runs reports none.</p>"
+    lines = [(s.name, [(float(i), float(_tokens(r))) for i, r in enumerate(s.records, start=1)], s.color)
+             for s in series]
+    means = "".join(f"<li>{escape(s.name)}: {sum(_tokens(r) for r in s.records) / len(s.records):,.0f} tokens per "
+                    "episode (prompt + completion)</li>" for s in series)
+    return (svg.line_chart(lines, "episodes, in the order they finished", "tokens (prompt + completion)")
+            + svg.legend([s.name for s in series], [s.color for s in series]) + f"<ul>{means}</ul>")
+
+
+def _episodes_section(series: Sequence[Series], out_dir: Path) -> str:
+    rows = []
+    for s in series:
+        for r in s.records:
+            trace = r.get("trace")
+            link = "–"
+            if isinstance(trace, str):
+                href = Path(os.path.relpath((s.run.path / trace).resolve(), out_dir)).as_posix()
+                link = f'<a href="{escape(href)}">trace</a>'
+            failures = ", ".join(sorted(r.get("failures") or {}))
+            cells = (escape(s.name), escape(str(r.get("task_id"))), r.get("trial") or 1,
+                     f'<span class="status {escape(str(r.get("status")))}">{escape(str(r.get("status")))}</span>',
+                     r.get("steps", 0), f"{_tokens(r):,}", r.get("detected_failures", 0),
+                     r.get("verified_recoveries", 0), r.get("lessons_added", 0), escape(failures), link)
+            rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("harness", "task", "trial", "status", "steps", "tokens", "detected",
+                                             "verified", "lessons", "failures detected", "trace"))
+    return ('<input id="filter" type="search" placeholder="filter episodes: harness, task, status, failure ...">'
+            f'<table id="episodes"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+def write_report(paths: Sequence[str | Path], out: str | Path, force: bool = False) -> Path:
+    """Build the report and write it to `out` (refusing to overwrite without `force`); return the path."""
+    from playground.run.files import atomic_write_text, check_output
+
+    target = check_output(out, force=force, what="report")
+    return atomic_write_text(target, build_report(paths, target))
+
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
+h3{font-size:15px}nav{font-size:13px;line-height:1.8}.meta,.note{color:#555;font-size:13px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+.swatch{display:inline-block;width:10px;height:10px;margin-right:5px;border-radius:2px}
+.legend{font-size:12px;margin:4px 0 12px}.key{margin-right:14px;white-space:nowrap}
+.chart{display:block;margin:8px 0}.status.won{color:#1a7f37;font-weight:600}.status.error{color:#c00}
+#filter{width:420px;padding:4px;margin:6px 0}.wide{overflow-x:auto}
+"""
+SCRIPT = """
+const box=document.getElementById('filter');
+if(box){box.addEventListener('input',()=>{const q=box.value.toLowerCase();
+for(const row of document.querySelectorAll('#episodes tbody tr')){
+row.style.display=row.textContent.toLowerCase().includes(q)?'':'none';}});}
+"""

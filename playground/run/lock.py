@@ -1,0 +1,258 @@
+"""The run lockfile, DIR/lock.json: what a run's results depend on, so a run can be reproduced and two runs compared.
+
+It records the playground version and git commit (when playground runs from a checkout),
+the Python version, the version of every installed distribution that provides playground
+plugins, the env's description (its `describe()`, as in trace headers) and the SHA-256 of
+each data file the env names (`EnvProvider.data_files`), a hash of the task list, the
+agent, its options and the SHA-256 of its model file (an agent that runs from a weights
+file exposes its path as `model_file`), the run's seed, step budget, parameters and
+harness fingerprints, and each harness's playbook content hash before the run's first
+episode and after its last.
+
+`lock_differences` lists the fields of two locks that differ in what matters: everything
+but the time it was written and the playbooks' hashes after the run (outcomes, not
+inputs). `playground run --check-lock` refuses a run whose lock differs from a given one;
+`playground compare` warns when the two runs' software, data, tasks or model differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import platform
+import re
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from playground.core.errors import PlaygroundError
+from playground.run.files import atomic_write_text
+
+LOCK_FILE = "lock.json"
+LOCK_VERSION = 1
+# Fields that are records, not inputs: never a reason to refuse a run.
+NOT_COMPARED = ("created", "trials", "agent.model_file.path")
+# What `playground compare` warns about: the software, the env's data and tasks, the model.
+COMPARE_FIELDS = ("playground", "python", "distributions", "env", "data_files", "tasks", "agent.model_file")
+
+
+class LockError(PlaygroundError):
+    """A lock file that cannot be read, or a run whose lock differs from the one it must match."""
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def playbook_hash(path: str | Path) -> str | None:
+    """A hash of a playbook's content, or None when there is no file yet.
+
+    An SQLite file is hashed through a read-only dump of its tables (the same content gives
+    the same hash whatever the page layout or the state of its write-ahead log); any other
+    file by its bytes.
+    """
+    file = Path(path)
+    if not file.is_file():
+        return None
+    with open(file, "rb") as handle:
+        is_sqlite = handle.read(16) == b"SQLite format 3\x00"
+    if is_sqlite:
+        try:
+            wal = file.with_name(file.name + "-wal")
+            # no pending write-ahead log: read the file as it is, creating no -wal/-shm side files beside it
+            mode = "mode=ro" if wal.is_file() and wal.stat().st_size else "immutable=1"
+            db = sqlite3.connect(file.resolve().as_uri() + "?" + mode, uri=True)
+            try:
+                digest = hashlib.sha256()
+                for statement in db.iterdump():
+                    digest.update(statement.encode("utf-8", "surrogatepass") + b"\n")
+                return "sqlite:" + digest.hexdigest()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            pass  # unreadable as a database: fall back to its bytes
+    return file_sha256(file)
+
+
+def git_state() -> dict[str, Any] | None:
+    """The commit of the git checkout playground runs from, whether tracked files differ from it and a hash of
+    that difference, or None when playground does not run from a git checkout."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10)
+        diff = subprocess.run(["git", "-C", str(root), "diff", "HEAD", "--no-ext-diff", "--binary"],
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if commit.returncode != 0:
+        return None
+    if diff.returncode != 0:
+        return {"commit": commit.stdout.strip(), "dirty": None, "diff_sha256": None}
+    changes = hashlib.sha256(diff.stdout).hexdigest() if diff.stdout else None
+    return {"commit": commit.stdout.strip(), "dirty": bool(diff.stdout), "diff_sha256": changes}
+
+
+def plugin_distributions() -> dict[str, str]:
+    """Name and version of playground, of every installed distribution that provides playground plugins, and of
+    the installed distributions these require (an env's engine, a model runtime)."""
+    dists = {"playground": importlib.metadata.distribution("playground")} if _version("playground") != "not installed" \
+        else {}
+    for entry in importlib.metadata.entry_points(group="playground"):
+        dist = getattr(entry, "dist", None)
+        if dist is not None:
+            dists[dist.metadata["Name"] or dist.name] = dist
+    found = {name: dist.version for name, dist in dists.items()}
+    for dist in dists.values():
+        for requirement in dist.requires or []:
+            extra = _EXTRA.search(requirement)
+            if extra and extra.group(1) in DEV_EXTRAS:
+                continue  # test and lint tools do not change results
+            match = _REQUIREMENT_NAME.match(requirement)
+            version = _version(match.group(0)) if match else "not installed"
+            if match and version != "not installed":
+                found.setdefault(match.group(0).lower(), version)
+    return dict(sorted(found.items()))
+
+
+_REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
+DEV_EXTRAS = {"test", "tests", "dev", "lint", "docs"}
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def model_file(agent: Any) -> dict[str, Any] | None:
+    """The agent's model file (`agent.model_file`, a path) with its SHA-256 and size, or None when it has none."""
+    path = getattr(agent, "model_file", None)
+    if not path:
+        return None
+    file = Path(path)
+    if not file.is_file():
+        return {"path": str(file), "sha256": None, "bytes": None}
+    return {"path": str(file), "sha256": file_sha256(file), "bytes": file.stat().st_size}
+
+
+def build_lock(host, config, fingerprints: Mapping[str, str], playbooks: Mapping[str, str],
+               previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The lock of a run about to play `config` (a RunConfig): see the module docstring.
+
+    `playbooks` maps each harness to its playbook file. With `previous` (the directory's
+    lock from an earlier session), the playbooks' hashes before the run are kept from it.
+    """
+    provider = host.envs.get(config.env).provider
+    agent = host.agents.get(config.agent).factory(**config.agent_options)
+    data_files = {}
+    for name, path in dict(provider.data_files(config.task_set)).items():
+        data_files[str(name)] = file_sha256(path) if Path(path).is_file() else None
+    tasks_text = json.dumps([config.task_set, config.split, list(config.tasks)])
+    before = {h: (previous or {}).get("playbooks", {}).get(h, {}).get("before", playbook_hash(p))
+              for h, p in playbooks.items()}
+    return {
+        "lock_version": LOCK_VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "playground": {"version": _version("playground"), "git": git_state()},
+        "python": ".".join(platform.python_version_tuple()[:2]),
+        "distributions": plugin_distributions(),
+        "env": {"name": config.env, **json.loads(json.dumps(provider.describe(config.task_set), default=str))},
+        "data_files": data_files,
+        "tasks": {"task_set": config.task_set, "split": config.split, "count": len(config.tasks),
+                  "sha256": hashlib.sha256(tasks_text.encode()).hexdigest()},
+        "agent": {"name": config.agent, "options": json.loads(json.dumps(config.agent_options, default=str)),
+                  "model_file": model_file(agent)},
+        "run": {"seed": config.seed, "max_steps": config.max_steps,
+                "params": json.loads(json.dumps(config.params, default=str)), "harnesses": dict(fingerprints)},
+        "trials": config.trials,
+        "playbooks": {h: {"path": str(p), "before": before[h], "after": None} for h, p in playbooks.items()},
+    }
+
+
+def finish_lock(lock: dict[str, Any]) -> dict[str, Any]:
+    """The lock with each playbook's hash after the run filled in."""
+    for entry in lock["playbooks"].values():
+        entry["after"] = playbook_hash(entry["path"])
+    return lock
+
+
+def write_lock(run_path: str | Path, lock: dict[str, Any], previous: Mapping[str, Any] | None = None) -> Path:
+    """Write DIR/lock.json atomically; return its path. A lock equal to `previous` but for the time it was made
+    keeps that time, so rerunning a finished run leaves the file as it was."""
+    if previous is not None and {**lock, "created": None} == {**previous, "created": None}:
+        lock["created"] = previous.get("created")
+    return atomic_write_text(Path(run_path) / LOCK_FILE, json.dumps(lock, indent=2, sort_keys=False) + "\n")
+
+
+def read_lock(path: str | Path) -> dict[str, Any]:
+    """A lock file's content; LockError names a file that is missing or not a lock."""
+    try:
+        lock = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise LockError(f"{path}: cannot read the lock file ({exc.strerror or exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise LockError(f"{path}: not a lock file: not valid JSON ({exc})") from None
+    if not isinstance(lock, dict) or "lock_version" not in lock:
+        raise LockError(f"{path}: not a lock file (no 'lock_version'; a run directory's lock.json is one)")
+    return lock
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as one mapping of dotted field names to leaf values."""
+    if isinstance(value, Mapping) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def _matches(field: str, pattern: str) -> bool:
+    parts, wanted = field.split("."), pattern.split(".")
+    return len(parts) >= len(wanted) and all(w in ("*", p) for w, p in zip(wanted, parts))
+
+
+def lock_differences(a: Mapping[str, Any], b: Mapping[str, Any], only: tuple[str, ...] | None = None) -> list[str]:
+    """The fields that differ between two locks, as `field: A -> B` lines (empty when they agree).
+
+    `only` limits the comparison to fields under those prefixes. Harness fingerprints and
+    playbooks are compared for the harnesses both locks have (harness names may hold dots,
+    so they are compared by name, not as dotted fields).
+    """
+    def values(lock: Mapping[str, Any]) -> dict[str, Any]:
+        rest = {key: value for key, value in lock.items() if key != "playbooks"}
+        rest["run"] = {key: value for key, value in (lock.get("run") or {}).items() if key != "harnesses"}
+        return flatten(rest)
+
+    lines = []
+    flat_a, flat_b = values(a), values(b)
+    for field in sorted(set(flat_a) | set(flat_b)):
+        skipped = any(_matches(field, pattern) for pattern in NOT_COMPARED)
+        if skipped or (only is not None and not any(_matches(field, pattern) for pattern in only)):
+            continue
+        if flat_a.get(field, "(absent)") != flat_b.get(field, "(absent)"):
+            lines.append(f"{field}: {flat_a.get(field, '(absent)')!r} -> {flat_b.get(field, '(absent)')!r}")
+    if only is None:
+        prints_a, prints_b = (lock.get("run", {}).get("harnesses", {}) for lock in (a, b))
+        books_a, books_b = (lock.get("playbooks", {}) for lock in (a, b))
+        for harness in sorted(set(prints_a) & set(prints_b)):
+            if prints_a[harness] != prints_b[harness]:
+                lines.append(f"harness {harness!r} fingerprint: {prints_a[harness]!r} -> {prints_b[harness]!r}")
+        for harness in sorted(set(books_a) & set(books_b)):
+            if books_a[harness].get("before") != books_b[harness].get("before"):
+                lines.append(f"harness {harness!r} playbook before the run: {books_a[harness].get('before')!r} -> "
+                             f"{books_b[harness].get('before')!r}")
+    return lines
