@@ -257,6 +257,7 @@ class TaskSet:
     params: Mapping[str, Any] = field(default_factory=dict)
     is_task: Callable[[str], bool] | None = None
     task_form: str = ""
+    default_max_steps: int | None = None  # a step budget that fits the tasks (`playground run` without --max-steps)
 
     def has_task(self, task_id: str) -> bool:
         """True when `task_id` is a task of one of the splits."""
