@@ -10,7 +10,7 @@ import pytest
 
 from playground.cli.options import CLIError, default_agent, make_config
 from playground.host.manager import Host
-from tests.conftest import require_extra, run_cli
+from tests.conftest import cli, require_extra, run_cli
 
 DATA = Path(__file__).with_name("data")
 PINNED = DATA / "default_run_summary.json"
@@ -89,6 +89,13 @@ def test_bare_run_without_the_local_extra_says_how_to_install_it_in_one_line(tmp
     assert len(lines) == 1, result.stderr
     assert "pip install -e '.[local]'" in lines[0] and "--agent noisy" in lines[0]
     assert "Traceback" not in result.stderr and not (tmp_path / "run").exists()
+
+
+def test_a_bad_option_of_the_default_agent_is_named_without_the_model_free_hint(capsys, tmp_path):
+    code, _, err = cli(capsys, "run", "--agent-option", "colour=red", "--out", str(tmp_path / "run"), "--quiet")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "agent 'local' has no option 'colour'" in lines[0], err
+    assert "--agent noisy" not in err
 
 
 def _episodes(run: Path) -> list[dict]:

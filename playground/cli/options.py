@@ -126,7 +126,8 @@ def make_config(host, harnesses, out: str, playbook: str | None, *, env_name, ag
                            params=parse_pairs(params, "--param"), playbook=playbook, strict=strict)
         check_config(host, config)
     except AgentUnavailable as exc:
-        other = MODEL_FREE_AGENT if chosen is not None and MODEL_FREE_AGENT in host.agents else None
+        # nothing about the agent was asked for: it cannot start here, so name one that needs no model
+        other = MODEL_FREE_AGENT if chosen and not agent_options and MODEL_FREE_AGENT in host.agents else None
         raise CLIError(f"{exc}; or run an agent that needs no model: --agent {other}" if other else str(exc)) from None
     except RunConfigError as exc:
         raise CLIError(str(exc)) from None
