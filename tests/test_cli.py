@@ -88,8 +88,10 @@ def test_rerun_resumes_and_skips_finished_episodes(capsys, tmp_path):
     (["--env", "tiny", "--agent", "noisy", "--agent-option", "colour=red"], "agent 'noisy' has no option 'colour'"),
     (["--env", "tiny", "--agent", "noisy", "--agent-option", "invalid=lots"], "option 'invalid' expects float"),
     (["--env", "tiny", "--bogus"], "No such option '--bogus'"),
-    (["--env", "tiny", "--harness", "sentry", "--param", "threshold=high"], "'threshold' must be a non-negative number"),
-    (["--env", "tiny", "--harness", "sentry", "--param", "fallback=pray"], "'fallback' must be one of"),
+    (["--env", "tiny", "--agent", "noisy", "--harness", "sentry", "--param", "threshold=high"],
+     "'threshold' must be a non-negative number"),
+    (["--env", "tiny", "--agent", "noisy", "--harness", "sentry", "--param", "fallback=pray"],
+     "'fallback' must be one of"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, tmp_path, args, expected):
     code, _, err = cli(capsys, "run", *args, "--out", str(tmp_path / "r"), "--quiet")
@@ -102,14 +104,16 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path, args, expected):
 def test_unwritable_out_exits_2(capsys, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    code, _, err = cli(capsys, "run", "--env", "tiny", "--episodes", "1", "--out", str(blocker / "run"), "--quiet")
+    code, _, err = cli(capsys, "run", "--env", "tiny", "--agent", "noisy", "--episodes", "1",
+                       "--out", str(blocker / "run"), "--quiet")
     assert code == 2 and "cannot write to run directory" in err
 
 
 def test_resume_with_a_different_config_is_refused(capsys, tmp_path):
     out = str(tmp_path / "run")
-    assert cli(capsys, "run", "--env", "tiny", "--episodes", "2", "--out", out, "--quiet")[0] == 0
-    code, _, err = cli(capsys, "run", "--env", "tiny", "--episodes", "2", "--seed", "7", "--out", out, "--quiet")
+    args = ("run", "--env", "tiny", "--agent", "noisy", "--episodes", "2", "--out", out, "--quiet")
+    assert cli(capsys, *args)[0] == 0
+    code, _, err = cli(capsys, *args, "--seed", "7")
     assert code == 2 and "different seed" in err
 
 

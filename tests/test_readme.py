@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 WRITING_PLUGINS = (ROOT / "docs" / "writing-plugins.md").read_text()
 QUICKSTART = [
-    "pip install -e . && playground run",
+    "pip install -e '.[local]' && playground run",
     "pip install -e '.[test,local,alfworld,langgraph]' && playground envs setup appworld && pytest -q",
 ]
 

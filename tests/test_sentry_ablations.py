@@ -124,7 +124,8 @@ def test_bar_loops_keeps_the_looped_action_out_of_the_looped_state_for_the_set_s
 
 def test_the_cli_runs_the_ablations(tmp_path):
     args = [arg for name in NAMES for arg in ("--harness", name)]
-    result = run_cli("run", "--env", "tiny", *args, "--episodes", "2", "--quiet", "--out", str(tmp_path / "run"))
+    result = run_cli("run", "--env", "tiny", "--agent", "noisy", *args, "--episodes", "2", "--quiet",
+                     "--out", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert set(summary["harnesses"]) == set(NAMES)

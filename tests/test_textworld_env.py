@@ -64,7 +64,7 @@ def test_register_envs_registers_the_provider():
     registered = []
     register_envs(registered.append)
     assert [p.name for p in registered] == ["textworld"]
-    assert registered[0].default_task_set == "custom"
+    assert registered[0].default_task_set == "easy" and registered[0].is_default  # what a bare `playground run` plays
 
 
 def test_task_sets_and_disjoint_splits():

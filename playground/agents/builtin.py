@@ -1,4 +1,7 @@
-"""The built-in agents plugin: registers random, expert, noisy, llm and local like any third-party plugin."""
+"""The built-in agents plugin: registers random, expert, noisy, llm and local like any third-party plugin.
+
+`local` is the default agent of `playground run`: the embedded SmolLM2, decoding constrained to the valid actions.
+"""
 
 from __future__ import annotations
 
@@ -18,5 +21,5 @@ def register_agents(register) -> None:
                          "early stops")
     register("llm", make_llm_agent,
              description="ReAct agent over an OpenAI-compatible endpoint (--llm-base-url, --model)")
-    register("local", make_local_agent,
+    register("local", make_local_agent, default=True, default_options={"constrained": True},
              description="ReAct agent over a local GGUF model (SmolLM2-135M by default; extra 'local')")

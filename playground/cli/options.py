@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+from typing import Any, Mapping
 
 import click
 
 from playground.core.errors import PlaygroundError
-from playground.run.runner import RunConfig, RunConfigError, check_config, resolve_tasks
+from playground.host.registry import AgentSpec
+from playground.run.runner import (
+    DEFAULT_MAX_STEPS,
+    AgentUnavailable,
+    RunConfig,
+    RunConfigError,
+    check_config,
+    resolve_tasks,
+)
 
-DEFAULT_AGENT = "noisy"
+MODEL_FREE_AGENT = "noisy"  # suggested when the default agent cannot start (it needs no model)
 
 
 class CLIError(PlaygroundError):
@@ -31,6 +40,21 @@ def default_env(host) -> str:
             return f"{spec.name}:{spec.provider.default_task_set}"
     raise CLIError("no loaded env is marked as the default; choose one with --env from: "
                    f"{', '.join(host.envs.names())}")
+
+
+def default_agent(host) -> AgentSpec:
+    """The AgentSpec its plugin marks as the default (`register(..., default=True)`), for a run without --agent."""
+    marked = [spec for spec in host.agents if spec.default]
+    if len(marked) != 1:
+        which = f"agents {', '.join(s.name for s in marked)} are each" if marked else "no loaded agent is"
+        raise CLIError(f"{which} marked as the default; choose one with --agent from: "
+                       f"{', '.join(host.agents.names())}")
+    return marked[0]
+
+
+def default_max_steps(host, env: str, task_set: str) -> int:
+    """The step budget the task set declares (`TaskSet.default_max_steps`), else DEFAULT_MAX_STEPS."""
+    return host.envs.get(env).provider.task_sets()[task_set].default_max_steps or DEFAULT_MAX_STEPS
 
 
 def default_harnesses(host) -> tuple[str, ...]:
@@ -56,9 +80,10 @@ def _scalar(value: str):
         return value
 
 
-def _agent_options(pairs: tuple[str, ...], base_url: str | None, model: str | None) -> dict:
-    """Agent options from --agent-option, plus --llm-base-url and --model when given."""
-    options = parse_pairs(pairs, "--agent-option")
+def _agent_options(defaults: Mapping[str, Any], pairs: tuple[str, ...], base_url: str | None,
+                   model: str | None) -> dict:
+    """Agent options: `defaults`, then --agent-option, plus --llm-base-url and --model when given."""
+    options = {**defaults, **parse_pairs(pairs, "--agent-option")}
     if base_url:
         options["base_url"] = base_url
     if model:
@@ -76,7 +101,8 @@ def episode_options(command=None, *, split: bool = True):
     options = [
         click.option("--env", "env_name", default=None,
                      help="env or env:task_set [default: the env its plugin marks as default; `playground envs`]"),
-        click.option("--agent", default=None, help=f"agent name [default: {DEFAULT_AGENT}]"),
+        click.option("--agent", default=None,
+                     help="agent name [default: the agent its plugin marks as default; `playground agents`]"),
         click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
                      help="agent option (repeatable)"),
         click.option("--llm-base-url", default=None,
@@ -86,8 +112,8 @@ def episode_options(command=None, *, split: bool = True):
         click.option("--episodes", type=click.IntRange(min=1), default=None, help="number of tasks from the split"),
         *([click.option("--split", default=None, help="task split (e.g. train, dev, test)")] if split else []),
         click.option("--seed", type=int, default=0, show_default=True, help="run seed (episode seeds derive from it)"),
-        click.option("--max-steps", type=click.IntRange(min=1), default=40, show_default=True,
-                     help="step budget per episode"),
+        click.option("--max-steps", type=click.IntRange(min=1), default=None,
+                     help=f"step budget per episode [default: the task set's, else {DEFAULT_MAX_STEPS}]"),
         click.option("--strict", is_flag=True, help="stop at the first plugin, env or agent error"),
         click.option("--quiet", is_flag=True, help="no progress bar"),
     ]
@@ -102,13 +128,20 @@ def make_config(host, harnesses, out: str, playbook: str | None, *, env_name, ag
     if env_name is not None and not env_name.strip():
         raise CLIError(f"--env is empty; choose from: {', '.join(host.envs.names())}")
     env, _, task_set = (env_name or default_env(host)).partition(":")
+    chosen = None if agent else default_agent(host)
+    agent, defaults = (chosen.name, chosen.default_options) if chosen else (agent, {})
     try:
         task_set, split, tasks = resolve_tasks(host, env, task_set or None, split, episodes)
-        config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=agent or DEFAULT_AGENT,
-                           harnesses=list(dict.fromkeys(harnesses)), out=out, seed=seed, max_steps=max_steps,
-                           agent_options=_agent_options(agent_options, llm_base_url, model),
+        config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=agent,
+                           harnesses=list(dict.fromkeys(harnesses)), out=out, seed=seed,
+                           max_steps=max_steps or default_max_steps(host, env, task_set),
+                           agent_options=_agent_options(defaults, agent_options, llm_base_url, model),
                            params=parse_pairs(params, "--param"), playbook=playbook, strict=strict)
         check_config(host, config)
+    except AgentUnavailable as exc:
+        # nothing about the agent was asked for: it cannot start here, so name one that needs no model
+        other = MODEL_FREE_AGENT if chosen and not agent_options and MODEL_FREE_AGENT in host.agents else None
+        raise CLIError(f"{exc}; or run an agent that needs no model: --agent {other}" if other else str(exc)) from None
     except RunConfigError as exc:
         raise CLIError(str(exc)) from None
     return config

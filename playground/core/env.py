@@ -279,6 +279,7 @@ class TaskSet:
     params: Mapping[str, Any] = field(default_factory=dict)
     is_task: Callable[[str], bool] | None = None
     task_form: str = ""
+    default_max_steps: int | None = None  # a step budget that fits the tasks (`playground run` without --max-steps)
     max_counts: Mapping[str, int] = field(default_factory=dict)  # split -> at most this many tasks (a function's cap)
 
     def exact_count(self, split: str) -> bool:

@@ -65,10 +65,12 @@ def register_envs(register) -> None:
 def register_agents(register) -> None:
     """Register agents.
 
-    Call `register(name, factory, description="", needs_expert=False)`. The factory is
-    called with the agent options (`--agent-option KEY=VALUE`) as keyword arguments
-    and returns an object following `playground.agents.base.Agent`. `needs_expert=True`
-    asks the env to put its expert plan into the view's `extras`.
+    Call `register(name, factory, description="", needs_expert=False, default=False,
+    default_options=None)`. The factory is called with the agent options
+    (`--agent-option KEY=VALUE`) as keyword arguments and returns an object following
+    `playground.agents.base.Agent`. `needs_expert=True` asks the env to put its expert plan
+    into the view's `extras`; `default=True` makes it the agent `playground run` plays when
+    no --agent is given, with `default_options` (a dict) under the --agent-option given.
     """
 
 

@@ -161,8 +161,9 @@ class Host:
                 raise RegistrationError(f"register_envs expects an EnvProvider, got {type(provider).__name__}")
             self.envs.add(provider.name, EnvSpec(provider.name, provider, plugin))
 
-        def agent(name, factory, description="", needs_expert=False) -> None:
-            self.agents.add(name, AgentSpec(name, factory, description, needs_expert, plugin))
+        def agent(name, factory, description="", needs_expert=False, default=False, default_options=None) -> None:
+            self.agents.add(name, AgentSpec(name, factory, description, needs_expert, plugin, default=bool(default),
+                                            default_options=dict(default_options or {})))
 
         def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=(),
                          candidate=True) -> None:

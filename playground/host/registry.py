@@ -18,6 +18,8 @@ class AgentSpec:
     description: str = ""
     needs_expert: bool = False
     plugin: str = ""
+    default: bool = False  # played by `playground run` when no --agent is given
+    default_options: Mapping[str, Any] = field(default_factory=dict)  # its options then (--agent-option overrides)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,13 @@ class RunConfigError(PlaygroundError, ValueError):
     """The run was asked for something that does not exist; the message lists the choices."""
 
 
+class AgentUnavailable(RunConfigError):
+    """The agent's factory refused its options or cannot start here (e.g. a missing optional package)."""
+
+
+DEFAULT_MAX_STEPS = 40  # the step budget of a task set that sets none (`TaskSet.default_max_steps`)
+
+
 @dataclass
 class RunConfig:
     """Everything `playground run` was asked to do."""
@@ -52,7 +59,7 @@ class RunConfig:
     harnesses: list[str]
     out: str
     seed: int = 0
-    max_steps: int = 40
+    max_steps: int = DEFAULT_MAX_STEPS
     agent_options: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     playbook: str | None = None
@@ -105,11 +112,14 @@ def check_config(host: Host, config: RunConfig) -> None:
         raise RunConfigError("the run directory (--out) is empty")
     if config.playbook is not None and not str(config.playbook).strip():
         raise RunConfigError("--playbook is empty")
+    try:
+        host.agents.get(config.agent).factory(**config.agent_options)
+    except (PlaygroundError, ValueError) as exc:  # a TypeError is a bug in the factory, not bad config
+        raise AgentUnavailable(str(exc)) from None
     known: set[str] = set(LOOP_PARAMS)
     opaque = False
     built: dict[str, list[tuple[str, Any]]] = {}  # harness -> its interventions, built with the run's parameters
     try:
-        host.agents.get(config.agent).factory(**config.agent_options)
         for harness, spec in zip(config.harnesses, specs):
             built[harness] = []
             for name in sorted({n for attempt in spec.attempts for n in attempt}):
