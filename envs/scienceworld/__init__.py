@@ -9,7 +9,7 @@ are only touched when an env is made. See docs/envs/scienceworld.md.
 from __future__ import annotations
 
 import importlib.metadata
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from playground.core.env import EnvProvider, TaskSet, TextEnv
 from playground.core.hookspecs import hookimpl
@@ -37,6 +37,13 @@ class ScienceWorldProvider(EnvProvider):
         scienceworld_module()
         check_java()
         return ScienceWorldEnv(TASK_SETS[task_set], expert=expert, **options)
+
+    def prepare(self, task_set: str, task_ids: list[str], progress: Callable[[str], None] | None = None) -> None:
+        """Check, before a run plays anything, that the engine can start: the extra and Java."""
+        from playground.envs.scienceworld.engine import check_java, scienceworld_module
+
+        scienceworld_module()
+        check_java()
 
     def describe(self, task_set: str) -> dict:
         """Return the env, task set and the scienceworld version."""
