@@ -59,8 +59,9 @@ def admissible_view(valid, cap: int = ADMISSIBLE_CAP, keep=()) -> list[str]:
 
     `keep` (the room's door actions) is always in it. Dropped: `reset task` and actions on
     the agent itself or the air. Ranked before the cut: actions on one object (look, go,
-    open, pick up, focus on, ...) before those on two, by verb: move X to Y, pour X in Y, use X on Y, dunk X in Y, connect X to Y (so
-    electrical tasks see fewer connections than exist); then shorter first.
+    open, pick up, focus on, ...) before those on two, by verb: move X to Y, pour X in Y,
+    use X on Y, dunk X in Y, connect X to Y (so electrical tasks see fewer connections than
+    exist); then shorter first.
     """
     kept = {" ".join(a.split()) for a in keep}
     actions = {" ".join(a.split()) for a in valid} - kept
