@@ -5,7 +5,9 @@ starts one and every `ScienceWorldEnv` in it shares it (`engine()`); an env that
 another env's task loaded puts its own back (see env.py). The JVM dies with this
 process even on SIGKILL: py4j's `--die-on-broken-pipe` ends it when our end of its stdin
 closes, and it is started with the kernel's parent-death signal
-(`playground.processes.die_with_parent`). `shutdown()` (also at exit) stops it.
+(`playground.processes.die_with_parent`; the kernel ties that signal to the thread that
+started the JVM, so the first env of a process is best made on its main thread).
+`shutdown()` (also at exit) stops it.
 
 Errors a user can fix (the `scienceworld` extra or Java missing, Java too old) raise
 `ScienceWorldUnavailable`, a `PlaygroundError`: the CLI prints it and exits with code 2.

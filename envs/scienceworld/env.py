@@ -41,7 +41,7 @@ _NOISE_OBJECT = re.compile(r"(?:^|\s)(?:agent|air)(?:\s|$)")
 _DOOR = re.compile(r"door to (?:the )?(.+?) \(that is (open|closed)\)")
 _CHOICE = re.compile(r"^\s*(\d+):", re.M)
 VERB_KINDS = {
-    **dict.fromkeys(("look", "inventory", "task", "read"), "look"),
+    **dict.fromkeys(("look", "examine", "inventory", "task", "read"), "look"),
     "go": "move",
     **dict.fromkeys(("open", "close"), "access"),
     "pick": "take",
