@@ -171,3 +171,16 @@ def test_no_jvm_outlives_a_killed_run(tmp_path):
     finally:
         if child.poll() is None:
             child.kill()
+
+
+def test_the_expert_skips_answers_to_questions_the_engine_did_not_ask():
+    """ScienceWorld's gold path answers ambiguity questions ("0"); unasked, the expert goes past them."""
+    from playground.envs.scienceworld.env import ScienceWorldEnv
+
+    env = ScienceWorldEnv(TASK_SETS["boil"], expert=True)
+    env._gold, env._text = ["move jug to sink", "0", "wait1"], "You move the jug to the sink."
+    env._follow_gold("move jug to sink")
+    assert env._gold[env._gold_at:] == ["wait1"]
+    env._gold_at, env._text = 0, "Ambiguous request: Please enter the number for the action you intended"
+    env._follow_gold("move jug to sink")
+    assert env._gold[env._gold_at:] == ["0", "wait1"]

@@ -14,7 +14,8 @@
   every one it parses is played.
   While the engine asks which of several objects was meant, the view is the numbers it offers.
 - `expert_plan` (expert=True): the rest of the gold action sequence, advanced as the
-  actions played match it. ScienceWorld's gold path generator orders independent steps
+  actions played match it (skipping its answers to ambiguity questions the engine did not
+  ask this time). ScienceWorld's gold path generator orders independent steps
   differently from load to load, so the first gold path of a task is kept for the process.
 - snapshot/restore: the engine has no copy of its state, so a snapshot is the task plus
   the actions played since reset and restoring is reset + replay. The same replay puts
@@ -144,9 +145,8 @@ class ScienceWorldEnv(TextEnv):
             self._moves = info["moves"]
             return text, 0.0, False, False, self._info(valid=False)
         self._actions.append(command)
-        if self._gold_at < len(self._gold) and command == self._gold[self._gold_at]:
-            self._gold_at += 1
         self._read(text, info, bool(done))
+        self._follow_gold(command)
         return text, float(reward), self._done, False, self._info(valid=True)
 
     def snapshot(self) -> ScienceWorldSnapshot:
@@ -181,9 +181,8 @@ class ScienceWorldEnv(TextEnv):
         for command in actions:
             text, _, done, info = sw.step(command)
             self._actions.append(command)
-            if self._gold_at < len(self._gold) and command == self._gold[self._gold_at]:
-                self._gold_at += 1
             self._read(text, info, bool(done))
+            self._follow_gold(command)
 
     def _ensure_loaded(self) -> None:
         """Put this env's episode back into the shared engine if another env used it since."""
@@ -191,6 +190,15 @@ class ScienceWorldEnv(TextEnv):
             text = self._text
             self._load(tuple(self._actions))
             self._text = text
+
+    def _follow_gold(self, command: str) -> None:
+        """Advance the gold path past `command` when it was its next step, and past the answers
+        ("0", "1", ...) it gives to ambiguity questions the engine did not ask this time."""
+        if self._gold_at < len(self._gold) and command == self._gold[self._gold_at]:
+            self._gold_at += 1
+        while (self._gold_at < len(self._gold) and self._gold[self._gold_at].isdigit()
+               and AMBIGUOUS not in self._text):
+            self._gold_at += 1
 
     def _read(self, text: str, info: dict, done: bool) -> None:
         self._text = text
