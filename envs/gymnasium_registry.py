@@ -22,7 +22,8 @@ NAMESPACE = "playground"
 VERSION = 0
 # gymnasium name -> playground env name
 IDS = {"Tiny": "tiny", "TextWorld": "textworld", "ALFWorld": "alfworld", "WebShop": "webshop",
-       "Finance": "finance", "AppWorld": "appworld", "Workflow": "workflow"}
+       "Finance": "finance", "AppWorld": "appworld", "Workflow": "workflow",
+       "ScienceWorld": "scienceworld"}
 ENTRY_POINT = "playground.envs.gymnasium_registry:make_env"
 
 

@@ -40,10 +40,13 @@ APPWORLD = needs_extra("appworld", appworld_setup.is_set_up(),
                        f"AppWorld not set up: {appworld_setup.not_set_up_message()}")
 ALFWORLD = needs_extra("alfworld", importlib.util.find_spec("alfworld") is not None,
                        "the alfworld package is not installed")
+SCIENCEWORLD = needs_extra("scienceworld", importlib.util.find_spec("scienceworld") is not None,
+                           "the scienceworld package is not installed")
 FAST = ["tiny", "finance", "webshop", "workflow"]
 ENGINES = [pytest.param("textworld", marks=pytest.mark.slow),
            pytest.param("alfworld", marks=[pytest.mark.slow, ALFWORLD]),
-           pytest.param("appworld", marks=[pytest.mark.slow, APPWORLD])]
+           pytest.param("appworld", marks=[pytest.mark.slow, APPWORLD]),
+           pytest.param("scienceworld", marks=[pytest.mark.slow, SCIENCEWORLD])]
 EVERY_ENV = FAST + ENGINES
 GYM_NAME = {env: name for name, env in IDS.items()}
 
@@ -246,7 +249,8 @@ def test_check_env_rejects_the_old_spaces():
 def test_every_env_is_registered_by_its_entry_point():
     ids = {env_id(name) for name in IDS}
     assert ids == {"playground/Tiny-v0", "playground/TextWorld-v0", "playground/ALFWorld-v0", "playground/WebShop-v0",
-                   "playground/Finance-v0", "playground/AppWorld-v0", "playground/Workflow-v0"}
+                   "playground/Finance-v0", "playground/AppWorld-v0", "playground/Workflow-v0",
+                   "playground/ScienceWorld-v0"}
     assert ids <= set(gymnasium.registry)  # `import playground.envs` registered them
     points = [ep for ep in importlib.metadata.entry_points(group="gymnasium.envs") if ep.name == "playground"]
     assert [ep.value for ep in points] == ["playground.envs.gymnasium_registry:register_envs"]
