@@ -190,7 +190,8 @@ def test_ace_bullets(bullets):
     data = ("## OTHERS\n" + "".join(f"[{i}] helpful={h} harmful={k} :: {text}\n" for i, h, k, text in bullets)).encode()
     result = _check(read_ace, data, "ace.txt")
 
-    def counter_ok(text: str) -> bool:
+    def counter_ok(text: str) -> bool:  # whitespace after a counter only separates it from what follows
+        text = text.rstrip()
         return re.fullmatch("[0-9]+", text) is not None and int(text) <= MAX_COUNTER
 
     valid = all(counter_ok(h) and counter_ok(k) and text.strip() for _, h, k, text in bullets)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from playground.host.manager import get_host
 from playground.run.lock import lock_differences, playbook_hash
 from tests.conftest import cli, write_plugin_dist
 
@@ -61,7 +62,7 @@ def test_lock_json_is_written_with_the_expected_keys(capsys, tmp_path):
     assert lock["run"]["harnesses"] == config["harness_fingerprints"]
     sentry = lock["playbooks"]["sentry"]
     assert sentry["before"] is None  # a fresh run starts with no playbook
-    assert sentry["after"] == playbook_hash(out / "playbooks" / "sentry.sqlite") is not None
+    assert sentry["after"] == playbook_hash(out / "playbooks" / "sentry.sqlite", get_host()) is not None
 
 
 def test_a_run_with_the_same_lock_passes_the_check(capsys, tmp_path):
@@ -175,16 +176,16 @@ def test_a_playbook_is_hashed_by_content_and_left_untouched(tmp_path):
     db.execute("DELETE FROM lessons WHERE text != 'keep'")
     db.commit()
     db.close()
-    first = playbook_hash(book)
+    first = playbook_hash(book, get_host())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["book.sqlite"]  # no -wal or -shm left beside it
     size = book.stat().st_size
     db = sqlite3.connect(book)
     db.execute("VACUUM")  # another page layout, the same content
     db.close()
-    assert book.stat().st_size < size and playbook_hash(book) == first
+    assert book.stat().st_size < size and playbook_hash(book, get_host()) == first
     db = sqlite3.connect(book)
     db.execute("INSERT INTO lessons (text) VALUES ('new')")
     db.commit()
     db.close()
-    assert playbook_hash(book) != first
-    assert playbook_hash(tmp_path / "none.sqlite") is None
+    assert playbook_hash(book, get_host()) != first
+    assert playbook_hash(tmp_path / "none.sqlite", get_host()) is None

@@ -11,9 +11,9 @@ import click
 
 from playground.cli.compare import compare_command
 from playground.cli.fork import fork_command
+from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.cli.report import report_command
 from playground.cli.view import view_command
-from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.core.errors import PlaygroundError
 from playground.host.manager import get_host
 from playground.run.report import format_table

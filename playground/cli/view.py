@@ -173,7 +173,8 @@ def render_events(console: Console, events: Sequence[dict], full: bool = False) 
             _say(console, Text("error: " + _short(event.get("message"), full), style="bold red"))
         elif kind == "end":
             status = str(event.get("status"))
-            score = f", score {event.get('score')} of {event.get('max_score')}" if event.get("score") is not None else ""
+            score = (f", score {event.get('score')} of {event.get('max_score')}"
+                     if event.get("score") is not None else "")
             console.print(Panel(Text(f"{status} after {event.get('steps')} steps{score}"
                                      + (f"\n{event.get('error')}" if event.get("error") else ""),
                                      style=STATUS_STYLE.get(status, "bold")), title="end", title_align="left"))

@@ -193,6 +193,18 @@ def check_playbook(path: str) -> str | list[str] | None:
     """
 
 
+@hookspec(firstresult=True)
+def playbook_digest(path: str) -> str | None:
+    """First result: a hash of the content of the playbook file at `path`, for the run's lock.
+
+    Called when a run writes `lock.json` (before and after playing). The plugin that owns the
+    playbook format returns a hash that stays the same for the same content whatever the
+    file's layout (e.g. an SQLite database after VACUUM), or None when the file is not one of
+    its playbooks; with no answer the host hashes the file's bytes. Must not create or
+    change anything.
+    """
+
+
 @hookspec
 def discard_episodes(run_id: str, episode_ids: list[str], playbook: str) -> None:
     """Observer, fan-out: undo what unfinished plays of these episodes wrote outside the run directory.

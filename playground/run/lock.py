@@ -22,7 +22,6 @@ import importlib.metadata
 import json
 import platform
 import re
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -52,33 +51,20 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def playbook_hash(path: str | Path) -> str | None:
+def playbook_hash(path: str | Path, host=None) -> str | None:
     """A hash of a playbook's content, or None when there is no file yet.
 
-    An SQLite file is hashed through a read-only dump of its tables (the same content gives
-    the same hash whatever the page layout or the state of its write-ahead log); any other
-    file by its bytes.
+    The plugin that owns the playbook format answers through `playbook_digest` (the same
+    content gives the same hash whatever the file's layout); without an answer, or without a
+    `host`, the file is hashed by its bytes.
     """
     file = Path(path)
     if not file.is_file():
         return None
-    with open(file, "rb") as handle:
-        is_sqlite = handle.read(16) == b"SQLite format 3\x00"
-    if is_sqlite:
-        try:
-            wal = file.with_name(file.name + "-wal")
-            # no pending write-ahead log: read the file as it is, creating no -wal/-shm side files beside it
-            mode = "mode=ro" if wal.is_file() and wal.stat().st_size else "immutable=1"
-            db = sqlite3.connect(file.resolve().as_uri() + "?" + mode, uri=True)
-            try:
-                digest = hashlib.sha256()
-                for statement in db.iterdump():
-                    digest.update(statement.encode("utf-8", "surrogatepass") + b"\n")
-                return "sqlite:" + digest.hexdigest()
-            finally:
-                db.close()
-        except sqlite3.Error:
-            pass  # unreadable as a database: fall back to its bytes
+    if host is not None:
+        digest = host.pm.hook.playbook_digest(path=str(file))
+        if digest:
+            return str(digest)
     return file_sha256(file)
 
 
@@ -161,7 +147,7 @@ def build_lock(host, config, fingerprints: Mapping[str, str], playbooks: Mapping
     for name, path in dict(provider.data_files(config.task_set)).items():
         data_files[str(name)] = file_sha256(path) if Path(path).is_file() else None
     tasks_text = json.dumps([config.task_set, config.split, list(config.tasks)])
-    before = {h: (previous or {}).get("playbooks", {}).get(h, {}).get("before", playbook_hash(p))
+    before = {h: (previous or {}).get("playbooks", {}).get(h, {}).get("before", playbook_hash(p, host))
               for h, p in playbooks.items()}
     return {
         "lock_version": LOCK_VERSION,
@@ -182,10 +168,10 @@ def build_lock(host, config, fingerprints: Mapping[str, str], playbooks: Mapping
     }
 
 
-def finish_lock(lock: dict[str, Any]) -> dict[str, Any]:
+def finish_lock(lock: dict[str, Any], host=None) -> dict[str, Any]:
     """The lock with each playbook's hash after the run filled in."""
     for entry in lock["playbooks"].values():
-        entry["after"] = playbook_hash(entry["path"])
+        entry["after"] = playbook_hash(entry["path"], host)
     return lock
 
 

@@ -316,7 +316,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         for line in lock_differences(previous_lock, lock):
             notify(f"warning: {LOCK_FILE} of the earlier session differs: {line}", None)
     try:
-        write_lock(rundir.path, finish_lock(lock), previous_lock)  # "after": the playbooks as they are now
+        write_lock(rundir.path, finish_lock(lock, host), previous_lock)  # "after": the playbooks as they are now
         env_spec.provider.prepare(config.task_set, config.tasks, lambda msg: notify(msg, None))
         header_base = {**env_spec.provider.describe(config.task_set), "run_id": run_id, "agent": config.agent,
                        "split": config.split}
@@ -341,7 +341,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                                 rundir.records.values())
         summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps)
         rundir.write_summary(summary)
-        write_lock(rundir.path, finish_lock(lock), previous_lock)
+        write_lock(rundir.path, finish_lock(lock, host), previous_lock)
         return summary
     finally:
         rundir.close()

@@ -169,7 +169,8 @@ def stacked_bars(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], x
         for value, fill, title in segments:
             if value <= 0:
                 continue
-            parts.append(f'<rect x="{frame.x(start):.1f}" y="{top + 3}" width="{frame.x(start + value) - frame.x(start):.1f}" '
+            width_px = frame.x(start + value) - frame.x(start)
+            parts.append(f'<rect x="{frame.x(start):.1f}" y="{top + 3}" width="{width_px:.1f}" '
                          f'height="{row_height - 6}" fill="{fill}"><title>{escape(title)}</title></rect>')
             start += value
         parts.append(f'<text x="{frame.x(start) + 4:.1f}" y="{top + row_height / 2 + 4:.1f}" {FONT}>'

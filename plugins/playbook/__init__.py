@@ -38,6 +38,14 @@ def check_playbook(path: str) -> str | None:
 
 
 @hookimpl
+def playbook_digest(path: str) -> str | None:
+    """A hash of an SQLite playbook's content (a read-only dump of its tables), None for a file that is not SQLite."""
+    from playground.plugins.playbook.store import content_digest
+
+    return content_digest(path)
+
+
+@hookimpl
 def discard_episodes(run_id: str, episode_ids: list[str], playbook: str) -> None:
     """Take back the lessons and counter updates that unfinished plays of these episodes left in the playbook."""
     from playground.plugins.playbook.store import discard_episodes as discard

@@ -982,3 +982,28 @@ def _check_is_playbook_or_new(path: Path) -> None:
     problem = playbook_problem(path)
     if problem is not None:
         raise PlaybookError(f"{path}: {problem}")
+
+
+def content_digest(path: str | Path) -> str | None:
+    """A hash of an SQLite file's content through a read-only dump of its tables (the same content gives the same
+    hash whatever the page layout or the state of its write-ahead log), or None when it is not a readable SQLite
+    file. Creates no -wal/-shm files beside it when it has no pending write-ahead log."""
+    file = Path(path)
+    if not file.is_file():
+        return None
+    with open(file, "rb") as handle:
+        if handle.read(16) != b"SQLite format 3\x00":
+            return None
+    wal = file.with_name(file.name + "-wal")
+    mode = "mode=ro" if wal.is_file() and wal.stat().st_size else "immutable=1"
+    try:
+        db = sqlite3.connect(file.resolve().as_uri() + "?" + mode, uri=True)
+        try:
+            digest = hashlib.sha256()
+            for statement in db.iterdump():
+                digest.update(statement.encode("utf-8", "surrogatepass") + b"\n")
+            return "sqlite:" + digest.hexdigest()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
