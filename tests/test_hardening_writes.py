@@ -7,12 +7,13 @@ files are written beside the target and renamed into place, temporary files remo
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
 
 from playground.plugins.playbook.store import Playbook
-from playground.run.files import OutputError, atomic_write, check_output
+from playground.run.files import OutputError, atomic_write, atomic_write_text, check_output
 from tests.conftest import cli
 
 
@@ -104,6 +105,27 @@ def test_atomic_write_leaves_no_temp_file_and_the_old_content_on_error(tmp_path)
         atomic_write(target, explode)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_write_gives_a_new_file_the_mode_open_would(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        written = atomic_write_text(tmp_path / "new.json", "{}\n")
+        with open(tmp_path / "opened.json", "w") as handle:  # what a plain open() makes under the same umask
+            handle.write("{}\n")
+    finally:
+        os.umask(old)
+    assert oct(written.stat().st_mode & 0o777) == oct(mode) == oct((tmp_path / "opened.json").stat().st_mode & 0o777)
+    assert written.read_text() == "{}\n" and sorted(p.name for p in tmp_path.iterdir()) == ["new.json", "opened.json"]
+
+
+def test_atomic_write_over_a_file_keeps_its_mode(tmp_path):
+    target = tmp_path / "summary.json"
+    target.write_text("old")
+    target.chmod(0o640)
+    atomic_write_text(target, "new")
+    assert target.read_text() == "new" and oct(target.stat().st_mode & 0o777) == "0o640"
 
 
 def test_check_output_protects_sqlite_side_files_and_links(tmp_path):

@@ -10,8 +10,11 @@ name used as a file name) goes through `safe_file_name` and `confined`.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import secrets
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -74,31 +77,50 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO], object], *, bina
     """Write `path` through `write(handle)` into a temporary file beside it, then rename it into place.
 
     The target is replaced only by a complete file; on any error the temporary file is
-    removed and the target left as it was. OutputError names a folder that cannot be written
-    and a target that cannot be replaced (a folder, say).
+    removed and the target left as it was. The file gets the mode `open()` would give it: a
+    new one 0666 less the umask (0644 under umask 022), one written over its old mode.
+    OutputError names a folder that cannot be written and a target that cannot be replaced
+    (a folder, say).
     """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = tempfile.NamedTemporaryFile("wb" if binary else "w", encoding=None if binary else "utf-8",
-                                             dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+        handle, temporary = _open_beside(path, binary)
     except OSError as exc:
         raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     try:
         with handle:
+            try:  # as with open(), a file written over keeps its mode
+                os.fchmod(handle.fileno(), stat.S_IMODE(os.stat(path).st_mode) & 0o777)
+            except FileNotFoundError:
+                pass
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(handle.name, path)
+        os.replace(temporary, path)
     except BaseException as exc:
         try:
-            os.unlink(handle.name)
+            os.unlink(temporary)
         except OSError:
             pass
         if isinstance(exc, OSError) and not isinstance(exc, PlaygroundError):
             raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
         raise
     return path
+
+
+def _open_beside(path: Path, binary: bool) -> tuple[IO, Path]:
+    """A new temporary file beside `path`, open for writing, and its path; made as `open()` makes a file (mode 0666
+    less the umask), not private as `tempfile` makes it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        name = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            descriptor = os.open(name, flags, 0o666)
+        except FileExistsError:
+            continue
+        return os.fdopen(descriptor, "wb" if binary else "w", encoding=None if binary else "utf-8"), name
+    raise FileExistsError(errno.EEXIST, f"no free temporary name beside {str(path)!r}")
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
