@@ -2,12 +2,13 @@
 monitor, and ACE+Sentry.
 
 One module per baseline (`ace`, `reflexion`, `awm`, `reasoningbank`, `monitor`); shared parts:
-`trajectory` (the observable record), `judge` (the model roles, with Sentry's judge options),
-`success` (how a memory baseline tells a success), `store` (memory files beside the run's
-playbook), `params`. Each registers an intervention and a harness of the same name, plus
-`ace-frozen` (ACE read-only: the evaluation half of its offline mode), `reflexion:N` (N
-trials) and `ace-sentry` (ACE's task playbook next to Sentry, composed as a list of
-interventions, Sentry referenced by its registered name). See docs/methods/baselines.md.
+`episode` (what the memory baselines do alike in an episode), `trajectory` (the observable
+record), `judge` (the model roles, with Sentry's judge options), `success` (how a memory
+baseline tells a success), `store` (memory files beside the run's playbook), `params`. Each
+registers an intervention and a harness of the same name, plus `ace-frozen` (ACE read-only:
+the evaluation half of its offline mode), `reflexion:N` (N trials) and `ace-sentry` (ACE's
+task playbook next to Sentry, composed as a list of interventions, Sentry referenced by its
+registered name). See docs/methods/baselines.md.
 """
 
 from playground import hookimpl

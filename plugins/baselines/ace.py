@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground import EpisodeEnd, EpisodeStart, PlaygroundError, StepContext, StepOutcome, hookimpl
+from playground import EpisodeEnd, EpisodeStart
+from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge
-from playground.plugins.baselines.params import JUDGE_DEFAULTS, BaselineConfigError, parse_params
-from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
+from playground.plugins.baselines.params import JUDGE_DEFAULTS
+from playground.plugins.baselines.store import append_record, episode_key, locked, memory_path, written_before
 from playground.plugins.baselines.trajectory import Trajectory, abstract_action, approx_tokens, verb_of, words
 from playground.plugins.playbook.io import ACE_FAILURE_TYPE, ACE_SECTIONS, ace_text, read_ace
 
@@ -367,43 +368,31 @@ def prune_operations(playbook: AcePlaybook, harmful_at: int) -> list[dict]:
 # -- the episode plugin ---------------------------------------------------------------------------------------------
 
 
-class AcePlugin:
+class AcePlugin(MemoryBaseline):
     """ACE for one episode: the playbook as a standing note; reflect and curate when the episode ends."""
 
+    NAME, DEFAULTS, CHOICES = NAME, DEFAULTS, CHOICES
+    MEMORY_PARAM = "ace_playbook"
+
     def __init__(self, params: dict[str, Any]) -> None:
-        self.p = parse_params(NAME, DEFAULTS, params, CHOICES)
-        if self.p["ace_playbook"]:  # a file named up front is checked up front (before a run: exit 2)
-            try:
-                AcePlaybook.load(Path(str(self.p["ace_playbook"])))
-            except (PlaygroundError, OSError) as exc:
-                raise BaselineConfigError(f"ace parameter 'ace_playbook': {exc}") from None
-        self.judge = Judge(self.p, NAME)
-        self.trajectory = Trajectory()
-        self.path: Path | None = None
-        self.note = ""
+        super().__init__(params)
         self.shown: list[Bullet] = []
         self.start: EpisodeStart | None = None
 
-    @hookimpl
-    def episode_started(self, start: EpisodeStart) -> None:
+    def read_memory(self, path: Path) -> AcePlaybook:
+        """Read an ACE playbook file."""
+        return AcePlaybook.load(path)
+
+    def begin(self, start: EpisodeStart) -> None:
+        """Render the playbook into the note, within the budget; remember the bullets shown."""
         self.start = start
-        self.trajectory.start(start)
         self.path = memory_path(start, "ace.txt", str(self.p["ace_playbook"]))
         playbook = AcePlaybook.load(self.path)
         self.note, shown_ids = playbook.render(int(self.p["ace_budget"]))
         self.shown = [b for b in playbook.bullets if b.id in shown_ids]
 
-    @hookimpl
-    def agent_notes(self, context: StepContext):
-        return self.note or None
-
-    @hookimpl
-    def step_completed(self, outcome: StepOutcome) -> None:
-        self.trajectory.record(outcome)
-
-    @hookimpl
-    def episode_finished(self, end: EpisodeEnd) -> None:
-        self.trajectory.end(end)
+    def learn(self, end: EpisodeEnd) -> None:
+        """Online: reflect on the episode and curate the playbook."""
         if self.p["ace_mode"] != "online" or self.path is None or end.status == "error" or self.start is None:
             return
         # outcome feedback is the env's success signal (the paper's ground truth / execution feedback), by choice
@@ -419,10 +408,10 @@ class AcePlugin:
         """Merge the reflection's deltas into the playbook file, once per (run, episode, attempt); return them."""
         assert self.path is not None
         ids = end.ids
-        key = {"run": ids.run_id, "episode": ids.episode_id, "attempt": ids.attempt}
+        key = episode_key(ids)
         log = self.path.with_name(self.path.name + ".deltas.jsonl")
         with locked(self.path):
-            if any({k: r.get(k) for k in key} == key for r in read_records(log)):
+            if written_before(log, key):
                 return []  # a replayed episode: its deltas are in already
             playbook = AcePlaybook.load(self.path)
             operations = model_curation(self.judge, playbook, reflection) if self.judge.configured else None

@@ -16,13 +16,20 @@ The same steps induced again count as one workflow seen more often.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from playground import EpisodeEnd, EpisodeStart, PlaygroundError, StepContext, StepOutcome, hookimpl
+from playground import EpisodeEnd, EpisodeStart
+from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge
-from playground.plugins.baselines.params import JUDGE_DEFAULTS, BaselineConfigError, parse_params
-from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
+from playground.plugins.baselines.params import JUDGE_DEFAULTS
+from playground.plugins.baselines.store import (
+    append_record,
+    episode_key,
+    locked,
+    memory_path,
+    read_records,
+    written_before,
+)
 from playground.plugins.baselines.success import MODES, succeeded
 from playground.plugins.baselines.trajectory import Trajectory, approx_tokens, goal_gist
 
@@ -88,41 +95,19 @@ def render(found: list[dict], budget: int) -> str:
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
-class AwmPlugin:
+class AwmPlugin(MemoryBaseline):
     """AWM for one episode: the memory's workflows as a note; a new workflow when the episode succeeded."""
 
-    def __init__(self, params: dict[str, Any]) -> None:
-        self.p = parse_params(NAME, DEFAULTS, params, CHOICES)
-        self.judge = Judge(self.p, NAME)
-        if self.p["awm_success"] == "judge" and not self.judge.configured:
-            raise BaselineConfigError("awm: awm_success=judge needs a judge model (--param judge_base_url=URL "
-                                      "--param judge_model=NAME, or --param judge_local=true)")
-        if self.p["awm_memory"]:  # a file named up front is checked up front (before a run: exit 2)
-            try:
-                read_records(Path(str(self.p["awm_memory"])))
-            except (PlaygroundError, OSError) as exc:
-                raise BaselineConfigError(f"awm parameter 'awm_memory': {exc}") from None
-        self.trajectory = Trajectory()
-        self.path: Path | None = None
-        self.note = ""
+    NAME, DEFAULTS, CHOICES = NAME, DEFAULTS, CHOICES
+    SUCCESS_PARAM, MEMORY_PARAM = "awm_success", "awm_memory"
 
-    @hookimpl
-    def episode_started(self, start: EpisodeStart) -> None:
-        self.trajectory.start(start)
+    def begin(self, start: EpisodeStart) -> None:
+        """Read the memory's workflows into the note."""
         self.path = memory_path(start, "workflows.jsonl", str(self.p["awm_memory"]))
         self.note = render(workflows(read_records(self.path)), int(self.p["awm_budget"]))
 
-    @hookimpl
-    def agent_notes(self, context: StepContext):
-        return self.note or None
-
-    @hookimpl
-    def step_completed(self, outcome: StepOutcome) -> None:
-        self.trajectory.record(outcome)
-
-    @hookimpl
-    def episode_finished(self, end: EpisodeEnd) -> None:
-        self.trajectory.end(end)
+    def learn(self, end: EpisodeEnd) -> None:
+        """Induce a workflow from a successful episode and add it to the memory."""
         if end.status == "error" or self.path is None:
             return
         success, judged_by = succeeded(str(self.p["awm_success"]), self.judge, self.trajectory, end)
@@ -134,9 +119,9 @@ class AwmPlugin:
         workflow = workflow or rule_workflow(self.trajectory, max_steps)
         if workflow is None:
             return
-        key = {"run": end.ids.run_id, "episode": end.ids.episode_id, "attempt": end.ids.attempt}
+        key = episode_key(end.ids)
         with locked(self.path):
-            if any({k: r.get(k) for k in key} == key for r in read_records(self.path)):
+            if written_before(self.path, key):
                 return  # a replayed episode: its workflow is in already
             append_record(self.path, {**key, "task": end.ids.task_id, **workflow, "induced_by": by,
                                       "success_by": judged_by, "at": time.time()})

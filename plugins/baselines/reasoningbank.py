@@ -17,13 +17,20 @@ embeddings; no embedding model ships with playground, so BM25 takes its place.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from playground import EpisodeEnd, EpisodeStart, PlaygroundError, StepContext, StepOutcome, hookimpl
+from playground import EpisodeEnd, EpisodeStart
+from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge
-from playground.plugins.baselines.params import JUDGE_DEFAULTS, BaselineConfigError, parse_params
-from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
+from playground.plugins.baselines.params import JUDGE_DEFAULTS
+from playground.plugins.baselines.store import (
+    append_record,
+    episode_key,
+    locked,
+    memory_path,
+    read_records,
+    written_before,
+)
 from playground.plugins.baselines.success import MODES, succeeded
 from playground.plugins.baselines.trajectory import Trajectory, goal_gist
 
@@ -121,41 +128,24 @@ def render(items: list[dict]) -> str:
     return "Memory items from earlier tasks, retrieved for this goal (use them where they apply):\n" + "\n".join(blocks)
 
 
-class ReasoningBankPlugin:
+class ReasoningBankPlugin(MemoryBaseline):
     """ReasoningBank for one episode: retrieved items as a note; new items distilled when it ends."""
 
+    NAME, DEFAULTS, CHOICES = NAME, DEFAULTS, CHOICES
+    SUCCESS_PARAM, MEMORY_PARAM = "rb_success", "rb_memory"
+
     def __init__(self, params: dict[str, Any]) -> None:
-        self.p = parse_params(NAME, DEFAULTS, params, CHOICES)
-        self.judge = Judge(self.p, NAME)
-        if self.p["rb_success"] == "judge" and not self.judge.configured:
-            raise BaselineConfigError("reasoningbank: rb_success=judge needs a judge model (--param "
-                                      "judge_base_url=URL --param judge_model=NAME, or --param judge_local=true)")
-        if self.p["rb_memory"]:  # a file named up front is checked up front (before a run: exit 2)
-            try:
-                read_records(Path(str(self.p["rb_memory"])))
-            except (PlaygroundError, OSError) as exc:
-                raise BaselineConfigError(f"reasoningbank parameter 'rb_memory': {exc}") from None
-        self.trajectory = Trajectory()
-        self.path: Path | None = None
+        super().__init__(params)
         self.retrieved: list[dict] = []
 
-    @hookimpl
-    def episode_started(self, start: EpisodeStart) -> None:
-        self.trajectory.start(start)
+    def begin(self, start: EpisodeStart) -> None:
+        """Retrieve the memory items most similar to the goal into the note."""
         self.path = memory_path(start, "memory.jsonl", str(self.p["rb_memory"]))
         self.retrieved = retrieve(read_records(self.path), start.goal, int(self.p["rb_k"]))
+        self.note = render(self.retrieved)
 
-    @hookimpl
-    def agent_notes(self, context: StepContext):
-        return render(self.retrieved) or None
-
-    @hookimpl
-    def step_completed(self, outcome: StepOutcome) -> None:
-        self.trajectory.record(outcome)
-
-    @hookimpl
-    def episode_finished(self, end: EpisodeEnd) -> None:
-        self.trajectory.end(end)
+    def learn(self, end: EpisodeEnd) -> None:
+        """Distil memory items from the episode, a success or a failure, and add them to the memory."""
         if end.status == "error" or self.path is None:
             return
         success, judged_by = succeeded(str(self.p["rb_success"]), self.judge, self.trajectory, end)
@@ -163,9 +153,9 @@ class ReasoningBankPlugin:
         items = model_items(self.judge, self.trajectory, success, limit) if self.judge.configured else None
         by = "model" if items else "rules"
         items = items or rule_items(self.trajectory, success, limit)
-        key = {"run": end.ids.run_id, "episode": end.ids.episode_id, "attempt": end.ids.attempt}
+        key = episode_key(end.ids)
         with locked(self.path):
-            if any({k: r.get(k) for k in key} == key for r in read_records(self.path)):
+            if written_before(self.path, key):
                 return  # a replayed episode: its items are in already
             for item in items:
                 append_record(self.path, {**key, "task": end.ids.task_id, "query": self.trajectory.goal, **item,

@@ -14,13 +14,13 @@ Reflections never leave their task: the next task starts with an empty memory.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from playground import EpisodeEnd, EpisodeStart, StepContext, StepOutcome, hookimpl
+from playground import EpisodeEnd, EpisodeStart
+from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge
-from playground.plugins.baselines.params import JUDGE_DEFAULTS, parse_params
-from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
+from playground.plugins.baselines.params import JUDGE_DEFAULTS
+from playground.plugins.baselines.store import append_record, episode_key, locked, memory_path, read_records
 from playground.plugins.baselines.trajectory import Trajectory, words
 
 NAME = "reflexion"
@@ -89,19 +89,17 @@ def model_reflection(judge: Judge, trajectory: Trajectory, trial: int, earlier: 
     return f"Trial {trial}: {text[:1500]}" if text else None
 
 
-class ReflexionPlugin:
+class ReflexionPlugin(MemoryBaseline):
     """One trial: the earlier trials' reflections as a note; a reflection of its own when it fails."""
 
+    NAME, DEFAULTS = NAME, DEFAULTS
+
     def __init__(self, params: dict[str, Any]) -> None:
-        self.p = parse_params(NAME, DEFAULTS, params)
-        self.judge = Judge(self.p, NAME)
-        self.trajectory = Trajectory()
-        self.path: Path | None = None
+        super().__init__(params)
         self.reflections: list[str] = []
 
-    @hookimpl
-    def episode_started(self, start: EpisodeStart) -> None:
-        self.trajectory.start(start)
+    def begin(self, start: EpisodeStart) -> None:
+        """Read this episode's earlier trials' reflections into the note."""
         self.path = memory_path(start, "reflections.jsonl")
         ids = start.ids
         latest: dict[int, str] = {}  # trial -> its reflection (the last written, should a trial be replayed)
@@ -111,22 +109,12 @@ class ReflexionPlugin:
                 latest[record["attempt"]] = str(record.get("reflection", ""))
         keep = int(self.p["reflexion_memory"])
         self.reflections = [latest[t] for t in sorted(latest)][-keep:] if keep else []
+        if self.reflections:
+            self.note = ("Reflections on your earlier trials at this same task (use them to do better this time):\n"
+                         + "\n".join(f"- {r}" for r in self.reflections))
 
-    @hookimpl
-    def agent_notes(self, context: StepContext):
-        if not self.reflections:
-            return None
-        return ("Reflections on your earlier trials at this same task (use them to do better this time):\n"
-                + "\n".join(f"- {r}" for r in self.reflections))
-
-    @hookimpl
-    def step_completed(self, outcome: StepOutcome) -> None:
-        self.trajectory.record(outcome)
-
-    @hookimpl
-    def episode_finished(self, end: EpisodeEnd) -> None:
+    def learn(self, end: EpisodeEnd) -> None:
         """A failed trial (the env's success signal, as in the paper) writes its reflection."""
-        self.trajectory.end(end)
         if end.won or end.status == "error" or self.path is None:
             return
         trial = end.ids.attempt
@@ -135,8 +123,8 @@ class ReflexionPlugin:
         by = "model" if text else "rules"
         text = text or rule_reflection(self.trajectory, trial)
         with locked(self.path):
-            append_record(self.path, {"run": end.ids.run_id, "episode": end.ids.episode_id, "attempt": trial,
-                                      "task": end.ids.task_id, "reflection": text, "by": by, "at": time.time()})
+            append_record(self.path, {**episode_key(end.ids), "task": end.ids.task_id, "reflection": text, "by": by,
+                                      "at": time.time()})
 
 
 def trials_harness(name: str, rest: str):

@@ -16,9 +16,9 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
-from playground import EpisodeStart, PlaygroundError
+from playground import EpisodeIds, EpisodeStart, PlaygroundError
 
 
 class MemoryFileError(PlaygroundError):
@@ -80,3 +80,13 @@ def append_record(path: Path, record: dict) -> None:
         handle.write((("\n" if torn else "") + json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def episode_key(ids: EpisodeIds) -> dict[str, Any]:
+    """The fields that key what an episode wrote to a memory file: run, episode and attempt."""
+    return {"run": ids.run_id, "episode": ids.episode_id, "attempt": ids.attempt}
+
+
+def written_before(path: Path, key: Mapping[str, Any]) -> bool:
+    """Whether the file holds a record of `key` (a replayed episode wrote it already); call under `locked(path)`."""
+    return any({k: r.get(k) for k in key} == key for r in read_records(path))
