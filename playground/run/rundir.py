@@ -38,7 +38,8 @@ QUARANTINE = "episodes.quarantine.jsonl"
 RECORD_TEXT_FIELDS = ("key", "harness", "task_id", "status")
 RECORD_NUMBER_FIELDS = ("steps", "invalid_actions", "detected_failures", "verified_recoveries",
                         "unresolved_recoveries", "lessons_added", "lessons_retrieved", "lessons_helped",
-                        "prompt_tokens", "completion_tokens", "seconds", "cost")
+                        "prompt_tokens", "completion_tokens", "judge_prompt_tokens", "judge_completion_tokens",
+                        "seconds", "cost")
 
 # Config keys that must match for a directory to be resumed; harnesses may be added.
 IDENTITY_KEYS = ("env", "task_set", "split", "tasks", "agent", "agent_options", "seed", "max_steps", "params")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from playground.agents.base import bind_env
+from playground.agents.client import judge_calls_reported
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.errors import PlaygroundError, format_exception
 from playground.core.loop import EpisodeConfig, run_episode
@@ -498,7 +499,8 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
         episode_config = EpisodeConfig(run_id, episode, config.env, task_id, harness, config.agent, seed,
                                        config.max_steps, playbook_path(config, harness), params, config.strict,
                                        config.task_set, attempt)
-        result = run_episode(env, agent, hooks, episode_config, emit)
+        with judge_calls_reported(emit):  # the tokens its plugins' model roles spend count in its record
+            result = run_episode(env, agent, hooks, episode_config, emit)
         status, won, steps, error = result.status, result.won, result.steps, result.error
         score, max_score = result.score, result.max_score
     except Exception as exc:  # building the episode failed: record it, keep the run going

@@ -5,7 +5,8 @@ seeds or data hash, the task, harness and agent (with its options), the seed, th
 budget and the parameters: enough to rebuild the episode's start state. Then come the
 loop's events: reset, checkpoint, proposal (with the view the agent saw), prompt (each
 long text of those views once, by hash), detection, intervention, rollback, step,
-verification, lesson, error, end.
+verification, lesson, error, end; and `judge_call`, the token counts of each model call a
+plugin's role made (`playground.agents.client.ask_json`), apart from the agent's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from playground.core.errors import PlaygroundError
 
 EVENT_TYPES = frozenset({
     "header", "reset", "checkpoint", "proposal", "detection", "intervention", "rollback",
-    "step", "verification", "lesson", "error", "end", "prompt",
+    "step", "verification", "lesson", "error", "end", "prompt", "judge_call",
 })
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from playground.agents.base import bind_env
+from playground.agents.client import judge_calls_reported
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, EpisodeResult, run_episode
 from playground.core.payloads import AgentView, Proposal
@@ -88,5 +89,7 @@ def play(env, agent, plugins: Iterable[Any] = (), *, task: str = "tiny-0", max_s
                            max_steps, playbook=playbook, params=dict(params or {}), strict=strict,
                            attempt=attempt)
     bind_env(agent, env)
-    played.result = run_episode(env, agent, hooks, config, lambda kind, data: played.events.append((kind, data)))
+    emit = lambda kind, data: played.events.append((kind, data))  # noqa: E731
+    with judge_calls_reported(emit):
+        played.result = run_episode(env, agent, hooks, config, emit)
     return played

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
+from playground.agents.client import first_json_object
 from playground.core.env import is_admissible
 from playground.run.forks import EpisodeTrace, RecordedStep, load_episode
 from playground.run.rundir import load_records, record_trace
@@ -241,27 +241,12 @@ def render_trace(episode: EpisodeTrace) -> str:
     return "\n".join(lines)
 
 
-JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-
-
-def parse_llm_reply(text: str) -> dict | None:
-    """The JSON object of a reply (inside a code fence or prose), or None."""
-    match = JSON_OBJECT.search(text)
-    if not match:
-        return None
-    try:
-        value = json.loads(match.group(0))
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def llm_diagnoses(episode: EpisodeTrace, trace: str, model: Any) -> list[dict]:
     """One diagnosis from a chat model (`ChatModel.complete(messages)`); an unparseable reply is a record
     marked `unparseable_reply`, so it is counted among the rejected."""
     messages = [{"role": "system", "content": LLM_SYSTEM}, {"role": "user", "content": render_trace(episode)}]
     reply = model.complete(messages)
-    parsed = parse_llm_reply(reply.text)
+    parsed = first_json_object(reply.text)
     if parsed is None:
         return [{"trace": trace, "producer": "llm", "unparseable": True, "raw": reply.text[:2000]}]
     step = parsed.get("step")

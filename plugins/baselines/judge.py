@@ -10,13 +10,9 @@ back to its rules, never crashes.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any, Mapping
 
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
-
-JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel, ask_json
 
 
 class Judge:
@@ -53,17 +49,4 @@ class Judge:
 
     def ask_json(self, system: str, user: str) -> dict | None:
         """Ask the model; return the first JSON object of its reply, or None (no model, a failed call, no JSON)."""
-        if not self.configured:
-            return None
-        try:
-            reply = self.model().complete([{"role": "system", "content": system}, {"role": "user", "content": user}])
-        except LLMError:
-            return None
-        match = JSON_OBJECT.search(reply.text)
-        if not match:
-            return None
-        try:
-            value = json.loads(match.group(0))
-        except (json.JSONDecodeError, RecursionError):
-            return None
-        return value if isinstance(value, dict) else None
+        return ask_json(self.model(), system, user) if self.configured else None

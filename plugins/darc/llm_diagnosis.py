@@ -12,16 +12,13 @@ names for strictly the most failed episodes; otherwise there is no dominant mode
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from typing import Any
 
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel, ask_json
 from playground.core.labels import LabelRegistry
 from playground.plugins.darc.profile import NO_DOMINANT, mode_order
 
-JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 HEAD_STEPS, TAIL_STEPS = 8, 22
 SYSTEM = ("You diagnose why an agent failed a task in a text environment. You read its trace and name the one "
           "failure mode that best explains the failure. Answer with one JSON object only: "
@@ -84,16 +81,8 @@ class LLMDiagnoser:
         """The mode the judge names for one episode, or None (no mode, or a reply naming no candidate)."""
         user = ("Failure modes:\n" + describe_modes(modes, self.labels) + "\n\nTrace:\n" + summarise_trace(events)
                 + "\n\nWhich failure mode explains this failure? Reply with the JSON object only.")
-        try:
-            reply = self.model.complete([{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}])
-        except LLMError:
-            return None
-        match = JSON_OBJECT.search(reply.text)
-        try:
-            value = json.loads(match.group(0)) if match else None
-        except json.JSONDecodeError:
-            value = None
-        mode = value.get("mode") if isinstance(value, dict) else None
+        value = ask_json(self.model, SYSTEM, user)
+        mode = value.get("mode") if value is not None else None
         return mode if isinstance(mode, str) and mode in modes else None
 
     def diagnose_family(self, modes: list[str], failed: list[tuple[dict, list[dict]]]) -> dict[str, Any]:

@@ -10,11 +10,9 @@ reward, no score, no `won`.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel, ask_json
 from playground.core.labels import UnknownFailure
 from playground.core.payloads import Detection, Proposal
 from playground.host.manager import default_labels
@@ -23,8 +21,6 @@ from playground.plugins.sentry.detectors import Window
 from playground.plugins.sentry.labels import label_text
 from playground.plugins.sentry.lessons import LessonDraft, summarise
 from playground.plugins.sentry.verifier import RecoveryVerifier, Verdict
-
-JSON_OBJECT = re.compile(r"\{.*\}", re.S)
 
 
 def make_judge_model(params: dict[str, Any]) -> ChatModel:
@@ -41,22 +37,6 @@ def make_judge_model(params: dict[str, Any]) -> ChatModel:
             raise ValueError(f"sentry: {exc}") from None
     raise ValueError("sentry: an LLM judge needs --param judge_base_url=URL --param judge_model=NAME, "
                      "or --param judge_local=true")
-
-
-def ask_json(model: ChatModel, system: str, user: str) -> dict | None:
-    """Ask the model and return the first JSON object in its reply, or None."""
-    try:
-        reply = model.complete([{"role": "system", "content": system}, {"role": "user", "content": user}])
-    except LLMError:
-        return None
-    match = JSON_OBJECT.search(reply.text)
-    if not match:
-        return None
-    try:
-        value = json.loads(match.group(0))
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _steps_text(context: BlindView, window: Window) -> str:
