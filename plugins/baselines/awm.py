@@ -22,14 +22,7 @@ from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge
 from playground.plugins.baselines.params import JUDGE_DEFAULTS
-from playground.plugins.baselines.store import (
-    append_record,
-    episode_key,
-    locked,
-    memory_path,
-    read_records,
-    written_before,
-)
+from playground.plugins.baselines.store import append_once, episode_key, memory_path, read_records
 from playground.plugins.baselines.success import MODES, succeeded
 from playground.plugins.baselines.trajectory import Trajectory, approx_tokens, goal_gist
 
@@ -119,9 +112,5 @@ class AwmPlugin(MemoryBaseline):
         workflow = workflow or rule_workflow(self.trajectory, max_steps)
         if workflow is None:
             return
-        key = episode_key(end.ids)
-        with locked(self.path):
-            if written_before(self.path, key):
-                return  # a replayed episode: its workflow is in already
-            append_record(self.path, {**key, "task": end.ids.task_id, **workflow, "induced_by": by,
-                                      "success_by": judged_by, "at": time.time()})
+        append_once(self.path, episode_key(end.ids), [{"task": end.ids.task_id, **workflow, "induced_by": by,
+                                                       "success_by": judged_by, "at": time.time()}])

@@ -23,14 +23,7 @@ from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge
 from playground.plugins.baselines.params import JUDGE_DEFAULTS
-from playground.plugins.baselines.store import (
-    append_record,
-    episode_key,
-    locked,
-    memory_path,
-    read_records,
-    written_before,
-)
+from playground.plugins.baselines.store import append_once, episode_key, memory_path, read_records
 from playground.plugins.baselines.success import MODES, succeeded
 from playground.plugins.baselines.trajectory import Trajectory, goal_gist
 
@@ -153,11 +146,6 @@ class ReasoningBankPlugin(MemoryBaseline):
         items = model_items(self.judge, self.trajectory, success, limit) if self.judge.configured else None
         by = "model" if items else "rules"
         items = items or rule_items(self.trajectory, success, limit)
-        key = episode_key(end.ids)
-        with locked(self.path):
-            if written_before(self.path, key):
-                return  # a replayed episode: its items are in already
-            for item in items:
-                append_record(self.path, {**key, "task": end.ids.task_id, "query": self.trajectory.goal, **item,
-                                          "success": success, "success_by": judged_by, "distilled_by": by,
-                                          "at": time.time()})
+        append_once(self.path, episode_key(end.ids),
+                    [{"task": end.ids.task_id, "query": self.trajectory.goal, **item, "success": success,
+                      "success_by": judged_by, "distilled_by": by, "at": time.time()} for item in items])

@@ -90,3 +90,13 @@ def episode_key(ids: EpisodeIds) -> dict[str, Any]:
 def written_before(path: Path, key: Mapping[str, Any]) -> bool:
     """Whether the file holds a record of `key` (a replayed episode wrote it already); call under `locked(path)`."""
     return any({k: r.get(k) for k in key} == key for r in read_records(path))
+
+
+def append_once(path: Path, key: Mapping[str, Any], records: list[dict]) -> None:
+    """Append `records`, each led by `key`'s fields, to `path` under its lock, unless a record of `key` is there
+    already (a replayed episode wrote them)."""
+    with locked(path):
+        if written_before(path, key):
+            return
+        for record in records:
+            append_record(path, {**key, **record})
