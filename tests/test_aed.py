@@ -4,6 +4,7 @@ the trace, both replay arms start from the same state, exports validate and roun
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -289,6 +290,21 @@ def test_both_replay_arms_start_from_the_same_state(replayed):
         assert replay["restored_state_check"] and len(replay["treatment_won"]) == len(replay["control_won"]) == 2
 
 
+def test_replay_limit_replays_the_first_pairs_only(replayed, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(replayed, run)
+    correctable = [json.loads(line) for line in (run / "aed" / "diagnoses.jsonl").read_text().splitlines()
+                   if json.loads(line)["correction"] is not None]
+    assert len(correctable) >= 2
+    capsys.readouterr()
+    assert main(["aed", "replay", str(run), "--trials", "1", "--limit", "1"]) == 0
+    counts = json.loads(capsys.readouterr().out)
+    replays = [json.loads(line) for line in (run / "aed" / "replays.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in replays] == [correctable[0]["id"]] and counts["replayed"] == 1
+    assert counts["not_chosen"] == len(correctable) - 1
+    assert main(["aed", "replay", str(run), "--limit", "0"]) == 2
+
+
 # --- 5. exports ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("view", ["diagnosis", "actor", "adp"])
@@ -326,6 +342,7 @@ def test_diagnose_replay_export_summary_end_to_end(replayed, tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out.split("\n", 1)[1])
     assert summary["replayed_pairs"] >= 1 and summary["pairs"] >= summary["replayed_pairs"]
     assert sum(summary["grades"].values()) == summary["replayed_pairs"]
+    assert summary["continuation"] == [{"agent": "noisy", "agent_options": {"invalid": 0.2}, "trials": 2}]
     assert 0.0 <= summary["correction_pass_rate"] <= 1.0 and summary["difference_ci95"] is not None
     assert main(["aed", "summary", str(replayed)]) == 0
     assert "correction pass rate" in capsys.readouterr().out

@@ -42,7 +42,10 @@ def diagnose_command(run_dir: str, producer: str, llm_base_url: str | None, mode
 @click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE")
 @click.option("--trials", type=click.IntRange(min=1), default=2, show_default=True, help="trials per arm")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of trial 0 (trial i: seed + i, both arms)")
-def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], trials: int, seed: int) -> None:
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="replay only the first N pairs with a correction (in diagnoses.jsonl order) [default: all]")
+def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], trials: int, seed: int,
+                   limit: int | None) -> None:
     """Run each correction against a retry of the original action from the same rebuilt state."""
     from playground.host.manager import get_host
     from playground.plugins.aed.replay import replay_run
@@ -51,7 +54,7 @@ def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], tri
     if agent not in get_host().agents:
         raise CLIError(f"unknown agent {agent!r}; choose from: {', '.join(get_host().agents.names())}")
     click.echo(json.dumps(replay_run(get_host(), run_dir, agent=agent, agent_options=options, trials=trials,
-                                     seed=seed), indent=2))
+                                     seed=seed, limit=limit), indent=2))
 
 
 @aed_group.command("export")

@@ -69,20 +69,25 @@ def replay_pair(host: Host, run_dir: Path, record: dict, *, agent: str, agent_op
 
 
 def replay_run(host: Host, run_dir: str | Path, *, agent: str = "expert", agent_options: dict | None = None,
-               trials: int = 2, seed: int = 0) -> dict:
-    """Replay every kept diagnosis with a correction; write RUN_DIR/aed/replays.jsonl; return counts."""
+               trials: int = 2, seed: int = 0, limit: int | None = None) -> dict:
+    """Replay the kept diagnoses with a correction (the first `limit` of them, in the order of
+    diagnoses.jsonl, when given); write RUN_DIR/aed/replays.jsonl after every pair, so an interrupted
+    replay keeps the pairs it finished; return counts."""
     run_dir = Path(run_dir)
     records = read_jsonl_file(run_dir / "aed" / "diagnoses.jsonl")
+    correctable = [r for r in records if r.get("correction") is not None]
+    chosen = correctable if limit is None else correctable[:limit]
     replays: list[dict[str, Any]] = []
     failed: dict[str, str] = {}
-    for record in records:
-        if record.get("correction") is None:
-            continue
+    for record in chosen:
         try:
             replays.append(replay_pair(host, run_dir, record, agent=agent, agent_options=dict(agent_options or {}),
                                        trials=trials, seed=seed))
         except ForkError as exc:
             failed[record["id"]] = str(exc)
+            continue
+        write_jsonl(run_dir / "aed" / "replays.jsonl", replays)
     write_jsonl(run_dir / "aed" / "replays.jsonl", replays)
     grades = {grade: sum(r["grade"] == grade for r in replays) for grade in GRADES}
-    return {"pairs": len(records), "replayed": len(replays), "not_replayable": failed, "grades": grades}
+    return {"pairs": len(records), "with_correction": len(correctable), "not_chosen": len(correctable) - len(chosen),
+            "replayed": len(replays), "not_replayable": failed, "grades": grades}

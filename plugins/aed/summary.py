@@ -20,10 +20,15 @@ def summarise(run_dir: str | Path, resamples: int = 10_000, seed: int = 0) -> di
     treatment = [sum(r["treatment_won"]) / len(r["treatment_won"]) for r in replays if r["treatment_won"]]
     control = [sum(r["control_won"]) / len(r["control_won"]) for r in replays if r["control_won"]]
     diffs = [t - c for t, c in zip(treatment, control)]
+    continuation: list[dict] = []
+    for r in replays:
+        setting = {"agent": r.get("agent"), "agent_options": r.get("agent_options") or {}, "trials": r.get("trials")}
+        if setting not in continuation:
+            continuation.append(setting)
     result = {"episodes": diagnosed.get("episodes"), "failed": diagnosed.get("failed"),
               "screened": diagnosed.get("screened", {}), "pairs": diagnosed.get("pairs", 0),
               "with_correction": diagnosed.get("with_correction", 0), "rejected": diagnosed.get("rejected", {}),
-              "replayed_pairs": len(replays),
+              "replayed_pairs": len(replays), "continuation": continuation,
               "correction_pass_rate": sum(treatment) / len(treatment) if treatment else None,
               "retry_pass_rate": sum(control) / len(control) if control else None,
               "difference": sum(diffs) / len(diffs) if diffs else None,
@@ -31,6 +36,12 @@ def summarise(run_dir: str | Path, resamples: int = 10_000, seed: int = 0) -> di
               "p_value": sign_flip_p(diffs, resamples=resamples, seed=seed) if diffs else None,
               "grades": {grade: sum(r["grade"] == grade for r in replays) for grade in GRADES}}
     return result
+
+
+def _settings(continuation: list[dict]) -> str:
+    """The continuation settings as one line: `agent k=v ..., N trial(s) per arm`, `;` between settings."""
+    return "; ".join(" ".join([c["agent"], *(f"{k}={json.dumps(v)}" for k, v in c["agent_options"].items())])
+                     + f", {c['trials']} trial(s) per arm" for c in continuation) or "-"
 
 
 def format_summary(result: dict) -> str:
@@ -41,7 +52,7 @@ def format_summary(result: dict) -> str:
     lines = [f"episodes: {result['episodes']}  failed: {result['failed']}  screened: {result['screened'] or {}}",
              (f"pairs: {result['pairs']} (with a correction: {result['with_correction']})  "
              f"rejected: {result['rejected'] or {}}"),
-             f"replayed pairs: {result['replayed_pairs']}",
+             f"replayed pairs: {result['replayed_pairs']}  continuation: {_settings(result['continuation'])}",
              (f"correction pass rate: {rate(result['correction_pass_rate'])}  "
              f"retry pass rate: {rate(result['retry_pass_rate'])}"),
              (f"difference: {rate(result['difference'])}  95% CI: "
