@@ -26,6 +26,16 @@
 - `check_action(cell)` checks a cell against AppWorld's API docs before it runs
   (`schema.check_cell`: syntax, unknown apps and APIs, unknown and missing arguments), so
   a harness can repair a schema-invalid cell before it reaches AppWorld.
+- Declared structure (for sidecars such as DART; docs/envs/appworld.md): reset info
+  `workflow` (no instance yet: they are declared as cells run), then each step's info
+  `structure` declares the cell as one instance: the variables it reads and writes
+  (`cells.py`), the API calls it made (AppWorld's own request log) with each one's effect
+  policy (`effects.py`, from the API docs). A failed cell reports `info["failure"]`, with
+  the earlier variables its error blames as `keys`.
+- The world outside a snapshot (`world`): the irreversible calls issued (with the cell and
+  the attempt they were issued in) and how many restores crossed one (`unsafe_restores`,
+  ground truth for benchmarks, never for a sidecar). Restoring the initial state starts a
+  new attempt of the whole task, which supersedes the abandoned one's effects.
 """
 
 from __future__ import annotations
@@ -41,6 +51,9 @@ from typing import Any, Callable
 from playground.core.env import EnvInfo, EnvProvider, FailureVariant, TaskSet, TextEnv, path_from_env
 from playground.core.payloads import SchemaProblem
 from playground.envs.appworld import setup as appworld_setup
+from playground.envs.appworld.cells import bindings, blamed
+from playground.envs.appworld.effects import IRREVERSIBLE, REVERSIBLE, Routes
+from playground.envs.appworld.interventions import classify_error
 from playground.envs.appworld.schema import ROOT, check_cell
 from playground.envs.appworld.server import AppWorldError, AppWorldServer
 
@@ -61,6 +74,8 @@ class AppWorldInfo(EnvInfo, total=False):
 
     apps: list[str]
     test_report: dict[str, Any]
+    workflow: dict[str, Any]  # reset only: the declared structure so far (no instance: cells declare as they run)
+    structure: dict[str, Any]  # the instance this step's cell declared and its call, where it ran or changed state
 
 
 class AppWorldEnv(TextEnv):
@@ -82,6 +97,11 @@ class AppWorldEnv(TextEnv):
         self.solved = 0  # scripted-solution cells executed successfully, in order
         self.last_code = ""
         self.cells: list[str] = []  # every cell executed since reset, in order (replayed by restore)
+        self.experiment = ""  # AppWorld's experiment name of the open task world (its request log lives there)
+        self.logged = 0  # requests in that world's log already attributed to a cell
+        self.bound: set[str] = set()  # the shell variables the cells so far may have bound
+        self.world: dict[str, Any] = {"attempt": 0, "effects": [], "unsafe_restores": 0}
+        self._routes: Routes | None = None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Open the world of task `options["task"]` (default: one of the default split's, by seed) as it starts."""
@@ -91,7 +111,8 @@ class AppWorldEnv(TextEnv):
             raise ValueError(f"appworld: no task {task_id!r} under {self.root / 'data' / 'tasks'}")
         self._open(task_id)
         self.done, self.report, self.solved, self.last_code = False, None, 0, ""
-        self.cells = []
+        self.cells, self.bound = [], set()
+        self.world = {"attempt": 0, "effects": [], "unsafe_restores": 0}
         self.meta = _read_meta(self.root, task_id)
         self.solution = list(self.meta.get("solution", []))
         supervisor = self.task.get("supervisor", {})
@@ -101,7 +122,8 @@ class AppWorldEnv(TextEnv):
                        f"now: {self.task.get('datetime', '')}\n{USAGE}")
         # The procedural interventions read the docs from here (EpisodeStart.env_info); a copy,
         # so that a caller who changes one reset's info does not change the next one's.
-        return observation, {**self._info(valid=True), "api_docs": copy.deepcopy(self.server.api_docs())}
+        return observation, {**self._info(valid=True), "api_docs": copy.deepcopy(self.server.api_docs()),
+                             "workflow": {"domain": "appworld", "inputs": [], "instances": [], "dynamic": True}}
 
     def step(self, action: str):
         """Execute one code cell; end and evaluate when the task has been completed."""
@@ -113,12 +135,86 @@ class AppWorldEnv(TextEnv):
         if valid and self.solved < len(self.solution) and _same_code(code, self.solution[self.solved]):
             self.solved += 1
         self.last_code = code
+        structure, failure = self._declare(code, output, valid)
         self.cells.append(code)
         if self.server.request("/task_completed", task_id=self.task_id):
             self.done = True
             self.report = self.server.request("/evaluate", task_id=self.task_id, suppress_errors=True)
         won = bool(self.report and self.report.get("success"))
-        return output, float(won), self.done, False, self._info(valid=valid)
+        info = self._info(valid=valid)
+        if structure is not None:
+            info["structure"] = structure
+        if failure is not None:
+            info["failure"] = failure
+        return output, float(won), self.done, False, info
+
+    def _declare(self, code: str, output: str, valid: bool) -> tuple[dict | None, dict | None]:
+        """The structure the cell just executed declares (None for a failed cell that changed no app state),
+        and its failure record (None when it ran); records its irreversible calls in `world`."""
+        index, earlier = len(self.cells), set(self.bound)
+        found = bindings(code)
+        self.bound |= found.writes
+        requests = self._new_requests()
+        error = classify_error(output, code) if not valid else None
+        if error is not None and requests and "status code is" in output:
+            requests = requests[:-1]  # the request whose error the cell raised changed nothing
+        routes = self._route_table()
+        calls = [routes.call(r.get("method", ""), r.get("url", "")) for r in requests]
+        changed = any(r.get("method", "").lower() != "get" for r in requests)
+        for api, policy in calls:
+            if policy == IRREVERSIBLE:
+                self.world["effects"].append({"call": api, "cell": index, "attempt": self.world["attempt"]})
+        structure = None
+        if valid or changed:
+            effect = IRREVERSIBLE if any(policy == IRREVERSIBLE for _, policy in calls) else REVERSIBLE
+            declared = not found.dynamic
+            instance = {"id": f"cell{index}", "steps": [code], "interface": declared, "effect": effect,
+                        "step_effects": [effect],
+                        "reads": sorted(found.loads & earlier) if declared else None,
+                        "writes": sorted(found.writes) if declared else None,
+                        "calls": [{"api": api, "effect": policy} for api, policy in calls],
+                        "label": ", ".join(dict.fromkeys(api for api, policy in calls if policy == IRREVERSIBLE))}
+            structure = {"instances": [instance], "call": [instance["id"], 0]}
+        if error is None:
+            return structure, None
+        keys = blamed(code, output, error.label, earlier)
+        failure: dict[str, Any] = {"kind": _failure_kind(error.label, output), "message": error.message,
+                                   "site": code, "label": error.label}
+        if keys:
+            failure["keys"] = keys
+        if not keys and not changed:
+            failure["rejected"] = True  # it changed no app state and blames no earlier cell: nothing to undo
+        return structure, failure
+
+    def _route_table(self) -> Routes:
+        if self._routes is None:
+            self._routes = Routes(self.server.api_docs())
+        return self._routes
+
+    def _log_path(self) -> Path:
+        return (self.root / "experiments" / "outputs" / self.experiment / "tasks" / self.task_id / "logs"
+                / "api_calls.jsonl")
+
+    def _requests(self) -> list[dict]:
+        """Every request AppWorld logged in the open task world (its `api_calls.jsonl`, rewritten after each cell)."""
+        path = self._log_path()
+        try:
+            lines = path.read_text().splitlines()
+        except FileNotFoundError:
+            return []  # nothing logged yet
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def _new_requests(self) -> list[dict]:
+        """The requests logged since the last call (the last cell's)."""
+        requests = self._requests()
+        new, self.logged = requests[self.logged:], len(requests)
+        return new
+
+    def crosses_irreversible(self, cells: int) -> bool:
+        """Ground truth (for benchmarks, never for a sidecar): would restoring the state after `cells` cells
+        undo an irreversible call of this attempt? The initial state starts a new attempt: never."""
+        return cells > 0 and any(e["cell"] >= cells and e["attempt"] == self.world["attempt"]
+                                 for e in self.world["effects"])
 
     def check_action(self, action: str) -> list[SchemaProblem]:
         """The cell's problems against AppWorld's API docs (`schema.check_cell`), found without running it."""
@@ -131,20 +227,27 @@ class AppWorldEnv(TextEnv):
     def restore(self, snapshot: dict) -> None:
         """Re-open the task and replay the snapshot's cells: AppWorld freezes time and numbers
         records in order, so the databases and the shell's variables come back the same."""
-        task_id = self.task_id
+        task_id, cells = self.task_id, list(snapshot["cells"])
+        if not cells:
+            self.world["attempt"] += 1
+        elif self.crosses_irreversible(len(cells)):
+            self.world["unsafe_restores"] += 1
         self._open(task_id)
-        for cell in snapshot["cells"]:
+        for cell in cells:
             self.server.request("/execute", task_id=task_id, code=cell)
-        self.cells = list(snapshot["cells"])
+        self.logged = len(self._requests())
+        self.cells = cells
+        self.bound = set().union(*(bindings(cell).writes for cell in cells))
         self.done, self.solved, self.last_code = snapshot["done"], snapshot["solved"], snapshot["last_code"]
         self.report = None
 
     def _open(self, task_id: str) -> None:
         """Close the current task world and open `task_id`'s as it starts (a fresh experiment)."""
         self.close()
-        self.task = self.server.request("/initialize", task_id=task_id,
-                                        experiment_name=f"playground-{uuid.uuid4().hex[:8]}")
+        self.experiment = f"playground-{uuid.uuid4().hex[:8]}"
+        self.task = self.server.request("/initialize", task_id=task_id, experiment_name=self.experiment)
         self.task_id = task_id
+        self.logged = len(self._requests())
 
     def close(self) -> None:
         """Close the current task world on the server, if any."""
@@ -249,6 +352,15 @@ def _app_call(node: ast.Call) -> tuple[str, str] | None:
             and func.value.attr not in ("supervisor", "api_docs")):
         return func.value.attr, func.attr
     return None
+
+
+def _failure_kind(label: str, output: str) -> str:
+    """The observable failure kind (`FAILURE_KINDS`) of a failed cell's error label."""
+    if "timed out" in output:
+        return "timeout"
+    if label == "missing_login":
+        return "missing_input"
+    return "tool_error" if "status code is" in output else "contract_violation"
 
 
 def _same_code(a: str, b: str) -> bool:

@@ -36,6 +36,13 @@ The `info` contract (`EnvInfo`, a TypedDict; every key optional to the type chec
   before it changed anything, so there is nothing to roll back). An env may instead raise
   `ObservableFailure` from `step`; the loop turns it into the same thing (a step with
   `valid_action` False and `StepOutcome.failure` set), with the env's state as it left it.
+- `structure` (dict): for envs whose structure a sidecar reads (instances of work, what
+  each reads and writes, each call's effect policy) but which cannot declare it all at
+  reset because the actions are not known in advance (code cells): what this step added,
+  `{"instances": [records declared by this step], "call": [instance id, index of its call]}`
+  naming the declared call the action executed; absent where the step declared nothing.
+  The loop hands it to plugins as `StepOutcome.structure`; the record format is the env's
+  and its readers' (documented by the env).
 
 An admissible action may be a template `verb[...]`: any `verb[<argument>]` with a
 non-empty argument is admissible (a web search, `search[...]`).
@@ -148,6 +155,7 @@ class EnvInfo(TypedDict, total=False):
     action_format: str  # one of ACTION_FORMATS (default "command")
     task: str  # the task id
     failure: dict[str, Any]  # an observable failure at this action boundary (kind, message, keys, site, rejected)
+    structure: dict[str, Any]  # the structure this step declared (instances, the call executed), where it declared any
 
 
 REQUIRED_INFO: dict[str, type | tuple[type, ...]] = {

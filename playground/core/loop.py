@@ -274,12 +274,14 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
                             info.get("score"), kind, failure))
         state.steps += 1
         state.position += 1
+        structure = info.get("structure")
         outcome = StepOutcome(context, proposal, observation, float(reward), bool(terminated), bool(truncated),
-                              valid, state.won, info.get("score"), _admissible(info), failure)
+                              valid, state.won, info.get("score"), _admissible(info), failure, structure)
         emit("step", {"step": context.step, "action": proposal.action, "observation": observation,
                       "reward": float(reward), "score": info.get("score"), "valid_action": valid,
                       "won": state.won, "terminated": bool(terminated), "truncated": bool(truncated),
-                      **({"kind": kind} if kind else {}), **({"failure": to_dict(failure)} if failure else {})})
+                      **({"kind": kind} if kind else {}), **({"failure": to_dict(failure)} if failure else {}),
+                      **({"structure": to_dict(structure)} if structure else {})})
         hooks.call("step_completed", outcome=outcome)
         _verdicts(hooks.collect("verify_recovery", outcome=outcome), emit)
         if terminated:
@@ -299,7 +301,8 @@ def _env_step(env, action: str, info: dict) -> tuple[str, float, bool, bool, dic
         failure = exc.__cause__
         if not isinstance(failure, ObservableFailure):
             raise
-        after = {**info, **failure.info, "valid_action": False, "failure": failure.failure()}
+        before = {key: value for key, value in info.items() if key != "structure"}  # the last step's, not this one's
+        after = {**before, **failure.info, "valid_action": False, "failure": failure.failure()}
         return f"{failure.kind}: {failure.message}", 0.0, False, False, after
 
 

@@ -278,9 +278,11 @@ class StepOutcome:
     admissible_actions: tuple[str, ...] | None
     # an observable failure at this action boundary ({"kind", "message", ...}, see EnvInfo "failure"), else None
     failure: Mapping[str, Any] | None = None
+    # the structure the env declared at this step (see EnvInfo "structure"), else None
+    structure: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        _freeze_fields(self, "failure")
+        _freeze_fields(self, "failure", "structure")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The DART sidecar and the baselines it is compared with (see docs/methods/dart.md).
 
 Every sidecar watches the same things: the env's declared workflow structure (reset
-info), the actions the env accepted, and the observable failures it reported
+info, and what each step declares in `StepOutcome.structure` where the env declares as it
+goes), the actions the env accepted, and the observable failures it reported
 (`StepOutcome.failure`). None reads `won`, reward or score.
 """
 
@@ -59,7 +60,12 @@ class _Sidecar:
             return
         step, action = outcome.context.step, outcome.proposal.action
         self.timeline.rewind(step)
-        if outcome.valid_action and action in self.workflow.by_action:
+        declared = outcome.structure if isinstance(outcome.structure, Mapping) else {}
+        self.workflow.declare(declared.get("instances"))
+        call = declared.get("call")
+        if call and str(call[0]) in self.workflow.by_id:  # the env names the call (a failed one may have run)
+            self.timeline.add(step, str(call[0]), int(call[1]))
+        elif outcome.valid_action and action in self.workflow.by_action:
             self.timeline.add(step, *self.workflow.by_action[action])
         failure = outcome.failure
         if failure is not None and not failure.get("rejected"):
@@ -82,6 +88,13 @@ class _Sidecar:
     def decision(self, kind: str, step: int, **details: Any) -> Decision:
         return Decision(self.name, kind, rollback_to=step, details=details)
 
+    def site(self, failure: Failure) -> tuple[str, int] | None:
+        """(instance, index) of the failing call: the call the env declared at the failing step, else the
+        declared step its `site` (or action) names."""
+        assert self.workflow is not None
+        step, record, action = failure
+        return self.timeline.at(step) or self.workflow.by_action.get(str(record.get("site") or action))
+
     def preserved(self, step: int) -> int:
         """Committed instances kept by restoring `step` (their commit lies before it)."""
         assert self.workflow is not None
@@ -92,9 +105,11 @@ class _Sidecar:
 class Dart(_Sidecar):
     """DART: localise, certify, align, admit, else rerun the whole task.
 
-    Parameters: `consumer_check` (default True), `certify` (True: checkpoints aligned to
-    certified instance boundaries; False: any checkpoint), `entry_only` (False: fall back
-    to earlier commit checkpoints; True: only the failed instance's entry), `max_recoveries`.
+    Parameters: `consumer_check` (default True), `effect_check` (default True; False drops the
+    effect-policy condition and admission check, an ablation), `certify` (True: checkpoints
+    aligned to certified instance boundaries; False: any checkpoint), `entry_only` (False:
+    fall back to earlier commit checkpoints; True: only the failed instance's entry),
+    `max_recoveries`.
     """
 
     name = "dart"
@@ -103,6 +118,7 @@ class Dart(_Sidecar):
         super().__init__(params)
         params = dict(params or {})
         self.consumer_check = bool(params.get("consumer_check", True))
+        self.effect_check = bool(params.get("effect_check", True))
         self.certify = bool(params.get("certify", True))
         self.entry_only = bool(params.get("entry_only", False))
         self.checkpoint_every_step = not self.certify
@@ -116,9 +132,9 @@ class Dart(_Sidecar):
     def localise(self, failure: Failure) -> tuple[str | None, str]:
         """The unique failed instance, or None and why not."""
         assert self.workflow is not None
-        _, record, action = failure
+        record = failure[1]
         keys = set(record.get("keys") or ())
-        site = self.workflow.by_action.get(str(record.get("site") or action))
+        site = self.site(failure)
         begun = self.timeline.begun() + ([site[0]] if site else [])
         if not keys:
             return (site[0], "the failing call's instance") if site else (None, "no instance named by the failure")
@@ -154,7 +170,7 @@ class Dart(_Sidecar):
             "interface_declared": inst.interface and inst.reads is not None and inst.writes is not None,
             "reads_available_at_entry": inst.reads is not None and set(inst.reads) <= produced,
             "writes_not_consumed": not self.consumers(instance) if self.consumer_check else True,
-            "effects_recoverable": all(effect in REVERSIBLE for effect in undone),
+            "effects_recoverable": all(effect in REVERSIBLE for effect in undone) if self.effect_check else True,
         }
 
     def downstream(self, instance: str) -> list[str]:
@@ -185,12 +201,18 @@ class Dart(_Sidecar):
             crossed = self.consumers(instance, step)
             if crossed:
                 return False, f"committed consumer {', '.join(crossed)} read {instance}'s output"
-        irreversible = list(dict.fromkeys(iid for s, iid, i in self.timeline.entries if s >= step
-                                          and iid not in downstream
-                                          and self.workflow.by_id[iid].step_effects[i] not in REVERSIBLE))
-        if irreversible:
+        irreversible = [self.workflow.by_id[iid].describe() for iid in self.irreversible(step)
+                        if iid not in downstream]
+        if irreversible and self.effect_check:
             return False, f"irreversible effect of {', '.join(irreversible)}"
         return True, "no committed consumer or irreversible effect crossed"
+
+    def irreversible(self, step: int) -> list[str]:
+        """Instances with a call at `step` or later whose effect is irreversible (what restoring `step` undoes
+        that nothing takes back)."""
+        assert self.workflow is not None
+        return list(dict.fromkeys(iid for s, iid, i in self.timeline.entries if s >= step
+                                  and self.workflow.by_id[iid].step_effects[i] not in REVERSIBLE))
 
     def candidates(self, context: StepContext, instance: str, boundary: int, failed_at: int) -> list[int]:
         """Checkpoints to try, latest first: the instance's aligned boundary, then earlier stable ones."""
@@ -214,6 +236,10 @@ class Dart(_Sidecar):
         entry = failed_at if entry is None else entry
         boundary = self.boundary(instance, set(record.get("keys") or ()), entry)
         base.update(candidate=boundary, entry=entry)
+        crossed = self.irreversible(boundary)
+        if crossed:  # named in the trace, whichever check decides
+            assert self.workflow is not None
+            base["irreversible"] = [self.workflow.by_id[iid].describe() for iid in crossed]
         if self.certify:
             conditions = self.conditions(instance, boundary)
             base["conditions"] = conditions
@@ -255,8 +281,8 @@ class CoarseRetry(_Sidecar):
 
     def recover(self, context: StepContext, failure: Failure) -> Decision | None:
         assert self.workflow is not None
-        failed_at, record, action = failure
-        site = self.workflow.by_action.get(str(record.get("site") or action))
+        failed_at = failure[0]
+        site = self.site(failure)
         instance = site[0] if site else None
         entity = self.workflow.by_id[instance].entity if instance else None
         group = [i for i in self.timeline.begun()
@@ -277,8 +303,8 @@ class EntryOnly(_Sidecar):
 
     def recover(self, context: StepContext, failure: Failure) -> Decision | None:
         assert self.workflow is not None
-        failed_at, record, action = failure
-        site = self.workflow.by_action.get(str(record.get("site") or action))
+        failed_at = failure[0]
+        site = self.site(failure)
         entry = self.timeline.first_step(site[0]) if site else None
         step = failed_at if entry is None else entry
         if step not in context.checkpoints:

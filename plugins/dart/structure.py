@@ -3,8 +3,10 @@
 `Workflow` reads the declaration an env puts in its reset info (`info["workflow"]`:
 instances with their steps, read and write sets, effect policy, whether the interface is
 declared, and optionally in-instance commit points and what each step writes and its
-effect). `Timeline` is the current branch's accepted tool calls, rewound with the loop.
-Nothing here reads `won`, reward or score.
+effect). An env whose actions are not known at reset (code cells) declares instances as
+they run (`StepOutcome.structure`), added with `Workflow.declare`. `Timeline` is the
+current branch's accepted tool calls, rewound with the loop. Nothing here reads `won`,
+reward or score.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Declared:
     commits: tuple[int, ...] = ()
     step_writes: tuple[tuple[str, ...] | None, ...] = ()
     step_effects: tuple[str, ...] = ()
+    label: str = ""  # what the env says the instance did (e.g. the calls with an irreversible effect), for reasons
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Declared:
@@ -49,7 +52,12 @@ class Declared:
                    None if record.get("entity") is None else str(record["entity"]),
                    tuple(int(c) for c in record.get("commits", ()) if 0 < int(c) < len(steps)),
                    tuple(None if w is None else tuple(w) for w in step_writes),
-                   tuple(str(e) for e in record.get("step_effects") or [effect] * len(steps)))
+                   tuple(str(e) for e in record.get("step_effects") or [effect] * len(steps)),
+                   str(record.get("label") or ""))
+
+    def describe(self) -> str:
+        """The id, with the env's label where it gives one: `cell3 [venmo.create_transaction]`."""
+        return f"{self.id} [{self.label}]" if self.label else self.id
 
     def first_write(self, keys: set[str]) -> int:
         """The index of the first step that may write one of `keys` (an undeclared step may write any)."""
@@ -64,6 +72,17 @@ class Workflow:
         self.by_id = {inst.id: inst for inst in self.instances}
         self.inputs = set(declaration.get("inputs", ()))
         self.by_action = {action: (inst.id, i) for inst in self.instances for i, action in enumerate(inst.steps)}
+
+    def declare(self, records: Any) -> None:
+        """Add the instances a step declared; one with a known id replaces it (the same step on a new branch)."""
+        for record in records or ():
+            inst = Declared.of(record)
+            if inst.id in self.by_id:
+                self.instances = [inst if old.id == inst.id else old for old in self.instances]
+            else:
+                self.instances.append(inst)
+            self.by_id[inst.id] = inst
+            self.by_action.update({action: (inst.id, i) for i, action in enumerate(inst.steps)})
 
 
 @dataclass
@@ -107,6 +126,10 @@ class Timeline:
             if done != len(inst.steps) and done not in inst.commits:
                 return False
         return True
+
+    def at(self, step: int) -> tuple[str, int] | None:
+        """(instance, index) of the call accepted at `step` on this branch, or None."""
+        return next(((iid, i) for s, iid, i in self.entries if s == step), None)
 
     def since(self, step: int) -> list[str]:
         """Instances with an accepted call at `step` or later (what restoring `step` undoes)."""
