@@ -15,10 +15,12 @@ import sys
 import pytest
 
 from playground.core.env import UnknownTaskError
+from playground.core.hookspecs import hookimpl
 from playground.envs.scienceworld import ScienceWorldProvider
 from playground.envs.scienceworld.env import admissible_view, door_actions
 from playground.envs.scienceworld.tasks import TASK_SETS, TASKS, VARIATIONS, parse_task_id, variations
 from playground.processes import is_running, wait_gone
+from playground.testing import ScriptedAgent, play
 from tests.conftest import needs_extra, run_cli
 
 try:
@@ -28,7 +30,8 @@ except ImportError:
     HAS_SCIENCEWORLD = False
 ENGINE = needs_extra("scienceworld", HAS_SCIENCEWORLD and shutil.which("java") is not None,
                      "the scienceworld package or java is missing")
-EXPERT_TASKS = ["boil", "find-animal", "identify-life-stages-1", "power-component", "chemistry-mix"]
+EXPERT_TASKS = ["boil", "find-animal", "identify-life-stages-1", "power-component", "chemistry-mix",
+                "mendelian-genetics-known-plant"]
 
 
 # -- task ids and splits: no engine ----------------------------------------------------------------------------------
@@ -154,6 +157,58 @@ def test_check_env_passes(provider, task_set):
 
 @pytest.mark.slow
 @ENGINE
+def test_the_expert_goes_past_gold_commands_the_engine_rejects_here(provider):
+    """A gold command naming an object as another load of the world made it (after an ambiguity answer picked
+    another seed there) is rejected by the engine's parser here: the expert plan goes past it and its answer."""
+    env = provider.make("melt", expert=True)
+    _, info = env.reset(options={"task": "melt-21"})
+    plan = info["expert_plan"]
+    env._gold[env._gold_at + 1:env._gold_at + 1] = ["move round orange pea seed in ceramic cup to ceramic cup", "0"]
+    _, _, _, _, info = env.step(plan[0])
+    assert info["valid_action"] and info["expert_plan"] == plan[1:]
+    env.close()
+
+
+class Seen:
+    """Records what each first proposal of a step was judged against."""
+
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    @hookimpl
+    def detect_failures(self, context, proposal):
+        if context.attempt == 0:
+            self.seen.append((proposal.action, context.admissible_actions, context.schema_problems))
+
+
+@pytest.mark.slow
+@ENGINE
+def test_sentry_takes_the_engines_verdict_outside_the_cut(provider):
+    """The view is a cut of what the engine accepts (here 8 commands): an expert command outside it is not flagged
+    invalid (the engine's parser takes it), a garbled one is; nothing the check does changes the episode."""
+    from playground.plugins.sentry.harness import SentryPlugin
+
+    env, seen = provider.make("all", expert=True, cap=8), Seen()
+    result = play(env, ScriptedAgent(["xyzzy the cup"]), plugins=[seen, SentryPlugin({})], task="melt-21",
+                  max_steps=8)
+    validity = [(d["step"], list(d["labels"])) for d in result.of("detection") if d["failure_type"] == "action_validity"]
+    assert validity == [(0, ["invalid_action"])]
+    assert "the engine knows no command 'xyzzy the cup' here" in result.of("intervention")[0]["message"]["text"]
+    outside = [action for action, shown, problems in seen.seen[1:] if action not in shown]
+    assert outside and all(problems == () for action, shown, problems in seen.seen[1:])  # accepted beyond the cut
+    assert [s["valid_action"] for s in result.of("step")] == [True] * len(result.of("step"))
+    assert "xyzzy the cup" not in [s["action"] for s in result.of("step")]
+    again = provider.make("all", expert=True)  # the same actions, sent without any check, give the same episode
+    _, info = again.reset(options={"task": "melt-21"})
+    for event in result.of("step"):
+        observation, *_ = again.step(event["action"])
+        assert observation == event["observation"]
+    env.close()
+    again.close()
+
+
+@pytest.mark.slow
+@ENGINE
 def test_no_jvm_outlives_a_killed_run(tmp_path):
     """A process with the engine is killed with SIGKILL: its JVM goes with it."""
     from playground.envs.scienceworld.engine import shutdown
@@ -174,7 +229,8 @@ def test_no_jvm_outlives_a_killed_run(tmp_path):
 
 
 def test_the_expert_skips_answers_to_questions_the_engine_did_not_ask():
-    """ScienceWorld's gold path answers ambiguity questions ("0"); unasked, the expert goes past them."""
+    """ScienceWorld's gold path answers ambiguity questions ("0"); unasked, the expert goes past them; asked but
+    unanswered (the gold path's own load did not raise it), the expert answers "0"."""
     from playground.envs.scienceworld.env import ScienceWorldEnv
 
     env = ScienceWorldEnv(TASK_SETS["boil"], expert=True)
@@ -184,3 +240,9 @@ def test_the_expert_skips_answers_to_questions_the_engine_did_not_ask():
     env._gold_at, env._text = 0, "Ambiguous request: Please enter the number for the action you intended"
     env._follow_gold("move jug to sink")
     assert env._gold[env._gold_at:] == ["0", "wait1"]
+    env._gold, env._gold_at = ["move jug to sink", "wait1"], 1  # a question the gold path's own load did not raise
+    assert env._plan() == ["0", "wait1"]
+    env._follow_gold("0")
+    assert env._plan() == ["0", "wait1"] and env._gold_at == 1  # answered: the engine goes on, and so does the plan
+    env._text = "You move the jug to the sink."
+    assert env._plan() == ["wait1"]

@@ -98,6 +98,31 @@ def engine() -> Any:
         return _engine
 
 
+SPECIAL_INPUTS = ("help", "objects", "task")  # answered by ScienceWorld's step before its parser sees them
+
+
+def parser_reply(sw: Any, command: str) -> str:
+    """What ScienceWorld's input parser says to `command` in the loaded world, without running it.
+
+    The parser's own `parse` (the one `step` calls first), reached through py4j: "No known
+    action matches that input." for a command it cannot match, an "Ambiguous request" listing
+    the options for one that names several objects, else the matched action's name. Nothing
+    is queued or run; an ambiguity the call leaves in the parser is cleared. Call it only
+    while the engine is not asking an ambiguity question (its answers are the options).
+    """
+    if command.strip().lower() in SPECIAL_INPUTS:
+        return command.strip().lower()
+    interface = sw.server.agentInterface().get()
+    parser = interface.inputParser()
+    visible = interface.getAgentVisibleObjects(getattr(interface, "getAgentVisibleObjects$default$1")())
+    agent = interface.agent()
+    parsed = parser.parse(command, visible.productElement(1), interface.universe(), agent, interface.objMonitor(),
+                          interface.task().goalSequence(), agent.getContainer().get())
+    if parser.isInAmbiguousState():
+        parser.clearAmbiguousState()
+    return str(parsed.productElement(2))
+
+
 def java_pid() -> int | None:
     """The pid of this process's JVM, or None when none is running."""
     if _engine is None:

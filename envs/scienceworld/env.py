@@ -11,12 +11,17 @@
 - `admissible_actions` is a bounded view of ScienceWorld's valid actions
   (`admissible_view`) plus the door actions the room shows (`door_actions`: ScienceWorld's
   list leaves out "open door to X" and "go to X"): the engine accepts many more, and
-  every one it parses is played.
-  While the engine asks which of several objects was meant, the view is the numbers it offers.
+  every one it parses is played. So `admissible_complete` is False, and `check_action` is the
+  engine's verdict: its parser's reply to the command in the current world, without running it
+  (`engine.parser_reply`).
+  While the engine asks which of several objects was meant, the view is the numbers it offers
+  (then the list is complete).
 - `expert_plan` (expert=True): the rest of the gold action sequence, advanced as the
   actions played match it (skipping its answers to ambiguity questions the engine did not
-  ask this time). ScienceWorld's gold path generator orders independent steps
-  differently from load to load, so the first gold path of a task is kept for the process.
+  ask this time, and its commands the engine's parser rejects here: see `_skip_stale_gold`;
+  a question it does not answer gets "0").
+  ScienceWorld's gold path generator orders independent steps differently from load to
+  load, so the first gold path of a task is kept for the process.
 - snapshot/restore: the engine has no copy of its state, so a snapshot is the task plus
   the actions played since reset and restoring is reset + replay. The same replay puts
   an env's episode back when another env of the process used the shared engine meanwhile.
@@ -29,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from playground.core.env import EnvInfo, TaskSet, TextEnv, command_kinds
+from playground.core.payloads import SchemaProblem
 from playground.envs.scienceworld import engine as engines
 from playground.envs.scienceworld.tasks import parse_task_id
 
@@ -146,8 +152,29 @@ class ScienceWorldEnv(TextEnv):
             return text, 0.0, False, False, self._info(valid=False)
         self._actions.append(command)
         self._read(text, info, bool(done))
-        self._follow_gold(command)
+        self._advance_gold(command)
         return text, float(reward), self._done, False, self._info(valid=True)
+
+    def check_action(self, action: str) -> list[SchemaProblem]:
+        """The engine's verdict on `action` here, without running it: [] when the engine would take it (its
+        parser matches the command, or asks which object was meant), else the one problem: the parser knows
+        no such command here (while it asks which object was meant: the action is not one of the numbers)."""
+        if not self._task:
+            raise RuntimeError("scienceworld: call reset() before check_action()")
+        command = " ".join(str(action).split())
+        if self._done or not command:
+            why = "the task is over" if self._done else "the action is empty"
+            return [SchemaProblem("syntax_error", command, f"{why}: no action reaches the engine")]
+        if AMBIGUOUS in self._text:
+            if command in self._valid:
+                return []
+            return [SchemaProblem("syntax_error", command, f"the engine asks which object was meant: answer with "
+                                  f"one of the numbers {', '.join(self._valid)}", alternatives=tuple(self._valid))]
+        self._ensure_loaded()
+        if engines.parser_reply(engines.engine(), command).strip() != UNKNOWN_ACTION:
+            return []
+        return [SchemaProblem("syntax_error", command, f"the engine knows no command {command!r} here "
+                              f"({UNKNOWN_ACTION})")]
 
     def snapshot(self) -> ScienceWorldSnapshot:
         """Return the current position as the task plus the actions played since reset."""
@@ -178,11 +205,12 @@ class ScienceWorldEnv(TextEnv):
         self._gold_at = 0
         self._actions = []
         self._read(text, info, False)
+        self._advance_gold("")
         for command in actions:
             text, _, done, info = sw.step(command)
             self._actions.append(command)
             self._read(text, info, bool(done))
-            self._follow_gold(command)
+            self._advance_gold(command)
 
     def _ensure_loaded(self) -> None:
         """Put this env's episode back into the shared engine if another env used it since."""
@@ -190,6 +218,30 @@ class ScienceWorldEnv(TextEnv):
             text = self._text
             self._load(tuple(self._actions))
             self._text = text
+
+    def _advance_gold(self, command: str) -> None:
+        """After `command` was played (or "" after the reset): the gold path moves past it (`_follow_gold`), then
+        past commands the engine's parser rejects here (`_skip_stale_gold`)."""
+        if self.expert:
+            self._follow_gold(command)
+            self._skip_stale_gold()
+
+    def _skip_stale_gold(self) -> None:
+        """Go past the gold path's next commands while the engine's parser knows no such command here.
+
+        The gold path was generated on another load of the world, where an ambiguity answer ("0")
+        may have picked another of several objects the engine lists alike (the seeds of
+        Mendelian genetics: "pea seed (in pea plant, in flower pot 7, ...)" twice, for seeds of
+        different traits). A later command naming an object by what that load made of it
+        ("move round orange pea seed in ceramic cup to ...") then matches nothing here, and the
+        expert would send it forever; the rest of the path may still win.
+        """
+        sw = engines.engine()
+        while (not self._done and AMBIGUOUS not in self._text and self._gold_at < len(self._gold)
+               and not self._gold[self._gold_at].isdigit()
+               and engines.parser_reply(sw, self._gold[self._gold_at]).strip() == UNKNOWN_ACTION):
+            self._gold_at += 1
+            self._follow_gold("")  # and past the answers to the question it would have raised
 
     def _follow_gold(self, command: str) -> None:
         """Advance the gold path past `command` when it was its next step, and past the answers
@@ -222,6 +274,7 @@ class ScienceWorldEnv(TextEnv):
             "moves": self._moves,
             "goal": self._goal,
             "admissible_actions": admissible,
+            "admissible_complete": self._done or AMBIGUOUS in self._text,  # else a cut of what the engine takes
             "action_kinds": command_kinds(admissible, VERB_KINDS),
             "valid_action": valid,
             "won": won,
@@ -230,5 +283,13 @@ class ScienceWorldEnv(TextEnv):
             "max_score": 100.0,
         }
         if self.expert:
-            info["expert_plan"] = [] if self._done else self._gold[self._gold_at:]
+            info["expert_plan"] = [] if self._done else self._plan()
         return info
+
+    def _plan(self) -> list[str]:
+        """The rest of the gold path; "0" first where the engine asks a question the gold path does not answer
+        (its own load did not raise it): ScienceWorld's gold path generator answers "0" too."""
+        plan = self._gold[self._gold_at:]
+        if AMBIGUOUS in self._text and not (plan and plan[0].isdigit()):
+            return ["0", *plan]
+        return plan

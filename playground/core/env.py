@@ -27,6 +27,8 @@ The `info` contract (`EnvInfo`, a TypedDict; every key optional to the type chec
   `click[label]`, `search[query]`: no world objects, so object-grounding rules leave
   them alone) or "code" (a program, e.g. a Python cell: plugins that read actions as
   short commands leave them alone);
+- `admissible_complete` (bool, default True): False where `admissible_actions` is a cut of
+  what the env accepts (a bounded view of a longer list, see below);
 - `task` (str): the task id; anything else is the env's own (documented by the env);
 - `failure` (dict): an *observable failure* at this action boundary (a tool raised, timed
   out, an input was missing, a contract was violated), for plugins to recover from instead
@@ -72,6 +74,14 @@ missing argument, a syntax error; each with the offending text, the closest vali
 signatures), `[]` when the action passes, and `None` (the default) where the env has no
 schema. The loop calls it on every proposal and hands the result to plugins as
 `StepContext.schema_problems`; nothing is run and no grade is read.
+
+An env whose admissible list is a cut of the commands it accepts (it lists a bounded view;
+its engine parses many more) says so with `info["admissible_complete"] = False` and gives its
+own verdict on a proposed action through the same `check_action`: `[]` when the engine
+would accept the command, problems when it would not. The verdict is what the agent would
+learn by sending the command (whether the engine parses it), never a grade. Rules that judge
+validity (`env_accepts`) take membership in the list as the verdict only where the list is
+complete, and the env's check where it is a cut.
 
 Failure-injection agents (the `noisy` instrument) may ask an env how a failure looks
 there: an env that knows sets `failure_variants()` (see `TextEnv.failure_variants`);
@@ -153,6 +163,7 @@ class EnvInfo(TypedDict, total=False):
     expert_plan: list[str]  # only with expert=True: the rest of a plan that solves the task
     open_choices: list[str]  # unmade choices on screen that the finish action would leave unmade
     action_format: str  # one of ACTION_FORMATS (default "command")
+    admissible_complete: bool  # False where admissible_actions is a cut of what the env accepts (default True)
     task: str  # the task id
     failure: dict[str, Any]  # an observable failure at this action boundary (kind, message, keys, site, rejected)
     structure: dict[str, Any]  # the structure this step declared (instances, the call executed), where it declared any
@@ -374,6 +385,25 @@ def match_admissible(action: str, admissible) -> str | None:
 def is_admissible(action: str, admissible) -> bool:
     """True when `action` is one of `admissible` or fills one of its templates."""
     return match_admissible(action, admissible) is not None
+
+
+def env_accepts(action: str, admissible, schema_problems, admissible_complete: bool = True) -> bool | None:
+    """Whether the env will accept `action`, as far as what it tells the agent says; None where it cannot say.
+
+    False when the env's check (`check_action`) found problems with it; True when it is
+    admissible, or when the env's check passed it and there is no complete list to contradict
+    it (no list, or a cut: `admissible_complete` False); False when a complete list leaves it
+    out; None where the env has neither a complete list nor a check.
+    """
+    if schema_problems:
+        return False
+    if admissible is not None and is_admissible(action, admissible):
+        return True
+    if schema_problems is not None and (admissible is None or not admissible_complete):
+        return True
+    if admissible is not None and admissible_complete:
+        return False
+    return None
 
 
 def is_template(action: str) -> bool:

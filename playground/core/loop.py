@@ -241,7 +241,8 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
                               action_kinds=dict(info.get("action_kinds") or {}),
                               open_choices=tuple(info.get("open_choices") or ()),
                               action_format=str(info.get("action_format") or "command"),
-                              checkpoints=tree.steps())
+                              checkpoints=tree.steps(),
+                              admissible_complete=bool(info.get("admissible_complete", True)))
         if can_checkpoint and not restored and hooks.call("want_checkpoint", context=context):
             point, dropped = tree.add(state.position, _call("env snapshot", env.snapshot), len(history), observation,
                                       dict(info))
@@ -343,9 +344,12 @@ def _decide(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, 
     extras = {key: info[key] for key in ("expert_plan", "action_kinds", "action_format") if key in info}
     notes = tuple(str(n) for n in hooks.collect("agent_notes", context=context))
     shown = _shown_actions(hooks, context)
-    # a view narrowed by `agent_actions` also records the env's whole list (what rebuilds and checks the state)
-    narrowed = ({"env_admissible_actions": list(context.admissible_actions)}
-                if context.admissible_actions is not None and shown != context.admissible_actions else {})
+    # a view narrowed by `agent_actions` also records the env's whole list (what rebuilds and checks the state);
+    # a list that is a cut of what the env accepts is recorded as such (only then)
+    listed: dict[str, Any] = ({"env_admissible_actions": list(context.admissible_actions)}
+                              if context.admissible_actions is not None and shown != context.admissible_actions else {})
+    if not context.admissible_complete:
+        listed["admissible_complete"] = False
     attempt = 0
     while True:
         view = AgentView(context.goal, context.observation, context.history, shown,
@@ -358,7 +362,7 @@ def _decide(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, 
                           "action": proposal.action, "finish": proposal.finish,
                           "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
                           "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
-                          "seconds": seconds, **recorder.fields(view, proposal), **narrowed,
+                          "seconds": seconds, **recorder.fields(view, proposal), **listed,
                           **({"schema_problems": [to_dict(p) for p in problems]} if problems is not None else {}),
                           **({"injected": to_dict(proposal.injected)} if proposal.injected is not None else {})})
         proposal = replace(proposal, injected=None)  # ground truth for measurement only: never shown to a plugin

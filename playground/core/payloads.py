@@ -204,6 +204,9 @@ class StepContext:
     # the env's check of the proposal being decided on against its action schema (`TextEnv.check_action`):
     # () when it passes, None where the env has no schema check (or the proposal finishes the episode)
     schema_problems: tuple[SchemaProblem, ...] | None = None
+    # False where `admissible_actions` is a cut of what the env accepts: validity is then the env's check
+    # (`schema_problems`), not membership in the list (`playground.core.env.env_accepts`)
+    admissible_complete: bool = True
 
     def __post_init__(self) -> None:
         _freeze_fields(self, "action_kinds")

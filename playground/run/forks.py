@@ -231,8 +231,9 @@ def replay_contexts(host: Host, episode: EpisodeTrace, *, expert: bool = False) 
     """The `StepContext` the loop built before each action on the surviving path, and before the tail
     (proposals with no action, e.g. a stop) where there is one, rebuilt in one replay from reset.
 
-    Each context carries what the loop handed the plugins: the env's admissible actions, action kinds,
-    open choices and action format, and the history so far. Every rebuilt observation must equal the
+    Each context carries what the loop handed the plugins: the env's admissible actions (and whether they
+    are complete), action kinds, open choices and action format, and the history so far (not the env's
+    check of the recorded proposals, `schema_problems`: it is None). Every rebuilt observation must equal the
     recorded one (`ForkError` otherwise, as in `rebuild`).
     """
     header = episode.header
@@ -258,7 +259,8 @@ def replay_contexts(host: Host, episode: EpisodeTrace, *, expert: bool = False) 
                                   tuple(history), info.get("score"), info.get("max_score"),
                                   action_kinds=dict(info.get("action_kinds") or {}),
                                   open_choices=tuple(info.get("open_choices") or ()),
-                                  action_format=str(info.get("action_format") or "command"))
+                                  action_format=str(info.get("action_format") or "command"),
+                                  admissible_complete=bool(info.get("admissible_complete", True)))
             contexts.append(context)
             if recorded is episode.tail:
                 break

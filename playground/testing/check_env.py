@@ -16,7 +16,9 @@ In the spirit of gymnasium's `check_env`, for playground's own promises:
 - snapshots (when `can_snapshot`): after `restore`, replaying the same actions gives the
   same results as the first time;
 - a schema check (`check_action`, where the env has one): it returns None or a list of
-  `SchemaProblem`, and the expert's actions pass it.
+  `SchemaProblem`, and the expert's actions pass it, each checked in the state it is played from;
+- an admissible list that is a cut (`admissible_complete` False): the env's check gives a verdict
+  (not None) and the invalid action does not pass it.
 
 Every failure is an AssertionError naming the env, task set, task and check.
 
@@ -120,6 +122,9 @@ class _EnvCheck:
             self.fail_unless(info["action_format"] in ACTION_FORMATS,
                              f"action_format is one of {ACTION_FORMATS} {when}",
                              repr(info["action_format"]))
+        if "admissible_complete" in info:
+            self.fail_unless(isinstance(info["admissible_complete"], bool), f"admissible_complete is a bool {when}",
+                             repr(info["admissible_complete"]))
         if "open_choices" in info:
             self.fail_unless(all(isinstance(c, str) for c in info["open_choices"]), f"open_choices are text {when}")
         if "failure" in info:
@@ -205,15 +210,33 @@ class _EnvCheck:
 
     def check_schema(self, env) -> None:
         check = getattr(env, "check_action", None)
+        _, info = self.reset(env)
+        if info.get("admissible_complete", True) is False:
+            self.check_cut(env)
         if not callable(check):
             return
-        _, info = self.reset(env)
         for action in self.plan(info):
-            problems = check(action)
-            self.fail_unless(problems is None or (isinstance(problems, list)
-                                                  and all(isinstance(p, SchemaProblem) for p in problems)),
-                             f"check_action({action!r}) returns None or a list of SchemaProblem", repr(problems)[:300])
+            problems = self.checked(env, action)
             self.fail_unless(not problems, f"the expert's action {action!r} passes check_action", repr(problems)[:300])
+            if self.step(env, action)[2]:
+                break
+
+    def checked(self, env, action: str) -> list | None:
+        """`env.check_action(action)`, checked to be None or a list of `SchemaProblem`."""
+        problems = env.check_action(action)
+        self.fail_unless(problems is None or (isinstance(problems, list)
+                                              and all(isinstance(p, SchemaProblem) for p in problems)),
+                         f"check_action({action!r}) returns None or a list of SchemaProblem", repr(problems)[:300])
+        return problems
+
+    def check_cut(self, env) -> None:
+        """An admissible list that is a cut of what the env accepts: the env's check is the verdict on the rest."""
+        check = getattr(env, "check_action", None)
+        self.fail_unless(callable(check) and self.checked(env, INVALID_ACTION) is not None,
+                         "an env whose admissible list is a cut (admissible_complete False) gives its verdict through "
+                         "check_action")
+        self.fail_unless(bool(self.checked(env, INVALID_ACTION)),
+                         f"check_action rejects the invalid action {INVALID_ACTION!r}")
 
     def play(self, env, actions: list[str]) -> list[tuple]:
         results = []

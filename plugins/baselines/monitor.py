@@ -2,8 +2,8 @@
 
 Three rules, checked on the agent's first proposal of each step, in this order:
 
-- **invalid**: the proposed action is not admissible (where the env lists its actions) or
-  fails the env's schema check;
+- **invalid**: the env will not accept the proposed action (`env_accepts`): it is not
+  admissible (where the env's list is complete) or it fails the env's check;
 - **repeat**: the proposed action was already taken, within the last `monitor_window` steps,
   from the same observation, and that brought nothing new;
 - **stall**: the last `monitor_stall` steps brought no observation not seen before.
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from playground import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext, hookimpl
-from playground.core.env import is_admissible
+from playground.core.env import env_accepts
 from playground.plugins.baselines.params import parse_params
 
 NAME = "monitor"
@@ -44,8 +44,8 @@ def check(context: StepContext, proposal: Proposal, first_observation: str, wind
     """The rule that fires on this proposal ("invalid", "repeat", "stall"), or None."""
     if proposal.finish:
         return None
-    admissible = context.admissible_actions
-    if context.schema_problems or (admissible is not None and not is_admissible(proposal.action, admissible)):
+    if env_accepts(proposal.action, context.admissible_actions, context.schema_problems,
+                   context.admissible_complete) is False:
         return "invalid"
     history = context.history
     before = _observations_before(first_observation, context)

@@ -12,7 +12,8 @@ the observation text, which the agent reads too.
   (actions, thoughts, observations, validity, action kinds; no reward, no score), the
   env's action kinds and open choices (what the page shows as still to choose), the
   action format, and the env's schema problems with the proposed action (derived from the
-  action and the env's schema, like the admissible list: never from a grade).
+  action and the env's schema, like the admissible list: never from a grade), and whether the
+  admissible list is complete (where it is a cut, the env's check is its validity verdict).
 - `BlindOutcome`: the view before a step, the action sent (or the stop), and what came
   back: the observation, whether the action was valid, the admissible actions after it.
 - `blind_proposal`: the proposal's thought, action and finish flag; never the ground truth a
@@ -54,6 +55,7 @@ class BlindView:
     open_choices: tuple[str, ...] = ()
     action_format: str = "command"
     schema_problems: tuple[SchemaProblem, ...] | None = None  # None where the env has no schema check
+    admissible_complete: bool = True  # False where the admissible list is a cut of what the env accepts
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ def blind_view(context: StepContext | BlindView) -> BlindView:
     return BlindView(context.step, context.goal, context.observation, admissible,
                      tuple(blind_turn(t) for t in context.history), context.attempt,
                      MappingProxyType(dict(context.action_kinds)), tuple(context.open_choices), context.action_format,
-                     context.schema_problems)
+                     context.schema_problems, context.admissible_complete)
 
 
 def blind_proposal(proposal: Proposal) -> Proposal:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from playground.core.env import is_admissible, kind_of
+from playground.core.env import env_accepts, kind_of
 from playground.core.payloads import Detection, Proposal, StepContext
 from playground.plugins.sentry.blind import BlindTurn, BlindView, blind_view
 
@@ -88,28 +88,32 @@ def _quote(turns: tuple[BlindTurn, ...], proposal: Proposal) -> str:
 
 
 def detect_invalid_action(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
-    """Unparseable actions, and actions not in the env's admissible list."""
+    """Unparseable actions, and actions the env will not accept: not in its admissible list, or, where
+    that list is a cut of what the env accepts, rejected by the env's own check (`env_accepts`)."""
     if proposal.finish:
         return None
     action = proposal.action.strip()
     admissible = context.admissible_actions
-    if admissible is not None and action and is_admissible(action, admissible):
+    accepted = env_accepts(action, admissible, context.schema_problems, context.admissible_complete)
+    if admissible is not None and action and accepted:
         return None
     if _unparseable(action):
         return Detection(DETECTOR, "action_validity", ("unparseable_action",), 1.0,
                          f"unparseable action {proposal.action!r}", subtype="unparseable")
-    if admissible is not None:  # admissible actions returned above
+    if admissible is not None and accepted is False:
         subtype = "unknown_verb" if _verb(action) not in {_verb(a) for a in admissible} else "bad_argument"
-        return Detection(DETECTOR, "action_validity", ("invalid_action",), 1.0,
-                         f"{action!r} is not among the {len(admissible)} admissible actions", subtype=subtype)
+        evidence = (f"{action!r} is not among the {len(admissible)} admissible actions" if context.admissible_complete
+                    else "; ".join(p.message for p in context.schema_problems or ()))
+        return Detection(DETECTOR, "action_validity", ("invalid_action",), 1.0, evidence, subtype=subtype)
     return None
 
 
 def detect_schema_problems(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
     """An action the env's schema check rejects before it runs (unknown API, unknown or missing argument,
-    syntax error): read from the action and the env's schema, any action format."""
+    syntax error): read from the action and the env's schema, any action format. Where the env lists
+    admissible actions, its check is a validity verdict on commands instead (`detect_invalid_action`)."""
     problems = context.schema_problems
-    if proposal.finish or not problems:
+    if proposal.finish or not problems or context.admissible_actions is not None:
         return None
     return Detection(DETECTOR, "action_validity", ("wrong_schema",), 1.0,
                      "; ".join(f"{p.kind}: {p.message}" for p in problems), subtype=problems[0].kind)

@@ -32,9 +32,9 @@ def rank_actions(context: BlindView | StepContext, top: int = 12) -> list[str]:
 
 
 def hard_repair_message(context: BlindView, detection: Detection, top: int) -> InterventionMessage:
-    """Tell the agent its action is invalid and offer the best-ranked valid actions (or, where the env's
-    schema check found problems with it, name each problem and the closest valid calls)."""
-    if context.schema_problems:
+    """Tell the agent its action is invalid and offer the best-ranked valid actions (or, where the env lists
+    no actions and its schema check found problems with the call, name each problem and the closest valid calls)."""
+    if context.schema_problems and context.admissible_actions is None:
         return schema_repair_message(context.schema_problems, detection)
     ranked = tuple(rank_actions(context, top))
     lines = [f"Your action was rejected: {detection.evidence}.", label_text(detection.labels[0], "advice"),
