@@ -50,13 +50,18 @@ class Player(Protocol):
 class Work(Protocol):
     """What every episode of a run shares; sent once to each worker."""
 
-    strict: bool  # stop at the first error (the run's --strict): a worker's death stops the run too
+    @property
+    def strict(self) -> bool:
+        """Stop at the first error (the run's --strict): a worker's death stops the run too."""
 
     def player(self, host: Host) -> Player:
         """A player for this run's episodes, using `host`'s registries."""
 
     def failed(self, job: Job, why: str) -> dict:
         """The error record (and trace) of `job`, whose worker died while playing it."""
+
+    def problem_here(self) -> str | None:
+        """Why this process cannot play the run's episodes (it does not see the run directory), or None."""
 
 
 class Executor(ABC):

@@ -76,7 +76,7 @@ class _Session:
         self.joined = ray.is_initialized()  # a caller's own Ray session is used as it is, and left open
         if self.joined:
             return
-        quiet = {"include_dashboard": False, "logging_level": logging.WARNING, "configure_logging": False}
+        quiet: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING, "configure_logging": False}
         try:
             if address is None:
                 os.environ[MARK] = uuid.uuid4().hex
