@@ -187,6 +187,18 @@ def test_a_player_builds_its_env_and_agent_once_and_again_only_after_an_error(tm
     assert factory.built == 2 + 2  # the same, after the two probes (check_config, lock.json's model file)
 
 
+def test_a_worker_that_does_not_see_the_run_directory_says_so(tmp_path):
+    config = RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-20000"], agent="noisy",
+                       harnesses=["base"], out=str(tmp_path / "run"))
+    work = RunWork(config, "abc123", str(tmp_path / "run"), {})
+    assert "is not visible here" in work.problem_here() and "shared filesystem" in work.problem_here()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps({"run_id": "other"}))
+    assert "is not visible here" in work.problem_here()  # another run's directory at that path
+    (tmp_path / "run" / "config.json").write_text(json.dumps({"run_id": "abc123"}))
+    assert work.problem_here() is None
+
+
 # -- local workers ------------------------------------------------------------------------------------------------
 
 

@@ -297,7 +297,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     """
     if isinstance(config.trials, bool) or not isinstance(config.trials, int) or config.trials < 1:
         raise RunConfigError(f"trials must be a whole number of at least 1, got {config.trials!r}")
-    player = executor if isinstance(executor, Executor) else make_executor(executor, workers, address)
+    chosen = executor if isinstance(executor, Executor) else make_executor(executor, workers, address)
     check_config(host, config)
     env_spec = host.envs.get(config.env)
     fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
@@ -333,7 +333,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                         pending.append(Job(harness, task_id, trial))
         discard_unfinished(host, config, run_id, pending)
         work = RunWork(config, run_id, str(rundir.path), header_base)
-        for record in player.play(host, work, pending):
+        for record in chosen.play(host, work, pending):
             rundir.record(record)
             notify(record["key"], record)
         summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],

@@ -60,7 +60,7 @@ class _Worker:
 
     def __init__(self, context: Any, strict: bool, work: Work) -> None:
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child, strict, os.getpid(), work), daemon=True)
+        self.process = context.Process(target=_worker_main, args=(child, strict, os.getpid(), work))
         self.process.start()
         child.close()  # the worker holds the other end: its death reads as end of file here
         self.job: Job | None = None
@@ -96,9 +96,7 @@ class _Pool:
         finished = False
         try:
             for _ in range(self.size):
-                worker = _Worker(self.context, self.strict, self.work)
-                workers.append(worker)
-                worker.give(queue.popleft())
+                workers.append(self._give(_Worker(self.context, self.strict, self.work), queue.popleft()))
             while busy := [w for w in workers if w.job is not None]:
                 for conn in multiprocessing.connection.wait([w.conn for w in busy]):
                     worker = next(w for w in busy if w.conn is conn)
@@ -106,16 +104,30 @@ class _Pool:
                     if died:
                         workers.remove(worker)
                         worker.stop(now=True)
-                        if queue:  # another worker takes its place
-                            worker = _Worker(self.context, self.strict, self.work)
-                            workers.append(worker)
                     yield record
                     if queue:
-                        worker.give(queue.popleft())
+                        given = self._give(worker if not died else None, queue.popleft())
+                        if given is not worker:
+                            if worker in workers:
+                                workers.remove(worker)
+                            workers.append(given)
             finished = True
         finally:
             for worker in workers:
                 worker.stop(now=not finished)
+
+    def _give(self, worker: _Worker | None, job: Job) -> _Worker:
+        """Give `job` to `worker`, or to a new worker when there is none or it is gone (it died while idle); return
+        the worker that holds the job."""
+        if worker is not None:
+            try:
+                worker.give(job)
+                return worker
+            except OSError:
+                worker.stop(now=True)
+        worker = _Worker(self.context, self.strict, self.work)
+        worker.give(job)
+        return worker
 
     def _answer(self, worker: _Worker) -> tuple[dict, bool]:
         """The record `worker` sent for its job, and False; or, when the worker died, the job's error record and
