@@ -32,8 +32,8 @@ from playground.run.executors.base import Executor, ExecutorError, Job, Work, pl
 INSTALL_HINT = "pip install 'playground[ray]' (or, in a checkout, pip install -e '.[ray]')"
 MARK = "PLAYGROUND_RAY_RUN"  # in the environment of every process of a private local Ray
 LOCAL_OBJECT_STORE = 256 * 1024**2  # bytes: records are small; the default (30% of memory) is far too much
-# Ray's agents start slowly on a busy machine; the raylet's default wait for them failed the start there.
-LOCAL_SYSTEM_CONFIG = {"agent_register_timeout_ms": 180_000}
+STARTUP_HINT = ("Ray's raylet gives its agents about 15 s to start, which a busy machine may not meet: try again, "
+                "or start Ray yourself (`ray start --head`) and pass --address")
 
 
 class RayExecutor(Executor):
@@ -76,19 +76,21 @@ class _Session:
         self.joined = ray.is_initialized()  # a caller's own Ray session is used as it is, and left open
         if self.joined:
             return
-        quiet: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING, "configure_logging": False}
+        quiet: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+                                 "configure_logging": False}
         try:
             if address is None:
                 os.environ[MARK] = uuid.uuid4().hex
                 self.reaper = Reaper(MARK, os.environ[MARK])
                 ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1",
-                         object_store_memory=LOCAL_OBJECT_STORE, _system_config=LOCAL_SYSTEM_CONFIG, **quiet)
+                         object_store_memory=LOCAL_OBJECT_STORE, **quiet)
             else:
                 ray.init(address=address, **quiet)
         except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
             self.close()
-            where = f"the Ray cluster at {address}" if address else "a local Ray"
-            raise ExecutorError(f"cannot start or join {where}: {type(exc).__name__}: {exc}") from None
+            where = f"join the Ray cluster at {address}" if address else "start a local Ray"
+            hint = "" if address else f" ({STARTUP_HINT})"
+            raise ExecutorError(f"cannot {where}: {type(exc).__name__}: {exc}{hint}") from None
 
     def cpus(self) -> int:
         """The cluster's CPUs (at least 1)."""
