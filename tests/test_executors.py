@@ -49,6 +49,10 @@ import time
 from playground.agents.noisy import NoisyAgent
 from playground.core.hookspecs import hookimpl
 
+# With $DIE_ON_START, every process but the first to load this plugin (the run) dies loading it: its workers.
+if os.environ.setdefault("EXECUTOR_TEST_RUN", str(os.getpid())) != str(os.getpid()) and os.environ.get("DIE_ON_START"):
+    os._exit(3)
+
 
 class Dies(NoisyAgent):
     # The noisy agent, whose process dies (SIGKILL) on its first step of task $DIE_TASK.
@@ -233,6 +237,17 @@ def test_a_local_worker_that_dies_costs_its_episode_alone_and_a_strict_run_stops
                              "--out", str(tmp_path / "strict")], env=env, capture_output=True, text=True, timeout=300)
     assert strict.returncode == 2
     assert "base/tiny-20002" in strict.stderr and "worker process died" in strict.stderr
+
+
+@pytest.mark.slow
+def test_workers_that_die_while_starting_stop_the_run_and_record_nothing(tmp_path):
+    env = plugin_env(tmp_path, DIE_ON_START="1")
+    done = subprocess.run([sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "noisy",
+                           "--episodes", "4", "--workers", "2", "--quiet", "--out", str(tmp_path / "run")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "a worker process died while loading the plugins (exit code 3)" in done.stderr
+    assert records(tmp_path / "run") == []
 
 
 def test_executor_options_are_checked_before_anything_is_written(tmp_path, capsys):

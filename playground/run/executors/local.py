@@ -56,7 +56,8 @@ class LocalExecutor(Executor):
 
 
 class _Worker:
-    """A worker process and the parent's end of its pipe; `job` is the episode it is playing (None: idle)."""
+    """A worker process and the parent's end of its pipe; `job` is the episode it is playing (None: idle), `ready`
+    whether it has loaded the plugins and built its player."""
 
     def __init__(self, context: Any, strict: bool, work: Work) -> None:
         self.conn, child = context.Pipe()
@@ -64,6 +65,7 @@ class _Worker:
         self.process.start()
         child.close()  # the worker holds the other end: its death reads as end of file here
         self.job: Job | None = None
+        self.ready = False
 
     def give(self, job: Job) -> None:
         self.job = job
@@ -96,19 +98,22 @@ class _Pool:
         finished = False
         try:
             for _ in range(self.size):
-                workers.append(self._give(_Worker(self.context, self.strict, self.work), queue.popleft()))
+                workers.append(self._give(None, queue.popleft()))
             while busy := [w for w in workers if w.job is not None]:
                 for conn in multiprocessing.connection.wait([w.conn for w in busy]):
                     worker = next(w for w in busy if w.conn is conn)
-                    record, died = self._answer(worker)
-                    if died:
+                    record = self._answer(worker)
+                    if record is None:  # the worker said it is ready
+                        continue
+                    if worker.job is not None:  # it died playing the job: another worker takes its place
                         workers.remove(worker)
                         worker.stop(now=True)
+                        worker = None
                     yield record
                     if queue:
-                        given = self._give(worker if not died else None, queue.popleft())
+                        given = self._give(worker, queue.popleft())
                         if given is not worker:
-                            if worker in workers:
+                            if worker is not None:
                                 workers.remove(worker)
                             workers.append(given)
             finished = True
@@ -129,44 +134,55 @@ class _Pool:
         worker.give(job)
         return worker
 
-    def _answer(self, worker: _Worker) -> tuple[dict, bool]:
-        """The record `worker` sent for its job, and False; or, when the worker died, the job's error record and
-        True. A strict run's error, and a dead worker in a strict run, raise."""
+    def _answer(self, worker: _Worker) -> dict | None:
+        """What `worker` sent: None when it said it is ready, else the record of its job (its job is then done).
+        When the worker died playing the job, the job's error record (its job stays set). A strict run's error, a
+        worker that died while starting, and a dead worker in a strict run raise."""
         job = worker.job
         assert job is not None
-        worker.job = None
         try:
             kind, value, where = worker.conn.recv()
         except (EOFError, OSError):
             worker.process.join(5)
-            why = f"the worker process died (exit code {worker.process.exitcode}) while playing this episode"
+            code = worker.process.exitcode
+            if not worker.ready:
+                raise ExecutorError(f"a worker process died while loading the plugins (exit code {code}); "
+                                    "nothing was recorded for its episode") from None
+            why = f"the worker process died (exit code {code}) while playing this episode"
             if self.work.strict:
                 raise ExecutorError(f"{job.harness}/{job.task_id} (trial {job.trial}): {why}") from None
-            return self.work.failed(job, why), True
+            return self.work.failed(job, why)
         if kind == "raised":
             value.add_note(f"raised in worker process {worker.process.pid}:\n{where}")
             raise value
-        return value, False
+        if kind == "ready":
+            worker.ready = True
+            return None
+        worker.job = None
+        return value
 
 
 def _worker_main(conn: Any, strict: bool, parent_pid: int, work: Work) -> None:
-    """A worker: die with the run, then play each job the parent sends (None: close the player and end)."""
+    """A worker: die with the run, load the plugins and build the player (then say "ready"), then play each job the
+    parent sends (None: close the player and end)."""
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    player = None
     try:
+        player = work.player(Host(strict=strict).load())
+    except Exception as exc:  # noqa: BLE001 - the parent re-raises it
+        _send_exception(conn, exc)
+        return
+    try:
+        conn.send(("ready", None, ""))
         while (job := conn.recv()) is not None:
             try:
-                if player is None:
-                    player = work.player(Host(strict=strict).load())
                 conn.send(("record", player.play(job), ""))
             except Exception as exc:  # noqa: BLE001 - the parent decides; it re-raises it
                 _send_exception(conn, exc)
-    except EOFError:
+    except (EOFError, OSError):
         pass  # the parent is gone
     finally:
-        if player is not None:
-            player.close()
+        player.close()
 
 
 def _send_exception(conn: Any, exc: Exception) -> None:

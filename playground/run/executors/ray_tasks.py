@@ -113,19 +113,18 @@ class EpisodeActor:
         self.work, self.strict = work, strict
         self.player: Any = None
 
-    def problem_here(self) -> str | None:
-        """Why this worker cannot play the run's episodes, or None; names the node."""
+    def ready(self) -> str | None:
+        """Load the plugins and build the player; None, or why this worker cannot play the run (naming the node)."""
         problem = self.work.problem_here()
-        if problem is None:
-            return None
-        import ray
+        if problem is not None:
+            import ray
 
-        return f"Ray worker on node {ray.util.get_node_ip_address()}: {problem}"
+            return f"Ray worker on node {ray.util.get_node_ip_address()}: {problem}"
+        self.player = self.work.player(Host(strict=self.strict).load())
+        return None
 
     def play(self, job: Job) -> dict:
         """Play one episode and return its record."""
-        if self.player is None:
-            self.player = self.work.player(Host(strict=self.strict).load())
         return self.player.play(job)
 
     def close(self) -> None:
@@ -179,11 +178,15 @@ class _Actors:
         running[actor.play.remote(job)] = (actor, job)
 
     def _check(self, actors: list[Any]) -> None:
-        """Every actor starts and sees the run directory; else ExecutorError naming the problems."""
+        """Every actor starts, loads the plugins and sees the run directory; else ExecutorError naming the problems
+        (nothing is recorded)."""
         try:
-            problems = self.ray.get([actor.problem_here.remote() for actor in actors])
+            problems = self.ray.get([actor.ready.remote() for actor in actors])
+        except self.ray.exceptions.RayTaskError as exc:  # loading the plugins raised
+            cause = getattr(exc, "cause", None)
+            raise (cause if isinstance(cause, Exception) else exc) from None
         except self.ray.exceptions.RayError as exc:
-            raise ExecutorError(f"a Ray worker could not start: {exc}") from None
+            raise ExecutorError(f"a Ray worker died while starting: {exc}") from None
         problems = sorted({problem for problem in problems if problem})
         if problems:
             raise ExecutorError("; ".join(problems))
