@@ -7,10 +7,12 @@ not (the games are generated first). Prints episodes per minute and the speed-up
 worker, and whether each run's success rates match the one-worker run's (harnesses that
 learn online, such as `sentry`, may differ slightly: their playbook grows in another order).
 
-    python scripts/bench_scale.py [--episodes 160] [--trials 6] [--workers 2] [--no-ray]
+    python scripts/bench_scale.py [--episodes 160] [--trials 18] [--workers 2] [--no-ray]
 
-The default job is 160 tasks x 6 trials x 2 harnesses = 1,920 episodes, a few minutes
-with one worker on a free core. Use `--episodes 10 --trials 1` to check the script.
+The default job is 160 tasks x 18 trials x 2 harnesses = 5,760 episodes, about 2.5 minutes
+with one worker on a free core. Use `--episodes 10 --trials 1` to check the script. Run it
+on otherwise idle cores: the figures are wall-clock; the CPU seconds beside them show
+whether the workers had the cores to themselves.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -26,11 +29,17 @@ from playground.host.manager import Host
 from playground.run.runner import DEFAULT_MAX_STEPS, RunConfig, resolve_tasks, run
 
 
-def play(host: Host, config: RunConfig, executor: str, workers: int) -> tuple[float, dict]:
-    """Run `config` on `executor` with `workers`; return (seconds, summary)."""
-    started = time.perf_counter()
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended (local workers, a local Ray's processes)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def play(host: Host, config: RunConfig, executor: str, workers: int) -> tuple[float, float, dict]:
+    """Run `config` on `executor` with `workers`; return (seconds, CPU seconds, summary)."""
+    started, cpu = time.perf_counter(), cpu_seconds()
     summary = run(host, config, workers=workers, executor=executor)
-    return time.perf_counter() - started, summary
+    return time.perf_counter() - started, cpu_seconds() - cpu, summary
 
 
 def main() -> None:
@@ -39,7 +48,7 @@ def main() -> None:
     parser.add_argument("--agent", default="noisy")
     parser.add_argument("--harness", action="append", help="repeatable [base, sentry]")
     parser.add_argument("--episodes", type=int, default=160, help="tasks of the test split [160]")
-    parser.add_argument("--trials", type=int, default=6, help="passes over the tasks [6]")
+    parser.add_argument("--trials", type=int, default=18, help="passes over the tasks [18]")
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--workers", type=int, default=2, help="workers of the parallel runs [2]")
     parser.add_argument("--no-ray", action="store_true", help="leave out the Ray run")
@@ -69,23 +78,30 @@ def main() -> None:
         config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=args.agent,
                            harnesses=harnesses, out=str(root / f"{executor}-{workers}"), trials=args.trials,
                            max_steps=max_steps)
-        seconds, summary = play(host, config, executor, workers)
+        seconds, cpu, summary = play(host, config, executor, workers)
         success = {h: summary["harnesses"][h]["success_rate"] for h in harnesses}
-        rows.append({"executor": executor, "workers": workers, "seconds": round(seconds, 1),
+        rows.append({"executor": executor, "workers": workers, "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
                      "episodes_per_minute": round(episodes / seconds * 60, 1), "success": success})
     base = rows[0]["episodes_per_minute"]
     for row in rows:
         row["speedup"] = round(row["episodes_per_minute"] / base, 2)
         row["same_success"] = row["success"] == rows[0]["success"]
+        # The most the run's CPU time allows on `workers` free cores: Ray's processes are not all counted.
+        row["cpu_bound"] = (round(min(row["workers"], row["workers"] * rows[0]["cpu_seconds"] / row["cpu_seconds"]), 2)
+                            if row["executor"] == "local" and row["cpu_seconds"] else None)
     if args.json:
         print(json.dumps({"episodes": episodes, "runs": rows}, indent=2))
         return
-    print(f"{'executor':<9} {'workers':>7} {'seconds':>8} {'episodes/min':>13} {'speed-up':>9}  "
-          "success (same as 1 worker)")
+    print(f"{'executor':<9} {'workers':>7} {'seconds':>8} {'CPU s':>7} {'episodes/min':>13} {'speed-up':>9} "
+          f"{'CPU bound':>9}  success (same as 1 worker)")
     for row in rows:
         success = ", ".join(f"{h} {rate:.3f}" for h, rate in row["success"].items())
-        print(f"{row['executor']:<9} {row['workers']:>7} {row['seconds']:>8} {row['episodes_per_minute']:>13} "
-              f"{row['speedup']:>8}x  {success} ({'yes' if row['same_success'] else 'no'})")
+        bound = f"{row['cpu_bound']}x" if row["cpu_bound"] is not None else "-"
+        print(f"{row['executor']:<9} {row['workers']:>7} {row['seconds']:>8} {row['cpu_seconds']:>7} "
+              f"{row['episodes_per_minute']:>13} {row['speedup']:>8}x {bound:>9}  {success} "
+              f"({'yes' if row['same_success'] else 'no'})")
+    print("CPU s: CPU time of the run and its ended child processes. CPU bound: the speed-up that CPU time allows on "
+          "free cores\n(workers x CPU s of 1 worker / CPU s); a speed-up well under it means other jobs took the cores.")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ forked threads or model handles). Each loads the plugins once, keeps one player 
 env and one agent) for all its episodes, and is given one episode at a time over its own
 pipe, so the parent always knows which episode a worker holds: a worker that dies costs
 that episode alone (recorded as an error, a new worker takes its place), or stops the run
-when it is strict.
+when it is strict. A worker says "ready" once it has loaded the plugins; one that dies
+before that stops the run and records nothing (the fault is not an episode's).
 
 Nothing a run starts outlives it, even after `kill -9`: a worker's first act is
 `die_with_parent()`, and it ignores SIGINT (an interrupt stops the parent, which stops its
@@ -109,13 +110,13 @@ class _Pool:
                         workers.remove(worker)
                         worker.stop(now=True)
                         worker = None
-                    yield record
-                    if queue:
+                    if queue:  # the next job first: the worker plays while this process writes the record
                         given = self._give(worker, queue.popleft())
                         if given is not worker:
                             if worker is not None:
                                 workers.remove(worker)
                             workers.append(given)
+                    yield record
             finished = True
         finally:
             for worker in workers:

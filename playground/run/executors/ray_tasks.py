@@ -165,9 +165,9 @@ class _Actors:
                         actor = self._start()
                         actors.append(actor)
                         self._check([actor])
-                yield record
-                if queue:
+                if queue:  # the next job first: the actor plays while the run writes the record
                     self._give(running, actor, queue.popleft())
+                yield record
             ray.get([actor.close.remote() for actor in actors])
         finally:
             for actor in actors:
