@@ -102,19 +102,20 @@ class _Pool:
                 workers.append(self._give(None, queue.popleft()))
             while busy := [w for w in workers if w.job is not None]:
                 for conn in multiprocessing.connection.wait([w.conn for w in busy]):
-                    worker = next(w for w in busy if w.conn is conn)
-                    record = self._answer(worker)
+                    answered = next(w for w in busy if w.conn is conn)
+                    record = self._answer(answered)
                     if record is None:  # the worker said it is ready
                         continue
-                    if worker.job is not None:  # it died playing the job: another worker takes its place
-                        workers.remove(worker)
-                        worker.stop(now=True)
-                        worker = None
+                    free: _Worker | None = answered
+                    if answered.job is not None:  # it died playing the job: another worker takes its place
+                        workers.remove(answered)
+                        answered.stop(now=True)
+                        free = None
                     if queue:  # the next job first: the worker plays while this process writes the record
-                        given = self._give(worker, queue.popleft())
-                        if given is not worker:
-                            if worker is not None:
-                                workers.remove(worker)
+                        given = self._give(free, queue.popleft())
+                        if given is not free:
+                            if free is not None:
+                                workers.remove(free)
                             workers.append(given)
                     yield record
             finished = True
