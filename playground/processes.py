@@ -8,6 +8,12 @@ which asks the Linux kernel to SIGKILL them when their parent dies
 the system has since given to another process is never mistaken for it
 (`process_start_time`, `is_running`). `stop_process_group` stops a process group with
 SIGTERM and, after a short grace, SIGKILL.
+
+Processes that others start on the run's behalf (a local Ray's raylet starts workers and
+agents, which it does not tie to itself) are out of the parent-death signal's reach: the
+run marks them through a variable in the environment they inherit and starts a `Reaper`,
+a watchdog in its own session that notes the marked processes and their descendants while
+the run lives and, once the run ends (however it ends), SIGKILLs them and then exits.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -134,3 +141,108 @@ def stop_process_group(pid: int, grace: float = 2.0, start_time: str | None = No
     gone = wait_gone(pid, grace, start_time)
     _signal(pid, signal.SIGKILL, group)  # the leader after its grace, or anything left in its group
     return gone or wait_gone(pid, 5.0, start_time)
+
+
+def marked_processes(name: str, value: str) -> list[int]:
+    """This user's live processes, other than this one, whose environment holds `name=value` (Linux /proc; elsewhere
+    none)."""
+    needle = f"{name}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir() if sys.platform.startswith("linux") else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environment.split(b"\0") and is_running(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+class Reaper:
+    """A watchdog for the processes marked with `name=value` in their environment (set it in `os.environ` before
+    starting whatever starts them, so they inherit it) and for their descendants: once this process ends, or `stop()`
+    is called, it SIGKILLs every one of them and exits. While the run lives it notes them every `every` seconds, with
+    their start times, because a process may rewrite the memory its environment is read from (Ray's agents do, to
+    set their titles) or lose its parent before the sweep. It runs in its own session without the mark, so neither
+    the run's death nor its own sweep takes it along. Linux only (elsewhere it does nothing)."""
+
+    def __init__(self, name: str, value: str, every: float = 2.0) -> None:
+        self.name, self.value = name, value
+        self._process: subprocess.Popen | None = None
+        if sys.platform.startswith("linux"):
+            environment = {k: v for k, v in os.environ.items() if k != name}
+            self._process = subprocess.Popen([sys.executable, "-m", "playground.processes", "reap", name, value,
+                                              str(every)],
+                                             stdin=subprocess.PIPE, env=environment, start_new_session=True)
+
+    def stop(self, timeout: float = 15.0) -> bool:
+        """Sweep now: the reaper kills what is left of the marked processes and ends; True when it did in time."""
+        if self._process is None:
+            return True
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+
+def _children() -> dict[int, list[int]]:
+    """Every live process's children, by parent pid (/proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        children.setdefault(int(stat[stat.rfind(")") + 2:].split()[1]), []).append(int(entry.name))
+    return children
+
+
+def _family(name: str, value: str) -> set[int]:
+    """The marked processes and all their descendants."""
+    children = _children()
+    found: set[int] = set()
+    todo = marked_processes(name, value)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, []))
+    found.discard(os.getpid())
+    return found
+
+
+def _reap(name: str, value: str, every: float = 2.0, rounds: int = 200) -> None:
+    """The reaper's work: note the marked processes and their descendants every `every` seconds until its parent ends
+    (end of file on stdin), then SIGKILL all it noted that still run (the same process: pid and start time) and the
+    marked ones, until none is left (a process may start another while it goes), at most `rounds` sweeps 50 ms apart."""
+    import select
+
+    noted: dict[int, str | None] = {}
+
+    def note() -> None:
+        for pid in _family(name, value):
+            noted[pid] = process_start_time(pid)
+
+    while True:
+        note()
+        if select.select([sys.stdin], [], [], every)[0] and not os.read(sys.stdin.fileno(), 4096):
+            break
+    for _ in range(rounds):
+        note()
+        left = [pid for pid, start in noted.items() if is_running(pid, start)]
+        if not left:
+            return
+        for pid in left:
+            _signal(pid, signal.SIGKILL, group=False)
+        time.sleep(0.05)
+
+
+if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "reap":
+    _reap(sys.argv[2], sys.argv[3], float(sys.argv[4]))

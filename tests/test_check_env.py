@@ -62,6 +62,20 @@ class ShallowSnapshot(TinyEnv):
         self.state = snapshot
 
 
+class RemembersMoves(TinyEnv):
+    """Counts every move it has played, across resets: a reused env's first observation changes."""
+
+    played = 0
+
+    def step(self, action):
+        self.played += 1
+        return super().step(action)
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = super().reset(seed=seed, options=options)
+        return observation + ("" if not self.played else f" You have moved {self.played} times."), info
+
+
 def test_the_tiny_env_meets_the_contract():
     check_env(TinyProvider(), tasks=5, steps=10)
 
@@ -73,6 +87,7 @@ def test_the_tiny_env_meets_the_contract():
     (StrayKind, "action_kinds keys are admissible actions"),
     (NoKinds, "info has required key 'action_kinds'"),
     (ShallowSnapshot, "snapshot/restore round trip"),
+    (RemembersMoves, "reuse: after it has played, resetting the env to the task gives its initial state"),
 ])
 def test_a_broken_promise_names_the_env_and_the_check(env_class, check):
     with pytest.raises(AssertionError) as raised:

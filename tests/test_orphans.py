@@ -162,13 +162,13 @@ def start_run(args: list[str], env: dict, marker: str) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def kill_and_check(proc: subprocess.Popen, marker: str) -> dict[int, str | None]:
-    """SIGKILL the run alone (not its group) and require that nothing it started survives it."""
+def kill_and_check(proc: subprocess.Popen, marker: str, timeout: float = 10.0) -> dict[int, str | None]:
+    """SIGKILL the run alone (not its group) and require that nothing it started survives it by `timeout` s."""
     tracked = descendants(proc.pid)
     assert tracked, "the run should have started processes"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    alive = wait_until_gone(tracked, proc.pid, marker)
+    alive = wait_until_gone(tracked, proc.pid, marker, timeout)
     assert not alive, f"left running after kill -9 of the run: {alive}"
     return tracked
 

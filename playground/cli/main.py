@@ -16,6 +16,7 @@ from playground.cli.report import report_command
 from playground.cli.view import view_command
 from playground.core.errors import PlaygroundError
 from playground.host.manager import get_host
+from playground.run.executors import EXECUTORS
 from playground.run.report import format_table
 from playground.run.rundir import RunDirError
 from playground.run.runner import RunConfig, RunConfigError, run
@@ -27,8 +28,8 @@ def cli() -> None:
     """playground: run agents on text benchmarks under failure-recovery harnesses."""
 
 
-def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, repair: bool = False,
-                      check_lock: dict | None = None) -> dict:
+def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None = None, repair: bool = False,
+                      check_lock: dict | None = None, executor: str = "local", address: str | None = None) -> dict:
     """Run `config` with a progress bar on stderr; return the summary."""
     trials = f" trials={config.trials}" if config.trials > 1 else ""
     click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)}{trials} "
@@ -43,7 +44,8 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, re
                 bar.update(1, f"{message}: {record['status']}")
 
         try:
-            return run(host, config, progress, workers=workers, repair=repair, check_lock=check_lock)
+            return run(host, config, progress, workers=workers, repair=repair, check_lock=check_lock,
+                       executor=executor, address=address)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
 
@@ -55,8 +57,13 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, re
                    "those their plugins mark as defaults]")
 @click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: runs/<time>]")
 @click.option("--playbook", default=None, help="playbook database for harnesses that use one")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-              help="episodes played at once, in worker processes")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="episodes played at once, in worker processes [default: 1; with --executor ray, the cluster's CPUs]")
+@click.option("--executor", type=click.Choice(sorted(EXECUTORS)), default="local", show_default=True,
+              help="where episodes are played: local processes, or Ray (the 'ray' extra)")
+@click.option("--address", default=None, metavar="ADDR",
+              help="with --executor ray: the Ray cluster to join (auto, HOST:PORT, ray://HOST:10001) "
+                   "[default: a private local Ray]")
 @click.option("--repair", is_flag=True,
               help="move bad lines of a damaged DIR/episodes.jsonl to episodes.quarantine.jsonl and play them again")
 @click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True,
@@ -64,7 +71,7 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int = 1, re
 @click.option("--check-lock", "check_lock", default=None, metavar="LOCK.json",
               help="refuse to run (exit 2) when this run's lock differs from LOCK.json (another run's lock.json) "
                    "in what matters")
-def run_command(harnesses, out, playbook, workers, repair, trials, check_lock, **options) -> None:
+def run_command(harnesses, out, playbook, workers, executor, address, repair, trials, check_lock, **options) -> None:
     """Run an agent on a task set under one or more harnesses and print a table."""
     from dataclasses import replace
 
@@ -78,7 +85,7 @@ def run_command(harnesses, out, playbook, workers, repair, trials, check_lock, *
         raise CLIError("--out is empty; name a run directory (or leave --out out for runs/run-<date>-<time>)")
     out = out if out is not None else str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
     config = replace(make_config(host, harnesses, out, playbook, **options), trials=trials)
-    summary = run_with_progress(host, config, options["quiet"], workers, repair, wanted_lock)
+    summary = run_with_progress(host, config, options["quiet"], workers, repair, wanted_lock, executor, address)
     click.echo(format_table(summary))
     click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
 

@@ -490,8 +490,9 @@ class EnvProvider:
         raise NotImplementedError
 
     def make(self, task_set: str, *, expert: bool = False, **options: Any) -> TextEnv:
-        """Build a fresh env for one episode on `task_set`.
+        """Build a fresh env on `task_set`.
 
+        A run keeps it for many episodes (each starts with `reset`) and closes it at the end.
         `expert=True` asks for `info["expert_plan"]`. Import heavy packages here.
         """
         raise NotImplementedError

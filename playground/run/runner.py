@@ -1,22 +1,22 @@
 """Runs a set of tasks under one or more harnesses into a resumable run directory.
 
-Each episode is an independent unit: its own env instance, agent object and harness
-plugin objects, built here from the registries. Episodes share nothing in memory (a
-playbook is shared only through its SQLite file), so with `workers > 1` the same
-`run_one_episode` runs in a pool of worker processes; the parent alone writes the run
-directory's episode records, so resume works the same way.
+Each episode is an independent unit: its own harness plugin objects, built here from the
+registries, and a reset env and agent. An `EpisodePlayer` plays a run's episodes in one
+process and keeps one env and one agent across them (built once, reset by each episode;
+an episode that errors leaves them behind). Episodes share nothing else in memory (a
+playbook is shared only through its SQLite file), so an executor
+(`playground.run.executors`: this process, worker processes, a Ray cluster) can play them
+anywhere; the parent alone writes the run directory's episode records, so resume works the
+same way whatever played them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
-import os
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -28,8 +28,8 @@ from playground.core.errors import PlaygroundError, format_exception
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec, InterventionSpec
-from playground.processes import die_with_parent
 from playground.run.costs import attempt_cost
+from playground.run.executors import Executor, Job, make_executor
 from playground.run.files import confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
 from playground.run.report import EpisodeTally, merge_failures, summarise_run
@@ -280,23 +280,25 @@ def episode_seed(run_seed: int, task_id: str, trial: int = 1) -> int:
 
 
 def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None,
-        workers: int = 1, repair: bool = False, check_lock: dict | None = None) -> dict:
+        workers: int | None = None, repair: bool = False, check_lock: dict | None = None,
+        executor: str | Executor = "local", address: str | None = None) -> dict:
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary.
 
-    `workers > 1` plays episodes in that many worker processes (spawned; each loads the
-    plugins the way the CLI does: built-ins, entry points, the PLAYGROUND_* variables).
-    Records are written as episodes finish, so their order in episodes.jsonl varies, and
-    harnesses that learn online see their playbook grow in a different order.
+    `executor` plays the episodes (`playground.run.executors`): "local" (the default) in this
+    process or, with `workers > 1`, in that many long-lived worker processes (spawned; each
+    loads the plugins the way the CLI does: built-ins, entry points, the PLAYGROUND_*
+    variables); "ray" as Ray actor tasks on the cluster at `address` (default: a private local
+    Ray). Records are written as episodes finish, so their order in episodes.jsonl varies,
+    and harnesses that learn online see their playbook grow in a different order.
     `repair` moves bad lines of a damaged episodes.jsonl to episodes.quarantine.jsonl (their
     episodes are played again) instead of refusing the directory.
     DIR/lock.json records what the results depend on (`playground.run.lock`); with `check_lock`
     (another run's lock) a run whose lock differs from it in what matters is refused (LockError
     naming the fields) before anything is written.
     """
-    if workers < 1:
-        raise RunConfigError(f"workers must be at least 1, got {workers}")
     if isinstance(config.trials, bool) or not isinstance(config.trials, int) or config.trials < 1:
         raise RunConfigError(f"trials must be a whole number of at least 1, got {config.trials!r}")
+    chosen = executor if isinstance(executor, Executor) else make_executor(executor, workers, address)
     check_config(host, config)
     env_spec = host.envs.get(config.env)
     fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
@@ -329,15 +331,12 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                     if rundir.is_finished(key):
                         notify(f"{key} (done before)", rundir.records[key])
                     else:
-                        pending.append((harness, task_id, trial))
+                        pending.append(Job(harness, task_id, trial))
         discard_unfinished(host, config, run_id, pending)
-        if workers == 1:
-            for harness, task_id, trial in pending:
-                record = run_one_episode(host, config, run_id, rundir.path, header_base, harness, task_id, trial)
-                rundir.record(record)
-                notify(record["key"], record)
-        else:
-            _run_in_workers(host, config, run_id, rundir, header_base, pending, workers, notify)
+        work = RunWork(config, run_id, str(rundir.path), header_base)
+        for record in chosen.play(host, work, pending):
+            rundir.record(record)
+            notify(record["key"], record)
         summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],
                                 rundir.records.values())
         summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps)
@@ -348,12 +347,12 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         rundir.close()
 
 
-def discard_unfinished(host: Host, config: RunConfig, run_id: str, pending: list[tuple[str, str, int]]) -> None:
+def discard_unfinished(host: Host, config: RunConfig, run_id: str, pending: list[Job]) -> None:
     """Before `pending` episodes are played, let the plugins take back what unfinished plays of them wrote outside
     the run directory (`discard_episodes`, once per harness), so each replay starts where an uninterrupted run would."""
     by_harness: dict[str, list[str]] = {}
-    for harness, task_id, trial in pending:
-        by_harness.setdefault(harness, []).append(episode_id(run_id, harness, task_id, trial))
+    for job in pending:
+        by_harness.setdefault(job.harness, []).append(episode_id(run_id, job.harness, job.task_id, job.trial))
     for harness, ids in by_harness.items():
         host.call_plugins("discard_episodes", run_id=run_id, episode_ids=ids, playbook=playbook_path(config, harness))
 
@@ -386,44 +385,6 @@ def _start_lock(host: Host, config: RunConfig, fingerprints: dict[str, str]) -> 
     return lock, previous
 
 
-def _run_in_workers(host: Host, config: RunConfig, run_id: str, rundir: RunDir, header_base: dict,
-                    pending: list[tuple[str, str, int]], workers: int, notify) -> None:
-    """Play `pending` episodes in a process pool; record each as it finishes (in this process only)."""
-    context = multiprocessing.get_context("spawn")  # a clean interpreter: no forked threads or model handles
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
-                             initargs=(host.strict, os.getpid())) as pool:
-        futures = [pool.submit(_worker_episode, config, run_id, str(rundir.path), header_base, harness, task_id,
-                               trial)
-                   for harness, task_id, trial in pending]
-        try:
-            for future in as_completed(futures):
-                record = future.result()
-                rundir.record(record)
-                notify(record["key"], record)
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-
-
-_WORKER_HOST: Host | None = None
-
-
-def _start_worker(strict: bool, parent_pid: int) -> None:
-    """A worker's first act: die with the run (SIGKILL when the parent dies, even by `kill -9`; Linux), then
-    load the plugins. What the worker starts (e.g. an engine server) dies with the worker the same way; the
-    pool's resource tracker ends once the run and its workers are gone."""
-    global _WORKER_HOST
-    die_with_parent(parent_pid)
-    _WORKER_HOST = Host(strict=strict).load()
-
-
-def _worker_episode(config: RunConfig, run_id: str, run_path: str, header_base: dict, harness: str,
-                    task_id: str, trial: int = 1) -> dict:
-    assert _WORKER_HOST is not None  # set by _start_worker, the pool's initializer
-    return run_one_episode(_WORKER_HOST, config, run_id, Path(run_path), header_base, harness, task_id, trial)
-
-
 def playbook_path(config: RunConfig, harness: str) -> str:
     """The playbook a harness uses: `--playbook` for all, else its own under DIR/playbooks/.
 
@@ -436,19 +397,131 @@ def playbook_path(config: RunConfig, harness: str) -> str:
     return str(confined(root, safe_file_name(harness) + ".sqlite", what=f"playbook of harness {harness!r}"))
 
 
+@dataclass(frozen=True)
+class RunWork:
+    """What every episode of a run shares (the executors' `Work`): picklable, sent once to each worker."""
+
+    config: RunConfig
+    run_id: str
+    run_path: str
+    header_base: dict
+
+    @property
+    def strict(self) -> bool:
+        """The run's --strict."""
+        return self.config.strict
+
+    def player(self, host: Host) -> EpisodePlayer:
+        """A player of this run's episodes in this process."""
+        return EpisodePlayer(host, self)
+
+    def failed(self, job: Job, why: str) -> dict:
+        """The error record of `job`, whose worker died while playing it: a trace holding its header, the error and
+        the end replaces whatever the worker had written."""
+        config = self.config
+        seed = episode_seed(config.seed, job.task_id, job.trial)
+        path = trace_path(Path(self.run_path), job.harness, job.task_id, 1, job.trial)
+        attempt = _Attempt(path, self.header_base, config, self.run_id, job.harness, job.task_id, seed, job.trial,
+                           dict(config.params), (), 1)
+        attempt.emit("error", {"message": why})
+        attempt.emit("end", {"status": "error", "won": False, "steps": 0, "error": why})
+        record = attempt.record("error", False, 0, why, None, None)
+        record["key"] = episode_key(job.harness, job.task_id, job.trial)
+        return record
+
+    def problem_here(self) -> str | None:
+        """Why episodes cannot be played in this process (a worker on another machine that does not see the run
+        directory at the same path), or None."""
+        path = Path(self.run_path) / "config.json"
+        try:
+            run_id = json.loads(path.read_text()).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            run_id = None
+        if run_id != self.run_id:
+            return (f"the run directory {self.run_path} (run {self.run_id}) is not visible here: every worker must "
+                    "see it at the same path (a shared filesystem)")
+        return None
+
+
+class EpisodePlayer:
+    """Plays a run's episodes one at a time in one process, keeping one env and one agent across them.
+
+    Building them once (an engine's imports, a model, a server) is what makes long-lived
+    workers pay off; every episode still resets both (`env.reset(seed, task)`,
+    `agent.reset(task, seed)`) and gets fresh intervention and observer objects, so an
+    episode plays the same whichever episodes came before. An episode that errors leaves
+    its env and agent behind (the env is closed): the next one gets new ones, so a fault never
+    carries over.
+    """
+
+    def __init__(self, host: Host, work: RunWork) -> None:
+        self.host, self.work = host, work
+        self._env: Any = None
+        self._agent: Any = None
+
+    def play(self, job: Job) -> dict:
+        """Play `job` (every attempt of a cascade) and return its record."""
+        work = self.work
+        return run_one_episode(self.host, work.config, work.run_id, Path(work.run_path), work.header_base,
+                               job.harness, job.task_id, job.trial, player=self)
+
+    def instances(self) -> tuple[Any, Any]:
+        """The env and agent, built on first use (and after an episode that errored)."""
+        config = self.work.config
+        if self._env is None:
+            agent_spec = self.host.agents.get(config.agent)
+            env = self.host.envs.get(config.env).provider.make(config.task_set, expert=agent_spec.needs_expert)
+            try:
+                agent = agent_spec.factory(**config.agent_options)
+                bind_env(agent, env)
+            except BaseException:
+                _close_env(env)
+                raise
+            self._env, self._agent = env, agent
+        return self._env, self._agent
+
+    def discard(self) -> None:
+        """Close the env and forget both: the next episode builds new ones."""
+        env, self._env, self._agent = self._env, None, None
+        if env is not None:
+            _close_env(env)
+
+    def close(self) -> None:
+        """Release the env (at the end of the run, or of the worker)."""
+        self.discard()
+
+
+def _close_env(env: Any) -> None:
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 - closing a broken env must not hide the result
+        pass
+
+
 def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, header_base: dict,
-                    harness: str, task_id: str, trial: int = 1) -> dict:
-    """Play one trial of a task under a harness (each attempt of a cascade in turn) and return its record."""
-    spec = resolve_harness(host, harness)
-    attempts = []
-    for number, names in enumerate(spec.attempts, start=1):
-        record = _play_attempt(host, config, run_id, trace_path(run_path, harness, task_id, number, trial),
-                               header_base, harness, spec, names, task_id, number, trial)
-        if spec.cascade:
-            record["cost"] = attempt_cost([resolve_intervention(host, n) for n in names], record)
-        attempts.append(record)
-        if record["won"]:
-            break
+                    harness: str, task_id: str, trial: int = 1, player: EpisodePlayer | None = None) -> dict:
+    """Play one trial of a task under a harness (each attempt of a cascade in turn) and return its record.
+
+    The env and agent come from `player` (kept for its next episode); without one, they are built for this
+    episode alone and closed after it.
+    """
+    own = player is None
+    if player is None:
+        player = EpisodePlayer(host, RunWork(config, run_id, str(run_path), header_base))
+    try:
+        spec = resolve_harness(host, harness)
+        attempts = []
+        for number, names in enumerate(spec.attempts, start=1):
+            record = _play_attempt(host, config, run_id, trace_path(run_path, harness, task_id, number, trial),
+                                   header_base, harness, spec, names, task_id, number, trial, player)
+            if spec.cascade:
+                record["cost"] = attempt_cost([resolve_intervention(host, n) for n in names], record)
+            attempts.append(record)
+            if record["won"]:
+                break
+    finally:
+        if own:
+            player.close()
     record = _merge_attempts(attempts, spec) if spec.cascade else attempts[0]
     record["key"] = episode_key(harness, task_id, trial)
     return record
@@ -470,61 +543,73 @@ def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
     return merged
 
 
+class _Attempt:
+    """One attempt's trace and tally: its header written on opening, each event counted as it is written."""
+
+    def __init__(self, path: Path, header_base: dict, config: RunConfig, run_id: str, harness: str, task_id: str,
+                 seed: int, trial: int, params: dict, names: tuple[str, ...], number: int) -> None:
+        self.path, self.harness, self.task_id, self.seed, self.trial = path, harness, task_id, seed, trial
+        self.episode = episode_id(run_id, harness, task_id, trial)
+        self.tally = EpisodeTally()
+        self.started = time.perf_counter()
+        self.trace = TraceWriter(path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
+                                        "episode_id": self.episode, "params": params, "interventions": list(names),
+                                        "agent_options": dict(config.agent_options), "max_steps": config.max_steps,
+                                        "attempt": number, "trial": trial})
+
+    def emit(self, event_type: str, data: dict) -> None:
+        """Write one event to the trace and count it."""
+        self.trace.emit(event_type, data)
+        self.tally.add(event_type, data)
+
+    def record(self, status: str, won: bool, steps: int, error: str | None, score: Any, max_score: Any) -> dict:
+        """Close the trace; return the attempt's record."""
+        self.trace.close()
+        return {
+            "harness": self.harness, "task_id": self.task_id, "episode_id": self.episode, "trial": self.trial,
+            "seed": self.seed, "status": status, "won": won, "steps": steps, "error": error,
+            "score": score, "max_score": max_score,
+            "seconds": round(time.perf_counter() - self.started, 3),
+            "trace": str(self.path.relative_to(rundir_root(self.path))),
+            **self.tally.as_record(),
+        }
+
+
 def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, header_base: dict, harness: str,
-                  spec: HarnessSpec, names: tuple[str, ...], task_id: str, attempt: int = 1, trial: int = 1) -> dict:
-    """Build a fresh env, agent and intervention plugins, play one attempt, return its record."""
+                  spec: HarnessSpec, names: tuple[str, ...], task_id: str, attempt: int, trial: int,
+                  player: EpisodePlayer) -> dict:
+    """Play one attempt with the player's env and agent and fresh intervention plugins; return its record."""
     seed = episode_seed(config.seed, task_id, trial)
     params = {**spec.params, **config.params}
-    episode = episode_id(run_id, harness, task_id, trial)
-    tally = EpisodeTally()
-    trace = TraceWriter(trace_path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
-                                     "episode_id": episode, "params": params, "interventions": list(names),
-                                     "agent_options": dict(config.agent_options), "max_steps": config.max_steps,
-                                     "attempt": attempt, "trial": trial})
-
-    def emit(event_type: str, data: dict) -> None:
-        trace.emit(event_type, data)
-        tally.add(event_type, data)
-
-    started = time.perf_counter()
-    env = None
+    play = _Attempt(trace_path, header_base, config, run_id, harness, task_id, seed, trial, params, names, attempt)
     try:
-        env = host.envs.get(config.env).provider.make(config.task_set,
-                                                      expert=host.agents.get(config.agent).needs_expert)
-        agent = host.agents.get(config.agent).factory(**config.agent_options)
-        bind_env(agent, env)
-        interventions = [(name, resolve_intervention(host, name).factory(params)) for name in names]
-        observers = [(o.name, o.factory()) for o in host.observers]
-        hooks = EpisodeHooks(interventions, observers)
-        episode_config = EpisodeConfig(run_id, episode, config.env, task_id, harness, config.agent, seed,
-                                       config.max_steps, playbook_path(config, harness), params, config.strict,
-                                       config.task_set, attempt)
-        with judge_calls_reported(emit):  # the tokens its plugins' model roles spend count in its record
-            result = run_episode(env, agent, hooks, episode_config, emit)
-        status, won, steps, error = result.status, result.won, result.steps, result.error
-        score, max_score = result.score, result.max_score
-    except Exception as exc:  # building the episode failed: record it, keep the run going
-        if config.strict:
-            raise
-        status, won, steps, error = "error", False, 0, f"episode setup failed: {format_exception(exc)}"
-        score = max_score = None
-        emit("error", {"message": error})
-        emit("end", {"status": status, "won": won, "steps": steps, "error": error})
-    finally:
-        trace.close()
-        if env is not None:
-            try:
-                env.close()
-            except Exception:  # noqa: BLE001 - closing a broken env must not hide the result
-                pass
-    return {
-        "harness": harness, "task_id": task_id, "episode_id": episode, "trial": trial,
-        "seed": seed, "status": status, "won": won, "steps": steps, "error": error,
-        "score": score, "max_score": max_score,
-        "seconds": round(time.perf_counter() - started, 3),
-        "trace": str(trace_path.relative_to(rundir_root(trace_path))),
-        **tally.as_record(),
-    }
+        try:
+            env, agent = player.instances()
+            interventions = [(name, resolve_intervention(host, name).factory(params)) for name in names]
+            observers = [(o.name, o.factory()) for o in host.observers]
+            hooks = EpisodeHooks(interventions, observers)
+            episode_config = EpisodeConfig(run_id, play.episode, config.env, task_id, harness, config.agent, seed,
+                                           config.max_steps, playbook_path(config, harness), params, config.strict,
+                                           config.task_set, attempt)
+            with judge_calls_reported(play.emit):  # the tokens its plugins' model roles spend count in its record
+                result = run_episode(env, agent, hooks, episode_config, play.emit)
+            status, won, steps, error = result.status, result.won, result.steps, result.error
+            score, max_score = result.score, result.max_score
+        except Exception as exc:  # building the episode failed: record it, keep the run going
+            if config.strict:
+                raise
+            player.discard()
+            status, won, steps, error = "error", False, 0, f"episode setup failed: {format_exception(exc)}"
+            score = max_score = None
+            play.emit("error", {"message": error})
+            play.emit("end", {"status": status, "won": won, "steps": steps, "error": error})
+    except BaseException:  # a strict run's error, or an interrupt: the run stops here
+        play.trace.close()
+        player.discard()
+        raise
+    if status == "error":
+        player.discard()  # whatever failed may have left the env or the agent broken
+    return play.record(status, won, steps, error, score, max_score)
 
 
 def rundir_root(trace_path: Path) -> Path:

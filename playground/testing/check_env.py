@@ -3,7 +3,8 @@
 In the spirit of gymnasium's `check_env`, for playground's own promises:
 
 - reset: the same task reset twice (in the same env and in a fresh one, same seed) gives
-  the same observation and info (determinism by seed and task);
+  the same observation and info (determinism by seed and task), and so does a reset of the
+  env after it has played (a run plays many episodes on one env);
 - info: the required keys (`REQUIRED_INFO`) with the right types after reset and after
   each step; `admissible_actions` sorted; every `action_kinds` key an admissible action
   (or template) and every kind one of `ACTION_KINDS` (`{}` where there is no list);
@@ -155,6 +156,8 @@ class _EnvCheck:
                 self.check_snapshot(env)
             self.check_steps(env)
             self.check_schema(env)
+            self.fail_unless(self.reset(env) == first, "reuse: after it has played, resetting the env to the task "
+                             "gives its initial state again (a run plays many episodes on one env)")
         finally:
             env.close()
 

@@ -1,0 +1,99 @@
+"""The executor interface: where a run's episodes are played.
+
+The runner hands an executor the run's `Work` (what every episode shares, picklable) and
+the `Job`s still to play; the executor plays them wherever it plays (this process, worker
+processes, a Ray cluster) and yields each episode's record as it finishes. The runner
+alone writes records to the run directory, so resuming is the same whatever played them.
+
+A worker loads the plugins once (`Host(strict).load()`, as the CLI does), asks the work
+for a `Player` and keeps it for every episode it is given: the player keeps one env and
+one agent across episodes (see `playground.run.runner.EpisodePlayer`). A worker that dies
+mid-episode (a crash in an engine, the kernel's OOM killer) costs only that episode: the
+executor asks the work for its error record (`Work.failed`) and starts another worker,
+unless the run is strict.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterator, Protocol, Sequence
+
+from playground.core.errors import PlaygroundError
+from playground.host.manager import Host
+
+
+class ExecutorError(PlaygroundError, ValueError):
+    """An executor cannot be used as asked (unknown name, a missing extra, a bad option, an unreachable cluster)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One episode to play: a task's trial under a harness."""
+
+    harness: str
+    task_id: str
+    trial: int = 1
+
+
+class Player(Protocol):
+    """Plays episodes one at a time in one process."""
+
+    def play(self, job: Job) -> dict:
+        """Play `job` and return its episode record."""
+
+    def close(self) -> None:
+        """Release what the player kept (its env)."""
+
+
+class Work(Protocol):
+    """What every episode of a run shares; sent once to each worker."""
+
+    @property
+    def strict(self) -> bool:
+        """Stop at the first error (the run's --strict): a worker's death stops the run too."""
+
+    def player(self, host: Host) -> Player:
+        """A player for this run's episodes, using `host`'s registries."""
+
+    def failed(self, job: Job, why: str) -> dict:
+        """The error record (and trace) of `job`, whose worker died while playing it."""
+
+    def problem_here(self) -> str | None:
+        """Why this process cannot play the run's episodes (it does not see the run directory), or None."""
+
+
+class Executor(ABC):
+    """Plays a run's episodes; `play` yields their records as they finish.
+
+    `workers` is how many episodes are played at once (None: the executor's default);
+    `address` names a cluster for executors that use one.
+    """
+
+    name: ClassVar[str]
+    default_workers: ClassVar[int | None] = 1
+
+    def __init__(self, workers: int | None = None, address: str | None = None) -> None:
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise ExecutorError(f"workers must be a whole number of at least 1, got {workers!r}")
+        self.workers = workers if workers is not None else self.default_workers
+        self.address = address
+
+    @abstractmethod
+    def play(self, host: Host, work: Work, jobs: Sequence[Job]) -> Iterator[dict]:
+        """Play every job and yield each episode's record as it finishes, in any order.
+
+        An exception a strict episode raises stops the run: it comes out of this iterator.
+        Closing the iterator early stops the workers.
+        """
+
+    def describe(self) -> dict[str, Any]:
+        """What this executor is, for messages: name, workers, address."""
+        return {"executor": self.name, "workers": self.workers, "address": self.address}
+
+
+def plugin_environment() -> dict[str, str]:
+    """The PLAYGROUND_* variables of this process: a worker that does not inherit them (on a cluster) gets them, so
+    it loads the same plugins."""
+    return {name: value for name, value in os.environ.items() if name.startswith("PLAYGROUND_")}

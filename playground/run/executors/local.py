@@ -1,0 +1,195 @@
+"""The local executor: episodes in this process, or in long-lived worker processes.
+
+With one worker the episodes are played here, one after the other, by one player. With
+more, that many worker processes are spawned once for the run (clean interpreters: no
+forked threads or model handles). Each loads the plugins once, keeps one player (so one
+env and one agent) for all its episodes, and is given one episode at a time over its own
+pipe, so the parent always knows which episode a worker holds: a worker that dies costs
+that episode alone (recorded as an error, a new worker takes its place), or stops the run
+when it is strict. A worker says "ready" once it has loaded the plugins; one that dies
+before that stops the run and records nothing (the fault is not an episode's).
+
+Nothing a run starts outlives it, even after `kill -9`: a worker's first act is
+`die_with_parent()`, and it ignores SIGINT (an interrupt stops the parent, which stops its
+workers).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import traceback
+from collections import deque
+from typing import Any, Iterator, Sequence
+
+from playground.host.manager import Host
+from playground.processes import die_with_parent
+from playground.run.executors.base import Executor, ExecutorError, Job, Work
+
+STOP_GRACE = 10.0  # seconds a worker gets to close its env after the last episode
+
+
+class LocalExecutor(Executor):
+    """Plays episodes on this machine: here with one worker, else in `workers` long-lived processes."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None, address: str | None = None) -> None:
+        if address is not None:
+            raise ExecutorError(f"--address {address!r} names a Ray cluster; it needs --executor ray")
+        super().__init__(workers)
+
+    def play(self, host: Host, work: Work, jobs: Sequence[Job]) -> Iterator[dict]:
+        """Play `jobs` here (one worker) or in worker processes; yield each record as its episode finishes."""
+        if not jobs:
+            return
+        if self.workers == 1:
+            player = work.player(host)
+            try:
+                for job in jobs:
+                    yield player.play(job)
+            finally:
+                player.close()
+        else:
+            yield from _Pool(host.strict, work, min(self.workers or 1, len(jobs))).play(jobs)
+
+
+class _Worker:
+    """A worker process and the parent's end of its pipe; `job` is the episode it is playing (None: idle), `ready`
+    whether it has loaded the plugins and built its player."""
+
+    def __init__(self, context: Any, strict: bool, work: Work) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child, strict, os.getpid(), work))
+        self.process.start()
+        child.close()  # the worker holds the other end: its death reads as end of file here
+        self.job: Job | None = None
+        self.ready = False
+
+    def give(self, job: Job) -> None:
+        self.job = job
+        self.conn.send(job)
+
+    def stop(self, now: bool) -> None:
+        """Ask an idle worker to close its player and end; end a busy one (or any, when `now`) at once."""
+        if not now and self.job is None and self.process.is_alive():
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+            self.process.join(STOP_GRACE)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+        self.conn.close()
+
+
+class _Pool:
+    """`size` workers playing a queue of jobs, one at a time each."""
+
+    def __init__(self, strict: bool, work: Work, size: int) -> None:
+        self.strict, self.work, self.size = strict, work, size
+        self.context = multiprocessing.get_context("spawn")
+
+    def play(self, jobs: Sequence[Job]) -> Iterator[dict]:
+        queue = deque(jobs)
+        workers: list[_Worker] = []
+        finished = False
+        try:
+            for _ in range(self.size):
+                workers.append(self._give(None, queue.popleft()))
+            while busy := [w for w in workers if w.job is not None]:
+                for conn in multiprocessing.connection.wait([w.conn for w in busy]):
+                    answered = next(w for w in busy if w.conn is conn)
+                    record = self._answer(answered)
+                    if record is None:  # the worker said it is ready
+                        continue
+                    free: _Worker | None = answered
+                    if answered.job is not None:  # it died playing the job: another worker takes its place
+                        workers.remove(answered)
+                        answered.stop(now=True)
+                        free = None
+                    if queue:  # the next job first: the worker plays while this process writes the record
+                        given = self._give(free, queue.popleft())
+                        if given is not free:
+                            if free is not None:
+                                workers.remove(free)
+                            workers.append(given)
+                    yield record
+            finished = True
+        finally:
+            for worker in workers:
+                worker.stop(now=not finished)
+
+    def _give(self, worker: _Worker | None, job: Job) -> _Worker:
+        """Give `job` to `worker`, or to a new worker when there is none or it is gone (it died while idle); return
+        the worker that holds the job."""
+        if worker is not None:
+            try:
+                worker.give(job)
+                return worker
+            except OSError:
+                worker.stop(now=True)
+        worker = _Worker(self.context, self.strict, self.work)
+        worker.give(job)
+        return worker
+
+    def _answer(self, worker: _Worker) -> dict | None:
+        """What `worker` sent: None when it said it is ready, else the record of its job (its job is then done).
+        When the worker died playing the job, the job's error record (its job stays set). A strict run's error, a
+        worker that died while starting, and a dead worker in a strict run raise."""
+        job = worker.job
+        assert job is not None
+        try:
+            kind, value, where = worker.conn.recv()
+        except (EOFError, OSError):
+            worker.process.join(5)
+            code = worker.process.exitcode
+            if not worker.ready:
+                raise ExecutorError(f"a worker process died while loading the plugins (exit code {code}); "
+                                    "nothing was recorded for its episode") from None
+            why = f"the worker process died (exit code {code}) while playing this episode"
+            if self.work.strict:
+                raise ExecutorError(f"{job.harness}/{job.task_id} (trial {job.trial}): {why}") from None
+            return self.work.failed(job, why)
+        if kind == "raised":
+            value.add_note(f"raised in worker process {worker.process.pid}:\n{where}")
+            raise value
+        if kind == "ready":
+            worker.ready = True
+            return None
+        worker.job = None
+        return value
+
+
+def _worker_main(conn: Any, strict: bool, parent_pid: int, work: Work) -> None:
+    """A worker: die with the run, load the plugins and build the player (then say "ready"), then play each job the
+    parent sends (None: close the player and end)."""
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        player = work.player(Host(strict=strict).load())
+    except Exception as exc:  # noqa: BLE001 - the parent re-raises it
+        _send_exception(conn, exc)
+        return
+    try:
+        conn.send(("ready", None, ""))
+        while (job := conn.recv()) is not None:
+            try:
+                conn.send(("record", player.play(job), ""))
+            except Exception as exc:  # noqa: BLE001 - the parent decides; it re-raises it
+                _send_exception(conn, exc)
+    except (EOFError, OSError):
+        pass  # the parent is gone
+    finally:
+        player.close()
+
+
+def _send_exception(conn: Any, exc: Exception) -> None:
+    where = "".join(traceback.format_exception(exc))
+    try:
+        conn.send(("raised", exc, where))
+    except Exception:  # noqa: BLE001 - an exception that cannot be pickled goes as its text
+        conn.send(("raised", RuntimeError(f"{type(exc).__name__}: {exc}"), where))
