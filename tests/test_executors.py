@@ -25,6 +25,7 @@ import pytest
 from playground.host.manager import Host
 from playground.processes import Reaper, is_running, marked_processes, process_start_time
 from playground.run.executors import EXECUTORS, Job, make_executor
+from playground.run.executors.base import JobQueue
 from playground.run.runner import RunConfig, RunWork, run
 from playground.run.traces import read_trace
 from tests.conftest import cli, needs_extra, run_cli, write_plugin_dist
@@ -204,6 +205,22 @@ def test_a_worker_that_does_not_see_the_run_directory_says_so(tmp_path):
 
 
 # -- local workers ------------------------------------------------------------------------------------------------
+
+
+def test_the_job_queue_keeps_a_tasks_harnesses_for_one_worker_and_lends_them_out_at_the_end():
+    jobs = [Job(h, t, trial) for trial in (1, 2) for t in ("a", "b") for h in ("base", "sentry")]
+    queue = JobQueue(jobs)
+    assert queue.next_for("w1") == Job("base", "a", 1)
+    assert queue.next_for("w2") == Job("base", "b", 1)
+    assert queue.next_for("w1") == Job("sentry", "a", 1)  # the rest of its task, not the next in line
+    assert queue.next_for("w1") == Job("base", "a", 2)
+    queue.give_back("w1", Job("base", "a", 2))  # w1 died holding it: the job and what it kept go first
+    assert queue.next_for("w3") == Job("base", "a", 2)
+    assert queue.next_for("w3") == Job("sentry", "a", 2)
+    assert queue.next_for("w3") == Job("base", "b", 2)
+    assert queue.next_for("w2") == Job("sentry", "b", 1)
+    assert queue.next_for("w2") == Job("sentry", "b", 2)  # no task left: it takes w3's kept job
+    assert not queue
 
 
 @pytest.mark.slow

@@ -15,10 +15,12 @@ unless the run is strict.
 
 from __future__ import annotations
 
+import itertools
 import os
 from abc import ABC, abstractmethod
+from collections import deque
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator, Protocol, Sequence
+from typing import Any, ClassVar, Hashable, Iterator, Protocol, Sequence
 
 from playground.core.errors import PlaygroundError
 from playground.host.manager import Host
@@ -35,6 +37,42 @@ class Job:
     harness: str
     task_id: str
     trial: int = 1
+
+
+class JobQueue:
+    """The jobs still to give out, a task's consecutive jobs (its harnesses) kept for one worker.
+
+    A worker's env keeps the task it last loaded (TextWorld keeps the game), so the runner's
+    jobs, which list each task's harnesses one after the other, are handed out by task: a
+    worker that took a task's first job gets its other jobs next. Once no task is left, a
+    free worker takes over a job another worker was keeping, so no worker waits.
+    """
+
+    def __init__(self, jobs: Sequence[Job]) -> None:
+        self._tasks: deque[deque[Job]] = deque(
+            deque(group) for _, group in itertools.groupby(jobs, key=lambda job: (job.task_id, job.trial)))
+        self._kept: dict[Hashable, deque[Job]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._tasks) or any(self._kept.values())
+
+    def next_for(self, worker: Hashable) -> Job:
+        """The next job for `worker`: the rest of its task, else a new task, else another worker's kept job."""
+        kept = self._kept.get(worker)
+        if not kept:
+            if self._tasks:
+                kept = self._kept[worker] = self._tasks.popleft()
+            else:
+                kept = max(self._kept.values(), key=len)
+        return kept.popleft()
+
+    def give_back(self, worker: Hashable, job: Job | None = None) -> None:
+        """Return what `worker` kept (and `job`, when it was never played) to the front, for the next worker."""
+        kept = self._kept.pop(worker, deque())
+        if job is not None:
+            kept.appendleft(job)
+        if kept:
+            self._tasks.appendleft(kept)
 
 
 class Player(Protocol):

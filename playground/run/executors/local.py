@@ -21,12 +21,11 @@ import multiprocessing.connection
 import os
 import signal
 import traceback
-from collections import deque
 from typing import Any, Iterator, Sequence
 
 from playground.host.manager import Host
 from playground.processes import die_with_parent
-from playground.run.executors.base import Executor, ExecutorError, Job, Work
+from playground.run.executors.base import Executor, ExecutorError, Job, JobQueue, Work
 
 STOP_GRACE = 10.0  # seconds a worker gets to close its env after the last episode
 
@@ -94,12 +93,12 @@ class _Pool:
         self.context = multiprocessing.get_context("spawn")
 
     def play(self, jobs: Sequence[Job]) -> Iterator[dict]:
-        queue = deque(jobs)
+        queue = JobQueue(jobs)
         workers: list[_Worker] = []
         finished = False
         try:
             for _ in range(self.size):
-                workers.append(self._give(None, queue.popleft()))
+                workers.append(self._give(None, queue))
             while busy := [w for w in workers if w.job is not None]:
                 for conn in multiprocessing.connection.wait([w.conn for w in busy]):
                     answered = next(w for w in busy if w.conn is conn)
@@ -109,10 +108,11 @@ class _Pool:
                     free: _Worker | None = answered
                     if answered.job is not None:  # it died playing the job: another worker takes its place
                         workers.remove(answered)
+                        queue.give_back(answered)
                         answered.stop(now=True)
                         free = None
                     if queue:  # the next job first: the worker plays while this process writes the record
-                        given = self._give(free, queue.popleft())
+                        given = self._give(free, queue)
                         if given is not free:
                             if free is not None:
                                 workers.remove(free)
@@ -123,17 +123,19 @@ class _Pool:
             for worker in workers:
                 worker.stop(now=not finished)
 
-    def _give(self, worker: _Worker | None, job: Job) -> _Worker:
-        """Give `job` to `worker`, or to a new worker when there is none or it is gone (it died while idle); return
-        the worker that holds the job."""
+    def _give(self, worker: _Worker | None, queue: JobQueue) -> _Worker:
+        """Give `worker` its next job from `queue`, or a new worker one when there is none or it is gone (it died
+        while idle); return the worker that holds the job."""
         if worker is not None:
+            job = queue.next_for(worker)
             try:
                 worker.give(job)
                 return worker
             except OSError:
+                queue.give_back(worker, job)
                 worker.stop(now=True)
         worker = _Worker(self.context, self.strict, self.work)
-        worker.give(job)
+        worker.give(queue.next_for(worker))
         return worker
 
     def _answer(self, worker: _Worker) -> dict | None:

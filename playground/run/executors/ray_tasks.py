@@ -22,12 +22,11 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections import deque
 from typing import Any, Iterator, Sequence
 
 from playground.host.manager import Host
 from playground.processes import Reaper
-from playground.run.executors.base import Executor, ExecutorError, Job, Work, plugin_environment
+from playground.run.executors.base import Executor, ExecutorError, Job, JobQueue, Work, plugin_environment
 
 INSTALL_HINT = "pip install 'playground[ray]' (or, in a checkout, pip install -e '.[ray]')"
 MARK = "PLAYGROUND_RAY_RUN"  # in the environment of every process of a private local Ray
@@ -147,26 +146,27 @@ class _Actors:
 
     def play(self, jobs: Sequence[Job]) -> Iterator[dict]:
         ray = self.ray
-        queue = deque(jobs)
+        queue = JobQueue(jobs)
         actors = [self._start() for _ in range(self.size)]
         running: dict[Any, tuple[Any, Job]] = {}
         try:
             self._check(actors)
             for actor in actors:
-                self._give(running, actor, queue.popleft())
+                self._give(running, actor, queue.next_for(actor))
             while running:
                 [ready], _ = ray.wait(list(running), num_returns=1)
                 actor, job = running.pop(ready)
                 record, died = self._answer(ready, job)
                 if died:
                     actors.remove(actor)
+                    queue.give_back(actor)
                     ray.kill(actor)
                     if queue:  # another actor takes its place
                         actor = self._start()
                         actors.append(actor)
                         self._check([actor])
                 if queue:  # the next job first: the actor plays while the run writes the record
-                    self._give(running, actor, queue.popleft())
+                    self._give(running, actor, queue.next_for(actor))
                 yield record
             ray.get([actor.close.remote() for actor in actors])
         finally:
