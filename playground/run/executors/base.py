@@ -42,7 +42,7 @@ class Job:
 class JobQueue:
     """The jobs still to give out, a task's consecutive jobs (its harnesses) kept for one worker.
 
-    A worker's env keeps the task it last loaded (TextWorld keeps the game), so the runner's
+    A worker's env may keep the task it last loaded (a game file, say), so the runner's
     jobs, which list each task's harnesses one after the other, are handed out by task: a
     worker that took a task's first job gets its other jobs next. Once no task is left, a
     free worker takes over a job another worker was keeping, so no worker waits.
