@@ -20,7 +20,7 @@ from playground.host.manager import get_host
 from playground.run.forks import ForkError, fork, load_episode, prefix_turns, rebuild
 from playground.run.traces import TraceWriter, read_trace
 from playground.testing import ScriptedAgent, play, tiny_env
-from playground.testing.openai_server import ScriptedChatServer
+from playground.testing.openai_server import Reply, ScriptedChatServer
 
 NOISE = ["invalid=0.3", "stop=0.05"]
 
@@ -239,6 +239,31 @@ def test_llm_diagnoser_against_the_scripted_server(tiny_run):
     assert check_record(records[0], episode) is None
     assert check_record(records[1], episode) == "quotation_not_in_trace"
     assert records[2].get("unparseable")
+
+
+def test_a_failed_model_call_costs_one_episode_not_the_diagnosis(tmp_path):
+    """The endpoint answers 500 for the first failed episode: that episode is a `model_error` rejection and
+    every other failed episode is still diagnosed from its own reply."""
+    run = make_run(tmp_path / "run", episodes=6, harnesses=("base",), max_steps=4)
+    failed_count = sum(1 for _ in failed(run))
+    assert failed_count >= 2
+    unparseable = "I cannot tell."
+    from playground.agents.client import HTTPChatModel
+
+    with ScriptedChatServer([Reply(status=500, raw='{"error": "overloaded"}')] + [unparseable] * failed_count) as server:
+        summary = diagnose_run(run, "llm", HTTPChatModel(server.base_url, "test-model", retries=0))
+    assert summary["failed"] == failed_count
+    assert summary["rejected"] == {"model_error": 1, "unparseable_reply": failed_count - 1}
+    rejected = [json.loads(line) for line in (run / "aed" / "rejected.jsonl").read_text().splitlines()]
+    assert "500" in rejected[0]["model_error"]
+
+
+def test_aed_diagnose_names_one_model_for_the_llm_producer(tiny_run, capsys):
+    for argv, needle in [(["--llm-local"], "need --producer llm"),
+                         (["--producer", "llm"], "--llm-local"),
+                         (["--producer", "llm", "--llm-local", "--model", "m"], "two models")]:
+        assert main(["aed", "diagnose", str(tiny_run), *argv]) == 2
+        assert needle in capsys.readouterr().err
 
 
 def test_diagnose_run_screens_errors_and_counts_rejections(tmp_path):

@@ -91,6 +91,23 @@ def test_ranked_actions_prefer_goal_terms_and_penalise_recent_ones():
     assert len(rank_actions(ctx(admissible=tuple(f"go {i}" for i in range(40))), top=12)) == 12
 
 
+def test_closest_ranking_puts_the_actions_most_like_the_rejected_one_first():
+    admissible = ("go east", "look", "take red key", "examine old map")
+    assert rank_actions(ctx(admissible=admissible))[0] == "take red key"
+    assert rank_actions(ctx(admissible=admissible), closest_to="examin old mpa")[0] == "examine old map"
+    assert rank_actions(ctx(admissible=admissible), closest_to="lok")[0] == "look"
+
+
+def test_hard_rank_closest_offers_the_intended_command_first():
+    offered = {}
+    for rank in ("goal", "closest"):
+        agent = ScriptedAgent(["lok", "look"])
+        play(tiny_env(), agent, plugins=[SentryPlugin({"hard_rank": rank})], task="tiny-4", max_steps=2)
+        offered[rank] = agent.views[1].message.actions
+    assert offered["closest"][0] == "look" and offered["goal"][0] != "look"
+    assert sorted(offered["closest"]) == sorted(offered["goal"])
+
+
 def test_hard_repair_offers_valid_actions_then_falls_back():
     agent = ScriptedAgent(["fly", "swim", "crawl"])
     result = play(tiny_env(), agent, plugins=[SentryPlugin({})], task="tiny-4", max_steps=30)

@@ -21,18 +21,29 @@ def aed_group() -> None:
 @click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for --producer llm")
 @click.option("--model", default=None, help="model name for --producer llm")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
+@click.option("--llm-local", is_flag=True, help="--producer llm: the embedded local model instead of an endpoint")
 def diagnose_command(run_dir: str, producer: str, llm_base_url: str | None, model: str | None,
-                     api_key_env: str) -> None:
+                     api_key_env: str, llm_local: bool) -> None:
     """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
     from playground.plugins.aed.diagnose import diagnose_run
 
     chat = None
+    if producer != "llm" and (llm_base_url or model or llm_local):
+        raise CLIError("--llm-base-url, --model and --llm-local need --producer llm")
     if producer == "llm":
-        if not llm_base_url or not model:
-            raise CLIError("--producer llm needs --llm-base-url and --model")
-        from playground.agents.client import HTTPChatModel
+        from playground.agents.client import HTTPChatModel, LLMError, LocalChatModel
 
-        chat = HTTPChatModel(llm_base_url, model, os.environ.get(api_key_env) or None, max_tokens=512)
+        if llm_local and (llm_base_url or model):
+            raise CLIError("--llm-local and --llm-base-url/--model name two models; give one")
+        if llm_local:
+            try:
+                chat = LocalChatModel(max_tokens=512)
+            except LLMError as exc:
+                raise CLIError(str(exc)) from None
+        elif not llm_base_url or not model:
+            raise CLIError("--producer llm needs --llm-base-url and --model, or --llm-local")
+        else:
+            chat = HTTPChatModel(llm_base_url, model, os.environ.get(api_key_env) or None, max_tokens=512)
     click.echo(json.dumps(diagnose_run(run_dir, producer, chat), indent=2))
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from playground.agents.client import first_json_object
+from playground.agents.client import LLMError, first_json_object
 from playground.core.env import is_admissible
 from playground.run.forks import EpisodeTrace, RecordedStep, load_episode
 from playground.run.rundir import load_records, record_trace
@@ -46,7 +46,7 @@ CLEARLY_MEANT = 80.0  # rapidfuzz ratio above which a rejected command plainly m
 SIMILAR_ENOUGH = 60.0  # ... and the weaker match used when the trace shows no recovery
 REJECT_REASONS = ("no_quotation", "quotation_too_short", "quotation_not_in_trace", "step_out_of_range",
                   "correction_not_admissible", "correction_is_the_error", "null_correction_without_reason",
-                  "unparseable_reply", "bad_record")
+                  "unparseable_reply", "model_error", "bad_record")
 SCREEN_REASONS = ("infrastructure_error", "no_trace", "unreadable_trace")
 
 
@@ -243,9 +243,13 @@ def render_trace(episode: EpisodeTrace) -> str:
 
 def llm_diagnoses(episode: EpisodeTrace, trace: str, model: Any) -> list[dict]:
     """One diagnosis from a chat model (`ChatModel.complete(messages)`); an unparseable reply is a record
-    marked `unparseable_reply`, so it is counted among the rejected."""
+    marked `unparseable_reply`, and a failed model call (an endpoint down, a trace longer than the model's
+    context) one marked `model_error`, so both are counted among the rejected and the run goes on."""
     messages = [{"role": "system", "content": LLM_SYSTEM}, {"role": "user", "content": render_trace(episode)}]
-    reply = model.complete(messages)
+    try:
+        reply = model.complete(messages)
+    except LLMError as exc:
+        return [{"trace": trace, "producer": "llm", "model_error": str(exc)[:2000]}]
     parsed = first_json_object(reply.text)
     if parsed is None:
         return [{"trace": trace, "producer": "llm", "unparseable": True, "raw": reply.text[:2000]}]
@@ -298,7 +302,8 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None)
         produced = rule_diagnoses(episode, relative) if producer == "rule" else llm_diagnoses(episode, relative, model)
         texts = trace_texts(episode)
         for record in produced:
-            reason = "unparseable_reply" if record.get("unparseable") else check_record(record, episode, texts)
+            reason = ("model_error" if "model_error" in record else
+                      "unparseable_reply" if record.get("unparseable") else check_record(record, episode, texts))
             record["task_id"] = episode.header.get("task_id")
             record["harness"] = episode.header.get("harness")
             record["status"] = episode.status

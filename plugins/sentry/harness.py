@@ -66,6 +66,8 @@ DEFAULTS: dict[str, Any] = {
     "follow_up": 0,           # steps after a soft repair that keep offering the actions not tried recently
     "max_repairs": 10,        # soft repairs per episode at most
     "top_actions": 12,        # actions offered by a hard repair
+    "hard_rank": "goal",      # the hard repair's order: "goal" (goal terms first) | "closest" (most like the
+                              # rejected action first, then goal terms)
     "fallback": "best",       # still invalid after the re-asks: "best" | "reask" | "give_up"
     "max_reasks_per_step": 2,
     "hard_repair": True,
@@ -84,7 +86,7 @@ DEFAULTS: dict[str, Any] = {
 }
 CHOICES = {"fallback": ("best", "reask", "give_up"), "detector": ("rules", "llm", "both"),
            "verifier": ("rules", "llm"), "summariser": ("template", "llm"), "admission": ADMISSIONS,
-           "retrieval": ("labels", "type", "any", "random", "off")}
+           "retrieval": ("labels", "type", "any", "random", "off"), "hard_rank": ("goal", "closest")}
 NAME = "sentry"
 OWN_DETECTORS = (DETECTOR, "sentry-llm-judge")  # recurrence is judged on Sentry's own detections only
 LOOP_LABELS = ("repetition_or_looping", "planning_stall")  # the progress failures whose actions `bar_loops` bars
@@ -220,7 +222,7 @@ class SentryPlugin:
             self.verifier.note_detections(view.step, [d for d in detections if d.detector in OWN_DETECTORS])
         invalid = [d for d in detections if d.failure_type == "action_validity"]
         if invalid and self.p["hard_repair"]:
-            return self._hard_repair(view, invalid[0])
+            return self._hard_repair(view, proposal, invalid[0])
         barred = self._barred(view, proposal)
         if barred is not None:
             return barred
@@ -242,12 +244,13 @@ class SentryPlugin:
                                       + "\n".join(f"- {a}" for a in ranked), "progress", ranked, early[0].labels)
         return Decision(NAME, "termination_guard", message=message, detections=tuple(early))
 
-    def _hard_repair(self, view: BlindView, detection: Detection) -> Decision | None:
+    def _hard_repair(self, view: BlindView, proposal: Proposal, detection: Detection) -> Decision | None:
+        closest_to = proposal.action if self.p["hard_rank"] == "closest" else None
         if view.attempt < int(self.p["max_reasks_per_step"]):
-            message = hard_repair_message(view, detection, int(self.p["top_actions"]))
+            message = hard_repair_message(view, detection, int(self.p["top_actions"]), closest_to)
             return Decision(NAME, "hard_repair", message=message, detections=(detection,))
         fallback = self.p["fallback"]
-        ranked = rank_actions(view, 1)
+        ranked = rank_actions(view, 1, closest_to)
         if fallback == "best" and ranked:
             return Decision(NAME, "hard_repair_fallback", action=ranked[0], detections=(detection,))
         if fallback == "give_up":

@@ -5,6 +5,8 @@ Repairs read a `BlindView` (what the agent sees); a `StepContext` is reduced to 
 
 from __future__ import annotations
 
+from rapidfuzz import fuzz
+
 from playground.core.env import fill_template, is_template
 from playground.core.payloads import Detection, InterventionMessage, SchemaProblem, StepContext
 from playground.plugins.sentry.blind import BlindView, blind_view
@@ -12,31 +14,36 @@ from playground.plugins.sentry.detectors import action_kind, object_words, words
 from playground.plugins.sentry.labels import label_text
 
 
-def rank_actions(context: BlindView | StepContext, top: int = 12) -> list[str]:
+def rank_actions(context: BlindView | StepContext, top: int = 12, closest_to: str | None = None) -> list[str]:
     """Rank the admissible actions: goal-term overlap up, recently done and looping actions down.
 
-    A template such as `search[...]` is offered filled with the goal's text.
+    With `closest_to` (a rejected action), the actions most like it come first (rapidfuzz's ratio,
+    to the nearest 10) and the goal ranking orders those alike. A template such as `search[...]`
+    is offered filled with the goal's text.
     """
     context = blind_view(context)
     goal_terms = set(words(context.goal))
     recent = [t.action for t in context.history[-5:]]
 
-    def score(action: str) -> tuple[float, str]:
+    def score(action: str) -> tuple[float, float, str]:
         value = 2.0 * len(object_words(action) & goal_terms) + 0.5 * bool(set(words(action)[:1]) & goal_terms)
         value -= 1.5 * recent.count(action)  # recency and loop penalty
         value -= 0.5 if action_kind(action, context.action_kinds) == "look" else 0.0
-        return (-value, action)
+        alike = round(fuzz.ratio(closest_to.lower(), action.lower()), -1) if closest_to is not None else 0.0
+        return (-alike, -value, action)
 
     actions = [fill_template(a, context.goal) if is_template(a) else a for a in context.admissible_actions or ()]
     return sorted(actions, key=score)[:top]
 
 
-def hard_repair_message(context: BlindView, detection: Detection, top: int) -> InterventionMessage:
-    """Tell the agent its action is invalid and offer the best-ranked valid actions (or, where the env lists
-    no actions and its schema check found problems with the call, name each problem and the closest valid calls)."""
+def hard_repair_message(context: BlindView, detection: Detection, top: int,
+                        closest_to: str | None = None) -> InterventionMessage:
+    """Tell the agent its action is invalid and offer the best-ranked valid actions, those most like
+    `closest_to` (the rejected action) first when it is given (or, where the env lists no actions and its
+    schema check found problems with the call, name each problem and the closest valid calls)."""
     if context.schema_problems and context.admissible_actions is None:
         return schema_repair_message(context.schema_problems, detection)
-    ranked = tuple(rank_actions(context, top))
+    ranked = tuple(rank_actions(context, top, closest_to))
     lines = [f"Your action was rejected: {detection.evidence}.", label_text(detection.labels[0], "advice"),
              "Valid actions, most promising first:", *(f"- {a}" for a in ranked)]
     return InterventionMessage("hard_repair", "\n".join(line for line in lines if line), detection.failure_type, ranked,
