@@ -36,3 +36,25 @@ def test_smollm2_constrained_to_webshop_actions_including_the_search_template():
     steps = result.of("step")
     assert steps and all(s["valid_action"] for s in steps)
     assert steps[0]["action"].startswith("search[") and steps[0]["action"] != "search[...]"
+
+
+def test_a_build_whose_prompt_evaluation_crashes_is_refused_with_the_rebuild_command(monkeypatch):
+    """The AMX check: a build that reports AMX kernels is probed in a child process; a probe killed by a signal
+    (here: one that kills itself with SIGSEGV, as the AMX build of 0.3.36 did) is an LLMError naming the fix,
+    and a probe that exits normally lets the model load."""
+    import llama_cpp
+
+    from playground.agents import client
+
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AMX_INT8 = 1 |")
+    monkeypatch.setattr(client, "_probed", {})
+    monkeypatch.setattr(client, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    with pytest.raises(client.LLMError, match="AMX kernels.*CMAKE_ARGS=.*GGML_NATIVE=OFF"):
+        client.check_llama_build(client.default_gguf_path())
+    monkeypatch.setattr(client, "_probed", {})
+    monkeypatch.setattr(client, "_PROBE", "pass")
+    client.check_llama_build(client.default_gguf_path())  # a build whose probe survives is used
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 |")
+    monkeypatch.setattr(client, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    monkeypatch.setattr(client, "_probed", {})
+    client.check_llama_build(client.default_gguf_path())  # no AMX kernels: no probe at all

@@ -26,6 +26,8 @@ import math
 import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -332,6 +334,37 @@ def default_gguf_path() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_FILE
 
 
+# A portable build of llama-cpp-python (AVX2 kernels, no AMX): the same greedy replies on every x86-64 machine
+# that builds it this way; .ci/run and docs/models.md use it.
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+_PROBE = ("import sys; from llama_cpp import Llama; "
+          "m = Llama(model_path=sys.argv[1], n_ctx=256, n_threads=1, verbose=False); "
+          "m('one two three four five', max_tokens=1)")
+_probed: dict[str, str | None] = {}  # model path -> why this build cannot evaluate a prompt (None: it can)
+
+
+def check_llama_build(path: Path) -> None:
+    """Raise `LLMError` where this llama.cpp build crashes on a prompt of several tokens.
+
+    llama-cpp-python built natively on a CPU with AMX (Sapphire Rapids and newer) compiles ggml's
+    AMX kernels, which batched prompt evaluation uses; with 0.3.36 they crashed the process
+    (segmentation fault) on this project's machines. Such a build is probed once per process, in a
+    child process, so a crash there becomes an error that says how to rebuild."""
+    import llama_cpp
+
+    if "AMX_INT8 = 1" not in llama_cpp.llama_print_system_info().decode(errors="replace"):
+        return
+    key = str(path)
+    if key not in _probed:
+        probe = subprocess.run([sys.executable, "-c", _PROBE, key], capture_output=True, timeout=300)
+        _probed[key] = (f"a prompt evaluation crashed the process (exit code {probe.returncode})"
+                        if probe.returncode < 0 else None)
+    if _probed[key]:
+        raise LLMError(f"llama-cpp-python {llama_cpp.__version__} was built with AMX kernels and {_probed[key]}; "
+                       f"rebuild it without them: CMAKE_ARGS=\"{PORTABLE_CMAKE_ARGS}\" pip install --force-reinstall "
+                       "--no-deps --no-cache-dir llama-cpp-python")
+
+
 def _grammar_alternative(choice: str) -> str:
     """A GBNF alternative for one choice: the literal string, or for a template `verb[...]` any one-line argument."""
     if is_template(choice):
@@ -365,6 +398,7 @@ class LocalChatModel:
         if key not in self._loaded:
             from llama_cpp import Llama
 
+            check_llama_build(self.path)
             self._loaded[key] = Llama(model_path=str(self.path), n_ctx=n_ctx, n_threads=threads,
                                       n_threads_batch=threads, verbose=False, seed=seed)
         self.llm = self._loaded[key]
