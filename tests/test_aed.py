@@ -258,6 +258,37 @@ def test_a_failed_model_call_costs_one_episode_not_the_diagnosis(tmp_path):
     assert "500" in rejected[0]["model_error"]
 
 
+def test_a_stopped_llm_diagnosis_resumes_without_asking_again(tmp_path):
+    """The model is interrupted at its second call (Ctrl-C): the first episode's record is on disk, and the rerun
+    asks only about the episodes not done, ending with every failed episode diagnosed once."""
+    run = make_run(tmp_path / "run", episodes=6, harnesses=("base",), max_steps=4)
+    failed_count = sum(1 for _ in failed(run))
+    from playground.agents.client import HTTPChatModel
+
+    class StopsAtSecondCall:
+        def __init__(self, model):
+            self.model, self.calls = model, 0
+
+        def complete(self, messages, **kwargs):
+            self.calls += 1
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            return self.model.complete(messages, **kwargs)
+
+    with ScriptedChatServer(["no idea"] * (2 * failed_count)) as server:
+        model = HTTPChatModel(server.base_url, "test-model", retries=0)
+        with pytest.raises(KeyboardInterrupt):
+            diagnose_run(run, "llm", StopsAtSecondCall(model))
+        assert len((run / "aed" / "rejected.jsonl").read_text().splitlines()) == 1
+        asked_before = len(server.requests)
+        summary = diagnose_run(run, "llm", model)
+        assert len(server.requests) - asked_before == failed_count - 1
+    assert summary["rejected"] == {"unparseable_reply": failed_count}
+    traces = [json.loads(line)["trace"] for line in (run / "aed" / "rejected.jsonl").read_text().splitlines()]
+    assert len(traces) == len(set(traces)) == failed_count
+    assert not (run / "aed" / "diagnose.partial.json").exists()
+
+
 def test_aed_diagnose_names_one_model_for_the_llm_producer(tiny_run, capsys):
     for argv, needle in [(["--llm-local"], "need --producer llm"),
                          (["--producer", "llm"], "--llm-local"),

@@ -294,11 +294,26 @@ def failed_episodes(run_dir: str | Path, counts: Counter) -> Iterator[tuple[str,
 
 def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None) -> dict:
     """Diagnose every failed episode of a run; write RUN_DIR/aed/diagnoses.jsonl (kept records),
-    rejected.jsonl (with reasons) and diagnose.json (counts); return the counts."""
+    rejected.jsonl (with reasons) and diagnose.json (counts); return the counts.
+
+    Both files are rewritten after every episode and `aed/diagnose.partial.json` lists the traces
+    done, so a diagnosis stopped part-way (an LLM producer takes minutes) resumes where it stopped
+    when run again with the same producer; a finished one is done afresh."""
     run_dir = Path(run_dir)
+    out = run_dir / "aed"
+    out.mkdir(parents=True, exist_ok=True)
+    partial = out / "diagnose.partial.json"
+    done: set[str] = set()
+    kept: list[dict] = []
+    rejected: list[dict] = []
+    if partial.exists() and json.loads(partial.read_text()).get("producer") == producer:
+        done = set(json.loads(partial.read_text())["traces"])
+        kept = [r for r in read_jsonl_file(out / "diagnoses.jsonl") if r.get("trace") in done]
+        rejected = [r for r in read_jsonl_file(out / "rejected.jsonl") if r.get("trace") in done]
     counts: Counter = Counter()
-    kept, rejected = [], []
     for relative, episode in failed_episodes(run_dir, counts):
+        if relative in done:
+            continue
         produced = rule_diagnoses(episode, relative) if producer == "rule" else llm_diagnoses(episode, relative, model)
         texts = trace_texts(episode)
         for record in produced:
@@ -312,17 +327,26 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None)
                 kept.append(record)
             else:
                 rejected.append({**record, "rejected": reason})
-                counts[f"rejected:{reason}"] += 1
-    out = run_dir / "aed"
-    out.mkdir(parents=True, exist_ok=True)
+        done.add(relative)
+        write_jsonl(out / "diagnoses.jsonl", kept)
+        write_jsonl(out / "rejected.jsonl", rejected)
+        write_json(partial, {"producer": producer, "traces": sorted(done)})
     write_jsonl(out / "diagnoses.jsonl", kept)
     write_jsonl(out / "rejected.jsonl", rejected)
+    reasons = Counter(str(r["rejected"]) for r in rejected)
     summary = {"producer": producer, "episodes": counts["episodes"], "won": counts["won"], "failed": counts["failed"],
                "screened": {k.split(":", 1)[1]: v for k, v in sorted(counts.items()) if k.startswith("screened:")},
                "pairs": len(kept), "with_correction": sum(r["correction"] is not None for r in kept),
-               "rejected": {k.split(":", 1)[1]: v for k, v in sorted(counts.items()) if k.startswith("rejected:")}}
-    (out / "diagnose.json").write_text(json.dumps(summary, indent=2) + "\n")
+               "rejected": dict(sorted(reasons.items()))}
+    write_json(out / "diagnose.json", summary)
+    partial.unlink(missing_ok=True)
     return summary
+
+
+def write_json(path: Path, value: Any) -> None:
+    from playground.run.files import atomic_write_text
+
+    atomic_write_text(path, json.dumps(value, indent=2) + "\n")
 
 
 def write_jsonl(path: Path, records: Iterable[dict]) -> None:
