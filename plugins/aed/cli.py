@@ -25,9 +25,10 @@ def aed_group() -> None:
 def diagnose_command(run_dir: str, producer: str, llm_base_url: str | None, model: str | None,
                      api_key_env: str, llm_local: bool) -> None:
     """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
+    from playground.agents.client import ChatModel
     from playground.plugins.aed.diagnose import diagnose_run
 
-    chat = None
+    chat: ChatModel | None = None
     if producer != "llm" and (llm_base_url or model or llm_local):
         raise CLIError("--llm-base-url, --model and --llm-local need --producer llm")
     if producer == "llm":
