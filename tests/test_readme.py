@@ -29,3 +29,12 @@ def test_readme_stays_short():
 def test_plugin_example_is_what_the_scaffold_writes():
     example = re.search(r"<!-- plugin-example -->\n```python\n(.*?)```", WRITING_PLUGINS, re.S).group(1)
     assert example == MODULE.format(name="no-repeat", module="no_repeat", dist="playground-no-repeat")
+
+
+def test_ci_and_docs_build_llama_cpp_with_the_flags_the_pins_were_made_with():
+    """.ci/run and docs/models.md spell out the portable llama.cpp build flags; they must stay the ones the client
+    names (the SmolLM2 pins in tests/data were made with that build)."""
+    from playground.agents.client import PORTABLE_CMAKE_ARGS
+
+    assert f'CMAKE_ARGS="${{CMAKE_ARGS:-{PORTABLE_CMAKE_ARGS}}}"' in (ROOT / ".ci" / "run").read_text()
+    assert f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}"' in (ROOT / "docs" / "models.md").read_text()

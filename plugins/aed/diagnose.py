@@ -306,8 +306,9 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None)
     done: set[str] = set()
     kept: list[dict] = []
     rejected: list[dict] = []
-    if partial.exists() and json.loads(partial.read_text()).get("producer") == producer:
-        done = set(json.loads(partial.read_text())["traces"])
+    progress = json.loads(partial.read_text()) if partial.exists() else {}
+    if progress.get("producer") == producer:
+        done = set(progress["traces"])
         kept = [r for r in read_jsonl_file(out / "diagnoses.jsonl") if r.get("trace") in done]
         rejected = [r for r in read_jsonl_file(out / "rejected.jsonl") if r.get("trace") in done]
     counts: Counter = Counter()

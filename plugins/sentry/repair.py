@@ -24,12 +24,13 @@ def rank_actions(context: BlindView | StepContext, top: int = 12, closest_to: st
     context = blind_view(context)
     goal_terms = set(words(context.goal))
     recent = [t.action for t in context.history[-5:]]
+    rejected = closest_to.lower() if closest_to is not None else None
 
     def score(action: str) -> tuple[float, float, str]:
         value = 2.0 * len(object_words(action) & goal_terms) + 0.5 * bool(set(words(action)[:1]) & goal_terms)
         value -= 1.5 * recent.count(action)  # recency and loop penalty
         value -= 0.5 if action_kind(action, context.action_kinds) == "look" else 0.0
-        alike = round(fuzz.ratio(closest_to.lower(), action.lower()), -1) if closest_to is not None else 0.0
+        alike = round(fuzz.ratio(rejected, action.lower()), -1) if rejected is not None else 0.0
         return (-alike, -value, action)
 
     actions = [fill_template(a, context.goal) if is_template(a) else a for a in context.admissible_actions or ()]
