@@ -111,6 +111,7 @@ def test_llm_diagnoser_and_agreement_table(capsys, tmp_path):
     assert diagnosis["diagnoser"] == "llm" and diagnosis["mode"] == "progress"
     assert diagnosis["admissible_interventions"] == ["sentry"] and diagnosis["rule"]["mode"]
     assert all(e["llm"] == "progress" for e in failed)
+    assert all(e["llm_verdict"] == {"reason": "named progress", "why": "it loops"} for e in failed)
 
     code, out, err = cli(capsys, "darc", "evaluate", *COMMON, "--split", "dev", "--all-interventions",
                          "--out", str(p / "dev"))
@@ -135,8 +136,33 @@ def test_a_judge_reply_naming_no_candidate_is_no_mode(capsys, tmp_path):
     assert code == 0, err
     diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
     assert diagnosis["mode"] is None and diagnosis["why"].startswith(NO_DOMINANT)
+    verdicts = [e["llm_verdict"] for e in diagnosis["per_episode"] if not e["won"]]
+    assert verdicts and all(v["reason"] == "no JSON object in the reply: 'I think it is bad luck'" for v in verdicts)
     code, _, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--out", str(tmp_path / "x"))
     assert code == 2 and "judge" in err
+
+
+@pytest.mark.parametrize(("reply", "reason"), [
+    ('{"mode": "bad_luck", "why": "dice"}', "named 'bad_luck', not one of the candidate modes"),
+    ('{"mode": "none", "why": "it did fine"}', "named no mode"),
+])
+def test_each_verdict_says_why_it_names_no_mode(capsys, tmp_path, reply, reason):
+    with ScriptedChatServer(default=reply) as server:
+        code, _out, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--judge-base-url",
+                              server.base_url, "--judge-model", "judge", "--out", str(tmp_path))
+    assert code == 0, err
+    diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
+    failed = [e for e in diagnosis["per_episode"] if not e["won"]]
+    assert failed and all(e["llm"] is None and e["llm_verdict"]["reason"] == reason for e in failed)
+    assert diagnosis["mode"] is None
+
+
+def test_a_failed_judge_call_is_a_verdict_with_its_error(capsys, tmp_path):
+    code, _out, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--judge-base-url",
+                          "http://127.0.0.1:9/v1", "--judge-model", "judge", "--out", str(tmp_path))
+    assert code == 0, err
+    failed = [e for e in json.loads((tmp_path / "diagnosis.json").read_text())["per_episode"] if not e["won"]]
+    assert failed and all(e["llm_verdict"]["reason"].startswith("the judge call failed:") for e in failed)
 
 
 # -- 3. the narrowed action view (core hook) --------------------------------------------------

@@ -294,12 +294,26 @@ def first_json_object(text: str) -> dict | None:
 def ask_json(model: ChatModel, system: str, user: str) -> dict | None:
     """Ask `model` (a system and a user message) for a judge's answer; return the first JSON object of its reply,
     or None (a failed call, or a reply with no usable object). The call is reported as a judge call."""
+    return ask_judge(model, system, user).value
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """What a judge call gave: the reply's first JSON object (or None), its text, and the error of a failed call."""
+
+    value: dict | None
+    text: str = ""
+    error: str | None = None
+
+
+def ask_judge(model: ChatModel, system: str, user: str) -> JudgeReply:
+    """As `ask_json`, keeping the reply's text and a failed call's error (for records that say why)."""
     try:
         reply = model.complete([{"role": "system", "content": system}, {"role": "user", "content": user}])
-    except LLMError:
-        return None
+    except LLMError as exc:
+        return JudgeReply(None, error=str(exc))
     report_judge_call(reply)
-    return first_json_object(reply.text)
+    return JudgeReply(first_json_object(reply.text), reply.text)
 
 
 def report_judge_call(completion: Completion) -> None:

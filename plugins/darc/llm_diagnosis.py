@@ -7,7 +7,9 @@ intervention on the env) explains the failure, as one JSON object
 `{"mode": "<mode>" | "none", "why": "..."}`. The modes are described from the failure-label
 registry: the failure types that count towards each mode, their descriptions and labels.
 A reply that names no candidate counts as no mode. The family's mode is the one the judge
-names for strictly the most failed episodes; otherwise there is no dominant mode.
+names for strictly the most failed episodes; otherwise there is no dominant mode. Each
+episode's verdict keeps why it counted as it did (`reason`) and the judge's own `why`, so a
+reply with no JSON object can be told from one naming an off-list mode.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel, ask_json
+from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel, ask_judge
 from playground.core.labels import LabelRegistry
 from playground.plugins.darc.profile import NO_DOMINANT, mode_order
 
 HEAD_STEPS, TAIL_STEPS = 8, 22
+REPLY_CHARS = 200  # how much of a judge's reply a verdict keeps
 SYSTEM = ("You diagnose why an agent failed a task in a text environment. You read its trace and name the one "
           "failure mode that best explains the failure. Answer with one JSON object only: "
           '{"mode": "<one of the modes>" or "none", "why": "<one short sentence>"}.')
@@ -77,18 +80,30 @@ class LLMDiagnoser:
         self.labels = labels
         self.name = name or getattr(model, "model", type(model).__name__)
 
-    def diagnose_episode(self, modes: list[str], events: list[dict]) -> str | None:
-        """The mode the judge names for one episode, or None (no mode, or a reply naming no candidate)."""
+    def diagnose_episode(self, modes: list[str], events: list[dict]) -> dict[str, Any]:
+        """The judge's verdict on one episode: {"mode": a candidate or None, "reason": why it counts so,
+        "why": the judge's own sentence}. A failed call, a reply with no JSON object, "none" and a mode
+        that is not a candidate all give mode None, each with its own reason."""
         user = ("Failure modes:\n" + describe_modes(modes, self.labels) + "\n\nTrace:\n" + summarise_trace(events)
                 + "\n\nWhich failure mode explains this failure? Reply with the JSON object only.")
-        value = ask_json(self.model, SYSTEM, user)
-        mode = value.get("mode") if value is not None else None
-        return mode if isinstance(mode, str) and mode in modes else None
+        reply = ask_judge(self.model, SYSTEM, user)
+        if reply.error is not None:
+            return {"mode": None, "reason": f"the judge call failed: {reply.error}", "why": ""}
+        value = reply.value
+        if value is None:
+            return {"mode": None, "reason": f"no JSON object in the reply: {reply.text.strip()[:REPLY_CHARS]!r}",
+                    "why": ""}
+        mode, why = value.get("mode"), str(value.get("why", ""))[:REPLY_CHARS]
+        if isinstance(mode, str) and mode in modes:
+            return {"mode": mode, "reason": f"named {mode}", "why": why}
+        if mode is None or mode == "none":
+            return {"mode": None, "reason": "named no mode", "why": why}
+        return {"mode": None, "reason": f"named {mode!r}, not one of the candidate modes", "why": why}
 
     def diagnose_family(self, modes: list[str], failed: list[tuple[dict, list[dict]]]) -> dict[str, Any]:
-        """{"mode", "why", "per_episode"}: the judge's mode per failed episode, and the family's majority."""
+        """{"mode", "why", "per_episode"}: the judge's verdict per failed episode, and the family's majority."""
         per_episode = [self.diagnose_episode(modes, events) for _, events in failed]
-        votes = Counter(m for m in per_episode if m is not None)
+        votes = Counter(v["mode"] for v in per_episode if v["mode"] is not None)
         ranked = sorted(votes.items(), key=lambda item: (-item[1], mode_order(item[0])))
         if not ranked:
             return {"mode": None, "why": f"{NO_DOMINANT}: the judge named no mode for the {len(failed)} failed "

@@ -220,8 +220,9 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
         "rule": {"mode": rule.mode, "why": rule.why}, "per_episode": episodes}
     if diagnoser is not None:
         llm = diagnoser.diagnose_family(list(sets), [(e, t) for e, t in zip(episodes, traces) if not e["won"]])
-        for episode, mode in zip([e for e in episodes if not e["won"]], llm["per_episode"]):
-            episode["llm"] = mode
+        for episode, verdict in zip([e for e in episodes if not e["won"]], llm["per_episode"]):
+            episode["llm"] = verdict["mode"]
+            episode["llm_verdict"] = {"reason": verdict["reason"], "why": verdict["why"]}
         result.update(diagnoser="llm", mode=llm["mode"], why=llm["why"],
                       admissible_interventions=list(sets.get(llm["mode"], [])) if llm["mode"] else [],
                       llm={"mode": llm["mode"], "why": llm["why"], "model": diagnoser.name})
