@@ -201,3 +201,41 @@ def factorial_command(guard: str, forced_agent: str, out: str, **options) -> Non
     config = make_config(host, register_cells(host, guard), str(Path(out) / "cells"), None, **options)
     rows = factorial(host, config, guard, forced_agent or None, out)
     click.echo(table(rows, len(config.tasks)))
+
+
+@darc_group.command("efficiency")
+@click.argument("run_dir")
+@click.option("--harness", "harnesses", multiple=True, help="harness of the run to show (repeatable) [default: all]")
+@click.option("--budgets", default="5,10,20,30,40,50", show_default=True,
+              help="comma-separated step budgets at which to count solved episodes")
+@click.option("--plot", "plot_path", default=None, help="draw solved episodes against the step budget to this PNG")
+@click.option("--force", is_flag=True, help="replace an existing plot")
+@click.option("--json", "as_json", is_flag=True, help="print the figures as JSON")
+def efficiency_command(run_dir: str, harnesses: tuple[str, ...], budgets: str, plot_path: str | None, force: bool,
+                       as_json: bool) -> None:
+    """Env steps, invalid actions per episode and success per 100 steps by harness (Table 10's shape), and
+    episodes solved by step budget (Figure 3's shape), e.g. base against darc:POLICY in one run."""
+    from playground.plugins.darc.efficiency import efficiency, plot_solved_by_budget, table
+    from playground.plugins.darc.frontier import PlotUnavailable
+    from playground.run.files import check_output
+    from playground.run.rundir import load_records
+
+    try:
+        steps = [int(b) for b in budgets.split(",") if b.strip()]
+    except ValueError:
+        raise CLIError(f"--budgets must be whole numbers separated by commas, got {budgets!r}") from None
+    if any(b < 1 for b in steps):
+        raise CLIError(f"--budgets must be at least 1, got {budgets!r}")
+    if plot_path is not None:
+        check_output(plot_path, force=force, inputs=[Path(run_dir) / "episodes.jsonl"], what="plot (--plot)")
+    try:
+        rows = efficiency(load_records(run_dir), harnesses)
+    except ValueError as exc:
+        raise CLIError(f"{run_dir}: {exc}") from None
+    click.echo(json.dumps([r.to_dict() for r in rows], indent=2) if as_json else table(rows, steps))
+    if plot_path is not None:
+        try:
+            plot_solved_by_budget(rows, plot_path)
+        except PlotUnavailable as exc:
+            raise CLIError(str(exc)) from None
+        click.echo(f"plot: {plot_path}", err=True)
