@@ -100,13 +100,9 @@ def table(rows: Sequence[Efficiency], budgets: Sequence[int] = ()) -> str:
 
 def plot_solved_by_budget(rows: Sequence[Efficiency], path_png: str | os.PathLike, title: str | None = None) -> Path:
     """Write a PNG of cumulative solved episodes against the step budget, one line per harness (Figure 3)."""
-    from playground.plugins.darc.frontier import PlotUnavailable
+    from playground.plugins.darc.frontier import new_figure, save_png
 
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise PlotUnavailable("plotting needs matplotlib: pip install matplotlib") from None
-    figure = Figure(figsize=(7, 5), dpi=120)
+    figure = new_figure("plotting solved episodes by budget")
     axes = figure.add_subplot()
     for r in rows:
         budgets = list(range(0, len(r.solved_within) + 1))
@@ -116,6 +112,4 @@ def plot_solved_by_budget(rows: Sequence[Efficiency], path_png: str | os.PathLik
     axes.set_title(title or "Solved episodes by step budget")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8, loc="lower right")
-    from playground.run.files import atomic_write
-
-    return atomic_write(path_png, lambda handle: figure.savefig(handle, format="png"), binary=True)
+    return save_png(figure, path_png)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from playground.core.errors import PlaygroundError
 from playground.plugins.darc.distill import Chain, DistillResult
@@ -27,12 +28,8 @@ def pareto_front(result: DistillResult) -> list[Chain]:
 
 def plot_frontier(result: DistillResult, path_png: str | os.PathLike, title: str | None = None) -> Path:
     """Write a PNG scatter of every candidate's mean cost against its success, with the chosen chain marked."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise PlotUnavailable("plotting the frontier needs matplotlib: pip install matplotlib") from None
     path = Path(path_png)
-    figure = Figure(figsize=(7, 5), dpi=120)
+    figure = new_figure("plotting the frontier")
     axes = figure.add_subplot()
     for length in range(1, result.max_len + 1):
         chains = [c for c in result.candidates if len(c.names) == length]
@@ -53,6 +50,20 @@ def plot_frontier(result: DistillResult, path_png: str | os.PathLike, title: str
                             f"lambda = {result.lam:g}")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8, loc="lower right")
+    return save_png(figure, path)
+
+
+def new_figure(purpose: str) -> Any:
+    """A 7x5-inch matplotlib Figure (PlotUnavailable, naming `purpose`, when matplotlib is missing)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotUnavailable(f"{purpose} needs matplotlib: pip install matplotlib") from None
+    return Figure(figsize=(7, 5), dpi=120)
+
+
+def save_png(figure: Any, path: str | os.PathLike) -> Path:
+    """Write `figure` to `path` as a PNG, atomically."""
     from playground.run.files import atomic_write
 
     return atomic_write(path, lambda handle: figure.savefig(handle, format="png"), binary=True)
