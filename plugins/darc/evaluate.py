@@ -5,6 +5,10 @@ default tau_free). Each intervention runs alone as its own harness (`darc-eval:<
 runner, so the evaluation is resumable and traced like any run; every task starts from
 the same reset and seed under every intervention. The evidence table records success by
 the task's own verifier (the env's `won`) and the attempt's cost in the intervention's unit.
+
+Only the interventions asked for reach the evidence, whatever else the run directory holds.
+So a larger evaluation can resume a smaller one's run (copy `evaluate-run` over): the
+episodes they share are not played twice, and the smaller evidence is not widened.
 """
 
 from __future__ import annotations
@@ -79,9 +83,9 @@ def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str |
         if record["harness"] == BASE:
             base_rows.append((record["task_id"], BASE, int(bool(record["won"])), attempt_cost([], record)))
             continue
-        if not record["harness"].startswith(EVAL_PREFIX):
-            continue
         name = record["harness"][len(EVAL_PREFIX):]
+        if not record["harness"].startswith(EVAL_PREFIX) or name not in interventions:
+            continue
         cost = attempt_cost([host.interventions.get(name)], record)
         rows.append((record["task_id"], name, int(bool(record["won"])), cost))
     rows.sort()
