@@ -4,6 +4,7 @@ agreement table, the narrowed action view, base-attempt tau_free, AppWorld costs
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 
 import numpy as np
@@ -292,12 +293,11 @@ def test_evaluate_measures_the_base_attempt_and_states_cost_units(capsys, tmp_pa
     assert policy["cost_units"] == {"sentry": "steps", "validity-guard": "steps"}
 
 
-
 def test_a_full_library_evaluation_resumes_a_diagnosed_one_and_each_keeps_its_own_evidence(capsys, tmp_path):
-    import shutil
     diagnosis = tmp_path / "diagnosis.json"
     diagnosis.write_text(json.dumps({"mode": "action_validity", "admissible_interventions": ["validity-guard"]}))
-    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--diagnosis", str(diagnosis), "--out", str(tmp_path / "av"))
+    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--diagnosis", str(diagnosis),
+                       "--out", str(tmp_path / "av"))
     assert code == 0, err
     played = (tmp_path / "av" / "evaluate-run" / "episodes.jsonl").read_text().splitlines()
     assert len(played) == 8 * 2  # base and validity-guard
@@ -309,10 +309,12 @@ def test_a_full_library_evaluation_resumes_a_diagnosed_one_and_each_keeps_its_ow
     full = {line.split(",")[1] for line in (tmp_path / "full" / "evidence.csv").read_text().splitlines()[1:]}
     assert full == {"sentry", "validity-guard"}
     # the diagnosed evaluation, now over a directory that also holds sentry, still reads only its own
-    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--diagnosis", str(diagnosis), "--out", str(tmp_path / "full"))
+    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--diagnosis", str(diagnosis),
+                       "--out", str(tmp_path / "full"))
     assert code == 0, err
     narrow = (tmp_path / "full" / "evidence.csv").read_text().splitlines()[1:]
     assert len(narrow) == 8 and all(",validity-guard," in line for line in narrow)
+
 
 # -- 5. stability ------------------------------------------------------------------------------
 

@@ -83,8 +83,10 @@ def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str |
         if record["harness"] == BASE:
             base_rows.append((record["task_id"], BASE, int(bool(record["won"])), attempt_cost([], record)))
             continue
+        if not record["harness"].startswith(EVAL_PREFIX):
+            continue
         name = record["harness"][len(EVAL_PREFIX):]
-        if not record["harness"].startswith(EVAL_PREFIX) or name not in interventions:
+        if name not in interventions:  # another evaluation's episodes in a shared run directory
             continue
         cost = attempt_cost([host.interventions.get(name)], record)
         rows.append((record["task_id"], name, int(bool(record["won"])), cost))
