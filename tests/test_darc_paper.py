@@ -316,6 +316,34 @@ def test_a_full_library_evaluation_resumes_a_diagnosed_one_and_each_keeps_its_ow
     assert len(narrow) == 8 and all(",validity-guard," in line for line in narrow)
 
 
+def test_evaluate_takes_the_base_attempts_from_the_profile_instead_of_playing_them_again(capsys, tmp_path):
+    code, _, err = cli(capsys, "darc", "profile", *COMMON, "--split", "train", "--out", str(tmp_path / "p"))
+    assert code == 0, err
+    diagnosis = tmp_path / "diagnosis.json"
+    diagnosis.write_text(json.dumps({"mode": "action_validity", "admissible_interventions": ["validity-guard"]}))
+    evaluate = ["darc", "evaluate", *COMMON, "--split", "train", "--diagnosis", str(diagnosis)]
+    code, _, err = cli(capsys, *evaluate, "--out", str(tmp_path / "played"))
+    assert code == 0, err
+    code, _, err = cli(capsys, *evaluate, "--base-from", str(tmp_path / "p"), "--out", str(tmp_path / "reused"))
+    assert code == 0, err
+    harnesses = {json.loads(line)["harness"]
+                 for line in (tmp_path / "reused" / "evaluate-run" / "episodes.jsonl").read_text().splitlines()}
+    assert harnesses == {"darc-eval:validity-guard"}  # the base cell was not played again
+    for name in ("base.csv", "evidence.csv"):  # the bare agent watched by detectors plays as the bare agent
+        assert (tmp_path / "reused" / name).read_text() == (tmp_path / "played" / name).read_text()
+    meta = json.loads((tmp_path / "reused" / "evidence.json").read_text())
+    assert meta["base"]["played_in"] == str(tmp_path / "p" / "profile-run")
+    # a profile of other settings or of fewer tasks is refused before anything is played, naming what differs
+    code, _, err = cli(capsys, *evaluate, "--max-steps", "3", "--base-from", str(tmp_path / "p"),
+                       "--out", str(tmp_path / "other"))
+    assert code != 0 and "max_steps" in err and not (tmp_path / "other").exists()
+    code, _, err = cli(capsys, *evaluate, "--episodes", "10", "--base-from", str(tmp_path / "p"),
+                       "--out", str(tmp_path / "more"))
+    assert code != 0 and "2 of the 10 tasks were not profiled" in err
+    code, _, err = cli(capsys, *evaluate, "--base-from", str(tmp_path / "played"), "--out", str(tmp_path / "x"))
+    assert code != 0 and "no profile-run/config.json" in err
+
+
 # -- 5. stability ------------------------------------------------------------------------------
 
 

@@ -64,10 +64,13 @@ def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, 
 @episode_options
 @click.option("--diagnosis", default=None, help="diagnosis.json from darc profile (its admissible interventions)")
 @click.option("--all-interventions", is_flag=True, help="evaluate the whole library (the no-diagnosis control)")
+@click.option("--base-from", default=None,
+              help="the --out of darc profile: take the base attempts from its episodes instead of playing them again")
 @click.option("--out", required=True, help="folder for evidence.csv (and the evaluation run)")
-def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, **options) -> None:
+def evaluate_command(diagnosis: str | None, all_interventions: bool, base_from: str | None, out: str,
+                     **options) -> None:
     """Run every chosen intervention on every task from the same initial state; write OUT/evidence.csv."""
-    from playground.plugins.darc.evaluate import chosen_interventions, eval_harnesses, evaluate
+    from playground.plugins.darc.evaluate import chosen_interventions, eval_harnesses, evaluate, profiled_base_records
 
     nonempty(out, "--out")
     host = get_host()
@@ -79,7 +82,12 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, out: str, *
     if not options["split"]:
         options["split"] = "train"
     config = make_config(host, eval_harnesses(host, names), str(Path(out) / "evaluate-run"), None, **options)
-    path = evaluate(host, config, names, out)
+    if base_from:
+        try:
+            profiled_base_records(base_from, config)  # refuse a profile that does not match before playing anything
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+    path = evaluate(host, config, names, out, base_from)
     click.echo(f"evaluated {len(names)} interventions on {len(config.tasks)} tasks: {path}")
 
 

@@ -9,21 +9,27 @@ the task's own verifier (the env's `won`) and the attempt's cost in the interven
 Only the interventions asked for reach the evidence, whatever else the run directory holds.
 So a larger evaluation can resume a smaller one's run (copy `evaluate-run` over): the
 episodes they share are not played twice, and the smaller evidence is not widened.
+
+With `base_from` (the `--out` of `darc profile`) the base cell is read from the profile's
+episodes instead of being played again: the profile ran the same bare agent on the same
+tasks and seeds, its detectors only watching. The profile must have been run with the same
+settings (env, split, agent and its options, seed, step budget, params) and must hold every
+evaluated task; otherwise a ValueError says what differs.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
 from playground.plugins.darc.evidence import BASE_FILE, META_FILE, write_evidence
-from playground.plugins.darc.profile import library
+from playground.plugins.darc.profile import PROFILE_HARNESS, library
 from playground.run.costs import attempt_cost
 from playground.run.files import atomic_write_text
-from playground.run.rundir import load_records
+from playground.run.rundir import IDENTITY_KEYS, load_records, read_config
 from playground.run.runner import RunConfig, run
 
 EVAL_PREFIX = "darc-eval:"
@@ -66,23 +72,51 @@ def eval_harnesses(host: Host, interventions: list[str]) -> list[str]:
     return [BASE, *(EVAL_PREFIX + name for name in interventions)]
 
 
-def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str | Path) -> Path:
+def profiled_base_records(profile_dir: str | Path, config: RunConfig) -> dict[str, dict]:
+    """{task id: the profile's base-agent episode} for every task of `config`, from `profile_dir/profile-run`.
+
+    Raises ValueError when the profile was run with other settings than `config` or lacks a task."""
+    run_dir = Path(profile_dir) / "profile-run"
+    if not (run_dir / "config.json").is_file():
+        raise ValueError(f"--base-from {str(profile_dir)!r}: no profile-run/config.json there (give the --out "
+                         "of darc profile)")
+    profiled = read_config(run_dir / "config.json")
+    wanted = json.loads(json.dumps(asdict(config), default=str))  # as a run directory records it
+    for key in IDENTITY_KEYS:
+        if key != "tasks" and profiled.get(key) != wanted.get(key):
+            raise ValueError(f"--base-from {str(run_dir)!r}: profiled with another {key} ({profiled.get(key)!r}, "
+                             f"now {wanted.get(key)!r}); its episodes are not this evaluation's base attempts")
+    by_task = {r["task_id"]: r for r in load_records(run_dir)
+               if r["harness"].startswith(PROFILE_HARNESS + ":") and r.get("trial", 1) == 1}
+    missing = [t for t in config.tasks if t not in by_task]
+    if missing:
+        raise ValueError(f"--base-from {str(run_dir)!r}: {len(missing)} of the {len(config.tasks)} tasks were not "
+                         f"profiled (the first: {missing[0]!r}); profile them or leave out --base-from")
+    return {t: by_task[t] for t in config.tasks}
+
+
+def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str | Path,
+             base_from: str | Path | None = None) -> Path:
     """Run the bare agent and each intervention on every task of `config`; write the evidence; return its path.
 
     Writes `out/evidence.csv` (one row per task and intervention), `out/base.csv` (the bare
     agent's attempt on each task, in the same format, intervention `base`: the standard
     attempt whose mean cost is distill's default tau_free) and `out/evidence.json` (what
-    each cost is counted in, and the base attempt's mean cost and success).
+    each cost is counted in, and the base attempt's mean cost and success). With
+    `base_from` the base attempts are the profile's episodes (`profiled_base_records`).
     """
     out = Path(out)
     harnesses = eval_harnesses(host, interventions)
+    profiled = profiled_base_records(base_from, config) if base_from else None
+    if profiled is not None:
+        harnesses = harnesses[1:]  # the base cell is already played
     run_dir = out / "evaluate-run"
     run(host, replace(config, harnesses=harnesses, out=str(run_dir)))
-    rows, base_rows = [], []
-    for record in load_records(run_dir):
-        if record["harness"] == BASE:
-            base_rows.append((record["task_id"], BASE, int(bool(record["won"])), attempt_cost([], record)))
-            continue
+    records = load_records(run_dir)
+    base_records = list(profiled.values()) if profiled is not None else [r for r in records if r["harness"] == BASE]
+    base_rows = [(r["task_id"], BASE, int(bool(r["won"])), attempt_cost([], r)) for r in base_records]
+    rows = []
+    for record in records:
         if not record["harness"].startswith(EVAL_PREFIX):
             continue
         name = record["harness"][len(EVAL_PREFIX):]
@@ -101,6 +135,7 @@ def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str |
                                  **({"cost": spec.cost} if spec.cost is not None else {})}
                           for name, spec in specs.items()},
         "base": {"file": BASE_FILE, "cost_unit": "steps",
+                 "played_in": str(Path(base_from) / "profile-run") if base_from else str(run_dir),
                  "mean_cost": sum(r[3] for r in base_rows) / max(len(base_rows), 1),
                  "success_rate": sum(r[2] for r in base_rows) / max(len(base_rows), 1)},
     }
