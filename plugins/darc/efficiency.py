@@ -109,6 +109,7 @@ def plot_solved_by_budget(rows: Sequence[Efficiency], path_png: str | os.PathLik
         axes.step(budgets, [0, *r.solved_within], where="post", label=f"{r.harness} ({r.solved}/{r.episodes})")
     axes.set_xlabel("step budget (env steps)")
     axes.set_ylabel("episodes solved within the budget")
+    axes.set_ylim(0, max((r.episodes for r in rows), default=1) or 1)  # out of all episodes, even when none is won
     axes.set_title(title or "Solved episodes by step budget")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8, loc="lower right")
