@@ -45,6 +45,11 @@ RECORD_NUMBER_FIELDS = ("steps", "invalid_actions", "detected_failures", "verifi
 IDENTITY_KEYS = ("env", "task_set", "split", "tasks", "agent", "agent_options", "seed", "max_steps", "params")
 
 
+def identity_mismatch(old: dict[str, Any], new: dict[str, Any], skip: tuple[str, ...] = ()) -> str | None:
+    """The first of IDENTITY_KEYS (less `skip`) on which two recorded run configs differ; None when none does."""
+    return next((key for key in IDENTITY_KEYS if key not in skip and old.get(key) != new.get(key)), None)
+
+
 class RunDirError(PlaygroundError):
     """The directory cannot be used for this run; the message says why."""
 
@@ -91,11 +96,11 @@ class RunDir:
         path = self.path / "config.json"
         if path.exists():
             old = read_config(path)
-            for key in IDENTITY_KEYS:
-                if old.get(key) != config.get(key):
-                    raise RunDirError(
-                        f"{str(self.path)!r} holds a run with a different {key} "
-                        f"({old.get(key)!r}, now {config.get(key)!r}); use another --out")
+            key = identity_mismatch(old, config)
+            if key:
+                raise RunDirError(
+                    f"{str(self.path)!r} holds a run with a different {key} "
+                    f"({old.get(key)!r}, now {config.get(key)!r}); use another --out")
             old_prints = old.get("harness_fingerprints")
             new_prints = config.get("harness_fingerprints")
             if isinstance(old_prints, dict) and isinstance(new_prints, dict):

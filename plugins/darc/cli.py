@@ -70,7 +70,7 @@ def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, 
 def evaluate_command(diagnosis: str | None, all_interventions: bool, base_from: str | None, out: str,
                      **options) -> None:
     """Run every chosen intervention on every task from the same initial state; write OUT/evidence.csv."""
-    from playground.plugins.darc.evaluate import chosen_interventions, eval_harnesses, evaluate, profiled_base_records
+    from playground.plugins.darc.evaluate import ProfileMismatch, chosen_interventions, eval_harnesses, evaluate
 
     nonempty(out, "--out")
     host = get_host()
@@ -82,12 +82,10 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, base_from: 
     if not options["split"]:
         options["split"] = "train"
     config = make_config(host, eval_harnesses(host, names), str(Path(out) / "evaluate-run"), None, **options)
-    if base_from:
-        try:
-            profiled_base_records(base_from, config)  # refuse a profile that does not match before playing anything
-        except ValueError as exc:
-            raise CLIError(str(exc)) from None
-    path = evaluate(host, config, names, out, base_from)
+    try:
+        path = evaluate(host, config, names, out, base_from)
+    except ProfileMismatch as exc:  # raised before anything is played
+        raise CLIError(str(exc)) from None
     click.echo(f"evaluated {len(names)} interventions on {len(config.tasks)} tasks: {path}")
 
 

@@ -14,7 +14,7 @@ With `base_from` (the `--out` of `darc profile`) the base cell is read from the 
 episodes instead of being played again: the profile ran the same bare agent on the same
 tasks and seeds, its detectors only watching. The profile must have been run with the same
 settings (env, split, agent and its options, seed, step budget, params) and must hold every
-evaluated task; otherwise a ValueError says what differs.
+evaluated task; otherwise ProfileMismatch says what differs, before anything is played.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from playground.plugins.darc.evidence import BASE_FILE, META_FILE, write_evidenc
 from playground.plugins.darc.profile import PROFILE_HARNESS, library
 from playground.run.costs import attempt_cost
 from playground.run.files import atomic_write_text
-from playground.run.rundir import IDENTITY_KEYS, load_records, read_config
+from playground.run.rundir import identity_mismatch, load_records, read_config
 from playground.run.runner import RunConfig, run
 
 EVAL_PREFIX = "darc-eval:"
@@ -72,26 +72,30 @@ def eval_harnesses(host: Host, interventions: list[str]) -> list[str]:
     return [BASE, *(EVAL_PREFIX + name for name in interventions)]
 
 
+class ProfileMismatch(ValueError):
+    """`--base-from` names no profile, or one whose episodes are not this evaluation's base attempts."""
+
+
 def profiled_base_records(profile_dir: str | Path, config: RunConfig) -> dict[str, dict]:
     """{task id: the profile's base-agent episode} for every task of `config`, from `profile_dir/profile-run`.
 
-    Raises ValueError when the profile was run with other settings than `config` or lacks a task."""
+    Raises ProfileMismatch when the profile was run with other settings than `config` or lacks a task."""
     run_dir = Path(profile_dir) / "profile-run"
     if not (run_dir / "config.json").is_file():
-        raise ValueError(f"--base-from {str(profile_dir)!r}: no profile-run/config.json there (give the --out "
+        raise ProfileMismatch(f"--base-from {str(profile_dir)!r}: no profile-run/config.json there (give the --out "
                          "of darc profile)")
     profiled = read_config(run_dir / "config.json")
     wanted = json.loads(json.dumps(asdict(config), default=str))  # as a run directory records it
-    for key in IDENTITY_KEYS:
-        if key != "tasks" and profiled.get(key) != wanted.get(key):
-            raise ValueError(f"--base-from {str(run_dir)!r}: profiled with another {key} ({profiled.get(key)!r}, "
-                             f"now {wanted.get(key)!r}); its episodes are not this evaluation's base attempts")
+    key = identity_mismatch(profiled, wanted, skip=("tasks",))  # a subset of the profiled tasks will do
+    if key:
+        raise ProfileMismatch(f"--base-from {str(run_dir)!r}: profiled with another {key} ({profiled.get(key)!r}, "
+                              f"now {wanted.get(key)!r}); its episodes are not this evaluation's base attempts")
     by_task = {r["task_id"]: r for r in load_records(run_dir)
                if r["harness"].startswith(PROFILE_HARNESS + ":") and r.get("trial", 1) == 1}
     missing = [t for t in config.tasks if t not in by_task]
     if missing:
-        raise ValueError(f"--base-from {str(run_dir)!r}: {len(missing)} of the {len(config.tasks)} tasks were not "
-                         f"profiled (the first: {missing[0]!r}); profile them or leave out --base-from")
+        raise ProfileMismatch(f"--base-from {str(run_dir)!r}: {len(missing)} of the {len(config.tasks)} tasks "
+                              f"were not profiled (the first: {missing[0]!r}); profile them or leave out --base-from")
     return {t: by_task[t] for t in config.tasks}
 
 
