@@ -137,9 +137,10 @@ def test_ace_reflects_on_the_observable_trajectory_and_tags_what_it_was_shown(tm
     assert "Before declaring the task done" in texts
     assert not any(b.section == "STRATEGIES AND HARD RULES" for b in bullets)  # nothing was completed
 
-    # the next episode is shown the playbook and, completing its task, tags the bullets it was shown helpful
+    # the next episode is shown the playbook and, completing its task, tags the bullets it was shown helpful (by
+    # the env's success signal: tiny's win banner is grade text, which the trajectory never holds)
     agent = ScriptedAgent([])
-    play(tiny_env(), agent, [AcePlugin({})], task="tiny-4", playbook=str(playbook))
+    play(tiny_env(), agent, [AcePlugin({"ace_feedback": "outcome"})], task="tiny-4", playbook=str(playbook))
     assert agent.views[0].notes and "ACE playbook" in agent.views[0].notes[0]
     after = AcePlaybook.load(tmp_path / "pb.ace.txt")
     assert all(after.get(b.id).helpful == 1 for b in bullets)
@@ -164,7 +165,8 @@ def test_ace_applies_an_episodes_deltas_once_and_frozen_never_writes(tmp_path):
 
 def test_ace_offline_mode_grows_the_playbook_on_train_and_evaluates_it_frozen_on_test(tmp_path):
     playbook = tmp_path / "offline.ace.txt"
-    shared = ["--param", f"ace_playbook={playbook}", *FAILING]
+    # outcome feedback: on tiny nothing but its win banner (grade text, never in the trajectory) says a task is done
+    shared = ["--param", f"ace_playbook={playbook}", "--param", "ace_feedback=outcome", *FAILING]
     cli_run(tmp_path / "epoch1", "tiny", "ace", 8, "--split", "train", *shared)
     after_one = AcePlaybook.load(playbook)
     cli_run(tmp_path / "epoch2", "tiny", "ace", 8, "--split", "train", *shared)
@@ -186,6 +188,10 @@ def test_ace_outcome_feedback_uses_the_success_signal_for_strategies_and_checks(
                         Step("drop lamp", "You drop the lamp. Well done!", True, "use")]
     trajectory.ending = "ended"
     sections = lambda r: [i.section for i in r.insights]  # noqa: E731
+    # a win banner is a grade, not a completion the agent observed
+    assert "STRATEGIES AND HARD RULES" not in sections(rule_reflection(trajectory, [], None, 4))
+    trajectory.steps[-1] = Step("click[Buy Now]", "Thank you for shopping with us! You bought the lamp.", True,
+                                "finish")  # the page confirming the agent's own purchase is
     assert "STRATEGIES AND HARD RULES" in sections(rule_reflection(trajectory, [], None, 4))
     lost = rule_reflection(trajectory, [], False, 4)  # completed to the eye, but the env says not solved
     assert "STRATEGIES AND HARD RULES" not in sections(lost) and "VERIFICATION CHECKLIST" in sections(lost)
@@ -293,12 +299,15 @@ def test_awm_induces_a_workflow_from_a_success_and_shows_it_on_later_tasks(tmp_p
     playbook = str(tmp_path / "pb.sqlite")
     play(tiny_env(), ScriptedAgent(["look"] * 3), [AwmPlugin({})], task="tiny-3", playbook=playbook, max_steps=3)
     assert read_records(tmp_path / "pb.workflows.jsonl") == []  # no success, no workflow
+    # tiny says the task is done only in its win banner, a grade the trajectory never holds: the env's signal
     play(tiny_env(), ScriptedAgent([]), [AwmPlugin({})], task="tiny-3", playbook=playbook)
+    assert read_records(tmp_path / "pb.workflows.jsonl") == []  # observed: no completion seen, no workflow
+    play(tiny_env(), ScriptedAgent([]), [AwmPlugin({"awm_success": "env"})], task="tiny-3", playbook=playbook)
     [workflow] = read_records(tmp_path / "pb.workflows.jsonl")
-    assert "take {object from the goal}" in workflow["steps"] and workflow["success_by"] == "observed"
+    assert "take {object from the goal}" in workflow["steps"] and workflow["success_by"] == "env"
     assert not any(step for step in workflow["steps"] if "lamp" in step or "apple" in step)  # entities abstracted
     later = ScriptedAgent([])
-    play(tiny_env(), later, [AwmPlugin({})], task="tiny-9", playbook=playbook)
+    play(tiny_env(), later, [AwmPlugin({"awm_success": "env"})], task="tiny-9", playbook=playbook)
     assert "Workflow 1:" in later.views[0].notes[0] and "take {object from the goal}" in later.views[0].notes[0]
     assert len(read_records(tmp_path / "pb.workflows.jsonl")) == 2  # induced again: counted, shown once
     assert later.views[0].notes[0].count("Workflow ") == 1
@@ -324,7 +333,9 @@ def test_reasoningbank_distils_items_from_failures_and_successes_and_retrieves_t
     assert failures and not any(r["success"] for r in failures)
     assert {"Do not repeat an action that changes nothing", "Do not stop before the task is confirmed"} <= \
         {r["title"] for r in failures}
-    play(tiny_env(), ScriptedAgent([]), [ReasoningBankPlugin({})], task="tiny-4", playbook=playbook)
+    # tiny's win banner is grade text the trajectory never holds: the success is the env's signal
+    play(tiny_env(), ScriptedAgent([]), [ReasoningBankPlugin({"rb_success": "env"})], task="tiny-4",
+         playbook=playbook)
     records = read_records(tmp_path / "pb.memory.jsonl")
     assert [r["title"] for r in records if r["success"]] == ["A sequence that completed a similar task"]
     agent = ScriptedAgent([])

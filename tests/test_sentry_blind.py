@@ -6,6 +6,11 @@ Episodes are played under Sentry with a recorder around it; the recorded payload
 replayed into fresh Sentry objects (each with a copy of the same seeded playbook), once as
 recorded and several times with random grades. A planted leak (the old `score_rose`) must be
 caught, so the test has the power to see one.
+
+Grades printed in the observation text are fuzzed the same way: the built-in envs' score lines
+and banners planted into the observations of an env whose `remove_grade_text` removes them
+change nothing either, and a Sentry that reads observations without the env's
+`remove_grade_text` is caught.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ import pytest
 
 from playground.agents.noisy import NoisyAgent
 from playground.core.hookspecs import hookimpl
-from playground.core.payloads import EpisodeEnd, EpisodeStart, StepContext, StepOutcome, to_dict
+from playground.core.payloads import EpisodeEnd, EpisodeStart, StepContext, StepOutcome, keep_text, to_dict
 from playground.plugins.playbook.store import Playbook
 from playground.plugins.sentry.harness import SentryPlugin
 from playground.testing import play, tiny_env
+from playground.testing.tiny import TinyEnv
 
 HOOKS = ("episode_started", "agent_notes", "detect_failures", "decide_intervention", "verify_recovery",
          "verify_at_end", "episode_finished")
@@ -132,12 +138,13 @@ def _plain(value):
     return value
 
 
-def replay(calls, make_plugin, playbook: Path, rng: random.Random | None) -> list:
-    """Feed recorded calls into a fresh plugin (fuzzed when `rng` is given); return every result."""
+def replay(calls, make_plugin, playbook: Path, rng: random.Random | None, alter=fuzz) -> list:
+    """Feed recorded calls into a fresh plugin (altered by `alter`, fuzzed grades by default, when `rng` is
+    given); return every result."""
     plugin = make_plugin()
     results, detections = [], []
     for hook, kwargs in calls:
-        kwargs = fuzz(hook, kwargs, rng) if rng is not None else dict(kwargs)
+        kwargs = alter(hook, kwargs, rng) if rng is not None else dict(kwargs)
         if hook == "episode_started":
             kwargs["start"] = dataclasses.replace(kwargs["start"], playbook=str(playbook))
         if hook == "decide_intervention":
@@ -149,14 +156,15 @@ def replay(calls, make_plugin, playbook: Path, rng: random.Random | None) -> lis
     return results
 
 
-def differences(episodes, make_plugin, seed_path: Path, work: Path, fuzzes: int = 4) -> list[str]:
-    """Replay each episode as recorded and `fuzzes` times with random grades; name every difference."""
+def differences(episodes, make_plugin, seed_path: Path, work: Path, fuzzes: int = 4, alter=fuzz) -> list[str]:
+    """Replay each episode as recorded and `fuzzes` times altered by `alter` (random grades by default); name
+    every difference."""
     found = []
     for e, calls in enumerate(episodes):
         for f in range(fuzzes + 1):
             path = work / f"replay-{e}-{f}.sqlite"
             shutil.copy(seed_path, path)
-            results = replay(calls, make_plugin, path, random.Random(f"{e}:{f}") if f else None)
+            results = replay(calls, make_plugin, path, random.Random(f"{e}:{f}") if f else None, alter)
             if f == 0:
                 reference = results
                 continue
@@ -256,3 +264,113 @@ def test_fuzzed_grades_change_nothing_on_recorded_textworld_episodes(tmp_path, m
     assert counts["detections"] > 0 and counts["verdicts"] > 0
     assert differences(episodes, lambda: SentryPlugin({}), seed, tmp_path) == []
     assert differences(episodes, lambda: ScoreReadingSentry({}), seed, tmp_path)
+
+
+# -- fuzzing the grade text an env prints ----------------------------------------------
+
+
+def _remove_builtin_grade_text(text: str) -> str:
+    """The built-in envs' `remove_grade_text`, one after the other (TextWorld, WebShop, Finance, tiny)."""
+    from playground.envs.finance.env import without_grade_text as finance
+    from playground.envs.textworld.grades import without_grade_text as textworld
+    from playground.envs.webshop.env import without_grade_text as webshop
+    from playground.testing.tiny import without_grade_text as tiny
+
+    for remove in (finance, webshop, textworld, tiny):
+        text = remove(text)
+    return text
+
+
+class GradeTextTiny(TinyEnv):
+    """`tiny` whose `remove_grade_text` removes the grade text every built-in env prints."""
+
+    def remove_grade_text(self, text: str) -> str:
+        return _remove_builtin_grade_text(text)
+
+
+# (grade text, where it may go: "end" only for the text the env prints last in its observation)
+PLANTED = (("Your score has just gone up by one point.", "anywhere"), ("You scored 1 out of a possible 1.", "anywhere"),
+           ("*** The End ***", "anywhere"), ("Your score (min 0.0, max 1.0): 1.0", "anywhere"),
+           ("Score: 1 of 1", "end"))
+
+
+def plant(text: str, rng: random.Random) -> str:
+    """`text` with one to three of the built-in envs' grade texts planted: as a sentence after it, on a line of
+    its own after it (or, where the env may print it anywhere, before it)."""
+    chosen = rng.sample(PLANTED, k=rng.randint(1, 3))
+    for grade, where in sorted(chosen, key=lambda item: item[1] == "end"):  # the "end" one last
+        place = rng.choice(["sentence", "line"] + (["before"] if where == "anywhere" else []))
+        if place == "sentence":
+            text = f"{text} {grade}"
+        elif place == "line":
+            text = f"{text}\n\n{grade}"
+        else:
+            text = f"{grade}\n\n{text}"
+    return text
+
+
+def plant_grade_text(hook: str, kwargs: dict, rng: random.Random) -> dict:
+    """The same payloads with grade text planted into about half of their observations (each copy of an
+    observation on its own: the current one, the history's, the outcome's, the first one)."""
+
+    def maybe(text: str) -> str:
+        return plant(text, rng) if rng.random() < 0.5 else text
+
+    def context(c: StepContext) -> StepContext:
+        history = tuple(dataclasses.replace(t, observation=maybe(t.observation)) for t in c.history)
+        return dataclasses.replace(c, observation=maybe(c.observation), history=history)
+
+    out = dict(kwargs)
+    if "context" in out:
+        out["context"] = context(out["context"])
+    if "outcome" in out:
+        o: StepOutcome = out["outcome"]
+        out["outcome"] = dataclasses.replace(o, context=context(o.context), observation=maybe(o.observation))
+    if "start" in out:
+        out["start"] = dataclasses.replace(out["start"], observation=maybe(out["start"].observation))
+    return out
+
+
+def _observations(episodes) -> set[str]:
+    found = set()
+    for calls in episodes:
+        for _, kwargs in calls:
+            for c in [kwargs.get("context"), getattr(kwargs.get("outcome"), "context", None)]:
+                if c is not None:
+                    found |= {c.observation, *(t.observation for t in c.history)}
+            if "outcome" in kwargs:
+                found.add(kwargs["outcome"].observation)
+            if "start" in kwargs:
+                found.add(kwargs["start"].observation)
+    return found
+
+
+class GradeTextReadingSentry(SentryPlugin):
+    """A planted leak: Sentry reading observations as they are, without the env's `remove_grade_text`."""
+
+    def episode_started(self, start):
+        return super().episode_started(dataclasses.replace(start, remove_grade_text=keep_text))
+
+
+RULES = {"detector": "rules", "verifier": "rules", "summariser": "template"}
+
+
+def test_planted_grade_text_changes_no_detection_decision_verdict_or_lesson(tmp_path):
+    """Score lines and banners the built-in envs print ("Your score has just gone up by one point.", "*** The
+    End ***", WebShop's "Your score (min 0.0, max 1.0): 1.0", Finance's "Score: 1 of 1", ...), planted into the
+    observations of an env whose `remove_grade_text` removes them, change none of Sentry's detections,
+    decisions, verdicts or lessons (rule detector and verifier, template summariser): Sentry reads every
+    observation through `EpisodeStart.remove_grade_text`. Read without it, the same planting is caught."""
+    seed = seed_playbook(tmp_path / "seed.sqlite")
+    recorded = Path(shutil.copy(seed, tmp_path / "recorded.sqlite"))
+    env = GradeTextTiny(expert=True)
+    episodes = record(env, TINY_TASKS, RULES, recorded)
+    starts = [kwargs["start"] for calls in episodes for hook, kwargs in calls if hook == "episode_started"]
+    assert all(start.remove_grade_text.__wrapped__ == env.remove_grade_text for start in starts)
+    rng = random.Random(7)
+    for text in _observations(episodes):  # the planting is exactly what the env's remove_grade_text takes away
+        assert env.remove_grade_text(plant(text, rng)) == env.remove_grade_text(text)
+    counts = summary(episodes, lambda: SentryPlugin(RULES), seed, tmp_path)
+    assert counts["detections"] > 20 and counts["decisions"] > 10 and counts["verdicts"] > 3 and counts["lessons"] > 0
+    assert differences(episodes, lambda: SentryPlugin(RULES), seed, tmp_path, alter=plant_grade_text) == []
+    assert differences(episodes, lambda: GradeTextReadingSentry(RULES), seed, tmp_path, alter=plant_grade_text)

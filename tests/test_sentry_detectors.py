@@ -67,8 +67,16 @@ def test_early_stop_is_read_from_observations_and_goal_never_the_score():
         assert found[0].confidence == 0.9 and "key" in found[0].evidence  # the goal's red key was never observed
     seen_key = [turn(0, "go east", "A kitchen. You see a red key.")]
     assert run_detectors(ctx(seen_key), stop, 5)[0].confidence == 0.8  # entities seen, still no completion message
-    done = [turn(0, "drop red key", "You drop the red key. Well done: the red key is back in the hall.")]
-    assert run_detectors(ctx(done, score=0.0, max_score=1.0), stop, 5) == []
+    # A win banner is a grade, not a completion message: completion is judged from the agent's own stop, so a
+    # stop after "Well done: ..." is checked like any other (Sentry never sees the banner: the env's
+    # `remove_grade_text` takes it out of every observation first).
+    for banner in ("You drop the red key. Well done: the red key is back in the hall.",
+                   "You drop the red key.\n\n*** The End ***", "You win! Congratulations, task completed."):
+        found = run_detectors(ctx([turn(0, "drop red key", banner)], score=1.0, max_score=1.0), stop, 5)
+        assert labels(found) == {"termination_miscalibration"}
+    # what the agent's own finishing action brought back still counts: a purchase confirmed (WebShop's page)
+    bought = [turn(0, "click[buy now]", "Thank you for shopping with us! You bought B0 with options none.")]
+    assert run_detectors(ctx(bought), stop, 5) == []
     assert labels(run_detectors(ctx([]), stop, 5)) == {"termination_miscalibration"}  # stops before acting
 
 
@@ -108,12 +116,25 @@ def test_hard_rank_closest_offers_the_intended_command_first():
     assert sorted(offered["closest"]) == sorted(offered["goal"])
 
 
-def test_hard_repair_offers_valid_actions_then_falls_back():
+def test_hard_repair_shows_valid_actions_then_sends_the_rewrite():
+    # the paper's configuration: the ranked actions are a view to rewrite from, and an action still invalid after
+    # the re-asks goes to the env (fallback=reask)
     agent = ScriptedAgent(["fly", "swim", "crawl"])
     result = play(tiny_env(), agent, plugins=[SentryPlugin({})], task="tiny-4", max_steps=30)
     kinds = [d["kind"] for d in result.of("intervention")]
+    assert kinds[:2] == ["hard_repair", "hard_repair"] and "hard_repair_fallback" not in kinds
+    message = agent.views[1].message
+    assert message.kind == "hard_repair" and message.actions and not message.restrict
+    assert result.of("step")[0]["action"] == "crawl" and not result.of("step")[0]["valid_action"]
+
+
+def test_the_best_fallback_plays_the_top_ranked_action():
+    agent = ScriptedAgent(["fly", "swim", "crawl"])
+    result = play(tiny_env(), agent, plugins=[SentryPlugin({"shortlist": True, "fallback": "best"})], task="tiny-4",
+                  max_steps=30)
+    kinds = [d["kind"] for d in result.of("intervention")]
     assert kinds[:3] == ["hard_repair", "hard_repair", "hard_repair_fallback"]
-    assert agent.views[1].message.kind == "hard_repair" and agent.views[1].message.actions
+    assert agent.views[1].message.restrict
     assert result.of("step")[0]["valid_action"]
 
 

@@ -6,14 +6,16 @@ carries `goal` (a short instruction), `admissible_actions=None` (free text) with
 `valid_action`, `won`, `score`/`max_score` (Formula: 1 point; FiNER: one point per gold
 tag) and, when made with `expert=True`, `expert_plan=[target]`. `step(answer)` scores the
 answer and ends the episode. `valid_action` says whether the answer is well-formed for
-the question (`format_check`), which never depends on the gold answer.
+the question (`format_check`), which never depends on the gold answer. The observation
+after the answer ends with its score ("Score: 1 of 1."); `remove_grade_text` removes it for
+judges.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv
+from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv, cut_grade_text, grade_text_pattern
 from playground.envs.finance import data
 from playground.envs.finance.format_check import check
 from playground.envs.finance.scoring import score_answer
@@ -22,6 +24,16 @@ GOALS = {
     "formula": "Answer the financial question with one number, rounded to 2 decimal places, and nothing else.",
     "finer": "Answer with one US GAAP tag per question, from the tag list, separated by commas, in question order.",
 }
+
+
+# the answer's score, the last sentence of the observation after an answer: "Score: 1 of 1."
+GRADE_TEXT = grade_text_pattern(r"Score: [-+]?[\d.e+]+ of [-+]?[\d.e+]+\.?(?=[ \t]*$)")
+
+
+def without_grade_text(text: str) -> str:
+    """An observation without the answer's score ("Answer recorded: '42.00'. Score: 1 of 1." -> "Answer recorded:
+    '42.00'."): `FinanceEnv.remove_grade_text`, `FinanceProvider`'s too."""
+    return cut_grade_text(text, GRADE_TEXT)
 
 
 class FinanceInfo(EnvInfo, total=False):
@@ -66,6 +78,10 @@ class FinanceEnv(TextEnv):
         reward = result.score / result.max_score if result.max_score else 0.0
         return observation, reward, True, False, self._info(valid=valid, score=result.score, won=result.won)
 
+    def remove_grade_text(self, text: str) -> str:
+        """The observation without the answer's score ("Score: 1 of 1.")."""
+        return without_grade_text(text)
+
     def _info(self, valid: bool, score: float, won: bool) -> FinanceInfo:
         task = self.task
         assert task is not None  # reset() has set it
@@ -95,6 +111,10 @@ class FinanceProvider(EnvProvider):
         if task_set not in sets:
             raise ValueError(f"finance: unknown task set {task_set!r}; choose from: {', '.join(sorted(sets))}")
         return FinanceEnv(sets[task_set], expert=expert)
+
+    def remove_grade_text(self, text: str) -> str:
+        """An observation without the answer's score (the env's own function)."""
+        return without_grade_text(text)
 
     def describe(self, task_set: str) -> dict:
         """Return the env, task set, version and the generator seeds or the files and their hash."""

@@ -2,7 +2,9 @@
 
 Actions are checked against the game's admissible commands before they reach the
 game: an inadmissible action changes nothing and gets `valid_action=False`. Matching
-ignores case and extra spaces ("Take Apple" plays "take apple").
+ignores case and extra spaces ("Take Apple" plays "take apple"). Observations keep the
+game's score lines and end banners, which the agent reads; `remove_grade_text` removes
+them for judges (`grades.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from textworld import EnvInfos
 
 from playground.core.env import EnvInfo, TaskSet, TextEnv, command_kinds, match_admissible
 from playground.envs.textworld.games import ensure_game
+from playground.envs.textworld.grades import without_grade_text
 
 INVALID_ACTION_TEXT = "That is not something you can do here."
 GAME_OVER_TEXT = "The game is over."
@@ -119,6 +122,11 @@ class TextWorldEnv(TextEnv):
         self._status = self._read(state)
         reward = self._status.score - before
         return clean_feedback(state.feedback), reward, self._status.ended, False, self._info(valid=True)
+
+    def remove_grade_text(self, text: str) -> str:
+        """`text` without the game's score lines and end banners ("Your score has just gone up by one point.",
+        "*** The End ***", "You scored 1 out of a possible 1, in 5 turns."; `grades.without_grade_text`)."""
+        return without_grade_text(text)
 
     def snapshot(self) -> TextWorldSnapshot:
         """Return a copy of the current game state that later steps do not change."""

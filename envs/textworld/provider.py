@@ -9,6 +9,7 @@ import importlib.metadata
 from typing import Any, Callable, Mapping
 
 from playground.core.env import EnvProvider, TaskSet, TextEnv
+from playground.envs.textworld.grades import without_grade_text
 from playground.envs.textworld.tasks import COOKING_SPLITS, SEEDS_TEXT, TASK_SETS, get_task_set, params_hash, task_seed
 
 
@@ -42,6 +43,10 @@ class TextWorldProvider(EnvProvider):
             if progress:
                 progress(f"textworld: generating {task_set}/{task_id} ({number}/{len(missing)})")
             ensure_game(chosen, task_id)
+
+    def remove_grade_text(self, text: str) -> str:
+        """A TextWorld observation without its score lines and end banners (the env's own function)."""
+        return without_grade_text(text)
 
     def describe(self, task_set: str) -> dict:
         """Return the env, task set, textworld version, generator settings and seed ranges."""

@@ -19,7 +19,9 @@ product), "select" (an option), "look" (a sub-page), "move" (back) or "finish" (
 Now)) and `open_choices` (option groups on the item page with no value chosen yet);
 `action_format` is "web" (clicks and searches, no world objects). After Buy Now it has
 `reward_info`; with `expert=True`, `expert_plan`.
-The state is a small record, so the env can snapshot and restore.
+The state is a small record, so the env can snapshot and restore. The page after Buy
+Now ends with the purchase's score, "Your score (min 0.0, max 1.0): 0.75";
+`remove_grade_text` removes it for judges and keeps the purchase's confirmation.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
-from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv, seed_range
+from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv, cut_grade_text, grade_text_pattern, seed_range
 from playground.envs.webshop import data
 from playground.envs.webshop.catalogue import Catalogue, Goal, Product
 from playground.envs.webshop.reward import purchase_reward
@@ -39,6 +41,14 @@ BACK, NEXT, PREV, BUY = "Back to Search", "Next >", "< Prev", "Buy Now"
 SUB_PAGES = ("Description", "Features", "Reviews", "Attributes")
 SEARCH_TEMPLATE = "search[...]"
 ACTION_RE = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.I | re.S)
+# the purchase's score, printed after Buy Now: "Your score (min 0.0, max 1.0): 0.75" (the page's grade text)
+GRADE_TEXT = grade_text_pattern(r"Your score \(min [^()\n]*\):[ \t]*[-+]?\d+(?:\.\d+)?\.?")
+
+
+def without_grade_text(text: str) -> str:
+    """A WebShop page without the purchase's score sentence; the confirmation of the purchase stays (it is what
+    the agent's own Buy Now did, whatever it scored): `WebShopEnv.remove_grade_text`, `WebShopProvider`'s too."""
+    return cut_grade_text(text, GRADE_TEXT)
 
 
 class WebShopInfo(EnvInfo, total=False):
@@ -207,6 +217,10 @@ class WebShopEnv(TextEnv):
                   " ".join(f"[{p}]" for p in SUB_PAGES), f"[{BUY}]"]
         return "\n".join(lines)
 
+    def remove_grade_text(self, text: str) -> str:
+        """The page without the purchase's score sentence ("Your score (min 0.0, max 1.0): 0.75")."""
+        return without_grade_text(text)
+
     # -- info --------------------------------------------------------------------------
 
     def action_kinds(self) -> dict[str, str]:
@@ -355,6 +369,10 @@ class WebShopProvider(EnvProvider):
             catalogue = _real_catalogue()
             return WebShopEnv(catalogue, lambda task: catalogue.goals[_task_number(task, "data")], expert, chosen)
         raise KeyError(task_set)
+
+    def remove_grade_text(self, text: str) -> str:
+        """A WebShop page without the purchase's score sentence (the env's own function)."""
+        return without_grade_text(text)
 
     def describe(self, task_set: str) -> dict:
         """The data behind the task set, for trace headers."""

@@ -9,10 +9,15 @@ off), refuses bodies over `max_body_bytes`, keeps at most `max_reply_chars` of a
 (what was cut is marked), raises LLMError for a reply of the wrong shape, and can keep an
 on-disk cache of responses keyed by the full request (useful for reruns and tests of prompts).
 
-`ask_json` is how a plugin's model roles (judges, reflectors, curators, summarisers) ask
-for one small JSON object. Their calls are not the agent's: while a runner plays an episode
-inside `judge_calls_reported(emit)`, each such call is reported as a `judge_call` event with
-its token counts, so the episode's record counts them apart from the agent's tokens.
+`complete(..., json_schema=SCHEMA)` asks for a reply that is one JSON object of that schema:
+the local model constrains its decoding with a grammar compiled from the schema; the HTTP
+client sends `response_format` (`json_schema`, falling back once per client to `json_object`
+and then to the prompt alone where the server refuses it). `Completion.mode` says which
+constraint was used. `playground.agents.structured.ask_structured` is how a plugin's model
+roles (judges, reflectors, curators, summarisers) ask for one: their calls are not the
+agent's: while a runner plays an episode inside `judge_calls_reported(emit)`, each such call
+is reported as a `judge_call` event with its role, token counts, whether its reply was usable
+and its mode, so the episode's record counts them apart from the agent's tokens.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -44,10 +49,22 @@ from playground.core.errors import PlaygroundError
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 60.0
+# Statuses with which a server refuses a `response_format` it does not support (an error body naming
+# `response_format` counts too, whatever its status); the client then tries the next, plainer one.
+REFUSAL_STATUS = {400, 404, 415, 422, 501}
+REPLY_FORMATS = ("json_schema", "json_object", "prompt")  # an HTTP client's structured-reply modes, strictest first
 
 
 class LLMError(PlaygroundError):
     """A model call failed for good (after retries) or returned something unusable."""
+
+
+class ResponseFormatRefused(LLMError):
+    """The server refused a request carrying `response_format` (see `REFUSAL_STATUS`)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -58,14 +75,16 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
+    mode: str = ""  # how a reply with a JSON schema was constrained: grammar, json_schema, json_object, prompt
 
 
 class ChatModel(Protocol):
     """What agents and plugins need from a model."""
 
     def complete(self, messages: list[dict], *, choices: list[str] | None = None,
-                 max_tokens: int | None = None) -> Completion:
-        """Return the reply to `messages`; `choices`, if the model supports it, constrains the reply to one of them."""
+                 max_tokens: int | None = None, json_schema: dict | None = None) -> Completion:
+        """Return the reply to `messages`; `choices`, if the model supports it, constrains the reply to one of them;
+        `json_schema` asks for one JSON object of that schema, as strictly as the model supports (`Completion.mode`)."""
 
 
 @dataclass
@@ -84,23 +103,60 @@ class HTTPChatModel:
     cache_dir: str | None = None
     max_body_bytes: int = 16 * 1024 * 1024
     max_reply_chars: int = 100_000
+    # How a reply with a JSON schema is asked for (one of REPLY_FORMATS): `json_schema` first; lowered for good, once
+    # per client, when the server refuses it and a plainer format worked. `json_object` requests carry the schema as
+    # `schema` too (llama.cpp's server constrains its decoding with it) until the server refuses that.
+    reply_format: str = "json_schema"
+    json_object_schema: bool = True
 
     def complete(self, messages: list[dict], *, choices: list[str] | None = None,
-                 max_tokens: int | None = None) -> Completion:
-        """Send one chat request (retrying transient failures) and return the reply."""
+                 max_tokens: int | None = None, json_schema: dict | None = None) -> Completion:
+        """Send one chat request (retrying transient failures) and return the reply.
+
+        With `json_schema`, the request asks for a JSON object of that schema by `response_format`, starting at
+        `reply_format`: a server that refuses it (HTTP 400, 404, 415, 422 or 501, or an error naming
+        `response_format`) is asked again with the next plainer format (json_schema, json_object with the schema,
+        json_object, none); the format that worked is kept for the later calls. A request refused in every format
+        raises its last error and changes nothing."""
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
                                 "max_tokens": max_tokens or self.max_tokens}
         if self.seed is not None:
             body["seed"] = self.seed
+        if json_schema is None:
+            return self._send(body, "")
+        ladder = _FORMAT_LADDER[self._format_step():]
+        for number, (mode, with_schema) in enumerate(ladder):
+            response_format = _response_format(mode, with_schema, json_schema)
+            request = {**body, "response_format": response_format} if response_format is not None else body
+            try:
+                completion = self._send(request, mode, refusable=response_format is not None)
+            except ResponseFormatRefused:
+                if number == len(ladder) - 1:
+                    raise
+                continue
+            self.reply_format = mode
+            if mode == "json_object":
+                self.json_object_schema = with_schema
+            return completion
+        raise AssertionError("unreachable: the last format carries no response_format")  # pragma: no cover
+
+    def _format_step(self) -> int:
+        """Where on `_FORMAT_LADDER` this client's remembered reply format starts."""
+        if self.reply_format == "json_object":
+            return 1 if self.json_object_schema else 2
+        return {"json_schema": 0, "prompt": 3}.get(self.reply_format, 0)
+
+    def _send(self, body: dict, mode: str, refusable: bool = False) -> Completion:
+        """One request (from the cache when it holds it), its completion marked with `mode`."""
         cached = self._cache_get(body)
         if cached is not None:
-            return cached
-        payload = self._post_with_retries(body)
-        completion = _parse_completion(payload, self.base_url, self.max_reply_chars)
+            return replace(cached, mode=mode)
+        payload = self._post_with_retries(body, refusable)
+        completion = replace(_parse_completion(payload, self.base_url, self.max_reply_chars), mode=mode)
         self._cache_put(body, completion)
         return completion
 
-    def _post_with_retries(self, body: dict) -> dict:
+    def _post_with_retries(self, body: dict, refusable: bool = False) -> dict:
         url = self.base_url.rstrip("/") + "/chat/completions"
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
@@ -114,6 +170,8 @@ class HTTPChatModel:
                 if status >= 400:
                     detail = raw[:300].decode("utf-8", "replace")
                     last_error = f"HTTP {status}: {detail}"
+                    if refusable and refuses_response_format(status, raw):
+                        raise ResponseFormatRefused(f"{url}: {last_error}", status)
                     if status not in RETRY_STATUS:
                         raise LLMError(f"{url}: {last_error}")
                     retry_after = retry_after_seconds(reply_headers.get("Retry-After"))
@@ -219,6 +277,55 @@ class HTTPChatModel:
         os.replace(tmp, path)
 
 
+_FORMAT_LADDER = (("json_schema", True), ("json_object", True), ("json_object", False), ("prompt", False))
+
+
+def _response_format(mode: str, with_schema: bool, schema: dict) -> dict | None:
+    """The `response_format` of a request in `mode` (None: the prompt alone asks for the object)."""
+    if mode == "json_schema":
+        name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "reply"))[:64]
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+    if mode == "json_object":  # the schema alongside is for servers that decode under its grammar (llama.cpp's)
+        return {"type": "json_object", **({"schema": grammar_schema(schema)} if with_schema else {})}
+    return None
+
+
+STRING_CHAR = r'[^"\\\x00-\x1f]'  # a character a grammar may write in a string: no quote, backslash or control
+
+
+def grammar_schema(schema: Any) -> Any:
+    """`schema` as a grammar should constrain decoding to it: a bounded string (`maxLength`/`minLength`) becomes a
+    `pattern` of plain characters (llama.cpp's converter writes such a string's characters as a rule with escapes,
+    whose deep nesting made sampling take a minute a reply), and a number bounded to [0, 1] one of its tenths
+    (the converter does not bound numbers). The reply is still validated against `schema` itself."""
+    if isinstance(schema, list):
+        return [grammar_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if (schema.get("type") == "string" and ("maxLength" in schema or "minLength" in schema)
+            and not {"pattern", "format", "enum", "const"} & schema.keys()):
+        low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
+        rest = {k: v for k, v in schema.items() if k not in ("minLength", "maxLength")}
+        return {**rest, "pattern": f"^{STRING_CHAR}{{{low},{'' if high is None else int(high)}}}$"}
+    if schema.get("type") == "number" and schema.get("minimum") == 0 and schema.get("maximum") == 1:
+        rest = {k: v for k, v in schema.items() if k not in ("type", "minimum", "maximum")}
+        return {**rest, "enum": [0, *(round(i / 10, 1) for i in range(1, 10)), 1]}
+    converted: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            converted[key] = {name: grammar_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "prefixItems", "anyOf", "oneOf", "allOf", "additionalProperties"):
+            converted[key] = grammar_schema(value)
+        else:
+            converted[key] = value
+    return converted
+
+
+def refuses_response_format(status: int, raw: bytes) -> bool:
+    """Whether an error reply refuses a request's `response_format`: a refusal status, or a body naming it."""
+    return status in REFUSAL_STATUS or b"response_format" in raw[:20_000]
+
+
 def retry_after_seconds(value: str | None) -> float | None:
     """Seconds to wait from a Retry-After header (delay-seconds or an HTTP date), at most 60;
     None when absent or unreadable."""
@@ -273,62 +380,26 @@ def _count(value: Any) -> int:
     return int(value)
 
 
-JSON_OBJECT = re.compile(r"\{.*\}", re.S)
 JUDGE_CALL = "judge_call"  # the trace event of a model call made for a plugin's role, not for the agent
-_judge_listener: ContextVar[Callable[[Completion], None] | None] = ContextVar("judge_listener", default=None)
+_judge_listener: ContextVar[Callable[[dict], None] | None] = ContextVar("judge_listener", default=None)
 
 
-def first_json_object(text: str) -> dict | None:
-    """The JSON object of a reply (from its first `{` to its last `}`, so inside a code fence or prose), or None
-    when there is none, it does not parse (or nests too deeply to parse) or is not an object."""
-    match = JSON_OBJECT.search(text)
-    if not match:
-        return None
-    try:
-        value = json.loads(match.group(0))
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def ask_json(model: ChatModel, system: str, user: str) -> dict | None:
-    """Ask `model` (a system and a user message) for a judge's answer; return the first JSON object of its reply,
-    or None (a failed call, or a reply with no usable object). The call is reported as a judge call."""
-    return ask_judge(model, system, user).value
-
-
-@dataclass(frozen=True)
-class JudgeReply:
-    """What a judge call gave: the reply's first JSON object (or None), its text, and the error of a failed call."""
-
-    value: dict | None
-    text: str = ""
-    error: str | None = None
-
-
-def ask_judge(model: ChatModel, system: str, user: str) -> JudgeReply:
-    """As `ask_json`, keeping the reply's text and a failed call's error (for records that say why)."""
-    try:
-        reply = model.complete([{"role": "system", "content": system}, {"role": "user", "content": user}])
-    except LLMError as exc:
-        return JudgeReply(None, error=str(exc))
-    report_judge_call(reply)
-    return JudgeReply(first_json_object(reply.text), reply.text)
-
-
-def report_judge_call(completion: Completion) -> None:
-    """Count a model call made for a plugin's role (not the agent's) in the episode being played, if any."""
+def report_judge_call(completion: Completion, *, role: str = "unknown", usable: bool = True,
+                      mode: str = "") -> None:
+    """Count a model call made for a plugin's role (not the agent's) in the episode being played, if any:
+    its role, tokens, whether its reply was usable and how it was constrained (`mode`, else the completion's)."""
     listener = _judge_listener.get()
     if listener is not None:
-        listener(completion)
+        listener({"role": role, "prompt_tokens": completion.prompt_tokens,
+                  "completion_tokens": completion.completion_tokens, "usable": bool(usable),
+                  "mode": mode or completion.mode or "prompt"})
 
 
 @contextmanager
 def judge_calls_reported(emit: Callable[[str, dict], Any]) -> Iterator[None]:
-    """While the block runs, report each judge call made in it (`ask_json`, `report_judge_call`) to `emit` as an
-    event `judge_call` with its `prompt_tokens` and `completion_tokens`."""
-    token = _judge_listener.set(lambda c: emit(JUDGE_CALL, {"prompt_tokens": c.prompt_tokens,
-                                                             "completion_tokens": c.completion_tokens}))
+    """While the block runs, report each judge call made in it (`ask_structured`, `report_judge_call`) to `emit`
+    as an event `judge_call` with its `role`, `prompt_tokens`, `completion_tokens`, `usable` and `mode`."""
+    token = _judge_listener.set(lambda data: emit(JUDGE_CALL, data))
     try:
         yield
     finally:
@@ -391,11 +462,17 @@ class LocalChatModel:
 
     With `choices`, decoding is constrained by a grammar to exactly one of the given
     strings (a template `verb[...]` to that verb with any one-line argument): the model
-    can then only answer with an admissible action.
+    can then only answer with an admissible action. With `json_schema`, by a grammar
+    compiled from the schema (llama.cpp's converter: it honours `enum`, `const`,
+    `required`, `additionalProperties`, `minLength`/`maxLength` and `minItems`/`maxItems`,
+    not `minimum`/`maximum`), so the reply is one JSON object of the schema's shape, or
+    one cut short by `max_tokens`: keep such schemas small and their strings bounded.
     """
 
+    reply_format = "grammar"  # how a reply with a JSON schema is constrained (see HTTPChatModel.reply_format)
     # SmolLM2 was trained with an 8,192-token context; 2,048 overflowed with a whole playbook in context.
     _loaded: dict[tuple, Any] = {}  # one model per (path, threads, n_ctx) per process: loading costs memory and time
+    _grammars: dict[str, Any] = {}  # schema text -> its compiled LlamaGrammar (compiling a bounded string is slow)
 
     def __init__(self, gguf: str | None = None, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
                  n_ctx: int = 8192, threads: int = 2) -> None:
@@ -418,11 +495,17 @@ class LocalChatModel:
         self.llm = self._loaded[key]
 
     def complete(self, messages: list[dict], *, choices: list[str] | None = None,
-                 max_tokens: int | None = None) -> Completion:
-        """Generate a reply locally; `choices` constrains it to one of the strings."""
+                 max_tokens: int | None = None, json_schema: dict | None = None) -> Completion:
+        """Generate a reply locally; `choices` constrains it to one of the strings, `json_schema` to a JSON object
+        of that schema (`choices` and `json_schema` together are an error)."""
         kwargs: dict[str, Any] = {"messages": messages, "temperature": self.temperature,
                                   "max_tokens": max_tokens or self.max_tokens, "seed": self.seed}
-        if choices:
+        if choices and json_schema is not None:
+            raise ValueError("complete(): give choices or json_schema, not both")
+        mode = ""
+        if json_schema is not None:
+            kwargs["grammar"], mode = self._schema_grammar(json_schema), self.reply_format
+        elif choices:
             from llama_cpp import LlamaGrammar
 
             alternatives = " | ".join(_grammar_alternative(c) for c in choices)
@@ -431,4 +514,17 @@ class LocalChatModel:
             reply = self.llm.create_chat_completion(**kwargs)
         except Exception as exc:  # noqa: BLE001 - llama.cpp raises plain exceptions (e.g. context overflow)
             raise LLMError(f"local model {self.path.name}: {type(exc).__name__}: {exc}") from exc
-        return _parse_completion(reply, str(self.path.name))
+        return replace(_parse_completion(reply, str(self.path.name)), mode=mode)
+
+    @classmethod
+    def _schema_grammar(cls, schema: dict) -> Any:
+        """The grammar of `schema` (compiled once per schema text per process); LLMError when it cannot be."""
+        key = json.dumps(schema)  # property order matters: the grammar writes the properties in it
+        if key not in cls._grammars:
+            from llama_cpp import LlamaGrammar
+
+            try:
+                cls._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(grammar_schema(schema)), verbose=False)
+            except Exception as exc:  # noqa: BLE001 - the converter raises plain exceptions for schemas it lacks
+                raise LLMError(f"no grammar for the JSON schema: {type(exc).__name__}: {exc}") from exc
+        return cls._grammars[key]

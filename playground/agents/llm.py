@@ -8,8 +8,10 @@ its first line goes to the env as the action, so the failure is visible to the h
 as an invalid action instead of crashing the run. `Action: finish` declares the task done.
 
 With `constrained=True` (models that support it), decoding is limited to the admissible
-actions, or to the actions an intervention message offers when it offers some; a
-template such as `search[...]` admits any one-line argument.
+actions, or to the actions an intervention message offers when the message restricts the
+agent to them (`InterventionMessage.restrict`); actions a message merely suggests leave
+decoding over the admissible actions. A template such as `search[...]` admits any
+one-line argument.
 """
 
 from __future__ import annotations
@@ -100,7 +102,9 @@ class LLMAgent:
     def propose(self, view: AgentView) -> Proposal:
         messages = render_prompt(view, self.window, self.max_obs_chars)
         if self.constrained and view.admissible_actions:
-            offered = [a for a in (view.message.actions if view.message else ())
+            # only a message that restricts the agent narrows decoding; offered actions are otherwise suggestions
+            message = view.message
+            offered = [a for a in (message.actions if message is not None and message.restrict else ())
                        if is_admissible(a, view.admissible_actions)]
             reply = self.model.complete(messages, choices=offered or list(view.admissible_actions))
             return Proposal("", reply.text.strip(), False, reply.prompt_tokens, reply.completion_tokens,

@@ -86,6 +86,14 @@ complete, and the env's check where it is a cut.
 Failure-injection agents (the `noisy` instrument) may ask an env how a failure looks
 there: an env that knows sets `failure_variants()` (see `TextEnv.failure_variants`);
 agents reach the env through their optional `bind_env(env)`, called before each episode.
+
+Some envs print grades in their observations: a score line ("Your score has just gone up by
+one point."), a win or loss banner ("*** The End ***"), a purchase's score. The agent reads
+them, but nothing that judges a step or a recovery may: an env that prints grade text says
+what it is through `remove_grade_text(text)` (see `TextEnv.remove_grade_text`; the default
+keeps the text). The loop hands the method to plugins as `EpisodeStart.remove_grade_text`, and
+`EnvProvider.remove_grade_text` gives readers of traces (post-hoc judges) the same function.
+`grade_text_pattern` and `cut_grade_text` are the shared pieces for writing one.
 """
 
 from __future__ import annotations
@@ -263,6 +271,22 @@ class TextEnv(gymnasium.Env):
         """
         return None
 
+    def remove_grade_text(self, text: str) -> str:
+        """`text` (an observation of this env) without the grade text the env prints in it.
+
+        Grade text is whatever tells how well the task is going or went rather than what
+        happened: score lines ("Your score has just gone up by one point.", "You scored 1
+        out of a possible 1, in 5 turns."), win and loss banners ("*** The End ***", "*** You
+        lost! ***"), any score or verdict the env prints (a purchase's "Your score (min 0.0,
+        max 1.0): 0.75"). The agent reads it; detectors, verifiers, summarisers and judges see
+        observations only through this method (`EpisodeStart.remove_grade_text`, and for
+        traces `EnvProvider.remove_grade_text`), so none of them can tell a recovery worked
+        from the env's grade. An env removes whole sentences or lines and keeps the rest of
+        the observation as it was (`cut_grade_text`); text with no grade text comes back
+        unchanged. Default: the text unchanged (an env that prints no grade).
+        """
+        return text
+
     def failure_variants(self) -> Mapping[str, FailureVariant]:
         """How the next action looks under failure modes, for failure-injection agents only.
 
@@ -362,6 +386,41 @@ def path_from_env(variable: str) -> Path | None:
     """The path an environment variable names (`~` expanded), or None when it is unset or empty."""
     value = os.environ.get(variable, "").strip()
     return Path(value).expanduser() if value else None
+
+
+def grade_text_pattern(*phrases: str) -> re.Pattern[str]:
+    """One pattern for an env's grade text: any of the regular expressions `phrases` (each matching
+    within one line), with the spaces before it, for `cut_grade_text`."""
+    return re.compile(r"[ \t]*(?:" + "|".join(f"(?:{phrase})" for phrase in phrases) + ")")
+
+
+def cut_grade_text(text: str, pattern: re.Pattern[str]) -> str:
+    """`text` without every match of `pattern` (an env's grade text, `grade_text_pattern`), tidied.
+
+    A line left empty by the cut goes, and with it a blank line that would double another
+    (or that would open or close the text); a line cut in part keeps its indentation and
+    loses the spaces the cut left at its ends. Lines without a match stay as they are, and
+    text with no match comes back unchanged (so cutting twice is cutting once).
+    """
+    if pattern.search(text) is None:
+        return text
+    kept: list[str] = []
+    dropped = False  # the last line looked at was cut away whole
+    for line in text.split("\n"):
+        cut = pattern.sub("", line)
+        if cut == line:
+            if dropped and not line.strip() and (not kept or not kept[-1].strip()):
+                continue  # a blank line next to another one (or at the start) once the cut line is gone
+            kept.append(line)
+            dropped = False
+        elif cut.strip():
+            kept.append(line[: len(line) - len(line.lstrip())] + cut.strip())
+            dropped = False
+        else:
+            dropped = True
+    while dropped and kept and not kept[-1].strip():
+        kept.pop()
+    return "\n".join(kept)
 
 
 TEMPLATE_ARGUMENT = "[...]"
@@ -507,6 +566,15 @@ class EnvProvider:
     def describe(self, task_set: str) -> dict:
         """Return what a trace header records: package version, data hash or seeds."""
         return {"env": self.name, "task_set": task_set}
+
+    def remove_grade_text(self, text: str) -> str:
+        """`text` (an observation of this provider's env) without the grade text the env prints in it.
+
+        The same function as its envs' `TextEnv.remove_grade_text`, for readers that have no
+        env (post-hoc judges reading a trace, whose header names the env). Default: the text
+        unchanged.
+        """
+        return text
 
     def data_files(self, task_set: str) -> Mapping[str, str]:
         """Return the files whose content defines `task_set`, by name (e.g. a benchmark's task files): the run's

@@ -21,6 +21,7 @@ checkpoints per branch; the oldest of the branch goes first, never the episode's
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
@@ -38,6 +39,7 @@ from playground.core.payloads import (
     StepContext,
     StepOutcome,
     Turn,
+    keep_text,
     to_dict,
 )
 from playground.core.view_record import ViewRecorder
@@ -228,7 +230,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     state.started = True
     hooks.call("episode_started", start=EpisodeStart(
         config.ids, config.agent, config.seed, goal, observation, config.max_steps, config.playbook, config.params,
-        info))
+        info, _grade_text_remover(env, config, emit)))
 
     history: list[Turn] = []
     tree = _CheckpointTree(config.max_checkpoints_per_branch)
@@ -305,6 +307,36 @@ def _env_step(env, action: str, info: dict) -> tuple[str, float, bool, bool, dic
         before = {key: value for key, value in info.items() if key != "structure"}  # the last step's, not this one's
         after = {**before, **failure.info, "valid_action": False, "failure": failure.failure()}
         return f"{failure.kind}: {failure.message}", 0.0, False, False, after
+
+
+def _grade_text_remover(env, config: EpisodeConfig, emit: Emit) -> Callable[[str], str]:
+    """The env's `remove_grade_text` as plugins get it (`EpisodeStart.remove_grade_text`; `keep_text` for an env
+    without one), guarded: where the env's method raises or returns no text, the observation is withheld (""),
+    never shown with its grade text, and an `error` event says so (once per episode); with `strict` the fault
+    is the episode's error (the plugin that asked ends it, as `_call` ends it for the env's other methods)."""
+    method = getattr(env, "remove_grade_text", None)
+    if not callable(method):
+        return keep_text
+    reported: list[bool] = []
+
+    @functools.wraps(method)
+    def remove_grade_text(text: str) -> str:
+        try:
+            cleaned = method(text)
+            if not isinstance(cleaned, str):
+                raise TypeError(f"returned {type(cleaned).__name__}, not text")
+            return cleaned
+        except Exception as exc:
+            message = f"env remove_grade_text failed: {format_exception(exc)}"
+            if config.strict:
+                raise EpisodeError(message) from exc
+            if not reported:
+                reported.append(True)
+                emit("error", {"message": message + " (the observation was withheld from the plugin that asked; "
+                                           "the episode goes on)", "fatal": False})
+            return ""
+
+    return remove_grade_text
 
 
 def _verdicts(verdicts: list, emit: Emit) -> None:

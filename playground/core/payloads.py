@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from playground.core.errors import PlaygroundError
 
@@ -47,6 +47,11 @@ def _freeze_fields(record: Any, *names: str) -> None:
     """Replace the named fields of a frozen dataclass by frozen copies (for `__post_init__`)."""
     for name in names:
         object.__setattr__(record, name, freeze(getattr(record, name)))
+
+
+def keep_text(text: str) -> str:
+    """The identity on text: `EpisodeStart.remove_grade_text` of an env that prints no grade text."""
+    return text
 
 
 class PayloadError(PlaygroundError, ValueError):
@@ -133,7 +138,11 @@ class InterventionMessage:
 
     `kind` is e.g. "hard_repair" or "soft_repair"; `actions` is an optional ranked list
     of actions offered (hard repair); `labels` are the failure labels of the lessons
-    included, so simple agents can react to them without parsing `text`.
+    included, so simple agents can react to them without parsing `text`. `restrict`
+    False (the default): the offered actions are suggestions, and the agent still chooses
+    from its own action space (a constrained decoder keeps decoding over the env's
+    admissible actions); True: the agent must choose one of `actions` (a shortlist the
+    intervention picked, e.g. a harness's shortlist variant).
     """
 
     kind: str
@@ -141,6 +150,7 @@ class InterventionMessage:
     failure_type: str = ""
     actions: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
+    restrict: bool = False
 
 
 @dataclass(frozen=True)
@@ -321,6 +331,10 @@ class EpisodeStart:
     params: Mapping[str, Any] = field(default_factory=dict)
     # The env's reset info, read-only: env-specific facts a plugin may need (e.g. an API's documentation).
     env_info: Mapping[str, Any] = field(default_factory=dict)
+    # The env's `remove_grade_text` (`TextEnv.remove_grade_text`): an observation without the grade text the env
+    # prints in it (score lines, win/loss banners). Whatever judges a step or a recovery reads observations only
+    # through it; `keep_text` (the identity) for an env that prints none. Not written to traces.
+    remove_grade_text: Callable[[str], str] = keep_text
 
     def __post_init__(self) -> None:
         _freeze_fields(self, "params", "env_info")

@@ -6,8 +6,9 @@ plugins, the env's description (its `describe()`, as in trace headers) and the S
 each data file the env names (`EnvProvider.data_files`), a hash of the task list, the
 agent, its options and the SHA-256 of its model file (an agent that runs from a weights
 file exposes its path as `model_file`), the run's seed, step budget, parameters and
-harness fingerprints, and each harness's playbook content hash before the run's first
-episode and after its last.
+harness fingerprints, each harness's playbook content hash before the run's first
+episode and after its last, and how the model roles' replies were constrained
+(`judge_reply_modes`, after the run).
 
 `lock_differences` lists the fields of two locks that differ in what matters: everything
 but the time it was written and the playbooks' hashes after the run (outcomes, not
@@ -25,15 +26,16 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from playground.core.errors import PlaygroundError
 from playground.run.files import atomic_write_text
+from playground.run.report import merge_judge_replies
 
 LOCK_FILE = "lock.json"
 LOCK_VERSION = 1
 # Fields that are records, not inputs: never a reason to refuse a run.
-NOT_COMPARED = ("created", "trials", "agent.model_file.path")
+NOT_COMPARED = ("created", "trials", "agent.model_file.path", "judge_reply_modes")
 # What `playground compare` warns about: the software, the env's data and tasks, the model.
 COMPARE_FIELDS = ("playground", "python", "distributions", "env", "data_files", "tasks", "agent.model_file")
 
@@ -168,10 +170,15 @@ def build_lock(host, config, fingerprints: Mapping[str, str], playbooks: Mapping
     }
 
 
-def finish_lock(lock: dict[str, Any], host=None) -> dict[str, Any]:
-    """The lock with each playbook's hash after the run filled in."""
+def finish_lock(lock: dict[str, Any], host=None, records: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The lock with each playbook's hash after the run filled in, and, where the run's model roles made judge
+    calls, how their replies were constrained (`judge_reply_modes`: per role, calls per mode, e.g. "grammar",
+    "json_schema", or "json_object" after an endpoint refused a schema): learnt while playing, so recorded after."""
     for entry in lock["playbooks"].values():
         entry["after"] = playbook_hash(entry["path"], host)
+    replies = merge_judge_replies(records)
+    if replies:
+        lock["judge_reply_modes"] = {role: counts["modes"] for role, counts in replies.items()}
     return lock
 
 

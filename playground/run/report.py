@@ -32,6 +32,20 @@ def tally_trace(events: Iterable[dict]) -> dict[str, Any]:
     return tally.as_record()
 
 
+def merge_judge_replies(records: Iterable[dict]) -> dict[str, dict[str, Any]]:
+    """The `judge_replies` of several records (a cascade's attempts, a harness's episodes) added up: per role,
+    its calls, the unusable ones among them and the calls per mode."""
+    total: dict[str, dict[str, Any]] = {}
+    for record in records:
+        for role, counts in (record.get("judge_replies") or {}).items():
+            entry = total.setdefault(role, {"calls": 0, "unusable": 0, "modes": Counter()})
+            entry["calls"] += int(counts.get("calls") or 0)
+            entry["unusable"] += int(counts.get("unusable") or 0)
+            entry["modes"].update({str(mode): int(n) for mode, n in (counts.get("modes") or {}).items()})
+    return {role: {"calls": entry["calls"], "unusable": entry["unusable"],
+                   "modes": dict(sorted(entry["modes"].items()))} for role, entry in sorted(total.items())}
+
+
 COMPLETED_FIELDS = ("failures", "lessons_retrieved", "lessons_helped")  # counted from traces for older records
 
 
@@ -61,7 +75,9 @@ class EpisodeTally:
     verdict counts for the labels detected with its failure type at its repair step);
     `lessons_retrieved`, the lesson ids interventions showed the agent (an intervention
     lists them in its decision's `details["lessons"]`); and `lessons_helped`, verdicts of
-    "resolved" on repairs that showed lessons.
+    "resolved" on repairs that showed lessons; and `judge_replies`, per role of the plugins' model
+    calls (`judge_call` events), the calls, the unusable replies among them and the calls per
+    mode (in the record only when the episode made judge calls).
     """
 
     OPTIONAL_COUNTERS = ("schema_invalid_steps",)  # in the record only where the env gives what they count
@@ -77,6 +93,7 @@ class EpisodeTally:
         self.completion_tokens = 0
         self.judge_prompt_tokens = 0  # spent by the plugins' model roles (judges, reflectors, ...), not the agent
         self.judge_completion_tokens = 0
+        self.judge_replies: dict[str, dict[str, Any]] = {}  # per role: calls, unusable replies, calls per mode
         self.schema_checked = False  # the env checks actions against a schema (proposals carry `schema_problems`)
         self.schema_invalid_steps = 0  # actions sent to the env although its schema check found problems
         self._proposed: tuple[str, bool] | None = None  # the last proposal's action, and whether it broke the schema
@@ -119,6 +136,11 @@ class EpisodeTally:
         elif event_type == "judge_call":
             self.judge_prompt_tokens += int(data.get("prompt_tokens") or 0)
             self.judge_completion_tokens += int(data.get("completion_tokens") or 0)
+            entry = self.judge_replies.setdefault(str(data.get("role") or "unknown"),
+                                                  {"calls": 0, "unusable": 0, "modes": Counter()})
+            entry["calls"] += 1
+            entry["unusable"] += data.get("usable") is False
+            entry["modes"][str(data.get("mode") or "unknown")] += 1
         elif event_type == "proposal":
             self.prompt_tokens += int(data.get("prompt_tokens") or 0)
             self.completion_tokens += int(data.get("completion_tokens") or 0)
@@ -142,6 +164,8 @@ class EpisodeTally:
             "completion_tokens": self.completion_tokens,
             "judge_prompt_tokens": self.judge_prompt_tokens,
             "judge_completion_tokens": self.judge_completion_tokens,
+            **({"judge_replies": merge_judge_replies([{"judge_replies": self.judge_replies}])}
+               if self.judge_replies else {}),
             **({"schema_invalid_steps": self.schema_invalid_steps} if self.schema_checked else {}),
         }
 
@@ -172,6 +196,7 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "judge_completion_tokens": total("judge_completion_tokens"),
         "tokens_per_episode": _per_episode(records, "prompt_tokens", "completion_tokens"),
         "judge_tokens_per_episode": _per_episode(records, "judge_prompt_tokens", "judge_completion_tokens"),
+        **({"judge_replies": merge_judge_replies(records)} if any("judge_replies" in r for r in records) else {}),
         "success_ci95": wilson_interval(sum(1 for r in records if r.get("won")), n),
         "resolved_share": _share(total("verified_recoveries"),
                                  total("verified_recoveries") + total("unresolved_recoveries")),

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from playground.agents.base import bind_env
 from playground.agents.client import judge_calls_reported
+from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.errors import PlaygroundError, format_exception
 from playground.core.loop import EpisodeConfig, run_episode
@@ -32,7 +33,7 @@ from playground.run.costs import attempt_cost
 from playground.run.executors import Executor, Job, make_executor
 from playground.run.files import confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
-from playground.run.report import EpisodeTally, merge_failures, summarise_run
+from playground.run.report import EpisodeTally, merge_failures, merge_judge_replies, summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
 from playground.run.traces import TraceWriter
 
@@ -341,7 +342,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                                 rundir.records.values())
         summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps)
         rundir.write_summary(summary)
-        write_lock(rundir.path, finish_lock(lock, host), previous_lock)
+        write_lock(rundir.path, finish_lock(lock, host, rundir.records.values()), previous_lock)
         return summary
     finally:
         rundir.close()
@@ -536,6 +537,8 @@ def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
         merged[key] = sum(a.get(key) or 0 for a in attempts)
     merged["interventions"] = dict(sum((Counter(a["interventions"]) for a in attempts), Counter()))
     merged["failures"] = merge_failures(attempts)
+    if any("judge_replies" in a for a in attempts):
+        merged["judge_replies"] = merge_judge_replies(attempts)
     merged["trace"] = attempts[0]["trace"]
     merged["verifier"] = spec.verifier
     merged["attempts"] = [{"interventions": list(names), "won": a["won"], "status": a["status"], "steps": a["steps"],
@@ -585,13 +588,15 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
     try:
         try:
             env, agent = player.instances()
-            interventions = [(name, resolve_intervention(host, name).factory(params)) for name in names]
-            observers = [(o.name, o.factory()) for o in host.observers]
-            hooks = EpisodeHooks(interventions, observers)
-            episode_config = EpisodeConfig(run_id, play.episode, config.env, task_id, harness, config.agent, seed,
-                                           config.max_steps, playbook_path(config, harness), params, config.strict,
-                                           config.task_set, attempt)
-            with judge_calls_reported(play.emit):  # the tokens its plugins' model roles spend count in its record
+            # the plugins' model roles may use the agent's own model (`shared_agent_model`), and the tokens
+            # they spend count in the episode's record, apart from the agent's
+            with agent_model_shared(getattr(agent, "model", None)), judge_calls_reported(play.emit):
+                interventions = [(name, resolve_intervention(host, name).factory(params)) for name in names]
+                observers = [(o.name, o.factory()) for o in host.observers]
+                hooks = EpisodeHooks(interventions, observers)
+                episode_config = EpisodeConfig(run_id, play.episode, config.env, task_id, harness, config.agent,
+                                               seed, config.max_steps, playbook_path(config, harness), params,
+                                               config.strict, config.task_set, attempt)
                 result = run_episode(env, agent, hooks, episode_config, play.emit)
             status, won, steps, error = result.status, result.won, result.steps, result.error
             score, max_score = result.score, result.max_score

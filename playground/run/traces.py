@@ -5,8 +5,9 @@ seeds or data hash, the task, harness and agent (with its options), the seed, th
 budget and the parameters: enough to rebuild the episode's start state. Then come the
 loop's events: reset, checkpoint, proposal (with the view the agent saw), prompt (each
 long text of those views once, by hash), detection, intervention, rollback, step,
-verification, lesson, error, end; and `judge_call`, the token counts of each model call a
-plugin's role made (`playground.agents.client.ask_json`), apart from the agent's.
+verification, lesson, error, end; and `judge_call`, each model call a plugin's role made
+(`playground.agents.structured.ask_structured`): its role, token counts (apart from the
+agent's), whether its reply was usable and how it was constrained (`mode`).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from playground.agents.base import bind_env
 from playground.agents.client import judge_calls_reported
+from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, EpisodeResult, run_episode
 from playground.core.payloads import AgentView, Proposal
@@ -90,6 +91,6 @@ def play(env, agent, plugins: Iterable[Any] = (), *, task: str = "tiny-0", max_s
                            attempt=attempt)
     bind_env(agent, env)
     emit = lambda kind, data: played.events.append((kind, data))  # noqa: E731
-    with judge_calls_reported(emit):
+    with agent_model_shared(getattr(agent, "model", None)), judge_calls_reported(emit):
         played.result = run_episode(env, agent, hooks, config, emit)
     return played

@@ -19,7 +19,12 @@ In the spirit of gymnasium's `check_env`, for playground's own promises:
 - a schema check (`check_action`, where the env has one): it returns None or a list of
   `SchemaProblem`, and the expert's actions pass it, each checked in the state it is played from;
 - an admissible list that is a cut (`admissible_complete` False): the env's check gives a verdict
-  (not None) and the invalid action does not pass it.
+  (not None) and the invalid action does not pass it;
+- grade text (`remove_grade_text`, where the env or its provider overrides the default): it
+  leaves a plain observation without grade text (`PLAIN_OBSERVATION`) unchanged; on every
+  observation of a play (the reset's and the plan's) it returns text, cutting twice is cutting
+  once (idempotent), and the provider's `EnvProvider.remove_grade_text` (through which post-hoc
+  judges read traces) gives the env's result.
 
 Every failure is an AssertionError naming the env, task set, task and check.
 
@@ -37,6 +42,7 @@ from playground.core.env import (
     FAILURE_KINDS,
     REQUIRED_INFO,
     EnvProvider,
+    TextEnv,
     is_admissible,
     is_template,
 )
@@ -44,6 +50,8 @@ from playground.core.payloads import SchemaProblem
 
 INVALID_ACTION = "xyzzy plugh frobnicate"  # no env's command
 STATE_KEYS = ("goal", "admissible_actions", "won", "lost", "score", "max_score", "action_kinds")
+# an observation with no grade text in any env: `remove_grade_text` gives it back as it is
+PLAIN_OBSERVATION = "You open the drawer. Inside it you see a pencil and a folded letter.\n\nExits: north, east."
 
 
 def check_env(provider: EnvProvider, task_set: str | None = None, *, split: str | None = None, tasks: int = 2,
@@ -155,6 +163,7 @@ class _EnvCheck:
             if getattr(env, "can_snapshot", False):
                 self.check_snapshot(env)
             self.check_steps(env)
+            self.check_grade_text(env)
             self.check_schema(env)
             self.fail_unless(self.reset(env) == first, "reuse: after it has played, resetting the env to the task "
                              "gives its initial state again (a run plays many episodes on one env)")
@@ -210,6 +219,32 @@ class _EnvCheck:
         self.reset(env)
         self.fail_unless(_comparable(self.play(env, self.plan(info))) == _comparable(played),
                          "determinism: the same actions from the same reset give the same results")
+
+    def check_grade_text(self, env) -> None:
+        """An env that removes grade text (its `remove_grade_text`, or its provider's, not the default): a plain
+        observation comes back unchanged; on every observation of a play it returns text, cutting twice is cutting
+        once, and the provider's function gives the env's result."""
+        remove = getattr(env, "remove_grade_text", None)
+        if not callable(remove):
+            return  # no `TextEnv`: the loop hands plugins the identity
+        env_cuts = getattr(type(env), "remove_grade_text", None) is not TextEnv.remove_grade_text
+        provider_cuts = getattr(type(self.provider), "remove_grade_text", None) is not EnvProvider.remove_grade_text
+        if not (env_cuts or provider_cuts):
+            return  # the default keeps the text: an env that prints no grade
+        cut = remove(PLAIN_OBSERVATION)
+        self.fail_unless(isinstance(cut, str) and cut == PLAIN_OBSERVATION, "remove_grade_text leaves an "
+                         "observation without grade text unchanged", f"{PLAIN_OBSERVATION!r} became {cut!r:.200}")
+        observation, info = self.reset(env)
+        for text in [observation, *(result[0] for result in self.play(env, self.plan(info)))]:
+            cut = remove(text)
+            self.fail_unless(isinstance(cut, str), "remove_grade_text returns text",
+                             f"{type(cut).__name__} for {text!r:.200}")
+            again = remove(cut)
+            self.fail_unless(again == cut, "remove_grade_text is idempotent (cutting twice is cutting once)",
+                             f"{text!r:.200} cut once is {cut!r:.200}, twice {again!r:.200}")
+            by_provider = self.provider.remove_grade_text(text)
+            self.fail_unless(by_provider == cut, "the provider's remove_grade_text gives the env's result",
+                             f"{text!r:.200}: the env's {cut!r:.200}, the provider's {by_provider!r:.200}")
 
     def check_schema(self, env) -> None:
         check = getattr(env, "check_action", None)

@@ -4,7 +4,9 @@ A corridor of rooms; the goal names one object somewhere in the corridor that mu
 brought back to the first room and dropped there. Other objects are distractors.
 Everything is generated from the task's seed, so it needs no files and resets in
 microseconds, yet it behaves like the real envs: sorted admissible actions, invalid
-actions that change nothing, an expert plan, won/lost, a score, and snapshots.
+actions that change nothing, an expert plan, won/lost, a score, and snapshots. The drop
+that solves the task prints a win banner ("Well done: ..."), which `remove_grade_text`
+removes for judges, as the real envs' score lines and banners.
 """
 
 from __future__ import annotations
@@ -13,11 +15,30 @@ import copy
 import random
 from typing import Any
 
-from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv, command_kinds, seed_range
+from playground.core.env import (
+    EnvInfo,
+    EnvProvider,
+    TaskSet,
+    TextEnv,
+    command_kinds,
+    cut_grade_text,
+    grade_text_pattern,
+    seed_range,
+)
 from playground.core.hookspecs import hookimpl
 
 ROOMS = ["hall", "kitchen", "study", "garden", "cellar", "attic"]
 OBJECTS = ["red key", "blue mug", "old map", "silver coin", "green apple", "brass lamp", "paper note"]
+
+
+# the win banner after the drop that solves the task: "Well done: the red key is back in the hall."
+GRADE_TEXT = grade_text_pattern(r"Well done: the [^.\n]+ is back in the [^.\n]+\.")
+
+
+def without_grade_text(text: str) -> str:
+    """An observation without the win banner ("You drop the red key. Well done: the red key is back in the hall."
+    -> "You drop the red key."): `TinyEnv.remove_grade_text`, `TinyProvider`'s too."""
+    return cut_grade_text(text, GRADE_TEXT)
 
 
 def _world(seed: int) -> dict:
@@ -154,6 +175,10 @@ class TinyEnv(TextEnv):
             info["expert_plan"] = self._plan()
         return info
 
+    def remove_grade_text(self, text: str) -> str:
+        """The observation without the win banner ("Well done: the red key is back in the hall.")."""
+        return without_grade_text(text)
+
     def snapshot(self) -> dict:
         """Return a deep copy of the world state."""
         return copy.deepcopy(self.state)
@@ -177,6 +202,10 @@ class TinyProvider(EnvProvider):
         if task_set not in self.task_sets():
             raise ValueError(f"tiny: unknown task set {task_set!r}; choose from: default")
         return TinyEnv(expert=expert, task_set=self.task_sets()[task_set])
+
+    def remove_grade_text(self, text: str) -> str:
+        """An observation without the win banner (the env's own function)."""
+        return without_grade_text(text)
 
     def describe(self, task_set: str) -> dict:
         return {"env": "tiny", "task_set": task_set, "version": "1", "seeds": "train 0+, dev 10000+, test 20000+"}

@@ -8,6 +8,7 @@ import os
 import click
 
 from playground.cli.options import CLIError, parse_pairs
+from playground.core.payloads import keep_text
 
 
 @click.group("aed")
@@ -45,7 +46,27 @@ def diagnose_command(run_dir: str, producer: str, llm_base_url: str | None, mode
             raise CLIError("--producer llm needs --llm-base-url and --model, or --llm-local")
         else:
             chat = HTTPChatModel(llm_base_url, model, os.environ.get(api_key_env) or None, max_tokens=512)
-    click.echo(json.dumps(diagnose_run(run_dir, producer, chat), indent=2))
+    remove_grade_text = _grade_text_remover(run_dir) if producer == "llm" else keep_text
+    click.echo(json.dumps(diagnose_run(run_dir, producer, chat, remove_grade_text), indent=2))
+
+
+def _grade_text_remover(run_dir: str):
+    """The `remove_grade_text` of the env RUN_DIR played (its config.json names it), through the host's registry:
+    the LLM producer's prompt shows no grade text the env prints."""
+    from pathlib import Path
+
+    from playground.host.manager import get_host
+    from playground.run.rundir import RunDirError, read_config
+
+    try:
+        env = str(read_config(Path(run_dir) / "config.json").get("env", ""))
+    except RunDirError as exc:
+        raise CLIError(str(exc)) from None
+    host = get_host()
+    if env not in host.envs:
+        raise CLIError(f"{run_dir}: its env {env!r} is not loaded, so the grade text it prints cannot be removed "
+                       f"from the LLM producer's prompt; loaded envs: {', '.join(host.envs.names()) or '(none)'}")
+    return host.envs.get(env).provider.remove_grade_text
 
 
 @aed_group.command("replay")

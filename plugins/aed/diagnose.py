@@ -21,7 +21,9 @@ Otherwise it is rejected and counted by reason (`REJECT_REASONS`).
 
 Producers: `rule` (from the detection events, such as Sentry's, and the invalid actions
 the env reported, with the correction the trace itself shows or the admissible action
-closest to a rejected one) and `llm` (a chat model asked for JSON, see `llm_diagnoses`).
+closest to a rejected one) and `llm` (a chat model asked for JSON, see `llm_diagnoses`; its
+prompt shows every observation without the grade text the env prints, through the env
+provider's `remove_grade_text`).
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rapidfuzz import fuzz
 
-from playground.agents.client import LLMError, first_json_object
+from playground.agents.structured import CALL_FAILED, ask_structured
 from playground.core.env import is_admissible
+from playground.core.payloads import keep_text
 from playground.run.forks import EpisodeTrace, RecordedStep, load_episode
 from playground.run.rundir import load_records, record_trace
 
@@ -224,35 +227,53 @@ LLM_SYSTEM = (
     '"correction_reason": "..."}')
 MAX_OBS = 300
 MAX_ACTIONS = 40
+LLM_ROLE = "aed.diagnoser"  # as its model calls are counted
+# The reply's schema. Loose where `check_record` says more (a quotation too short or not in the trace, a step out of
+# range, a null correction without a reason are rejected by it, by name); strings bounded so a small model ends.
+LLM_SCHEMA = {"type": "object", "properties": {
+    "step": {"type": "integer"},
+    "explanation": {"type": "string", "maxLength": 400},
+    "quotations": {"type": "array", "items": {"type": "string", "maxLength": MAX_OBS}, "maxItems": 3},
+    "correction": {"anyOf": [{"type": "string", "maxLength": 200}, {"type": "null"}]},
+    "correction_reason": {"type": "string", "maxLength": 300},
+}, "required": ["step", "explanation", "quotations", "correction", "correction_reason"], "additionalProperties": False}
 
 
-def render_trace(episode: EpisodeTrace) -> str:
-    """The trace as the LLM diagnoser reads it: goal, status, and each step's valid actions, action and result."""
+def render_trace(episode: EpisodeTrace, remove_grade_text: Callable[[str], str] = keep_text) -> str:
+    """The trace as the LLM diagnoser reads it: goal, status, and each step's valid actions, action and result,
+    every observation without the grade text its env prints (`remove_grade_text`, the env provider's)."""
+    start = remove_grade_text(str(episode.reset.get("observation", "")))
     lines = [f"Goal: {episode.reset.get('goal', '')}", f"Episode status: {episode.status}",
-             f"Start: {str(episode.reset.get('observation', ''))[:MAX_OBS]}"]
+             f"Start: {start[:MAX_OBS]}"]
     for step in [*episode.steps, *([episode.tail] if episode.tail else [])]:
         actions = step.admissible
         shown = ", ".join(actions[:MAX_ACTIONS]) + (" ..." if len(actions) > MAX_ACTIONS else "") if actions else "-"
         if step.action:
             lines.append(f"Step {step.position}: valid actions: {shown}\n  action: {step.action}\n"
-                         f"  result{'' if step.valid else ' (rejected)'}: {step.observation[:MAX_OBS]}")
+                         f"  result{'' if step.valid else ' (rejected)'}: "
+                         f"{remove_grade_text(step.observation)[:MAX_OBS]}")
         else:
             lines.append(f"Step {step.position}: valid actions: {shown}\n  the agent declared the task finished")
     return "\n".join(lines)
 
 
-def llm_diagnoses(episode: EpisodeTrace, trace: str, model: Any) -> list[dict]:
-    """One diagnosis from a chat model (`ChatModel.complete(messages)`); an unparseable reply is a record
-    marked `unparseable_reply`, and a failed model call (an endpoint down, a trace longer than the model's
-    context) one marked `model_error`, so both are counted among the rejected and the run goes on."""
-    messages = [{"role": "system", "content": LLM_SYSTEM}, {"role": "user", "content": render_trace(episode)}]
-    try:
-        reply = model.complete(messages)
-    except LLMError as exc:
-        return [{"trace": trace, "producer": "llm", "model_error": str(exc)[:2000]}]
-    parsed = first_json_object(reply.text)
-    if parsed is None:
-        return [{"trace": trace, "producer": "llm", "unparseable": True, "raw": reply.text[:2000]}]
+def llm_diagnoses(episode: EpisodeTrace, trace: str, model: Any,
+                  remove_grade_text: Callable[[str], str] = keep_text) -> list[dict]:
+    """One diagnosis from a chat model, asked for an object of `LLM_SCHEMA` (`ask_structured`); a reply with no
+    JSON object or one breaking the schema is a record marked `unparseable_reply`, and a failed model call (an
+    endpoint down, a trace longer than the model's context) one marked `model_error`, so both are counted among
+    the rejected and the run goes on. The prompt's observations go through `remove_grade_text` (the env
+    provider's): no grade text reaches the model."""
+    messages = [{"role": "system", "content": LLM_SYSTEM},
+                {"role": "user", "content": render_trace(episode, remove_grade_text)}]
+    reply = ask_structured(model, LLM_ROLE, messages[0]["content"], messages[1]["content"], LLM_SCHEMA,
+                           max_tokens=512)
+    if reply.problem == "call_failed":
+        return [{"trace": trace, "producer": "llm", "model_error": str(reply.error).removeprefix(f"{CALL_FAILED}: ")}]
+    parsed = reply.value
+    if parsed is None:  # no JSON object, or one breaking the schema (why: `reply_error`)
+        return [{"trace": trace, "producer": "llm", "unparseable": True, "raw": reply.text[:2000],
+                 "reply_error": str(reply.error)}]
     step = parsed.get("step")
     at = episode.at(step) if isinstance(step, int) and 0 <= step <= len(episode.steps) else None
     return [{"trace": trace, "step": step, "attributed_action": at.action if at is not None else None,
@@ -292,9 +313,11 @@ def failed_episodes(run_dir: str | Path, counts: Counter) -> Iterator[tuple[str,
             yield str(relative), episode
 
 
-def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None) -> dict:
+def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None,
+                 remove_grade_text: Callable[[str], str] = keep_text) -> dict:
     """Diagnose every failed episode of a run; write RUN_DIR/aed/diagnoses.jsonl (kept records),
-    rejected.jsonl (with reasons) and diagnose.json (counts); return the counts.
+    rejected.jsonl (with reasons) and diagnose.json (counts); return the counts. `remove_grade_text` (the run's
+    env provider's, `EnvProvider.remove_grade_text`) cleans every observation the LLM producer's prompt shows.
 
     Both files are rewritten after every episode and `aed/diagnose.partial.json` lists the traces
     done, so a diagnosis stopped part-way (an LLM producer takes minutes) resumes where it stopped
@@ -315,7 +338,8 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None)
     for relative, episode in failed_episodes(run_dir, counts):
         if relative in done:
             continue
-        produced = rule_diagnoses(episode, relative) if producer == "rule" else llm_diagnoses(episode, relative, model)
+        produced = (rule_diagnoses(episode, relative) if producer == "rule"
+                    else llm_diagnoses(episode, relative, model, remove_grade_text))
         texts = trace_texts(episode)
         for record in produced:
             reason = ("model_error" if "model_error" in record else

@@ -29,7 +29,7 @@ from typing import Any
 
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
-from playground.plugins.baselines.judge import Judge
+from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
 from playground.plugins.baselines.params import JUDGE_DEFAULTS
 from playground.plugins.baselines.store import append_record, episode_key, locked, memory_path, written_before
 from playground.plugins.baselines.trajectory import Trajectory, abstract_action, approx_tokens, verb_of, words
@@ -292,6 +292,12 @@ REFLECTOR_SYSTEM = (
     "shown bullet as helpful, harmful or neutral for this trajectory. Sections: " + "; ".join(SECTIONS) + ". "
     'Answer with one JSON object: {"insights": [{"section": "...", "content": "..."}], '
     '"bullet_tags": [{"id": "...", "tag": "helpful|harmful|neutral"}]}.')
+SECTION = {"type": "string", "enum": list(SECTIONS)}
+REFLECTOR_SCHEMA = object_schema({
+    "insights": array_schema(object_schema({"section": SECTION, "content": string_schema(300, 1)}), 4),
+    "bullet_tags": array_schema(object_schema({"id": string_schema(40, 1),
+                                               "tag": {"type": "string", "enum": list(TAGS)}}), 10),
+}, optional=("bullet_tags",))
 
 
 def model_reflection(judge: Judge, trajectory: Trajectory, shown: list[Bullet],
@@ -302,8 +308,8 @@ def model_reflection(judge: Judge, trajectory: Trajectory, shown: list[Bullet],
     bullets = "\n".join(b.line() for b in shown) or "(none)"
     user = (f"Goal: {trajectory.goal}\nTrajectory ({trajectory.summary()}):\n{trajectory.text()}{outcome}\n"
             f"Playbook bullets shown:\n{bullets}")
-    answer = judge.ask_json(REFLECTOR_SYSTEM, user)
-    if not answer or not isinstance(answer.get("insights"), list):
+    answer = judge.ask("ace.reflector", REFLECTOR_SYSTEM, user, REFLECTOR_SCHEMA)
+    if not answer:
         return None
     insights = [Insight(str(i.get("section", "OTHERS")).upper().strip(), one_line(i.get("content", "")))
                 for i in answer["insights"] if isinstance(i, dict) and str(i.get("content", "")).strip()]
@@ -333,14 +339,18 @@ CURATOR_SYSTEM = (
     "bullet whose text should change, REMOVE a bullet that is wrong or misleading. Never rewrite the whole playbook. "
     'Answer with one JSON object: {"operations": [{"type": "ADD", "section": "...", "content": "..."}, '
     '{"type": "UPDATE", "id": "...", "content": "..."}, {"type": "REMOVE", "id": "..."}]}.')
+CURATOR_SCHEMA = object_schema({"operations": array_schema(object_schema({
+    "type": {"type": "string", "enum": ["ADD", "UPDATE", "REMOVE"]},
+    "section": SECTION, "id": string_schema(40, 1), "content": string_schema(300, 1),
+}, optional=("section", "id", "content")), 6)})
 
 
 def model_curation(judge: Judge, playbook: AcePlaybook, reflection: Reflection) -> list[dict] | None:
     """The model curator's operations, after the tags' counter updates (None when the reply is unusable)."""
     insights = "\n".join(f"- [{i.section}] {i.text}" for i in reflection.insights) or "(none)"
     user = f"Current playbook:\n{playbook.text() or '(empty)'}\nReflection insights:\n{insights}"
-    answer = judge.ask_json(CURATOR_SYSTEM, user)
-    if not answer or not isinstance(answer.get("operations"), list):
+    answer = judge.ask("ace.curator", CURATOR_SYSTEM, user, CURATOR_SCHEMA)
+    if not answer:
         return None
     operations = counter_operations(reflection.tags)
     for op in answer["operations"]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
-from playground.plugins.baselines.judge import Judge
+from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
 from playground.plugins.baselines.params import JUDGE_DEFAULTS
 from playground.plugins.baselines.store import append_once, episode_key, memory_path, read_records
 from playground.plugins.baselines.success import MODES, succeeded
@@ -50,12 +50,13 @@ SYSTEM = ("You induce reusable workflows from an agent's successful trajectory (
           "workflow: a title that describes the kind of task, and the steps that solved it, with every value specific "
           "to this task replaced by a descriptive variable in braces, e.g. {product-name}. Leave out steps that did "
           'not help. Answer with one JSON object: {"title": "...", "steps": ["...", "..."]}.')
+SCHEMA = object_schema({"title": string_schema(120, 1), "steps": array_schema(string_schema(160, 1), 8, 1)})
 
 
 def model_workflow(judge: Judge, trajectory: Trajectory, max_steps: int) -> dict | None:
     """The judge model's workflow (None when the reply is unusable)."""
-    answer = judge.ask_json(SYSTEM, f"Goal: {trajectory.goal}\nTrajectory:\n{trajectory.text()}")
-    if not answer or not isinstance(answer.get("steps"), list):
+    answer = judge.ask("awm.inducer", SYSTEM, f"Goal: {trajectory.goal}\nTrajectory:\n{trajectory.text()}", SCHEMA)
+    if not answer:
         return None
     steps = [" ".join(str(s).split())[:300] for s in answer["steps"] if str(s).strip()][:max_steps]
     title = " ".join(str(answer.get("title", "")).split())[:200]

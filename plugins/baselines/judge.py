@@ -4,15 +4,17 @@ induction, ReasoningBank's judge and extractor), named by the same options as Se
 `judge_base_url` + `judge_model` name any OpenAI-compatible endpoint; `judge_local=true` the
 embedded GGUF model (extra `local`). Without them a baseline uses its rule-based fallback.
 The model is made on first use, so checking a run's parameters never loads it. Every role
-asks for one small JSON object; a reply that does not parse is None, and the caller falls
-back to its rules, never crashes.
+declares the JSON schema of its reply and asks with `ask_structured` under its own role name
+(`ace.reflector`, `ace.curator`, ...); an unusable reply (a failed call, no JSON object, or one
+that breaks the schema) is None, and the caller falls back to its rules, never crashes.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel, ask_json
+from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.agents.structured import ask_structured
 
 
 class Judge:
@@ -47,6 +49,25 @@ class Judge:
                                  "--param judge_model=NAME, or --param judge_local=true")
         return self._model
 
-    def ask_json(self, system: str, user: str) -> dict | None:
-        """Ask the model; return the first JSON object of its reply, or None (no model, a failed call, no JSON)."""
-        return ask_json(self.model(), system, user) if self.configured else None
+    def ask(self, role: str, system: str, user: str, schema: dict) -> dict | None:
+        """Ask the model for `role`'s reply, one object of `schema`; None when there is no model or the reply is
+        unusable (a failed call, no JSON object, one that breaks the schema)."""
+        if not self.configured:
+            return None
+        return ask_structured(self.model(), role, system, user, schema, max_tokens=self.max_tokens).value
+
+
+def string_schema(max_length: int, min_length: int = 0) -> dict:
+    """The schema of a bounded string (bounded, so a small model's reply under a grammar ends in time)."""
+    return {"type": "string", "maxLength": max_length, **({"minLength": min_length} if min_length else {})}
+
+
+def object_schema(properties: dict[str, dict], optional: tuple[str, ...] = ()) -> dict:
+    """The schema of an object with these properties, all required but the `optional` ones, and no others."""
+    return {"type": "object", "properties": properties,
+            "required": [name for name in properties if name not in optional], "additionalProperties": False}
+
+
+def array_schema(items: dict, max_items: int, min_items: int = 0) -> dict:
+    """The schema of an array of at most `max_items` `items`."""
+    return {"type": "array", "items": items, "maxItems": max_items, **({"minItems": min_items} if min_items else {})}

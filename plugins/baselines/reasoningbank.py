@@ -21,7 +21,7 @@ from typing import Any
 
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
-from playground.plugins.baselines.judge import Judge
+from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
 from playground.plugins.baselines.params import JUDGE_DEFAULTS
 from playground.plugins.baselines.store import append_once, episode_key, memory_path, read_records
 from playground.plugins.baselines.success import MODES, succeeded
@@ -87,13 +87,15 @@ FAILURE_SYSTEM = ("You distil memory items from an agent's failed trajectory (Re
                   "failed and write preventive lessons that would avoid the failure. Each item has a title, a "
                   'one-sentence description and content (1-3 sentences). Answer with one JSON object: '
                   '{"memory_items": [{"title": "...", "description": "...", "content": "..."}]}.')
+SCHEMA = object_schema({"memory_items": array_schema(object_schema({
+    "title": string_schema(80, 1), "description": string_schema(150, 1), "content": string_schema(250, 1)}), 3, 1)})
 
 
 def model_items(judge: Judge, trajectory: Trajectory, success: bool, limit: int) -> list[dict] | None:
     """The judge model's memory items (None when the reply is unusable)."""
-    answer = judge.ask_json(SUCCESS_SYSTEM if success else FAILURE_SYSTEM,
-                            f"Goal: {trajectory.goal}\nTrajectory ({trajectory.summary()}):\n{trajectory.text()}")
-    if not answer or not isinstance(answer.get("memory_items"), list):
+    answer = judge.ask("reasoningbank.extractor", SUCCESS_SYSTEM if success else FAILURE_SYSTEM,
+                       f"Goal: {trajectory.goal}\nTrajectory ({trajectory.summary()}):\n{trajectory.text()}", SCHEMA)
+    if not answer:
         return None
     items = [{f: " ".join(str(item.get(f, "")).split())[:600] for f in FIELDS}
              for item in answer["memory_items"] if isinstance(item, dict)]

@@ -18,7 +18,7 @@ from typing import Any
 
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
-from playground.plugins.baselines.judge import Judge
+from playground.plugins.baselines.judge import Judge, object_schema, string_schema
 from playground.plugins.baselines.params import JUDGE_DEFAULTS
 from playground.plugins.baselines.store import append_record, episode_key, locked, memory_path, read_records
 from playground.plugins.baselines.trajectory import Trajectory, words
@@ -78,13 +78,15 @@ STOP_WORDS = {"the", "and", "for", "you", "your", "with", "that", "this", "from"
 SYSTEM = ("You are an agent reflecting on a failed attempt at a task (Reflexion). From your goal and your "
           "trajectory, diagnose in a few sentences why the attempt failed, and write a concise, concrete plan for "
           'the next attempt. Answer with one JSON object: {"reflection": "..."}.')
+SCHEMA = object_schema({"reflection": string_schema(800, 1)})
 
 
 def model_reflection(judge: Judge, trajectory: Trajectory, trial: int, earlier: list[str]) -> str | None:
     """The judge model's self-reflection (None when the reply is unusable)."""
     memory = "\n".join(earlier) or "(none)"
-    answer = judge.ask_json(SYSTEM, f"Goal: {trajectory.goal}\nTrial {trial} ({trajectory.summary()}):\n"
-                                    f"{trajectory.text()}\nEarlier reflections:\n{memory}")
+    answer = judge.ask("reflexion.reflector", SYSTEM,
+                       f"Goal: {trajectory.goal}\nTrial {trial} ({trajectory.summary()}):\n{trajectory.text()}\n"
+                       f"Earlier reflections:\n{memory}", SCHEMA)
     text = " ".join(str((answer or {}).get("reflection", "")).split())
     return f"Trial {trial}: {text[:1500]}" if text else None
 

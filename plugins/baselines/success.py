@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 from playground import EpisodeEnd
-from playground.plugins.baselines.judge import Judge
+from playground.plugins.baselines.judge import Judge, object_schema, string_schema
 from playground.plugins.baselines.trajectory import Trajectory
 
 MODES = ("auto", "observed", "judge", "env")
 SYSTEM = ("You judge whether an agent completed its task, from its goal and its trajectory (actions and what it "
           'observed). Answer with one JSON object: {"success": true|false, "reason": "a short quote"}.')
+SCHEMA = object_schema({"success": {"type": "boolean"}, "reason": string_schema(160)})
 
 
 def succeeded(mode: str, judge: Judge, trajectory: Trajectory, end: EpisodeEnd) -> tuple[bool, str]:
@@ -25,8 +26,9 @@ def succeeded(mode: str, judge: Judge, trajectory: Trajectory, end: EpisodeEnd) 
     if mode == "env":
         return end.won, "env"
     if mode in ("judge", "auto") and judge.configured:
-        answer = judge.ask_json(SYSTEM, f"Goal: {trajectory.goal}\nTrajectory ({trajectory.summary()}):\n"
-                                        f"{trajectory.text()}")
-        if answer is not None and isinstance(answer.get("success"), bool):
+        answer = judge.ask(f"{judge.baseline}.success_judge", SYSTEM,
+                           f"Goal: {trajectory.goal}\nTrajectory ({trajectory.summary()}):\n{trajectory.text()}",
+                           SCHEMA)
+        if answer is not None:
             return answer["success"], "judge"
     return trajectory.completed, "observed"

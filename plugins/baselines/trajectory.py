@@ -3,28 +3,35 @@
 It holds what the agent saw and did: the goal, each action with the observation it brought,
 whether the env took it as valid, its kind (the env's `action_kinds`), the observable failure
 the env reported, and how the episode ended as the agent saw it (it stopped, ran out of
-steps, or the env ended it). It never holds a reward, a score or `won`: a baseline that uses
-the task's success signal (Reflexion's retries, `*_success=env`) reads `EpisodeEnd.won`
-itself and says so.
+steps, or the env ended it). It never holds a reward, a score or `won`, nor the grade text an
+env prints into its observations (score lines, win and loss banners): every observation it
+keeps went through the env's `remove_grade_text` (`EpisodeStart.remove_grade_text`), so the
+rules, the judge model's prompts and the success judges read none. A baseline that uses the
+task's success signal (Reflexion's retries, `*_success=env`) reads `EpisodeEnd.won` itself
+and says so.
 
-The rules here are the fallbacks of the roles the papers give a model: `completed` (a
-completion message in the last observations) stands in for an LLM success judge;
+The rules here are the fallbacks of the roles the papers give a model: `completed` (the
+page confirming the agent's own finishing action in the last observations: WebShop's
+purchase confirmation; never a win banner) stands in for an LLM success judge;
 `abstract_action` (entity slots) for a model's abstraction of a step.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from playground import EpisodeEnd, EpisodeStart, StepOutcome
 from playground.core.env import kind_of
+from playground.core.payloads import keep_text
 
-# What an env prints when a task is done: text the agent reads. WebShop thanks the shopper for every purchase,
-# right or wrong, so there a purchase counts as a completion.
-COMPLETION = re.compile(r"\b(you (have )?won|you win|well done|congratulations|task (is )?(complete|completed|done|"
-                        r"finished|accomplished)|mission accomplished|you have (completed|finished)|"
-                        r"thank you for (shopping|your purchase))\b|\*\*\* the end \*\*\*", re.I)
+# What a page says back when the agent's own finishing action went through: WebShop's purchase confirmation
+# ("Thank you for shopping with us! You bought ..."), printed for every purchase, right or wrong, so it is not a
+# grade (its score sentence is, and the env's `remove_grade_text` removes it). Win banners and verdicts ("*** The
+# End ***", "you won", "well done", "congratulations", "task completed") are grades: they are not here, and the
+# env's `remove_grade_text` keeps them out of the trajectory (as Sentry's `detectors.COMPLETION`).
+COMPLETION = re.compile(r"\bthank you for (shopping|your purchase)\b", re.I)
 TEMPLATE = re.compile(r"^(?P<verb>[^\[\]]+)\[(?P<argument>.*)\]$")
 JOINERS = re.compile(r"\s+(on|in|into|onto|from|with|to|at|under)\s+")
 # the entity slot an argument becomes, by the action's kind
@@ -61,21 +68,27 @@ class Trajectory:
     steps: list[Step] = field(default_factory=list)
     ending: str = ""  # "stopped" (the agent or a harness stopped), "out_of_steps", "ended" (by the env), "error"
     verbs: set[str] = field(default_factory=set)  # the verbs of the admissible actions the agent was offered
+    # the env's `remove_grade_text` (`EpisodeStart.remove_grade_text`): every observation kept goes through it
+    remove_grade_text: Callable[[str], str] = field(default=keep_text, repr=False, compare=False)
 
     def start(self, start: EpisodeStart) -> None:
-        """Begin from the reset: the goal and the first observation."""
-        self.goal, self.first_observation, self.steps, self.ending = start.goal, start.observation, [], ""
+        """Begin from the reset: the goal and the first observation (without its grade text)."""
+        self.remove_grade_text = start.remove_grade_text
+        self.goal, self.steps, self.ending = start.goal, [], ""
+        self.first_observation = self.remove_grade_text(start.observation)
         self.verbs = set()
 
     def record(self, outcome: StepOutcome) -> None:
-        """Add the step an outcome reports (its action, observation, validity, kind and failure; no reward)."""
+        """Add the step an outcome reports (its action, observation without its grade text, validity, kind and
+        failure; no reward)."""
         seen = {self.first_observation.strip()} | {s.observation.strip() for s in self.steps}
         action = outcome.proposal.action
+        observation = self.remove_grade_text(outcome.observation)
         failure = outcome.failure.get("kind", "") if outcome.failure else ""
         self.action_format = outcome.context.action_format
         self.verbs |= {verb_of(a) for a in outcome.context.admissible_actions or ()}
-        self.steps.append(Step(action, outcome.observation, outcome.valid_action,
-                               kind_of(action, outcome.context.action_kinds), outcome.observation.strip() not in seen,
+        self.steps.append(Step(action, observation, outcome.valid_action,
+                               kind_of(action, outcome.context.action_kinds), observation.strip() not in seen,
                                str(failure)))
 
     def end(self, end: EpisodeEnd) -> None:
@@ -86,12 +99,13 @@ class Trajectory:
 
     @property
     def completed(self) -> bool:
-        """A completion message in the last two observations (the rule stand-in for a success judge)."""
+        """The page confirmed the agent's own finishing action (`COMPLETION`) in one of the last two observations
+        (the rule stand-in for a success judge; never a win banner, which the trajectory does not hold)."""
         return any(COMPLETION.search(s.observation) for s in self.steps[-2:])
 
     @property
     def stopped_early(self) -> bool:
-        """The agent stopped although no observation said the task was done."""
+        """The agent stopped although no observation confirmed a finishing action of its own."""
         return self.ending == "stopped" and not self.completed
 
     def invalid_actions(self) -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from playground.cli.options import CLIError, default_env, episode_options, make_config, nonempty
+from playground.core.payloads import keep_text
 from playground.host.manager import get_host
 
 
@@ -37,8 +38,11 @@ def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, 
     if diagnoser == "llm":
         from playground.plugins.darc.llm_diagnosis import LLMDiagnoser, make_model
 
+        env = (options["env_name"] or default_env(host)).partition(":")[0]
+        remove_grade_text = host.envs.get(env).provider.remove_grade_text if env in host.envs else keep_text
         try:
-            judge = LLMDiagnoser(make_model(judge_base_url, judge_model, judge_local), host.labels)
+            judge = LLMDiagnoser(make_model(judge_base_url, judge_model, judge_local), host.labels,
+                                 remove_grade_text=remove_grade_text)
         except ValueError as exc:
             raise CLIError(str(exc)) from None
     elif judge_base_url or judge_model or judge_local:

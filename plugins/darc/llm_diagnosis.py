@@ -2,8 +2,9 @@
 
 Each failed profiling episode is summarised blind (the goal, then each step's action, the
 first line of what came back and whether the env rejected it; no reward, score or
-outcome) and the judge is asked which of the candidate modes (those with an admissible
-intervention on the env) explains the failure, as one JSON object
+outcome, and no grade text the env prints: every observation goes through the env
+provider's `remove_grade_text`) and the judge is asked which of the candidate modes (those
+with an admissible intervention on the env) explains the failure, as one JSON object
 `{"mode": "<mode>" | "none", "why": "..."}`. The modes are described from the failure-label
 registry: the failure types that count towards each mode, their descriptions and labels.
 A reply that names no candidate counts as no mode. The family's mode is the one the judge
@@ -15,14 +16,24 @@ reply with no JSON object can be told from one naming an off-list mode.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel, ask_judge
+from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.agents.structured import CALL_FAILED, ask_structured, json_object_in
 from playground.core.labels import LabelRegistry
+from playground.core.payloads import keep_text
 from playground.plugins.darc.profile import NO_DOMINANT, mode_order
 
 HEAD_STEPS, TAIL_STEPS = 8, 22
 REPLY_CHARS = 200  # how much of a judge's reply a verdict keeps
+ROLE = "darc.diagnoser"  # as its judge calls are counted
+
+
+def diagnosis_schema(modes: list[str]) -> dict:
+    """The JSON schema of the judge's reply: one of the candidate modes (or "none") and a short why."""
+    return {"type": "object", "properties": {"mode": {"type": "string", "enum": [*modes, "none"]},
+                                             "why": {"type": "string", "maxLength": REPLY_CHARS}},
+            "required": ["mode", "why"], "additionalProperties": False}
 SYSTEM = ("You diagnose why an agent failed a task in a text environment. You read its trace and name the one "
           "failure mode that best explains the failure. Answer with one JSON object only: "
           '{"mode": "<one of the modes>" or "none", "why": "<one short sentence>"}.')
@@ -42,13 +53,14 @@ def make_model(base_url: str | None, model: str | None, local: bool) -> ChatMode
     raise ValueError("--diagnoser llm needs a judge: --judge-base-url URL --judge-model NAME, or --judge-local")
 
 
-def summarise_trace(events: list[dict]) -> str:
-    """A blind summary of one episode's trace: goal, then action -> first line of the observation."""
+def summarise_trace(events: list[dict], remove_grade_text: Callable[[str], str] = keep_text) -> str:
+    """A blind summary of one episode's trace: goal, then action -> first line of the observation, read without
+    the grade text its env prints (`remove_grade_text`, the env provider's)."""
     goal = next((str(e.get("goal", "")) for e in events if e["type"] == "reset"), "")
     steps = [e for e in events if e["type"] == "step"]
     lines = []
     for e in steps:
-        observation = str(e.get("observation", "")).strip()
+        observation = remove_grade_text(str(e.get("observation", ""))).strip()
         first = observation.splitlines()[0][:140] if observation else ""
         flag = "  [rejected]" if not e.get("valid_action", True) else ""
         lines.append(f"{e['step']}. {str(e.get('action', ''))[:120]!s} -> {first}{flag}")
@@ -75,30 +87,38 @@ def describe_modes(modes: list[str], labels: LabelRegistry) -> str:
 class LLMDiagnoser:
     """Asks a judge model for the failure mode of each failed dev episode, then takes the majority."""
 
-    def __init__(self, model: ChatModel, labels: LabelRegistry, name: str = "") -> None:
+    def __init__(self, model: ChatModel, labels: LabelRegistry, name: str = "",
+                 remove_grade_text: Callable[[str], str] = keep_text) -> None:
         self.model = model
         self.labels = labels
         self.name = name or getattr(model, "model", type(model).__name__)
+        self.remove_grade_text = remove_grade_text  # the env provider's: no grade text reaches the judge
 
     def diagnose_episode(self, modes: list[str], events: list[dict]) -> dict[str, Any]:
         """The judge's verdict on one episode: {"mode": a candidate or None, "reason": why it counts so,
-        "why": the judge's own sentence}. A failed call, a reply with no JSON object, "none" and a mode
-        that is not a candidate all give mode None, each with its own reason."""
-        user = ("Failure modes:\n" + describe_modes(modes, self.labels) + "\n\nTrace:\n" + summarise_trace(events)
+        "why": the judge's own sentence}. The reply is asked for as an object of `diagnosis_schema` (the
+        candidates an enum) by `ask_structured`. A failed call, a reply with no JSON object, "none", a mode
+        that is not a candidate and a reply otherwise breaking the schema all give mode None, each with its
+        own reason."""
+        user = ("Failure modes:\n" + describe_modes(modes, self.labels) + "\n\nTrace:\n"
+                + summarise_trace(events, self.remove_grade_text)
                 + "\n\nWhich failure mode explains this failure? Reply with the JSON object only.")
-        reply = ask_judge(self.model, SYSTEM, user)
-        if reply.error is not None:
-            return {"mode": None, "reason": f"the judge call failed: {reply.error}", "why": ""}
-        value = reply.value
+        reply = ask_structured(self.model, ROLE, SYSTEM, user, diagnosis_schema(modes), max_tokens=160)
+        if reply.problem == "call_failed":
+            error = str(reply.error).removeprefix(f"{CALL_FAILED}: ")
+            return {"mode": None, "reason": f"the judge call failed: {error}", "why": ""}
+        value = reply.value if reply.value is not None else json_object_in(reply.text)
         if value is None:
             return {"mode": None, "reason": f"no JSON object in the reply: {reply.text.strip()[:REPLY_CHARS]!r}",
                     "why": ""}
         mode, why = value.get("mode"), str(value.get("why", ""))[:REPLY_CHARS]
-        if isinstance(mode, str) and mode in modes:
+        if reply.value is not None and mode in modes:
             return {"mode": mode, "reason": f"named {mode}", "why": why}
         if mode is None or mode == "none":
             return {"mode": None, "reason": "named no mode", "why": why}
-        return {"mode": None, "reason": f"named {mode!r}, not one of the candidate modes", "why": why}
+        if not isinstance(mode, str) or mode not in modes:
+            return {"mode": None, "reason": f"named {mode!r}, not one of the candidate modes", "why": why}
+        return {"mode": None, "reason": str(reply.error), "why": why}  # a candidate, in a reply breaking the schema
 
     def diagnose_family(self, modes: list[str], failed: list[tuple[dict, list[dict]]]) -> dict[str, Any]:
         """{"mode", "why", "per_episode"}: the judge's verdict per failed episode, and the family's majority."""

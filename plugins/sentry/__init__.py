@@ -1,6 +1,7 @@
 """Sentry: test-time failure recovery with an external playbook of verified lessons.
 
-Registers the `sentry` and `validity-guard` interventions, the harness `sentry`, its
+Registers the `sentry` and `validity-guard` interventions, the harness `sentry` (the paper's
+configuration), its variants (`VARIANTS`: `sentry-rules`, `sentry-shortlist`) and
 ablations (`ABLATIONS`), `sentry-persistent`, `sentry-frozen-persistent`, `guard-only` and
 `sentry-llm`, the `playground sentry` command group (`heldout`: the held-out protocol;
 `paired-forks`: each intervention point forked with and without the repair; `detectors`: the
@@ -21,7 +22,9 @@ def _sentry(params):
 def _validity_guard(params):
     from playground.plugins.sentry.harness import SentryPlugin
 
-    return SentryPlugin({**params, "screen": False, "soft_repair": False})
+    # the admissibility guard DARC's library ranks: its ranked view restricts the agent, and the top-ranked
+    # action replaces one still invalid after the re-asks (unless the harness sets these itself)
+    return SentryPlugin({"shortlist": True, "fallback": "best", **params, "screen": False, "soft_repair": False})
 
 
 @hookimpl
@@ -44,6 +47,16 @@ def register_interventions(register):
              description="hard repair of invalid actions only: ranked valid actions, rewrite, fallback")
 
 
+# The paper's configuration is `sentry` itself (LLM roles on the agent's own model for a model agent, guidance
+# soft repairs); these are its variants and ablations.
+VARIANTS = (
+    ("sentry-rules", {"detector": "rules", "verifier": "rules", "summariser": "template", "need_judge": "rules"},
+     "Sentry with rules for every judge role, also for a model agent (the default for scripted agents)"),
+    ("sentry-shortlist", {"shortlist": True, "fallback": "best"},
+     "Sentry whose repairs restrict the agent to a harness-picked list (actions not tried recently after a "
+     "progress repair, the ranked valid actions after a hard repair) and replace a still-invalid action "
+     "with the top-ranked one (a variant, not the paper's configuration)"),
+)
 ABLATIONS = (
     ("sentry-no-hard", {"hard_repair": False}, "Sentry without the hard repair (invalid actions go to the env)"),
     ("sentry-no-soft", {"soft_repair": False}, "Sentry with hard repair only"),
@@ -69,7 +82,7 @@ def register_harnesses(register):
     """Register Sentry's harness and its ablations."""
     register("sentry", ["sentry"], default=True,
              description="Sentry: hard + soft repair, retrieval, verified lesson updates")
-    for name, params, description in ABLATIONS:
+    for name, params, description in (*VARIANTS, *ABLATIONS):
         register(name, ["sentry"], params, description=description)
     register("sentry-persistent", ["sentry"], {"persistent": True},
              description="Sentry plus the whole playbook in context every step (exposure control)")

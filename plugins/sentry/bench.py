@@ -2,7 +2,8 @@
 
 `measure_run` reads one run directory of the `noisy` agent (or any agent that records
 `Proposal.injected`): the episodes of a harness that does not repair (`base`) give the
-detector scores, replayed offline (`truth.py`) and matched with the rule in `measure.py`;
+detector scores, replayed offline (`truth.py`: every observation through the env provider's
+`remove_grade_text`, as Sentry reads them live) and matched with the rule in `measure.py`;
 the episodes of a `sentry` harness, when the run has them, give the verifier's agreement
 with what the injected failure really did. `tables` prints the reports as Markdown.
 """

@@ -2,9 +2,10 @@
 
 Each detector is a function `(view, proposal, window) -> Detection | None` over a
 `BlindView` (`plugins/sentry/blind.py`): what the agent sees, never the reward, the
-score, `max_score` or `won`. Action validity is checked first; progress and grounding
-detectors only run on valid actions. Confidence is a rough prior for how often the rule
-is right, used by routing.
+score, `max_score` or `won`, nor the grade text an env prints (score lines, win banners:
+the env's `remove_grade_text` removes it before a view reaches a detector). Action
+validity is checked first; progress and grounding detectors only run on valid actions.
+Confidence is a rough prior for how often the rule is right, used by routing.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ STOP_WORDS = {"the", "a", "an", "to", "from", "into", "in", "on", "with", "of", 
               "not"}
 MAX_ACTION_WORDS = 12
 INSTRUMENTAL_KINDS = ("look", "move", "access")  # never off-goal: reading, walking, opening the way
-# what an env says when a task is done; text the agent reads, so fair game for a blind detector
-COMPLETION = re.compile(r"\b(you (have )?won|you win|well done|congratulations|task (is )?(complete|completed|done|"
-                        r"finished|accomplished)|mission accomplished|you have (completed|finished)|"
-                        r"thank you for (shopping|your purchase))\b|\*\*\* the end \*\*\*", re.I)
+# What a page says back when the agent's own finishing action went through: WebShop's purchase confirmation
+# ("Thank you for shopping with us! You bought ..."). It is the result of the agent's own buy, printed whatever the
+# purchase scores, so it is not a grade (its score sentence is, and the env's `remove_grade_text` removes it). Win
+# banners and verdicts ("*** The End ***", "you won", "well done", "congratulations", "task completed", "mission
+# accomplished") are grades: they are not here, and the env's `remove_grade_text` keeps them from any detector.
+# Completion is judged from the agent's own stop, never from a banner.
+COMPLETION = re.compile(r"\bthank you for (shopping|your purchase)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -215,12 +219,13 @@ def detect_over_exploration(context: BlindView, proposal: Proposal, window: Wind
 
 
 def detect_early_stop(context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
-    """The agent declares the task done while nothing it has seen says the task is done.
+    """The agent declares the task done while nothing it has seen says its own finishing action went through.
 
-    Read from observations and the goal only (never the score): a stop before any action;
-    a finish action with choices still open (WebShop); a stop when none of the last
-    observations carries a completion message (`COMPLETION`), all the more suspect
-    (higher confidence) when some of the goal's entities were never even observed.
+    Read from the agent's own stop, its observations (without grade text) and the goal, never
+    the score or a win banner: a stop before any action; a finish action with choices still
+    open (WebShop); a stop when none of the last observations confirms a finishing action of
+    the agent's (`COMPLETION`: a purchase confirmed), all the more suspect (higher confidence)
+    when some of the goal's entities were never even observed.
     """
     if not proposal.finish and action_kind(proposal.action, context.action_kinds) == "finish" and context.open_choices:
         return Detection(DETECTOR, "progress", ("termination_miscalibration",), 0.9,

@@ -2,30 +2,39 @@
 
 One object per episode. Routing: an invalid action gets a hard repair (a ranked view
 of the valid actions and a request to rewrite; if still invalid after the re-ask budget,
-the configured fallback); so does an action that fails the env's schema check (the problems
-and the closest valid calls; with no valid action to fall back on, it is sent after the
-re-asks unless the fallback gives up). Otherwise a progress or grounding detection above the
-confidence threshold gets a soft repair (general advice, the last W steps, and at most
-k retrieved lessons of the same failure type), subject to a per-episode cap and a
-cooldown (which does not apply when the agent wants to stop, since that ends the episode).
-An agent that still wants to stop early after the advice is offered the ranked valid
-actions once more (`block_early_stop`). With `follow_up` N, the N steps after a progress repair
-carry a standing note that keeps offering the actions not tried recently; with `bar_loops` N,
-the actions a progress repair found the agent looping on are barred for N steps (a barred
-proposal is re-asked with other actions, then replaced). Nothing detected: nothing retrieved.
-Soft repairs are watched by the verifier for `horizon` cycles, and only verified ones become
+the configured fallback, by default to send it); so does an action that fails the env's
+schema check (the problems and the closest valid calls). Otherwise a progress or grounding
+detection that passes the intervention-need check gets a soft repair: guidance, as in the
+paper (general advice, the last W steps as evidence, and at most k retrieved lessons of the
+same failure type), after which the agent chooses its own corrected step from its own
+action space. The need check is the judge model's judgment where there is one, else a
+need score from the evidence (`need_check.py`) against `threshold`; with a per-episode cap
+and a cooldown (which does not apply when the agent wants to stop, since that ends the
+episode). An agent that still wants to stop early after the advice is shown the ranked
+valid actions once more (`block_early_stop`). Nothing detected: nothing retrieved. Soft
+repairs are watched by the verifier for `horizon` cycles, and only verified ones become
 lessons in the playbook (`admission`).
 
+The paper runs one model as task agent, detector, need check, verifier and summariser:
+with the roles on "auto" (the default) a model agent's own model fills them, and a
+scripted agent (`noisy`, `expert`) gets the rules. Variants beside the paper's
+configuration: `shortlist` (a progress repair lists the actions not tried recently, and
+repairs restrict the agent to the actions they offer; with `fallback=best`, the
+`sentry-shortlist` harness), `follow_up` N (the N steps after a progress repair keep
+offering the actions not tried recently), `bar_loops` N (the looped actions are barred for
+N steps; a barred proposal is re-asked with other actions, then replaced).
+
 Blind by construction: the plugin never hands a hook payload to its parts. It reduces each
-one to what the agent sees (`blind.py`: no reward, score, `max_score`, `won` or status) and
-passes only that to the detectors, repairs, verifier and judges.
+one to what the agent sees (`blind.py`: no reward, score, `max_score`, `won` or status, and
+no grade text the env prints, removed by the env's `remove_grade_text`) and passes only
+that to the detectors, need check, repairs, verifier, summariser and judges.
 """
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
@@ -40,10 +49,12 @@ from playground.core.payloads import (
     StepContext,
     StepOutcome,
     Verification,
+    keep_text,
 )
 from playground.plugins.sentry.blind import BlindView, blind_outcome, blind_proposal, blind_view
 from playground.plugins.sentry.detectors import DETECTOR, make_window, run_detectors
 from playground.plugins.sentry.lessons import summarise
+from playground.plugins.sentry.need_check import DetectionMemory, need_score
 from playground.plugins.sentry.repair import fresh_actions, hard_repair_message, rank_actions, soft_repair_message
 from playground.plugins.sentry.verifier import ADMISSIONS, RecoveryVerifier, Verdict
 
@@ -59,16 +70,21 @@ DEFAULTS: dict[str, Any] = {
     "quiet_steps": 3,         # admission=early: steps without the failure before a repair counts as resolved
     "threshold": 0.6,         # minimum detection confidence for a soft repair
     "cooldown": 2,            # steps after a soft repair with no new soft repair
-    "need_check": True,       # the intervention-need check (threshold, cooldown); off: every detection is repaired
+    "need_check": True,       # the intervention-need check (threshold on the need score, cooldown); off: every
+                              # detection is repaired
+    "need_judge": "auto",     # who decides the need: "llm" (the judge model) | "rules" (need_check.py) | "auto"
     "retrieval": "labels",    # "labels" (type + shared labels) | "type" (type only) | "any" (any type) | "random"
                               # | "off" (no lesson retrieved)
     "bar_loops": 0,           # steps after a progress repair during which the looped actions are barred
     "follow_up": 0,           # steps after a soft repair that keep offering the actions not tried recently
     "max_repairs": 10,        # soft repairs per episode at most
     "top_actions": 12,        # actions offered by a hard repair
+    "shortlist": False,       # a variant, not the paper's: a progress repair lists the actions not tried recently,
+                              # and hard and soft repairs restrict the agent to the actions they offer
     "hard_rank": "goal",      # the hard repair's order: "goal" (goal terms first) | "closest" (most like the
                               # rejected action first, then goal terms)
-    "fallback": "best",       # still invalid after the re-asks: "best" | "reask" | "give_up"
+    "fallback": "reask",      # still invalid after the re-asks: "reask" (send it) | "best" (the top-ranked action,
+                              # a shortlist variant's) | "give_up"
     "max_reasks_per_step": 2,
     "hard_repair": True,
     "screen": True,           # run the progress and grounding detectors
@@ -77,16 +93,20 @@ DEFAULTS: dict[str, Any] = {
     "playbook_read_only": False,  # open the playbook read-only (e.g. a shipped one): retrieve, never write
     "persistent": False,      # exposure control: the whole playbook in context every step
     "block_early_stop": True, # an agent that insists on stopping early is offered concrete actions
-    "detector": "rules",      # progress/grounding detection: "rules" | "llm" | "both" (validity is always rules)
-    "verifier": "rules",      # "rules" | "llm"
-    "summariser": "template", # "template" | "llm"
+    # The LLM roles. "auto" (the paper's configuration): the judge model when there is one (an explicit
+    # judge below, else the agent's own model), else the rules / the template (scripted agents).
+    "detector": "auto",       # progress/grounding detection: "rules" | "llm" | "both" | "auto" (validity: rules)
+    "verifier": "auto",       # "rules" | "llm" | "auto"
+    "summariser": "auto",     # "template" | "llm" | "auto"
     "judge_base_url": "",     # the judge model for the LLM parts: an OpenAI-compatible endpoint ...
     "judge_model": "",
-    "judge_local": False,     # ... or the embedded GGUF model
+    "judge_local": False,     # ... or the embedded GGUF model (default: the agent's model, where it has one)
 }
-CHOICES = {"fallback": ("best", "reask", "give_up"), "detector": ("rules", "llm", "both"),
-           "verifier": ("rules", "llm"), "summariser": ("template", "llm"), "admission": ADMISSIONS,
+CHOICES = {"fallback": ("best", "reask", "give_up"), "detector": ("rules", "llm", "both", "auto"),
+           "verifier": ("rules", "llm", "auto"), "summariser": ("template", "llm", "auto"),
+           "need_judge": ("rules", "llm", "auto"), "admission": ADMISSIONS,
            "retrieval": ("labels", "type", "any", "random", "off"), "hard_rank": ("goal", "closest")}
+RULE_ROLES = {"detector": "rules", "verifier": "rules", "summariser": "template", "need_judge": "rules"}
 NAME = "sentry"
 OWN_DETECTORS = (DETECTOR, "sentry-llm-judge")  # recurrence is judged on Sentry's own detections only
 LOOP_LABELS = ("repetition_or_looping", "planning_stall")  # the progress failures whose actions `bar_loops` bars
@@ -112,25 +132,38 @@ def parse_params(params: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def judge_roles(params: dict[str, Any], judge_available: bool) -> dict[str, str]:
+    """Each LLM-capable role's setting with "auto" resolved: the LLM where a judge model is available, else the
+    rules (the template for the summariser)."""
+    llm = {"detector": "llm", "verifier": "llm", "summariser": "llm", "need_judge": "llm"}
+    return {role: (llm if judge_available else RULE_ROLES)[role] if params[role] == "auto" else params[role]
+            for role in RULE_ROLES}
+
+
 class SentryPlugin:
     """Per-episode Sentry state and its hook implementations (see module docstring)."""
 
     def __init__(self, params: dict[str, Any]) -> None:
         self.p = parse_params(params)
-        judge = None
-        if "llm" in (self.p["detector"], self.p["verifier"], self.p["summariser"]) or self.p["detector"] == "both":
-            from playground.plugins.sentry.judges import LLMDetector, LLMSummariser, LLMVerifier, make_judge_model
-
-            judge = make_judge_model(self.p)
+        judge = self._judge_model()
+        self.roles = judge_roles(self.p, judge is not None)
         horizon, quiet, admission = int(self.p["horizon"]), int(self.p["quiet_steps"]), self.p["admission"]
-        # (`judge is not None` always holds where an LLM role is chosen: it tells mypy so)
-        self.verifier = (LLMVerifier(judge, horizon, quiet, admission)
-                         if self.p["verifier"] == "llm" and judge is not None
-                         else RecoveryVerifier(horizon, quiet, admission))
-        self.judge_detector = (LLMDetector(judge) if self.p["detector"] in ("llm", "both") and judge is not None
-                               else None)
-        self.summarise = (LLMSummariser(judge).summarise if self.p["summariser"] == "llm" and judge is not None
-                          else summarise)
+        self.verifier: RecoveryVerifier = RecoveryVerifier(horizon, quiet, admission)
+        self.judge_detector = self.need_judge = None
+        self.summarise = summarise
+        if judge is not None:
+            from playground.plugins.sentry.judges import LLMDetector, LLMNeedCheck, LLMSummariser, LLMVerifier
+
+            if self.roles["verifier"] == "llm":
+                self.verifier = LLMVerifier(judge, horizon, quiet, admission)
+            if self.roles["detector"] in ("llm", "both"):
+                self.judge_detector = LLMDetector(judge)
+            if self.roles["summariser"] == "llm":
+                self.summarise = LLMSummariser(judge).summarise
+            if self.roles["need_judge"] == "llm":
+                self.need_judge = LLMNeedCheck(judge)
+        self.memory = DetectionMemory(int(self.p["window"]))
+        self.remove_grade_text: Callable[[str], str] = keep_text  # the env's, once the episode starts
         self.playbook: Playbook | None = None
         # what Sentry keeps of the episode's start: ids and the playbook path for provenance, and
         # what the agent saw (never the env's reset info, which carries score and max_score)
@@ -142,12 +175,32 @@ class SentryPlugin:
         self.last_soft_type: str | None = None
         self.bar: tuple[int, frozenset[tuple[str, str]]] | None = None  # (repair step, barred (observation, action))
 
+    def _judge_model(self):
+        """The judge model the LLM roles use: an explicit judge, else the agent's own model; None where no role
+        asks for one or (roles on "auto") none is available. A role set to "llm" with no model is an error."""
+        roles = [self.p[role] for role in RULE_ROLES]
+        wants_llm = "llm" in roles or "both" in roles
+        if not wants_llm and "auto" not in roles:
+            return None
+        from playground.plugins.sentry.judges import judge_model_or_none, make_judge_model
+
+        model = judge_model_or_none(self.p)
+        if model is None and wants_llm:
+            return make_judge_model(self.p)  # raises, naming the parameters to give
+        return model
+
+    def _view(self, context: StepContext | BlindView) -> BlindView:
+        """What the agent sees of `context`, with the grade text its env prints removed."""
+        return blind_view(context, remove_grade_text=self.remove_grade_text)
+
     # -- episode -------------------------------------------------------------------
 
     @hookimpl
     def episode_started(self, start: EpisodeStart) -> None:
-        self.ids, self.playbook_path, self.first_observation = start.ids, start.playbook, start.observation
-        self.verifier.start_episode(start.observation, start.goal)
+        self.remove_grade_text = start.remove_grade_text
+        self.ids, self.playbook_path = start.ids, start.playbook
+        self.first_observation = self.remove_grade_text(start.observation)
+        self.verifier.start_episode(self.first_observation, start.goal)
         uses_playbook = self.p["soft_repair"] or self.p["persistent"]
         if start.playbook and uses_playbook:
             from playground.plugins.playbook.store import Playbook
@@ -179,7 +232,7 @@ class SentryPlugin:
 
     @hookimpl
     def agent_notes(self, context: StepContext):
-        view = blind_view(context)
+        view = self._view(context)
         notes = [self._follow_up_note(view)]
         if self.p["persistent"] and self.playbook is not None:
             lines = [f"- [{lesson.failure_type}: {', '.join(lesson.labels)}] when {lesson.trigger}: {lesson.principle}"
@@ -204,8 +257,8 @@ class SentryPlugin:
 
     @hookimpl
     def detect_failures(self, context: StepContext, proposal: Proposal):
-        view, proposal = blind_view(context), blind_proposal(proposal)
-        rules = self.p["screen"] and self.p["detector"] in ("rules", "both")
+        view, proposal = self._view(context), blind_proposal(proposal)
+        rules = self.p["screen"] and self.roles["detector"] in ("rules", "both")
         found = run_detectors(view, proposal, int(self.p["window"]), screen=bool(rules),
                               first_observation=self.first_observation)
         if (self.judge_detector is None or not self.p["screen"]
@@ -217,9 +270,11 @@ class SentryPlugin:
 
     @hookimpl
     def decide_intervention(self, context: StepContext, proposal: Proposal, detections):
-        view, proposal = blind_view(context), blind_proposal(proposal)
+        view, proposal = self._view(context), blind_proposal(proposal)
         if view.attempt == 0:
-            self.verifier.note_detections(view.step, [d for d in detections if d.detector in OWN_DETECTORS])
+            own = [d for d in detections if d.detector in OWN_DETECTORS]
+            self.verifier.note_detections(view.step, own)
+            self.memory.note(view.step, [d for d in own if d.failure_type != "action_validity"])
         invalid = [d for d in detections if d.failure_type == "action_validity"]
         if invalid and self.p["hard_repair"]:
             return self._hard_repair(view, proposal, invalid[0])
@@ -241,13 +296,15 @@ class SentryPlugin:
             return None
         ranked = tuple(rank_actions(view, int(self.p["top_actions"])))
         message = InterventionMessage("hard_repair", "The task is not finished. Choose one of these actions:\n"
-                                      + "\n".join(f"- {a}" for a in ranked), "progress", ranked, early[0].labels)
+                                      + "\n".join(f"- {a}" for a in ranked), "progress", ranked, early[0].labels,
+                                      restrict=bool(self.p["shortlist"]))
         return Decision(NAME, "termination_guard", message=message, detections=tuple(early))
 
     def _hard_repair(self, view: BlindView, proposal: Proposal, detection: Detection) -> Decision | None:
         closest_to = proposal.action if self.p["hard_rank"] == "closest" else None
         if view.attempt < int(self.p["max_reasks_per_step"]):
-            message = hard_repair_message(view, detection, int(self.p["top_actions"]), closest_to)
+            message = hard_repair_message(view, detection, int(self.p["top_actions"]), closest_to,
+                                          restrict=bool(self.p["shortlist"]))
             return Decision(NAME, "hard_repair", message=message, detections=(detection,))
         fallback = self.p["fallback"]
         ranked = rank_actions(view, 1, closest_to)
@@ -293,18 +350,23 @@ class SentryPlugin:
         return Decision(NAME, "loop_bar", action=others[0], details={"barred": sorted(actions)})
 
     def _soft_repair(self, view: BlindView, proposal: Proposal, detections) -> Decision | None:
-        need_check = self.p["need_check"]
-        threshold = float(self.p["threshold"]) if need_check else 0.0
-        candidates = [d for d in detections if d.confidence >= threshold and d.failure_type != "action_validity"]
+        candidates = [d for d in detections if d.failure_type != "action_validity"]
         if not candidates or self.soft_repairs >= int(self.p["max_repairs"]):
             return None
-        cooling = (need_check and self.last_soft_step is not None
-                   and view.step - self.last_soft_step <= int(self.p["cooldown"]))
-        if cooling and not proposal.finish:  # stopping ends the episode: never let a cooldown wave it through
-            return None
-        detection = max(candidates, key=lambda d: d.confidence)
+        need: dict[str, Any] = {}
+        if self.p["need_check"]:
+            cooling = self.last_soft_step is not None and view.step - self.last_soft_step <= int(self.p["cooldown"])
+            if cooling and not proposal.finish:  # stopping ends the episode: never let a cooldown wave it through
+                return None
+            chosen, need = self._need_check(view, proposal, candidates)
+            if chosen is None:
+                return None
+            detection = chosen
+        else:
+            detection = max(candidates, key=lambda d: d.confidence)
         lessons = self._retrieve(view, detection)
-        message = soft_repair_message(view, detection, lessons, int(self.p["window"]), int(self.p["top_actions"]))
+        message = soft_repair_message(view, detection, lessons, int(self.p["window"]), int(self.p["top_actions"]),
+                                      shortlist=bool(self.p["shortlist"]))
         ids = tuple(item.lesson.id for item in lessons)
         self.verifier.watch(view.step, detection, ids, proposal.action)
         self.soft_repairs += 1
@@ -313,7 +375,25 @@ class SentryPlugin:
         if int(self.p["bar_loops"]) > 0 and set(detection.labels) & set(LOOP_LABELS) and not proposal.finish:
             self.bar = (view.step, self._looped(view, proposal))
         return Decision(NAME, "soft_repair", message=message, detections=(detection,),
-                        details={"lessons": list(ids), "why": [item.reason for item in lessons]})
+                        details={"lessons": list(ids), "why": [item.reason for item in lessons],
+                                 **({"need_check": need} if need else {})})
+
+    def _need_check(self, view: BlindView, proposal: Proposal,
+                    candidates: list[Detection]) -> tuple[Detection | None, dict[str, Any]]:
+        """The intervention-need check: the detection to repair (None: no intervention now) and how it was decided.
+
+        The rules score each detection's need from the evidence (`need_check.need_score`) and repair the
+        neediest above `threshold`; an LLM need check asks the judge model about that detection instead,
+        falling back to the rules when its reply is unusable."""
+        scored = [(need_score(d, self.memory.recurrences(view.step, d), proposal.finish), d) for d in candidates]
+        score, detection = max(scored, key=lambda pair: pair[0])
+        if self.need_judge is not None:
+            window = make_window(view, int(self.p["window"]), self.first_observation)
+            intervene, why = self.need_judge.decide(view, detection, proposal, window)
+            if intervene is not None:
+                return (detection if intervene else None), {"by": "llm", "intervene": intervene, "why": why}
+        passed = score >= float(self.p["threshold"])
+        return (detection if passed else None), {"by": "rules", "need": round(score, 3)}
 
     def _retrieve(self, view: BlindView, detection: Detection) -> list:
         mode = self.p["retrieval"]
@@ -333,7 +413,8 @@ class SentryPlugin:
 
     @hookimpl
     def verify_recovery(self, outcome: StepOutcome):
-        return self._verifications(self.verifier.observe(blind_outcome(outcome)))
+        return self._verifications(self.verifier.observe(blind_outcome(outcome,
+                                                                       remove_grade_text=self.remove_grade_text)))
 
     def _verifications(self, verdicts: list[Verdict]) -> list[Verification]:
         results = []

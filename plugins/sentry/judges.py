@@ -1,18 +1,21 @@
-"""LLM-backed replacements for Sentry's rule-based parts: detector, recovery verifier, lesson summariser.
+"""LLM-backed replacements for Sentry's rule-based parts: detector, intervention-need check, recovery verifier,
+lesson summariser.
 
-Selected with harness parameters `detector=llm`, `verifier=llm`, `summariser=llm`, and a
+Selected with harness parameters `detector=llm`, `need_judge=llm`, `verifier=llm`, `summariser=llm`, and a
 judge model given by `judge_base_url` + `judge_model` (any OpenAI-compatible endpoint) or
-`judge_local=true` (the embedded GGUF model). Every judge asks for a small JSON object;
-a reply that does not parse means "no detection" / "unresolved" / "use the template",
-never a crash. Every judge reads blind records (`blind.py`): actions and observations, no
-reward, no score, no `won`.
+`judge_local=true` (the embedded GGUF model), else the agent's own model (`judge_model_or_none`).
+Every judge declares the JSON schema of its reply and asks with `ask_structured` (the embedded
+model decodes under the schema's grammar; an endpoint gets `response_format`); an unusable reply
+means "no detection" / "decide by the rules" / "unresolved" / "use the template", never a crash.
+Every judge reads blind records (`blind.py`): actions and observations, no reward, no score, no `won`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel, ask_json
+from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.agents.structured import ask_structured, shared_agent_model
 from playground.core.labels import UnknownFailure
 from playground.core.payloads import Detection, Proposal
 from playground.host.manager import default_labels
@@ -21,6 +24,16 @@ from playground.plugins.sentry.detectors import Window
 from playground.plugins.sentry.labels import label_text
 from playground.plugins.sentry.lessons import LessonDraft, summarise
 from playground.plugins.sentry.verifier import RecoveryVerifier, Verdict
+
+# the roles' names, as their judge calls are counted (`judge_replies` in the records and the summary)
+DETECTOR_ROLE, NEED_CHECK_ROLE = "sentry.detector", "sentry.need_check"
+VERIFIER_ROLE, SUMMARISER_ROLE = "sentry.verifier", "sentry.summariser"
+EVIDENCE = {"type": "string", "maxLength": 160}  # a short quote: bounded, so a small model's reply ends in time
+
+
+def _object(properties: dict[str, dict]) -> dict:
+    """A JSON schema of an object with exactly these properties, all required."""
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 def make_judge_model(params: dict[str, Any]) -> ChatModel:
@@ -39,6 +52,15 @@ def make_judge_model(params: dict[str, Any]) -> ChatModel:
                      "or --param judge_local=true")
 
 
+def judge_model_or_none(params: dict[str, Any]) -> ChatModel | None:
+    """The judge model: the explicit one when the parameters name it (`judge_base_url` + `judge_model`, or
+    `judge_local`; ValueError as `make_judge_model`), else the agent's own model where the runner shares it
+    (`shared_agent_model`), else None."""
+    if params.get("judge_base_url") or params.get("judge_local"):
+        return make_judge_model(params)
+    return shared_agent_model()
+
+
 def _steps_text(context: BlindView, window: Window) -> str:
     lines = [f"- {t.action} -> {t.observation.strip().splitlines()[0][:160] if t.observation.strip() else ''}"
              for t in window.turns]
@@ -48,37 +70,73 @@ def _steps_text(context: BlindView, window: Window) -> str:
 class LLMDetector:
     """Asks the judge model whether the proposed action shows a progress or grounding failure."""
 
+    ROLE = DETECTOR_ROLE
+
     def __init__(self, model: ChatModel) -> None:
         self.model = model
         self.labels = default_labels()
-        self.SYSTEM = ("You diagnose failures of an agent acting in a text environment. Answer with one JSON object: "
-                       '{"failure": true|false, "failure_type": "progress"|"grounding", "labels": [...], '
-                       '"confidence": 0..1, "evidence": "a short quote"}. Labels for progress: '
-                       + ", ".join(sorted(self.labels.labels_of("progress"))) + ". Labels for grounding: "
-                       + ", ".join(sorted(self.labels.labels_of("grounding"))) + ".")
+        progress, grounding = sorted(self.labels.labels_of("progress")), sorted(self.labels.labels_of("grounding"))
+        self.SYSTEM = ("You diagnose failures of an agent acting in a text environment: does its proposed action show "
+                       "a progress failure (it does not move towards the goal) or a grounding failure (it acts on "
+                       "what it has not seen or misreads)? Say failure false when the action is fine. Labels for "
+                       "progress: " + ", ".join(progress) + ". Labels for grounding: " + ", ".join(grounding) + ".")
+        self.schema = _object({
+            "failure": {"type": "boolean"},
+            "failure_type": {"type": "string", "enum": ["progress", "grounding"]},
+            "labels": {"type": "array", "items": {"type": "string", "enum": progress + grounding}, "maxItems": 3},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "evidence": EVIDENCE,
+        })
 
     def detect(self, context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
         """Return the judge's detection, or None (no failure, or an unusable reply)."""
         user = (f"Goal: {context.goal}\nLast steps:\n{_steps_text(context, window)}\n"
                 f"Current observation: {context.observation[:400]}\nProposed thought: {proposal.thought}\n"
                 f"Proposed action: {'(stop)' if proposal.finish else proposal.action}")
-        answer = ask_json(self.model, self.SYSTEM, user)
-        if not answer or not answer.get("failure"):
+        answer = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.schema).value
+        if not answer or not answer["failure"]:
             return None
-        failure_type = str(answer.get("failure_type", ""))
-        labels = tuple(str(label) for label in answer.get("labels") or ())
+        failure_type = answer["failure_type"]
+        labels = tuple(dict.fromkeys(answer["labels"]))  # once each, in the judge's order
         try:
-            self.labels.check(failure_type, labels)
+            self.labels.check(failure_type, labels)  # each label must belong to the failure type named
         except UnknownFailure:
             return None
-        if not labels or failure_type not in ("progress", "grounding"):
+        if not labels:
             return None
-        try:
-            confidence = min(1.0, max(0.0, float(answer.get("confidence", 0.5))))
-        except (TypeError, ValueError):
-            confidence = 0.5
-        return Detection("sentry-llm-judge", failure_type, labels, confidence, str(answer.get("evidence", ""))[:300],
-                         subtype="llm")
+        return Detection("sentry-llm-judge", failure_type, labels, float(answer["confidence"]),
+                         answer["evidence"][:300], subtype="llm")
+
+
+class LLMNeedCheck:
+    """Asks the judge model whether a detected failure needs an intervention now (Sentry's need check).
+
+    `decide` returns (True, why) to intervene, (False, why) to let the agent act, or (None, why) when the
+    reply is unusable: the harness then decides by its rules."""
+
+    ROLE = NEED_CHECK_ROLE
+    SYSTEM = ("You supervise an agent acting in a text environment. A detector flagged its proposed action as a "
+              "possible failure. Decide whether the agent needs an intervention now (a message that changes its "
+              "next action) or should be left to act: intervene only when the flagged failure is real and "
+              "interrupting is worth it.")
+    SCHEMA = _object({"intervene": {"type": "boolean"}, "why": EVIDENCE})
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+
+    def decide(self, view: BlindView, detection: Detection, proposal: Proposal,
+               window: Window) -> tuple[bool | None, str]:
+        """Whether to intervene on `detection` now, and the judge's reason; None when the reply is unusable."""
+        labels = ", ".join(detection.labels) or "-"
+        user = (f"Goal: {view.goal}\nLast steps:\n{_steps_text(view, window)}\n"
+                f"Current observation: {view.observation[:400]}\nProposed thought: {proposal.thought}\n"
+                f"Proposed action: {'(stop)' if proposal.finish else proposal.action}\n"
+                f"Flagged: {detection.failure_type} ({labels}), confidence {detection.confidence:.2f}; "
+                f"evidence: {detection.evidence[:200] or '-'}\nDoes the agent need an intervention now?")
+        reply = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.SCHEMA)
+        if reply.value is None:
+            return None, f"unusable reply: {reply.error}"[:300]
+        return bool(reply.value["intervene"]), reply.value["why"][:300]
 
 
 class LLMVerifier(RecoveryVerifier):
@@ -86,8 +144,10 @@ class LLMVerifier(RecoveryVerifier):
 
     The judge is shown the blind outcomes only (actions and observations; no reward, no `won`)."""
 
+    ROLE = VERIFIER_ROLE
     SYSTEM = ("You check whether an agent recovered from a diagnosed failure. You see only its actions and what "
-              'it observed. Answer with one JSON object: {"resolved": true|false, "evidence": "a short quote"}.')
+              "it observed. Say resolved true only when the steps show it.")
+    SCHEMA = _object({"resolved": {"type": "boolean"}, "evidence": EVIDENCE})
 
     def __init__(self, model: ChatModel, horizon: int = 10, quiet_steps: int = 3, admission: str = "window") -> None:
         super().__init__(horizon, quiet_steps, admission)
@@ -112,17 +172,20 @@ class LLMVerifier(RecoveryVerifier):
         user = (f"Diagnosed failure: {label}. It counts as resolved when "
                 f"{label_text(label, 'resolved_when', 'the failure stopped and progress resumed')}.\n"
                 f"Steps since the repair:\n{steps or '(none: the episode ended)'}")
-        answer = ask_json(self.model, self.SYSTEM, user) or {}
-        resolved = answer.get("resolved") is True
-        return Verdict(verdict.watch, resolved, f"judge: {str(answer.get('evidence', 'no usable answer'))[:200]}")
+        answer = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.SCHEMA).value
+        if answer is None:
+            return Verdict(verdict.watch, False, "judge: no usable answer")
+        return Verdict(verdict.watch, answer["resolved"], f"judge: {answer['evidence'][:200]}")
 
 
 class LLMSummariser:
     """Asks the judge model for a reusable trigger and principle; falls back to the template."""
 
-    SYSTEM = ("You write reusable lessons about agent failures. Do not name the episode's specific objects or "
-              'places. Answer with one JSON object: {"trigger": "when this pattern appears ...", '
-              '"principle": "what to do instead ..."}.')
+    ROLE = SUMMARISER_ROLE
+    SYSTEM = ("You write reusable lessons about agent failures: a trigger (when this pattern appears ...) and a "
+              "principle (what to do instead ...). Do not name the episode's specific objects or places.")
+    SCHEMA = _object({"trigger": {"type": "string", "minLength": 1, "maxLength": 160},
+                      "principle": {"type": "string", "minLength": 1, "maxLength": 240}})
 
     def __init__(self, model: ChatModel) -> None:
         self.model = model
@@ -133,7 +196,7 @@ class LLMSummariser:
         label = verdict.watch.detection.labels[0]
         user = (f"Failure: {label} ({label_text(label, 'advice')}). Failing action: {failing_action!r}. "
                 f"Recovered with: {verdict.watch.progress_action!r}. Evidence: {verdict.evidence}")
-        answer = ask_json(self.model, self.SYSTEM, user) or {}
+        answer = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.SCHEMA, max_tokens=250).value or {}
         trigger, principle = str(answer.get("trigger", "")).strip(), str(answer.get("principle", "")).strip()
         if not trigger or not principle:
             return template

@@ -15,7 +15,10 @@ interventions:
 Each arm's continuation is judged blind by `LocalRecoveryJudge` (Sentry's detectors and its
 window verifier, horizon H): **local recovery** means the failure Sentry detected at the
 point did not recur within H steps and grounded, task-relevant progress followed. The env's
-grade at the fork's end (`won`) is reported separately and never reaches the judge.
+grade at the fork's end (`won`) is reported separately and never reaches the judge, nor does
+the grade text the env prints: the recorded prefix and first observation go to the judge
+through the env provider's `remove_grade_text` (the env the trace header names), the fork's
+own observations through the live env's.
 
 Figures: each arm's local recovery and final success over the points, with 95% percentile
 bootstrap intervals resampling episodes (an episode's points together); the paired
@@ -35,7 +38,7 @@ from typing import Any
 from playground.core.errors import PlaygroundError
 from playground.core.payloads import Detection
 from playground.host.manager import Host
-from playground.plugins.sentry.blind import BlindTurn
+from playground.plugins.sentry.blind import BlindTurn, GradeTextRemover
 from playground.plugins.sentry.harness import NAME, OWN_DETECTORS
 from playground.plugins.sentry.recovery_judge import LocalRecoveryJudge
 from playground.run.files import atomic_write_text, confined, safe_file_name
@@ -151,13 +154,28 @@ def choose(points: list[Point], limit: int | None, seed: int) -> list[Point]:
     return [p for i, p in enumerate(points) if i in keep]
 
 
-def _judge(episode: EpisodeTrace, point: Point, horizon: int, window: int) -> LocalRecoveryJudge:
+def grade_text_remover(host: Host, episode: EpisodeTrace) -> GradeTextRemover:
+    """The `remove_grade_text` of the env the episode's trace header names (its provider's, through the host's
+    registry); ForkError where the host has no such env (the episode could not be forked either)."""
+    env = str(episode.header.get("env") or "")
+    try:
+        return host.envs.get(env).provider.remove_grade_text
+    except KeyError as exc:
+        raise ForkError(f"{episode.path}: {exc.args[0]}") from None
+
+
+def _judge(episode: EpisodeTrace, point: Point, horizon: int, window: int,
+           remove_grade_text: GradeTextRemover) -> LocalRecoveryJudge:
+    """The judge of one arm: the recorded prefix and first observation (raw trace text, which the judge cleans
+    with `remove_grade_text`, the env provider's, before anything reads it), and the actions offered before the
+    point."""
     prefix = tuple(BlindTurn(s.position, s.thought, s.action, s.observation, s.valid, s.kind)
                    for s in episode.steps[:point.position])
     offered = [*(episode.reset.get("admissible_actions") or ()),
                *(a for s in episode.steps[:point.position] for a in (s.admissible or ()))]
     return LocalRecoveryJudge(point.position, point.detection, prefix, str(episode.reset.get("goal", "")),
-                              str(episode.reset.get("observation", "")), tuple(offered), horizon, window)
+                              str(episode.reset.get("observation", "")), tuple(offered), horizon, window,
+                              remove_grade_text=remove_grade_text)
 
 
 def play_point(host: Host, run_dir: Path, episode: EpisodeTrace, point: Point, *, agent: str | None,
@@ -168,11 +186,12 @@ def play_point(host: Host, run_dir: Path, episode: EpisodeTrace, point: Point, *
     agent = agent or str(header.get("agent") or "expert")
     options = dict(header.get("agent_options") or {}) if agent_options is None else dict(agent_options)
     arms: dict[str, list[dict]] = {arm: [] for arm in ARMS}
+    remove_grade_text = grade_text_remover(host, episode)
     for trial in range(trials):
         starts = {}
         for arm in ARMS:
             action, finish = point.arm(arm)
-            judge = _judge(episode, point, horizon, window)
+            judge = _judge(episode, point, horizon, window, remove_grade_text)
             out = fork_path(run_dir, episode, point.position, f"paired-{arm}.{trial}")
             result = fork(host, episode, point.position, out, agent=agent, agent_options=options, action=action,
                           finish=finish, seed=seed + trial, observers=[("local-recovery", judge)],

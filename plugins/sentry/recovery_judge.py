@@ -15,27 +15,38 @@ harness does after a soft repair:
   naming or mentioning one of the goal's entities); **unresolved** otherwise.
 
 Blind: every payload is reduced to what the agent sees (`blind.py`) before any part reads
-it; the reward, score, `won` and the episode's status are never read.
+it; the reward, score, `won` and the episode's status are never read. Every observation goes
+through the env's `remove_grade_text` first (score lines, win and loss banners removed): the
+prefix and the first observation, given from the recorded trace, through the one given at
+construction (the env provider's); the fork's own outcomes through the live env's
+(`EpisodeStart.remove_grade_text`, taken when the fork starts).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from playground.core.hookspecs import hookimpl
-from playground.core.payloads import Detection, EpisodeEnd, EpisodeStart, StepOutcome
-from playground.plugins.sentry.blind import BlindOutcome, BlindTurn, BlindView, blind_outcome
+from playground.core.payloads import Detection, EpisodeEnd, EpisodeStart, StepOutcome, keep_text
+from playground.plugins.sentry.blind import BlindOutcome, BlindTurn, BlindView, blind_outcome, blind_turn
 from playground.plugins.sentry.detectors import object_words, run_detectors
 from playground.plugins.sentry.harness import OWN_DETECTORS
 from playground.plugins.sentry.verifier import RecoveryVerifier, Verdict
 
 
 class LocalRecoveryJudge:
-    """Observer judging whether the failure detected at fork point `point` was locally recovered from."""
+    """Observer judging whether the failure detected at fork point `point` was locally recovered from.
+
+    `prefix` and `first_observation` (what the episode showed before T) are cleaned with `remove_grade_text`
+    (the env's; give the env provider's where they come from a trace) before anything reads them."""
 
     def __init__(self, point: int, detection: Detection, prefix: tuple[BlindTurn, ...], goal: str,
                  first_observation: str, seen_actions: tuple[str, ...] = (), horizon: int = 10,
-                 window: int = 5) -> None:
+                 window: int = 5, *, remove_grade_text: Callable[[str], str] = keep_text) -> None:
+        self.remove_grade_text = remove_grade_text  # the live env's once the fork starts (`episode_started`)
+        prefix = tuple(blind_turn(turn, remove_grade_text=remove_grade_text) for turn in prefix)
+        first_observation = remove_grade_text(first_observation)
         self.point, self.detection, self.prefix, self.window = point, detection, prefix, window
         self.first_observation = first_observation
         self.verifier = RecoveryVerifier(horizon, admission="window")
@@ -49,12 +60,14 @@ class LocalRecoveryJudge:
 
     @hookimpl
     def episode_started(self, start: EpisodeStart) -> None:
-        """Nothing to read: the prefix was given at construction (the start payload carries the env's info)."""
+        """Take the env's `remove_grade_text`, through which every outcome of the fork is read; nothing else (the
+        prefix was given at construction, and the start payload carries the env's info)."""
+        self.remove_grade_text = start.remove_grade_text
 
     @hookimpl
     def step_completed(self, outcome: StepOutcome) -> None:
         """Detect on the action just played (window over prefix + continuation), then let the verifier watch."""
-        seen = blind_outcome(outcome)
+        seen = blind_outcome(outcome, remove_grade_text=self.remove_grade_text)
         view = self._shifted(seen.view)
         found = run_detectors(view, outcome.proposal, self.window, screen=True,
                               first_observation=self.first_observation)

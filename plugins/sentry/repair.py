@@ -38,17 +38,19 @@ def rank_actions(context: BlindView | StepContext, top: int = 12, closest_to: st
 
 
 def hard_repair_message(context: BlindView, detection: Detection, top: int,
-                        closest_to: str | None = None) -> InterventionMessage:
-    """Tell the agent its action is invalid and offer the best-ranked valid actions, those most like
+                        closest_to: str | None = None, restrict: bool = False) -> InterventionMessage:
+    """Tell the agent its action is invalid and show the best-ranked valid actions, those most like
     `closest_to` (the rejected action) first when it is given (or, where the env lists no actions and its
-    schema check found problems with the call, name each problem and the closest valid calls)."""
+    schema check found problems with the call, name each problem and the closest valid calls).
+
+    The ranked actions are a view the agent rewrites from; with `restrict` the agent must pick one of them."""
     if context.schema_problems and context.admissible_actions is None:
         return schema_repair_message(context.schema_problems, detection)
     ranked = tuple(rank_actions(context, top, closest_to))
     lines = [f"Your action was rejected: {detection.evidence}.", label_text(detection.labels[0], "advice"),
              "Valid actions, most promising first:", *(f"- {a}" for a in ranked)]
     return InterventionMessage("hard_repair", "\n".join(line for line in lines if line), detection.failure_type, ranked,
-                               detection.labels)
+                               detection.labels, restrict=restrict)
 
 
 def schema_repair_message(problems: tuple[SchemaProblem, ...], detection: Detection) -> InterventionMessage:
@@ -76,9 +78,12 @@ def fresh_actions(context: BlindView, window: int, top: int) -> tuple[str, ...]:
 
 
 def soft_repair_message(context: BlindView, detection: Detection, lessons: list, window: int,
-                        top: int = 12) -> InterventionMessage:
-    """Advice for the failure type, the last `window` steps as evidence, the retrieved lessons,
-    and (where the env lists them) the best-ranked actions not tried recently."""
+                        top: int = 12, shortlist: bool = False) -> InterventionMessage:
+    """Guidance, as the paper's soft repair: advice for the failure type, the last `window` steps as
+    evidence and the retrieved lessons; the agent then chooses its own corrected step.
+
+    With `shortlist` (a named variant, not the paper's configuration) a progress repair also
+    lists the best-ranked actions not tried recently and restricts the agent to them."""
     label = detection.labels[0]
     lines = [f"A possible failure was detected ({detection.failure_type}: {', '.join(detection.labels)}).",
              label_text(label, "advice"), f"Evidence: {detection.evidence}", "Your last steps:"]
@@ -89,10 +94,10 @@ def soft_repair_message(context: BlindView, detection: Detection, lessons: list,
         lines.append("Lessons from earlier recoveries of this kind of failure:")
         for item in lessons:
             lines.append(f"- [{', '.join(item.lesson.labels)}] when {item.lesson.trigger}: {item.lesson.principle}")
-    offered = fresh_actions(context, window, top) if detection.failure_type == "progress" else ()
+    offered = fresh_actions(context, window, top) if shortlist and detection.failure_type == "progress" else ()
     if offered:
         lines.append("Actions you have not tried recently: " + ", ".join(offered))
     lines.append("Continue the task: propose a corrected next action.")
     labels = tuple(sorted({lesson_label for item in lessons for lesson_label in item.lesson.labels}))
     return InterventionMessage("soft_repair", "\n".join(line for line in lines if line), detection.failure_type,
-                               offered, labels)
+                               offered, labels, restrict=bool(offered))

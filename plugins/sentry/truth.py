@@ -6,7 +6,10 @@ it back, and replays Sentry's rule detectors (and, on a sample, the LLM judge) o
 the same steps: each step's `StepContext` is rebuilt by replaying the env from reset
 (`playground.run.forks.replay_contexts`, observations checked), reduced to Sentry's blind
 view, and handed with a proposal made of the recorded thought, action and finish flag only.
-The injection never enters what a detector is given.
+The injection never enters what a detector is given, nor does the grade text the env prints:
+every observation of the view, and the first observation, goes through the env provider's
+`remove_grade_text` (the env the trace header names), as Sentry reads them live through
+`EpisodeStart.remove_grade_text`, so the replayed detections are the live ones.
 
 For the verifier it pairs each verdict of a Sentry run with whether the injected failure
 the repair was about really ended within the verifier's horizon (`verdict_truths`).
@@ -23,7 +26,7 @@ from typing import Any
 from playground.core.errors import PlaygroundError
 from playground.core.payloads import Proposal
 from playground.host.manager import Host
-from playground.plugins.sentry.blind import BlindView, blind_view
+from playground.plugins.sentry.blind import BlindView, GradeTextRemover, blind_view
 from playground.plugins.sentry.detectors import make_window, named_detections
 from playground.plugins.sentry.harness import DEFAULTS
 from playground.plugins.sentry.measure import Hit, Matcher, StepTruth
@@ -113,20 +116,31 @@ def detector_proposal(event: Mapping[str, Any]) -> Proposal:
     return Proposal(str(event.get("thought", "")), str(event.get("action", "")), bool(event.get("finish")))
 
 
+def grade_text_remover(host: Host, episode: EpisodeTrace) -> GradeTextRemover:
+    """The `remove_grade_text` of the env the episode's trace header names (its provider's, through the host's
+    registry); `TruthError` for a trace that names none the host has."""
+    try:
+        return host.envs.get(str(episode.header.get("env") or "")).provider.remove_grade_text
+    except KeyError as exc:
+        raise TruthError(f"{episode.path}: {exc.args[0]}") from None
+
+
 def replay_rules(host: Host, episode: EpisodeTrace, window_size: int = int(DEFAULTS["window"])) -> EpisodeEvidence:
-    """Replay Sentry's rules over the episode's first proposal of every step (`TruthError` if it does not replay)."""
+    """Replay Sentry's rules over the episode's first proposal of every step (`TruthError` if it does not replay),
+    every observation read through the env provider's `remove_grade_text`, as Sentry reads them live."""
     name = _episode_id(episode)
     evidence = EpisodeEvidence(name, injections(episode))
     try:
         contexts = replay_contexts(host, episode)
     except ForkError as exc:
         raise TruthError(str(exc)) from None
-    first = str(episode.reset.get("observation", ""))
+    remove_grade_text = grade_text_remover(host, episode)
+    first = remove_grade_text(str(episode.reset.get("observation", "")))
     for recorded, context in zip(_path(episode), contexts):
         if not recorded.proposals:
             continue
         proposal = detector_proposal(recorded.proposals[0])
-        view = blind_view(context)
+        view = blind_view(context, remove_grade_text=remove_grade_text)
         found = named_detections(view, proposal, window_size, first_observation=first)
         evidence.steps.append(ReplayedStep(name, recorded.step, view, proposal, first,
                                            any(d.failure_type == "action_validity" for _, d in found)))
