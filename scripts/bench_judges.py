@@ -15,10 +15,12 @@ through the real runner; Sentry's rules are replayed offline over its traces fro
 Each role is asked `--calls` times (its inputs in turn, from the start again if there are fewer) on two paths,
 side by side: `LocalChatModel` in-process (decoding under the schema's grammar: mode `grammar`), and
 `python -m llama_cpp.server` started on a free port with the same GGUF (`HTTPChatModel`: json_schema, refused
-there, falls back to json_object with the schema). A reply counts as usable when it is one JSON object valid
-under the role's schema, exactly as `judge_replies` counts it in a run. Needs the `local` and `server` extras.
+there, falls back to json_object with the schema); `--paths prompt` adds the in-process model without any
+constraint (mode `prompt`: the schema stated in the prompt only). A reply counts as usable when it is one JSON
+object valid under the role's schema, exactly as `judge_replies` counts it in a run. Needs the `local` and
+`server` extras.
 
-    python scripts/bench_judges.py [--calls 100] [--episodes 12] [--paths local,server]
+    python scripts/bench_judges.py [--calls 100] [--episodes 60] [--paths local,server[,prompt]]
         [--roles sentry.detector,...] [--out FILE.json] [--run-dir DIR]
 """
 
@@ -151,6 +153,19 @@ def measure(model: Any, inputs: dict[str, list[Call]], roles: list[str], n: int,
     return results
 
 
+class PromptOnly:
+    """The in-process model asked without any constraint (mode `prompt`: the schema is in the prompt only), as a
+    server without `response_format` would be, and as every role was asked before the schemas."""
+
+    reply_format = "prompt"
+
+    def __init__(self, model: LocalChatModel) -> None:
+        self.model = model
+
+    def complete(self, messages: list[dict], *, json_schema: dict | None = None, **options: Any) -> Any:
+        return self.model.complete(messages, **options)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -214,7 +229,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=100, help="calls per role and path")
     parser.add_argument("--episodes", type=int, default=60, help="textworld:easy games the noisy agent plays")
     parser.add_argument("--max-steps", type=int, default=15)
-    parser.add_argument("--paths", default="local,server", help="comma-separated: local (in-process), server")
+    parser.add_argument("--paths", default="local,server",
+                        help="comma-separated: local (in-process, grammar), server (llama.cpp's server), prompt "
+                             "(in-process without a constraint: the schema in the prompt only)")
     parser.add_argument("--roles", default=",".join(ROLES), help="comma-separated roles")
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads of each path's model (1: the two paths run side by side, and llama.cpp's "
@@ -224,9 +241,9 @@ def main() -> int:
     args = parser.parse_args()
     roles = [r.strip() for r in args.roles.split(",") if r.strip()]
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
-    if args.calls < 1 or not set(roles) <= set(ROLES) or not set(paths) <= {"local", "server"}:
-        print(f"error: --calls must be at least 1, --roles among {', '.join(ROLES)}, --paths local and/or server",
-              file=sys.stderr)
+    if args.calls < 1 or not set(roles) <= set(ROLES) or not set(paths) <= {"local", "server", "prompt"}:
+        print(f"error: --calls must be at least 1, --roles among {', '.join(ROLES)}, --paths among local, server, "
+              "prompt", file=sys.stderr)
         return 2
 
     host = Host(strict=True).load()
@@ -245,6 +262,8 @@ def main() -> int:
         models: dict[str, Any] = {}
         if "local" in paths:
             models["local"] = LocalChatModel(max_tokens=200, threads=args.threads)
+        if "prompt" in paths:
+            models["prompt"] = PromptOnly(LocalChatModel(max_tokens=200, threads=args.threads))
         if "server" in paths:
             server = stack.enter_context(LlamaServer(default_gguf_path(), args.threads,
                                                      scratch / "llama_cpp.server.log"))

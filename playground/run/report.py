@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from playground.run.traces import TraceError, read_jsonl
 from playground.run.trials import trial_fields
@@ -32,7 +32,7 @@ def tally_trace(events: Iterable[dict]) -> dict[str, Any]:
     return tally.as_record()
 
 
-def merge_judge_replies(records: Iterable[dict]) -> dict[str, dict[str, Any]]:
+def merge_judge_replies(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The `judge_replies` of several records (a cascade's attempts, a harness's episodes) added up: per role,
     its calls, the unusable ones among them and the calls per mode."""
     total: dict[str, dict[str, Any]] = {}
