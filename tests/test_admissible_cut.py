@@ -111,7 +111,8 @@ def test_check_env_holds_a_cut_to_its_verdict():
 #
 # The pin was recorded with `detections()` on commit 1868bcd, before the cut rule: noisy episodes (failure rates up so
 # that every env sees invalid actions) under Sentry and the runtime monitor, every detection and intervention with its
-# evidence and message. AppWorld (no list, a schema check) keeps its own pins in test_sentry_schema.py and
+# evidence and message. Its textworld and alfworld entries were remade when Sentry's need check began to weigh the
+# evidence and its soft repair dropped the action list (webshop's did not change); the cut rule was not touched. AppWorld (no list, a schema check) keeps its own pins in test_sentry_schema.py and
 # test_appworld.py (the hard repair's message, what is sent).
 
 # env -> (task set, split, tasks, step budget, noisy options)
