@@ -127,10 +127,12 @@ def test_exposure_only_retrieved_lessons_after_a_detection(tmp_path):
         pb.add("grounding", ["hallucination"], "naming unseen things", "FOREIGN-LESSON: act on what you saw")
 
     def requests_for(harness: str) -> list[str]:
+        # rule judges: every request the server sees is then the agent's (the scripted model only plays the agent)
+        rules = {"detector": "rules", "verifier": "rules", "summariser": "template", "need_judge": "rules"}
         with ScriptedChatServer(default=_looping_model) as server:
             run(Host().load(), RunConfig(
                 env="tiny", task_set="default", split="test", tasks=["tiny-20003"], agent="llm", max_steps=8,
-                harnesses=[harness], out=str(tmp_path / harness), playbook=str(playbook),
+                harnesses=[harness], out=str(tmp_path / harness), playbook=str(playbook), params=rules,
                 agent_options={"base_url": server.base_url, "model": "m", "retries": 0}))
         return [json.dumps(r["messages"]) for r in server.requests]
 
