@@ -9,11 +9,11 @@ import json
 import pytest
 
 from playground.agents.llm import LLMAgent
+from playground.core.payloads import Detection
 from playground.plugins.sentry import VARIANTS
 from playground.plugins.sentry.harness import RULE_ROLES, SentryPlugin, judge_roles, parse_params
 from playground.plugins.sentry.need_check import FIRST_SIGHTING, DetectionMemory, need_score
 from playground.plugins.sentry.table import declined_detections
-from playground.core.payloads import Detection
 from playground.testing import ScriptedAgent, play, tiny_env
 from tests.conftest import require_extra, run_cli
 
