@@ -17,12 +17,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from playground.plugins.sentry.harness import OWN_DETECTORS
 from playground.run.report import merge_judge_replies, wilson_interval
 from playground.run.rundir import load_records, record_trace
 from playground.run.stats import mcnemar_exact
 from playground.run.traces import read_trace
-
-OWN_DETECTORS = ("sentry", "sentry-llm-judge")
 
 
 @dataclass
