@@ -42,6 +42,13 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeou
 
 
 @pytest.fixture(autouse=True)
+def own_response_cache(tmp_path_factory, monkeypatch):
+    """Each test has its own response cache (subprocesses inherit it), so no reply cached by another test or by
+    the user's runs answers for a test's model: a scripted server on a reused port may script other replies."""
+    monkeypatch.setenv("PLAYGROUND_RESPONSE_CACHE", str(tmp_path_factory.mktemp("responses")))
+
+
+@pytest.fixture(autouse=True)
 def fresh_host():
     """Each test sees a freshly loaded host (tests change PLAYGROUND_* variables)."""
     reset_host()

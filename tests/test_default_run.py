@@ -18,7 +18,7 @@ PINNED_LOCAL = DATA / "default_local_run_episodes.json"
 PINNED_LOCAL_BUILD = DATA / "default_local_run_build.txt"  # llama.cpp's CPU features of the build that pinned it
 UNPINNED = ("run_id",)  # differs on every run
 TIMINGS = ("seconds_per_step",)
-RECORD_UNPINNED = ("episode_id", "seconds")  # the run id and wall-clock time
+RECORD_UNPINNED = ("episode_id", "seconds", "response_cache")  # the run id, wall-clock time, cache state
 
 
 @pytest.mark.slow

@@ -213,8 +213,8 @@ def test_the_runner_shares_the_agents_model_and_counts_judge_replies(tmp_path):
     with ScriptedChatServer(default=answer) as server:
         summary = run(host, RunConfig(
             env="tiny", task_set="default", split="test", tasks=["tiny-20000", "tiny-20001"], agent="llm",
-            harnesses=["base", "self-judged"], out=str(tmp_path / "run"), max_steps=3,
-            agent_options={"base_url": server.base_url, "model": "agent", "retries": 0}))
+            harnesses=["base", "self-judged"], out=str(tmp_path / "run"), max_steps=3,  # every request sent:
+            agent_options={"base_url": server.base_url, "model": "agent", "retries": 0, "cache_dir": "off"}))
         judged = [r for r in server.requests if "JUDGE" in r["messages"][0]["content"]]
     assert SEEN[0] is None  # built once before the run to check its parameters: no episode, no agent's model
     played = SEEN[1:]

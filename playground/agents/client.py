@@ -23,7 +23,6 @@ and its mode, so the episode's record counts them apart from the agent's tokens.
 from __future__ import annotations
 
 import email.utils
-import hashlib
 import http.client
 import importlib.util
 import json
@@ -44,6 +43,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from playground.agents.response_cache import cache_for, file_sha256, is_deterministic
 from playground.core.env import TEMPLATE_ARGUMENT, is_template
 from playground.core.errors import PlaygroundError
 
@@ -100,7 +100,7 @@ class HTTPChatModel:
     timeout: float = 60.0  # seconds for a whole request: connect, headers and body
     retries: int = 4
     backoff: float = 0.5
-    cache_dir: str | None = None
+    cache_dir: str | os.PathLike | None = None  # the response cache's folder (None: no cache; see response_cache)
     max_body_bytes: int = 16 * 1024 * 1024
     max_reply_chars: int = 100_000
     # How a reply with a JSON schema is asked for (one of REPLY_FORMATS): `json_schema` first; lowered for good, once
@@ -147,13 +147,20 @@ class HTTPChatModel:
         return {"json_schema": 0, "prompt": 3}.get(self.reply_format, 0)
 
     def _send(self, body: dict, mode: str, refusable: bool = False) -> Completion:
-        """One request (from the cache when it holds it), its completion marked with `mode`."""
-        cached = self._cache_get(body)
-        if cached is not None:
-            return replace(cached, mode=mode)
+        """One request (from the response cache when it holds it), its completion marked with `mode`."""
+        cache = cache_for(self.cache_dir) if is_deterministic(self.temperature, self.seed) else None
+        key = {"url": self.base_url, **body}
+        stored = cache.get(key) if cache is not None else None
+        if stored is not None:
+            try:
+                return Completion(str(stored["text"]), _count(stored.get("prompt_tokens")),
+                                  _count(stored.get("completion_tokens")), cached=True, mode=mode)
+            except KeyError:
+                pass  # an entry of another shape is a miss
         payload = self._post_with_retries(body, refusable)
         completion = replace(_parse_completion(payload, self.base_url, self.max_reply_chars), mode=mode)
-        self._cache_put(body, completion)
+        if cache is not None:
+            cache.put(key, _cache_entry(completion))
         return completion
 
     def _post_with_retries(self, body: dict, refusable: bool = False) -> dict:
@@ -250,31 +257,11 @@ class HTTPChatModel:
             watchdog.cancel()
             connection.close()
 
-    def _cache_path(self, body: dict) -> Path | None:
-        if not self.cache_dir:
-            return None
-        key = hashlib.sha256(json.dumps({"url": self.base_url, **body}, sort_keys=True).encode()).hexdigest()
-        return Path(self.cache_dir) / key[:2] / f"{key}.json"
 
-    def _cache_get(self, body: dict) -> Completion | None:
-        path = self._cache_path(body)
-        if path is None or not path.exists():
-            return None
-        try:
-            record = json.loads(path.read_text())
-            return Completion(record["text"], record["prompt_tokens"], record["completion_tokens"], cached=True)
-        except (OSError, ValueError, KeyError):
-            return None  # a damaged cache entry is a miss, never an error
-
-    def _cache_put(self, body: dict, completion: Completion) -> None:
-        path = self._cache_path(body)
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"text": completion.text, "prompt_tokens": completion.prompt_tokens,
-                                   "completion_tokens": completion.completion_tokens}))
-        os.replace(tmp, path)
+def _cache_entry(completion: Completion) -> dict[str, Any]:
+    """What the response cache keeps of a completion."""
+    return {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens}
 
 
 _FORMAT_LADDER = (("json_schema", True), ("json_object", True), ("json_object", False), ("prompt", False))
@@ -475,7 +462,7 @@ class LocalChatModel:
     _grammars: dict[str, Any] = {}  # schema text -> its compiled LlamaGrammar (compiling a bounded string is slow)
 
     def __init__(self, gguf: str | None = None, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
-                 n_ctx: int = 8192, threads: int = 2) -> None:
+                 n_ctx: int = 8192, threads: int = 2, cache_dir: str | os.PathLike | None = None) -> None:
         try:
             import llama_cpp  # noqa: F401
         except ImportError:
@@ -485,6 +472,7 @@ class LocalChatModel:
         if not self.path.is_file():
             raise LLMError(f"no GGUF model file at {self.path}")
         self.temperature, self.seed, self.max_tokens = temperature, seed, max_tokens
+        self.cache = cache_for(cache_dir)  # the response cache (a seeded request is deterministic)
         key = (str(self.path), threads, n_ctx)
         if key not in self._loaded:
             from llama_cpp import Llama
@@ -510,11 +498,25 @@ class LocalChatModel:
 
             alternatives = " | ".join(_grammar_alternative(c) for c in choices)
             kwargs["grammar"] = LlamaGrammar.from_string(f"root ::= {alternatives}", verbose=False)
+        request = None
+        if self.cache is not None:
+            import llama_cpp
+
+            request = {"model_sha256": file_sha256(self.path), "llama_cpp": llama_cpp.__version__,
+                       **{k: v for k, v in kwargs.items() if k != "grammar"}, "choices": choices,
+                       "json_schema": json_schema}
+            stored = self.cache.get(request)
+            if stored is not None and isinstance(stored.get("text"), str):
+                return Completion(stored["text"], _count(stored.get("prompt_tokens")),
+                                  _count(stored.get("completion_tokens")), cached=True, mode=mode)
         try:
             reply = self.llm.create_chat_completion(**kwargs)
         except Exception as exc:  # noqa: BLE001 - llama.cpp raises plain exceptions (e.g. context overflow)
             raise LLMError(f"local model {self.path.name}: {type(exc).__name__}: {exc}") from exc
-        return replace(_parse_completion(reply, str(self.path.name)), mode=mode)
+        completion = replace(_parse_completion(reply, str(self.path.name)), mode=mode)
+        if self.cache is not None and request is not None:
+            self.cache.put(request, _cache_entry(completion))
+        return completion
 
     @classmethod
     def _schema_grammar(cls, schema: dict) -> Any:

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from playground.agents.base import parse_options
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.agents.response_cache import OFF_WORDS, default_cache_dir
 from playground.core.env import is_admissible, is_template
 from playground.core.payloads import AgentView, Proposal
 
@@ -134,9 +136,17 @@ HTTP_DEFAULTS: dict[str, Any] = {
 }
 LOCAL_DEFAULTS: dict[str, Any] = {
     "gguf": "", "temperature": 0.0, "seed": 0, "max_tokens": 64, "threads": 2, "n_ctx": 8192,
-    "constrained": False,
+    "constrained": False, "cache_dir": "",
     "window": 5, "max_obs_chars": 600,
 }
+
+
+def _cache_dir(option: str) -> Path | None:
+    """The response cache's folder from an agent's `cache_dir` option: "" the shared one (unless
+    `$PLAYGROUND_RESPONSE_CACHE` turns it off), "off" none, else that folder."""
+    if option.strip().lower() in OFF_WORDS:
+        return None
+    return Path(option).expanduser() if option else default_cache_dir()
 
 
 def make_llm_agent(**options: Any) -> LLMAgent:
@@ -145,7 +155,7 @@ def make_llm_agent(**options: Any) -> LLMAgent:
     if not o["base_url"] or not o["model"]:
         raise ValueError("agent 'llm' needs --llm-base-url (e.g. http://127.0.0.1:8000/v1) and --model")
     model = HTTPChatModel(o["base_url"], o["model"], os.environ.get(o["api_key_env"]) or None, o["temperature"],
-                          o["seed"], o["max_tokens"], o["timeout"], o["retries"], cache_dir=o["cache_dir"] or None)
+                          o["seed"], o["max_tokens"], o["timeout"], o["retries"], cache_dir=_cache_dir(o["cache_dir"]))
     return LLMAgent(model, o["window"], o["max_obs_chars"])
 
 
@@ -154,7 +164,7 @@ def make_local_agent(**options: Any) -> LLMAgent:
     o = parse_options(LOCAL_DEFAULTS, options, "local")
     try:
         model = LocalChatModel(o["gguf"] or None, o["temperature"], o["seed"], o["max_tokens"],
-                               n_ctx=o["n_ctx"], threads=o["threads"])
+                               n_ctx=o["n_ctx"], threads=o["threads"], cache_dir=_cache_dir(o["cache_dir"]))
     except LLMError as exc:
         raise ValueError(f"agent 'local': {exc}") from None
     return LLMAgent(model, o["window"], o["max_obs_chars"], constrained=o["constrained"])

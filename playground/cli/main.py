@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -55,7 +55,8 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
 @click.option("--harness", "harnesses", multiple=True,
               help="harness to run (repeatable; each runs the same tasks) [default: "
                    "those their plugins mark as defaults]")
-@click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: runs/<time>]")
+@click.option("--out", default=None, help="run directory; rerun with the same DIR to resume [default: "
+                                          "runs/<env>-<task set>-<agent>-<hash of the settings>]")
 @click.option("--playbook", default=None, help="playbook database for harnesses that use one")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="episodes played at once, in worker processes [default: 1; with --executor ray, the cluster's CPUs]")
@@ -71,23 +72,32 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
 @click.option("--check-lock", "check_lock", default=None, metavar="LOCK.json",
               help="refuse to run (exit 2) when this run's lock differs from LOCK.json (another run's lock.json) "
                    "in what matters")
-def run_command(harnesses, out, playbook, workers, executor, address, repair, trials, check_lock, **options) -> None:
+@click.option("--no-response-cache", "no_response_cache", is_flag=True,
+              help="send every model request, even one the shared response cache holds (see docs/models.md)")
+def run_command(harnesses, out, playbook, workers, executor, address, repair, trials, check_lock, no_response_cache,
+                **options) -> None:
     """Run an agent on a task set under one or more harnesses and print a table."""
-    from dataclasses import replace
-
+    from playground.agents.response_cache import RESPONSE_CACHE_VARIABLE
     from playground.run.lock import read_lock
 
+    if no_response_cache:  # an environment variable, so the worker processes see it too
+        os.environ[RESPONSE_CACHE_VARIABLE] = "off"
     host = get_host()
     wanted_lock = read_lock(check_lock) if check_lock is not None else None
     if not harnesses:
         harnesses = default_harnesses(host)
     if out is not None and not out.strip():
-        raise CLIError("--out is empty; name a run directory (or leave --out out for runs/run-<date>-<time>)")
-    out = out if out is not None else str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
-    config = replace(make_config(host, harnesses, out, playbook, **options), trials=trials)
-    summary = run_with_progress(host, config, options["quiet"], workers, repair, wanted_lock, executor, address)
+        raise CLIError("--out is empty; name a run directory (or leave --out out for runs/<env>-<task set>-...)")
+    config = make_config(host, harnesses, out, playbook, trials=trials, **options)
+    try:
+        summary = run_with_progress(host, config, options["quiet"], workers, repair, wanted_lock, executor, address)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: what was played is kept in {config.out}; rerun the same command to resume",
+                   err=True)
+        raise
     click.echo(format_table(summary))
-    click.echo(f"summary: {Path(out) / 'summary.json'}", err=True)
+    click.echo(f"summary: {Path(config.out) / 'summary.json'}", err=True)
+
 
 
 @cli.group("envs", invoke_without_command=True)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Mapping
 
 import click
 
 from playground.core.errors import PlaygroundError
 from playground.host.registry import AgentSpec
+from playground.run.files import safe_file_name
 from playground.run.runner import (
     DEFAULT_MAX_STEPS,
     AgentUnavailable,
@@ -122,9 +126,11 @@ def episode_options(command=None, *, split: bool = True):
     return command
 
 
-def make_config(host, harnesses, out: str, playbook: str | None, *, env_name, agent, agent_options, llm_base_url,
-                model, params, episodes, split, seed, max_steps, strict, quiet) -> RunConfig:
-    """Build and check a RunConfig from the command line; CLIError names what is wrong."""
+def make_config(host, harnesses, out: str | None, playbook: str | None, *, env_name, agent, agent_options,
+                llm_base_url, model, params, episodes, split, seed, max_steps, strict, quiet,
+                trials: int = 1) -> RunConfig:
+    """Build and check a RunConfig from the command line; CLIError names what is wrong. Without `out`, the run
+    directory is named by the settings (`default_run_dir`)."""
     if env_name is not None and not env_name.strip():
         raise CLIError(f"--env is empty; choose from: {', '.join(host.envs.names())}")
     env, _, task_set = (env_name or default_env(host)).partition(":")
@@ -133,10 +139,12 @@ def make_config(host, harnesses, out: str, playbook: str | None, *, env_name, ag
     try:
         task_set, split, tasks = resolve_tasks(host, env, task_set or None, split, episodes)
         config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=agent,
-                           harnesses=list(dict.fromkeys(harnesses)), out=out, seed=seed,
+                           harnesses=list(dict.fromkeys(harnesses)), out=out or "", seed=seed,
                            max_steps=max_steps or default_max_steps(host, env, task_set),
                            agent_options=_agent_options(defaults, agent_options, llm_base_url, model),
-                           params=parse_pairs(params, "--param"), playbook=playbook, strict=strict)
+                           params=parse_pairs(params, "--param"), playbook=playbook, strict=strict, trials=trials)
+        if out is None:  # named by its settings, so the same bare command finds its run again and resumes it
+            config.out = default_run_dir(config)
         check_config(host, config)
     except AgentUnavailable as exc:
         # nothing about the agent was asked for: it cannot start here, so name one that needs no model
@@ -145,3 +153,11 @@ def make_config(host, harnesses, out: str, playbook: str | None, *, env_name, ag
     except RunConfigError as exc:
         raise CLIError(str(exc)) from None
     return config
+
+
+def default_run_dir(config: RunConfig) -> str:
+    """The run directory of a run given no `--out`: runs/<env>-<task set>-<agent>-<hash>, the hash of every setting
+    that decides what the run plays, so the same command resumes the same run and other settings get another."""
+    settings = {key: value for key, value in asdict(config).items() if key != "out"}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return str(Path("runs") / safe_file_name(f"{config.env}-{config.task_set}-{config.agent}-{digest}"))

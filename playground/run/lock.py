@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from playground.agents.response_cache import file_sha256
 from playground.core.errors import PlaygroundError
 from playground.run.files import atomic_write_text
 from playground.run.report import merge_judge_replies
@@ -42,15 +43,6 @@ COMPARE_FIELDS = ("playground", "python", "distributions", "env", "data_files", 
 
 class LockError(PlaygroundError):
     """A lock file that cannot be read, or a run whose lock differs from the one it must match."""
-
-
-def file_sha256(path: str | Path) -> str:
-    """The SHA-256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def playbook_hash(path: str | Path, host=None) -> str | None:

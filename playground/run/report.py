@@ -32,6 +32,14 @@ def tally_trace(events: Iterable[dict]) -> dict[str, Any]:
     return tally.as_record()
 
 
+def merge_cache_use(records: Iterable[Mapping[str, Any]]) -> dict[str, int] | None:
+    """The `response_cache` hits and misses of several records added up; None when none of them used the cache."""
+    used = [record["response_cache"] for record in records if record.get("response_cache")]
+    if not used:
+        return None
+    return {"hits": sum(int(u.get("hits") or 0) for u in used), "misses": sum(int(u.get("misses") or 0) for u in used)}
+
+
 def merge_judge_replies(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The `judge_replies` of several records (a cascade's attempts, a harness's episodes) added up: per role,
     its calls, the unusable ones among them and the calls per mode."""
@@ -197,6 +205,7 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "tokens_per_episode": _per_episode(records, "prompt_tokens", "completion_tokens"),
         "judge_tokens_per_episode": _per_episode(records, "judge_prompt_tokens", "judge_completion_tokens"),
         **({"judge_replies": merge_judge_replies(records)} if any("judge_replies" in r for r in records) else {}),
+        **({"response_cache": cache} if (cache := merge_cache_use(records)) else {}),
         "success_ci95": wilson_interval(sum(1 for r in records if r.get("won")), n),
         "resolved_share": _share(total("verified_recoveries"),
                                  total("verified_recoveries") + total("unresolved_recoveries")),
@@ -272,11 +281,13 @@ def summarise_run(env: str, agent: str, harnesses: list[str], records: Iterable[
     for record in records:
         by_harness.setdefault(record["harness"], []).append(record)
         tasks.add(record["task_id"])
+    cache = merge_cache_use(r for rs in by_harness.values() for r in rs)
     return {
         "env": env,
         "agent": agent,
         "tasks": len(tasks),
         "harnesses": {h: summarise_harness(rs) for h, rs in by_harness.items()},
+        **({"response_cache": cache} if cache else {}),
     }
 
 

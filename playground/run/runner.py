@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from playground.agents.base import bind_env
 from playground.agents.client import judge_calls_reported
+from playground.agents.response_cache import cache_use_counted
 from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.errors import PlaygroundError, format_exception
@@ -33,7 +34,7 @@ from playground.run.costs import attempt_cost
 from playground.run.executors import Executor, Job, make_executor
 from playground.run.files import confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
-from playground.run.report import EpisodeTally, merge_failures, merge_judge_replies, summarise_run
+from playground.run.report import EpisodeTally, merge_cache_use, merge_failures, merge_judge_replies, summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
 from playground.run.traces import TraceWriter
 
@@ -539,6 +540,8 @@ def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
     merged["failures"] = merge_failures(attempts)
     if any("judge_replies" in a for a in attempts):
         merged["judge_replies"] = merge_judge_replies(attempts)
+    if (cache := merge_cache_use(attempts)) is not None:
+        merged["response_cache"] = cache
     merged["trace"] = attempts[0]["trace"]
     merged["verifier"] = spec.verifier
     merged["attempts"] = [{"interventions": list(names), "won": a["won"], "status": a["status"], "steps": a["steps"],
@@ -554,6 +557,7 @@ class _Attempt:
         self.path, self.harness, self.task_id, self.seed, self.trial = path, harness, task_id, seed, trial
         self.episode = episode_id(run_id, harness, task_id, trial)
         self.tally = EpisodeTally()
+        self.cache_use: Counter[str] = Counter()  # response-cache hits and misses of the episode's model calls
         self.started = time.perf_counter()
         self.trace = TraceWriter(path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
                                         "episode_id": self.episode, "params": params, "interventions": list(names),
@@ -575,6 +579,8 @@ class _Attempt:
             "seconds": round(time.perf_counter() - self.started, 3),
             "trace": str(self.path.relative_to(rundir_root(self.path))),
             **self.tally.as_record(),
+            **({"response_cache": {"hits": self.cache_use["hits"], "misses": self.cache_use["misses"]}}
+               if self.cache_use else {}),
         }
 
 
@@ -590,7 +596,8 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
             env, agent = player.instances()
             # the plugins' model roles may use the agent's own model (`shared_agent_model`), and the tokens
             # they spend count in the episode's record, apart from the agent's
-            with agent_model_shared(getattr(agent, "model", None)), judge_calls_reported(play.emit):
+            with agent_model_shared(getattr(agent, "model", None)), judge_calls_reported(play.emit), \
+                    cache_use_counted() as play.cache_use:
                 interventions = [(name, resolve_intervention(host, name).factory(params)) for name in names]
                 observers = [(o.name, o.factory()) for o in host.observers]
                 hooks = EpisodeHooks(interventions, observers)

@@ -27,6 +27,7 @@ def diagnose_command(run_dir: str, producer: str, llm_base_url: str | None, mode
                      api_key_env: str, llm_local: bool) -> None:
     """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
     from playground.agents.client import ChatModel
+    from playground.agents.response_cache import default_cache_dir
     from playground.plugins.aed.diagnose import diagnose_run
 
     chat: ChatModel | None = None
@@ -39,13 +40,14 @@ def diagnose_command(run_dir: str, producer: str, llm_base_url: str | None, mode
             raise CLIError("--llm-local and --llm-base-url/--model name two models; give one")
         if llm_local:
             try:
-                chat = LocalChatModel(max_tokens=512)
+                chat = LocalChatModel(max_tokens=512, cache_dir=default_cache_dir())
             except LLMError as exc:
                 raise CLIError(str(exc)) from None
         elif not llm_base_url or not model:
             raise CLIError("--producer llm needs --llm-base-url and --model, or --llm-local")
         else:
-            chat = HTTPChatModel(llm_base_url, model, os.environ.get(api_key_env) or None, max_tokens=512)
+            chat = HTTPChatModel(llm_base_url, model, os.environ.get(api_key_env) or None, max_tokens=512,
+                                 cache_dir=default_cache_dir())
     remove_grade_text = _grade_text_remover(run_dir) if producer == "llm" else keep_text
     click.echo(json.dumps(diagnose_run(run_dir, producer, chat, remove_grade_text), indent=2))
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+
+from playground.agents.response_cache import default_cache_dir
 from playground.agents.structured import ask_structured
 
 
@@ -38,10 +40,10 @@ class Judge:
         if self._model is None:
             if self.base_url:
                 self._model = HTTPChatModel(self.base_url, self.model_name, temperature=0.0,
-                                            max_tokens=self.max_tokens, retries=3)
+                                            max_tokens=self.max_tokens, retries=3, cache_dir=default_cache_dir())
             elif self.local:
                 try:
-                    self._model = LocalChatModel(max_tokens=self.max_tokens)
+                    self._model = LocalChatModel(max_tokens=self.max_tokens, cache_dir=default_cache_dir())
                 except LLMError as exc:
                     raise ValueError(f"{self.baseline}: {exc}") from None
             else:

@@ -19,6 +19,8 @@ from collections import Counter
 from typing import Any, Callable
 
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+
+from playground.agents.response_cache import default_cache_dir
 from playground.agents.structured import CALL_FAILED, ask_structured, json_object_in
 from playground.core.labels import LabelRegistry
 from playground.core.payloads import keep_text
@@ -44,10 +46,10 @@ def make_model(base_url: str | None, model: str | None, local: bool) -> ChatMode
     if base_url:
         if not model:
             raise ValueError("--judge-base-url needs --judge-model too")
-        return HTTPChatModel(base_url, model, temperature=0.0, max_tokens=120)
+        return HTTPChatModel(base_url, model, temperature=0.0, max_tokens=120, cache_dir=default_cache_dir())
     if local:
         try:
-            return LocalChatModel(max_tokens=120)
+            return LocalChatModel(max_tokens=120, cache_dir=default_cache_dir())
         except LLMError as exc:
             raise ValueError(str(exc)) from None
     raise ValueError("--diagnoser llm needs a judge: --judge-base-url URL --judge-model NAME, or --judge-local")

