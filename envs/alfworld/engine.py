@@ -17,6 +17,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator
 
+from playground.core.errors import MissingExtra
+
 INSTALL_HINT = "the alfworld env needs the `alfworld` package: pip install 'playground[alfworld]'"
 
 
@@ -26,7 +28,7 @@ def alfworld_module(name: str) -> ModuleType:
     try:
         return importlib.import_module(f"alfworld.{name}" if name else "alfworld")
     except ImportError as exc:
-        raise ImportError(f"{INSTALL_HINT} ({exc})") from exc
+        raise MissingExtra(f"{INSTALL_HINT} ({exc})") from None
     finally:
         if before is None:
             os.environ.pop("ALFWORLD_DATA", None)

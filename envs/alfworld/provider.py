@@ -26,6 +26,7 @@ from playground.envs.alfworld.data import (
     list_tasks,
     trial_dir,
 )
+from playground.envs.alfworld.engine import INSTALL_HINT
 from playground.envs.alfworld.problems import SPLIT_SIZE  # the seeds of a generated split: the most games it lists
 
 DEFAULT_SPLIT = "valid_unseen"
@@ -110,6 +111,12 @@ class AlfWorldProvider(EnvProvider):
 
     name = "alfworld"
     description = "ALFWorld household tasks on the real engine (generated games, or $ALFWORLD_DATA)"
+
+    def missing(self) -> str | None:
+        """The install command when the `alfworld` package is absent."""
+        import importlib.util
+
+        return None if importlib.util.find_spec("alfworld") is not None else INSTALL_HINT
 
     @property
     def default_task_set(self) -> str:  # type: ignore[override]

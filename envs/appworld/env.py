@@ -403,6 +403,10 @@ class AppWorldProvider(EnvProvider):
     description = "AppWorld: API workflows across apps as Python code cells (own venv and server; see `envs setup`)"
     default_task_set = "embedded"
 
+    def missing(self) -> str | None:
+        """The setup command when AppWorld's own venv does not exist yet."""
+        return None if appworld_setup.venv_python().is_file() else appworld_setup.not_set_up_message()
+
     def task_sets(self) -> dict[str, TaskSet]:
         """`embedded` always listed (it needs setup); `data` when APPWORLD_ROOT is set."""
         embedded = {"test": _dataset_ids(appworld_setup.embedded_root, "playground", setup_needed=True)}

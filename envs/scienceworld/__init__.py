@@ -23,6 +23,20 @@ class ScienceWorldProvider(EnvProvider):
     description = "ScienceWorld's 30 science tasks on the real engine (Java; pip install 'playground[scienceworld]')"
     default_task_set = ALL
 
+    def missing(self) -> str | None:
+        """The install command when the `scienceworld` package is absent, or what is wrong with Java."""
+        import importlib.util
+
+        from playground.envs.scienceworld.engine import INSTALL_HINT, ScienceWorldUnavailable, check_java
+
+        if importlib.util.find_spec("scienceworld") is None:
+            return f"the env needs the `scienceworld` package: {INSTALL_HINT}"
+        try:
+            check_java()
+        except ScienceWorldUnavailable as exc:
+            return str(exc)
+        return None
+
     def task_sets(self) -> Mapping[str, TaskSet]:
         """Return the task sets, by name."""
         return TASK_SETS

@@ -10,7 +10,7 @@ started the JVM, so the first env of a process is best made on its main thread).
 `shutdown()` (also at exit) stops it.
 
 Errors a user can fix (the `scienceworld` extra or Java missing, Java too old) raise
-`ScienceWorldUnavailable`, a `PlaygroundError`: the CLI prints it and exits with code 2.
+`ScienceWorldUnavailable`, a `MissingExtra` (a `PlaygroundError`): the CLI prints it and exits with code 2.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import subprocess
 import threading
 from typing import Any
 
-from playground.core.errors import PlaygroundError
+from playground.core.errors import MissingExtra
 from playground.processes import die_with_parent
 
 JAVA_MIN = 8  # the jar of scienceworld 1.2.3 is built for Java 8 (class file version 52)
@@ -34,7 +34,7 @@ _lock = threading.Lock()
 _engine: Any = None
 
 
-class ScienceWorldUnavailable(PlaygroundError):
+class ScienceWorldUnavailable(MissingExtra):
     """The ScienceWorld engine cannot start here: the extra or Java is missing, or Java is too old."""
 
 

@@ -36,6 +36,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -458,11 +459,15 @@ class LocalChatModel:
 
     reply_format = "grammar"  # how a reply with a JSON schema is constrained (see HTTPChatModel.reply_format)
     # SmolLM2 was trained with an 8,192-token context; 2,048 overflowed with a whole playbook in context.
-    _loaded: dict[tuple, Any] = {}  # one model per (path, threads, n_ctx) per process: loading costs memory and time
+    # Per (path, threads, n_ctx), up to `contexts` llama.cpp contexts per process, each holding the KV cache of the
+    # last request with one system prompt: the agent's and each judge role's prompts keep their own prefix, where
+    # one context would evaluate the agent's whole prompt again after every judge call. Least recently used first.
+    _pools: dict[tuple, OrderedDict[str, Any]] = {}
     _grammars: dict[str, Any] = {}  # schema text -> its compiled LlamaGrammar (compiling a bounded string is slow)
 
     def __init__(self, gguf: str | None = None, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
-                 n_ctx: int = 8192, threads: int = 2, cache_dir: str | os.PathLike | None = None) -> None:
+                 n_ctx: int = 8192, threads: int = 2, cache_dir: str | os.PathLike | None = None,
+                 contexts: int = 4) -> None:
         try:
             import llama_cpp  # noqa: F401
         except ImportError:
@@ -473,14 +478,30 @@ class LocalChatModel:
             raise LLMError(f"no GGUF model file at {self.path}")
         self.temperature, self.seed, self.max_tokens = temperature, seed, max_tokens
         self.cache = cache_for(cache_dir)  # the response cache (a seeded request is deterministic)
-        key = (str(self.path), threads, n_ctx)
-        if key not in self._loaded:
+        if contexts < 1:
+            raise LLMError(f"contexts must be at least 1, not {contexts}")
+        self.contexts, self.n_ctx, self.threads = contexts, n_ctx, threads
+        self._key = (str(self.path), threads, n_ctx)
+        self._context("")  # load the model now: a missing or broken model fails here, not in the first step
+
+    def _context(self, system_prompt: str) -> Any:
+        """The llama.cpp context for requests with this system prompt: its own, the least recently used one
+        (once `contexts` exist), or a new one."""
+        pool = self._pools.setdefault(self._key, OrderedDict())
+        if system_prompt in pool:
+            pool.move_to_end(system_prompt)
+            return pool[system_prompt]
+        if len(pool) >= self.contexts:
+            while len(pool) >= self.contexts:  # (a pool another instance filled may hold more)
+                _, llm = pool.popitem(last=False)
+        else:
             from llama_cpp import Llama
 
             check_llama_build(self.path)
-            self._loaded[key] = Llama(model_path=str(self.path), n_ctx=n_ctx, n_threads=threads,
-                                      n_threads_batch=threads, verbose=False, seed=seed)
-        self.llm = self._loaded[key]
+            llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.threads,
+                        n_threads_batch=self.threads, verbose=False, seed=self.seed)
+        pool[system_prompt] = llm
+        return llm
 
     def complete(self, messages: list[dict], *, choices: list[str] | None = None,
                  max_tokens: int | None = None, json_schema: dict | None = None) -> Completion:
@@ -510,7 +531,8 @@ class LocalChatModel:
                 return Completion(stored["text"], _count(stored.get("prompt_tokens")),
                                   _count(stored.get("completion_tokens")), cached=True, mode=mode)
         try:
-            reply = self.llm.create_chat_completion(**kwargs)
+            system = messages[0].get("content") if messages and messages[0].get("role") == "system" else ""
+            reply = self._context(str(system or "")).create_chat_completion(**kwargs)
         except Exception as exc:  # noqa: BLE001 - llama.cpp raises plain exceptions (e.g. context overflow)
             raise LLMError(f"local model {self.path.name}: {type(exc).__name__}: {exc}") from exc
         completion = replace(_parse_completion(reply, str(self.path.name)), mode=mode)

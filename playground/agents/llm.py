@@ -41,12 +41,29 @@ ACTION_LINE = re.compile(r"^\s*\**action\s*:\**\s*(.+?)\s*$", re.I | re.M)
 THOUGHT_LINE = re.compile(r"^\s*\**thought\s*:\**\s*(.+?)\s*$", re.I | re.M)
 
 
-def render_prompt(view: AgentView, window: int, max_chars: int) -> list[dict]:
-    """Return the chat messages for one turn."""
+HISTORY_SHAPES = ("blocks", "sliding")
+
+
+def history_start(steps: int, window: int, shape: str = "blocks") -> int:
+    """The first step of the history a prompt shows, of `steps` played.
+
+    `sliding`: the last `window` steps, so every step rewrites the history from its first line. `blocks`: from the
+    last multiple of `window` that leaves at least `window` steps (so `window` to 2*`window`-1 of them): the start
+    moves once every `window` steps, and between moves consecutive prompts share everything up to the newest step,
+    which a model server or the embedded model's KV cache then need not evaluate again."""
+    if window <= 0:  # no window: every step
+        return 0
+    if shape == "sliding":
+        return max(0, steps - window)
+    return (max(0, steps - window) // window) * window
+
+
+def render_prompt(view: AgentView, window: int, max_chars: int, shape: str = "blocks") -> list[dict]:
+    """Return the chat messages for one turn (the history as `history_start` cuts it)."""
     parts = [f"Goal: {view.goal}"]
     if view.history:
         parts.append("Recent steps:")
-        for turn in view.history[-window:]:
+        for turn in view.history[history_start(len(view.history), window, shape):]:
             parts.append(f"> {turn.action}\n{_clip(turn.observation, max_chars)}")
     parts.append(f"Current observation:\n{_clip(view.observation, max_chars)}")
     if view.admissible_actions is not None:
@@ -88,9 +105,12 @@ def _clip(text: str, limit: int) -> str:
 class LLMAgent:
     """Proposes actions by asking a chat model (see module docstring)."""
 
-    def __init__(self, model: ChatModel, window: int = 5, max_obs_chars: int = 800, constrained: bool = False) -> None:
+    def __init__(self, model: ChatModel, window: int = 5, max_obs_chars: int = 800, constrained: bool = False,
+                 history: str = "blocks") -> None:
+        if history not in HISTORY_SHAPES:
+            raise ValueError(f"history must be one of {', '.join(HISTORY_SHAPES)}, not {history!r}")
         self.model = model
-        self.window, self.max_obs_chars, self.constrained = window, max_obs_chars, constrained
+        self.window, self.max_obs_chars, self.constrained, self.history = window, max_obs_chars, constrained, history
 
     @property
     def model_file(self) -> str | None:
@@ -102,7 +122,7 @@ class LLMAgent:
         pass
 
     def propose(self, view: AgentView) -> Proposal:
-        messages = render_prompt(view, self.window, self.max_obs_chars)
+        messages = render_prompt(view, self.window, self.max_obs_chars, self.history)
         if self.constrained and view.admissible_actions:
             # only a message that restricts the agent narrows decoding; offered actions are otherwise suggestions
             message = view.message
@@ -133,11 +153,12 @@ class LLMAgent:
 HTTP_DEFAULTS: dict[str, Any] = {
     "base_url": "", "model": "", "api_key_env": "OPENAI_API_KEY", "temperature": 0.0, "seed": 0,
     "max_tokens": 256, "timeout": 60.0, "retries": 4, "cache_dir": "", "window": 5, "max_obs_chars": 800,
+    "history": "blocks",
 }
 LOCAL_DEFAULTS: dict[str, Any] = {
     "gguf": "", "temperature": 0.0, "seed": 0, "max_tokens": 64, "threads": 2, "n_ctx": 8192,
-    "constrained": False, "cache_dir": "",
-    "window": 5, "max_obs_chars": 600,
+    "constrained": False, "cache_dir": "", "contexts": 4,
+    "window": 5, "max_obs_chars": 600, "history": "blocks",
 }
 
 
@@ -156,7 +177,7 @@ def make_llm_agent(**options: Any) -> LLMAgent:
         raise ValueError("agent 'llm' needs --llm-base-url (e.g. http://127.0.0.1:8000/v1) and --model")
     model = HTTPChatModel(o["base_url"], o["model"], os.environ.get(o["api_key_env"]) or None, o["temperature"],
                           o["seed"], o["max_tokens"], o["timeout"], o["retries"], cache_dir=_cache_dir(o["cache_dir"]))
-    return LLMAgent(model, o["window"], o["max_obs_chars"])
+    return LLMAgent(model, o["window"], o["max_obs_chars"], history=o["history"])
 
 
 def make_local_agent(**options: Any) -> LLMAgent:
@@ -164,7 +185,8 @@ def make_local_agent(**options: Any) -> LLMAgent:
     o = parse_options(LOCAL_DEFAULTS, options, "local")
     try:
         model = LocalChatModel(o["gguf"] or None, o["temperature"], o["seed"], o["max_tokens"],
-                               n_ctx=o["n_ctx"], threads=o["threads"], cache_dir=_cache_dir(o["cache_dir"]))
+                               n_ctx=o["n_ctx"], threads=o["threads"], cache_dir=_cache_dir(o["cache_dir"]),
+                               contexts=o["contexts"])
     except LLMError as exc:
         raise ValueError(f"agent 'local': {exc}") from None
-    return LLMAgent(model, o["window"], o["max_obs_chars"], constrained=o["constrained"])
+    return LLMAgent(model, o["window"], o["max_obs_chars"], constrained=o["constrained"], history=o["history"])

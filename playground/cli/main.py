@@ -107,7 +107,9 @@ def envs_command(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     for spec in get_host().envs:
-        click.echo(f"{spec.name}: {spec.description}  [plugin {spec.plugin}]")
+        needs = spec.provider.missing()
+        click.echo(f"{spec.name}: {spec.description}  [plugin {spec.plugin}]"
+                   + (f"\n  NOT INSTALLED: {needs}" if needs else ""))
         for name, task_set in spec.provider.task_sets().items():
             default = " (default)" if name == spec.provider.default_task_set else ""
             click.echo(f"  {spec.name}:{name}{default}  splits: {', '.join(task_set.splits)}  - {task_set.description}")

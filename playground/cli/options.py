@@ -136,6 +136,10 @@ def make_config(host, harnesses, out: str | None, playbook: str | None, *, env_n
     env, _, task_set = (env_name or default_env(host)).partition(":")
     chosen = None if agent else default_agent(host)
     agent, defaults = (chosen.name, chosen.default_options) if chosen else (agent, {})
+    provider = host.envs.get(env).provider if env in host.envs.names() else None
+    needs = provider.missing() if provider is not None else None
+    if needs:
+        raise CLIError(f"env '{env}': {needs}")
     try:
         task_set, split, tasks = resolve_tasks(host, env, task_set or None, split, episodes)
         config = RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=agent,

@@ -559,6 +559,12 @@ class EnvProvider:
     def prepare(self, task_set: str, task_ids: list[str], progress: Callable[[str], None] | None = None) -> None:
         """Make sure the given tasks exist on disk (e.g. generate and cache games)."""
 
+    def missing(self) -> str | None:
+        """What this env needs that is not installed here (an extra, an engine, a setup step), in one line that
+        says how to install it; None when it can run. `playground envs` shows it, and a run on the env stops with
+        it before playing. Keep it cheap: no engine start. Default: None."""
+        return None
+
     def setup(self, progress: Callable[[str], None]) -> None:
         """Install what the env needs outside this environment (`playground envs setup NAME`); default: nothing."""
         progress(f"{self.name}: nothing to set up")

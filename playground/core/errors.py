@@ -13,6 +13,11 @@ class PlaygroundError(Exception):
     """
 
 
+class MissingExtra(PlaygroundError, ImportError):
+    """An optional extra or external engine that a chosen env, agent or plugin needs is not installed; the message
+    says what to install. (An ImportError too, so code that tolerates a missing module still catches it.)"""
+
+
 def format_exception(exc: BaseException) -> str:
     """Return `Type: message` plus the last traceback line, for error records."""
     tb = traceback.extract_tb(exc.__traceback__)

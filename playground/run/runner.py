@@ -26,7 +26,7 @@ from playground.agents.client import judge_calls_reported
 from playground.agents.response_cache import cache_use_counted
 from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks
-from playground.core.errors import PlaygroundError, format_exception
+from playground.core.errors import MissingExtra, PlaygroundError, format_exception
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec, InterventionSpec
@@ -608,7 +608,7 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
             status, won, steps, error = result.status, result.won, result.steps, result.error
             score, max_score = result.score, result.max_score
         except Exception as exc:  # building the episode failed: record it, keep the run going
-            if config.strict:
+            if config.strict or isinstance(exc, MissingExtra):  # a missing install fails every episode alike
                 raise
             player.discard()
             status, won, steps, error = "error", False, 0, f"episode setup failed: {format_exception(exc)}"

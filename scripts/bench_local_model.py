@@ -1,0 +1,168 @@
+"""Seconds per step of the embedded model against its token-throughput limit, prompt shapes side by side.
+
+Each configuration plays the same `textworld:easy` games under `base` and `sentry` (the paper's configuration: the
+agent's model is every judge) with the default agent (SmolLM2-135M, constrained), in a fresh process each, with the
+response cache off so every call is the model's work:
+
+- `sliding, 1 context`: the history is the last W steps, and one llama.cpp context serves the agent and every judge
+  (how the embedded model ran before; `--agent-option history=sliding --agent-option contexts=1`);
+- `blocks, 4 contexts`: the history starts at a multiple of W, so consecutive prompts share all but the newest
+  step, and each system prompt (the agent's, each judge role's) keeps its own context and KV cache (the default).
+
+For every model call the child process records the prompt tokens, the tokens llama.cpp actually evaluated (those
+past the prefix its context already holds) and the completion tokens. llama.cpp's raw throughput on the same cores
+is measured first: prompt evaluation (tokens/s over a fresh 512-token prompt) and generation (tokens/s). The limit
+of a configuration is (evaluated prompt tokens / eval rate + completion tokens / generation rate) per step: the
+time the tokens it must process take at llama.cpp's own speed; "over limit" is its seconds per step over that.
+"must eval" counts the prompt tokens that are new against the previous request with the same system prompt, the
+least any cache can evaluate.
+
+    python scripts/bench_local_model.py [--games 2] [--steps 15] [--threads 2] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CONFIGS = {
+    "sliding, 1 context": ["--agent-option", "history=sliding", "--agent-option", "contexts=1"],
+    "blocks, 4 contexts": [],
+}
+
+
+def raw_throughput(threads: int) -> dict[str, float]:
+    """llama.cpp's prompt-eval and generation rates (tokens/s) for the embedded model on these cores."""
+    from llama_cpp import Llama
+
+    from playground.agents.client import default_gguf_path
+
+    llm = Llama(model_path=str(default_gguf_path()), n_ctx=2048, n_threads=threads, n_threads_batch=threads,
+                verbose=False, seed=0)
+    prompt = llm.tokenize(("You are in a kitchen. There is a table, a chair and a red key. " * 40).encode())[:512]
+    llm.reset()
+    start = time.perf_counter()
+    llm.eval(prompt)
+    eval_rate = len(prompt) / (time.perf_counter() - start)
+    generated, start = 0, time.perf_counter()
+    for _ in llm.generate(prompt[:64], temp=0.0, reset=True):
+        generated += 1
+        if generated == 64:
+            break
+    gen_seconds = time.perf_counter() - start - 64 / eval_rate  # the 64-token prompt is evaluated first
+    return {"prompt_eval_tokens_per_s": eval_rate, "generation_tokens_per_s": generated / max(gen_seconds, 1e-6)}
+
+
+def child(args: argparse.Namespace) -> None:
+    """Play one configuration in this process, counting what llama.cpp evaluates; write counts to --counts."""
+    from llama_cpp import Llama
+
+    from playground.cli.main import main
+
+    calls: list[dict] = []
+    last_by_system: dict[bytes, list[int]] = {}
+    original_generate = Llama.generate
+
+    def counted_generate(self, tokens, *a, **k):
+        tokens = list(tokens)
+        held = self._input_ids.tolist()
+        reused = Llama.longest_token_prefix(held, tokens)
+        if reused == len(tokens):  # llama.cpp evaluates the last token again to get its logits
+            reused -= 1
+        system = bytes(str(tokens[:48]), "ascii")  # the system prompt's tokens identify the role
+        previous = last_by_system.get(system, [])
+        must = len(tokens) - Llama.longest_token_prefix(previous, tokens)
+        last_by_system[system] = tokens
+        record = {"prompt": len(tokens), "evaluated": len(tokens) - reused, "must": max(must, 1), "completion": 0}
+        calls.append(record)
+        for token in original_generate(self, tokens, *a, **k):
+            record["completion"] += 1
+            yield token
+
+    Llama.generate = counted_generate
+    code = main(["run", "--episodes", str(args.games), "--max-steps", str(args.steps), "--quiet",
+                 "--no-response-cache", "--out", args.run, "--agent-option", f"threads={args.threads}", *args.extra])
+    Path(args.counts).write_text(json.dumps({"code": code, "calls": calls,
+                                             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def measure(name: str, extra: list[str], args: argparse.Namespace, folder: Path) -> dict:
+    """Play one configuration in a child process; return its figures per step."""
+    counts, run = folder / f"{len(os.listdir(folder))}.json", folder / f"run-{len(os.listdir(folder))}"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, __file__, "--child", "--counts", str(counts), "--run", str(run),
+                    "--games", str(args.games), "--steps", str(args.steps), "--threads", str(args.threads),
+                    "--", *extra], check=True)
+    wall = time.perf_counter() - start
+    data = json.loads(counts.read_text())
+    records = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    steps = sum(r["steps"] for r in records)
+    seconds = sum(r["seconds"] for r in records)
+    calls = data["calls"]
+    total = {key: sum(c[key] for c in calls) for key in ("prompt", "evaluated", "must", "completion")}
+    return {"config": name, "wall_s": wall, "steps": steps, "episodes": len(records),
+            "won": sum(bool(r["won"]) for r in records), "seconds_per_step": seconds / max(steps, 1),
+            "calls_per_step": len(calls) / max(steps, 1), "peak_rss_mb": data["peak_rss_mb"],
+            **{f"{key}_tokens_per_step": value / max(steps, 1) for key, value in total.items()},
+            "seconds_per_step_by_harness": {
+                h: sum(r["seconds"] for r in records if r["harness"] == h)
+                / max(sum(r["steps"] for r in records if r["harness"] == h), 1)
+                for h in sorted({r["harness"] for r in records})}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--counts", help=argparse.SUPPRESS)
+    parser.add_argument("--run", help=argparse.SUPPRESS)
+    parser.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    rates = raw_throughput(args.threads)
+    print(f"llama.cpp raw: prompt eval {rates['prompt_eval_tokens_per_s']:.0f} tokens/s, "
+          f"generation {rates['generation_tokens_per_s']:.1f} tokens/s ({args.threads} threads)")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, extra in CONFIGS.items():
+            row = measure(name, extra, args, Path(tmp))
+            per_step = lambda tokens: (row[f"{tokens}_tokens_per_step"] / rates["prompt_eval_tokens_per_s"]  # noqa: E731
+                                       + row["completion_tokens_per_step"] / rates["generation_tokens_per_s"])
+            row["limit_seconds_per_step"] = per_step("evaluated")
+            row["must_limit_seconds_per_step"] = per_step("must")
+            rows.append(row)
+    header = (f"{'configuration':<20} {'s/step':>7} {'limit':>6} {'over limit':>10} {'calls/step':>10} "
+              f"{'prompt/step':>11} {'evaluated':>9} {'must eval':>9} {'over must':>9} {'won':>5} {'RSS MB':>7}")
+    print(header)
+    for row in rows:
+        print(f"{row['config']:<20} {row['seconds_per_step']:>7.2f} {row['limit_seconds_per_step']:>6.2f} "
+              f"{row['seconds_per_step'] / row['limit_seconds_per_step']:>9.2f}x {row['calls_per_step']:>10.2f} "
+              f"{row['prompt_tokens_per_step']:>11.0f} {row['evaluated_tokens_per_step']:>9.0f} "
+              f"{row['must_tokens_per_step']:>9.0f} "
+              f"{row['seconds_per_step'] / row['must_limit_seconds_per_step']:>8.2f}x "
+              f"{row['won']:>2}/{row['episodes']:<2} {row['peak_rss_mb']:>7.0f}")
+    for row in rows:
+        print(f"  {row['config']}: seconds per step by harness "
+              + ", ".join(f"{h} {v:.2f}" for h, v in row["seconds_per_step_by_harness"].items()))
+    first, last = rows[0], rows[-1]
+    print(f"seconds per step, {last['config']} / {first['config']}: "
+          f"{last['seconds_per_step'] / first['seconds_per_step']:.2f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"raw": rates, "rows": rows, "games": args.games, "steps": args.steps,
+                                              "threads": args.threads}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
