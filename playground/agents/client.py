@@ -38,7 +38,7 @@ import urllib.parse
 import urllib.request
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,6 +48,7 @@ from playground.agents.response_cache import cache_for, file_sha256, is_determin
 from playground.core.env import TEMPLATE_ARGUMENT, is_template
 from playground.core.errors import PlaygroundError
 
+MAX_CONNECTIONS_VARIABLE = "PLAYGROUND_MAX_CONNECTIONS"  # at most this many requests at once per endpoint
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 60.0
 # Statuses with which a server refuses a `response_format` it does not support (an error body naming
@@ -165,36 +166,45 @@ class HTTPChatModel:
         return completion
 
     def _post_with_retries(self, body: dict, refusable: bool = False) -> dict:
+        endpoint = _endpoint(self.base_url)
+        last_error = ""
+        for attempt in range(self.retries + 1):
+            endpoint.wait_out_pause()
+            with endpoint.slot:
+                outcome, wait, last_error = self._attempt(body, refusable)
+            if outcome is not None:
+                return outcome
+            if attempt < self.retries:
+                if wait is not None:  # the server asked every client to wait: the whole endpoint pauses
+                    endpoint.pause(wait)
+                    endpoint.wait_out_pause()
+                else:
+                    time.sleep(self.backoff * (2 ** attempt))
+        raise LLMError(f"{self.base_url.rstrip('/')}/chat/completions: gave up after {self.retries + 1} attempts; "
+                       f"last error: {last_error}")
+
+    def _attempt(self, body: dict, refusable: bool) -> tuple[dict | None, float | None, str]:
+        """One POST: (the reply, None, "") or (None, seconds the server asked to wait or None, the error)."""
         url = self.base_url.rstrip("/") + "/chat/completions"
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        last_error = ""
-        for attempt in range(self.retries + 1):
-            wait = self.backoff * (2 ** attempt)
-            try:
-                status, reply_headers, raw = self._post_once(url, data, headers)
-                if status >= 400:
-                    detail = raw[:300].decode("utf-8", "replace")
-                    last_error = f"HTTP {status}: {detail}"
-                    if refusable and refuses_response_format(status, raw):
-                        raise ResponseFormatRefused(f"{url}: {last_error}", status)
-                    if status not in RETRY_STATUS:
-                        raise LLMError(f"{url}: {last_error}")
-                    retry_after = retry_after_seconds(reply_headers.get("Retry-After"))
-                    if retry_after is not None:
-                        wait = retry_after
-                else:
-                    try:
-                        return json.loads(raw)
-                    except (ValueError, RecursionError):  # not JSON, not UTF-8
-                        raise LLMError(f"{url}: reply is not JSON: {raw[:200]!r}") from None
-            except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, cut off mid-body
-                last_error = f"{type(exc).__name__}: {exc}"
-            if attempt < self.retries:
-                time.sleep(wait)
-        raise LLMError(f"{url}: gave up after {self.retries + 1} attempts; last error: {last_error}")
+        try:
+            status, reply_headers, raw = self._post_once(url, data, headers)
+        except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, cut off mid-body
+            return None, None, f"{type(exc).__name__}: {exc}"
+        if status >= 400:
+            error = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
+            if refusable and refuses_response_format(status, raw):
+                raise ResponseFormatRefused(f"{url}: {error}", status)
+            if status not in RETRY_STATUS:
+                raise LLMError(f"{url}: {error}")
+            return None, retry_after_seconds(reply_headers.get("Retry-After")), error
+        try:
+            return json.loads(raw), None, ""
+        except (ValueError, RecursionError):  # not JSON, not UTF-8
+            raise LLMError(f"{url}: reply is not JSON: {raw[:200]!r}") from None
 
     def _post_once(self, url: str, data: bytes, headers: dict) -> tuple[int, Any, bytes]:
         """POST once within the total deadline; return (status, headers, body).
@@ -257,6 +267,41 @@ class HTTPChatModel:
         finally:
             watchdog.cancel()
             connection.close()
+
+
+class _Endpoint:
+    """What every client of one endpoint in this process shares: a cap on requests at once (`slot`, from
+    `$PLAYGROUND_MAX_CONNECTIONS`; no cap without it) and a pause the server asked for with Retry-After."""
+
+    def __init__(self, max_connections: int | None) -> None:
+        self.slot: Any = threading.BoundedSemaphore(max_connections) if max_connections else nullcontext()
+        self._resume_at = 0.0
+        self._lock = threading.Lock()
+
+    def pause(self, seconds: float) -> None:
+        """Hold every request to this endpoint for `seconds` from now (a later pause wins)."""
+        with self._lock:
+            self._resume_at = max(self._resume_at, time.monotonic() + seconds)
+
+    def wait_out_pause(self) -> None:
+        """Sleep until the endpoint's pause, if any, is over."""
+        while (left := self._resume_at - time.monotonic()) > 0:
+            time.sleep(left)
+
+
+_endpoints: dict[tuple[str, int | None], _Endpoint] = {}
+_endpoints_lock = threading.Lock()
+
+
+def _endpoint(base_url: str) -> _Endpoint:
+    """The shared state of the endpoint at `base_url` under this process's connection cap."""
+    value = os.environ.get(MAX_CONNECTIONS_VARIABLE, "").strip()
+    cap = int(value) if value.isdigit() and int(value) > 0 else None
+    key = (base_url.rstrip("/"), cap)
+    with _endpoints_lock:
+        if key not in _endpoints:
+            _endpoints[key] = _Endpoint(cap)
+        return _endpoints[key]
 
 
 def _cache_entry(completion: Completion) -> dict[str, Any]:
@@ -463,6 +508,7 @@ class LocalChatModel:
     # last request with one system prompt: the agent's and each judge role's prompts keep their own prefix, where
     # one context would evaluate the agent's whole prompt again after every judge call. Least recently used first.
     _pools: dict[tuple, OrderedDict[str, Any]] = {}
+    _pool_locks: dict[tuple, threading.Lock] = {}  # one call at a time per pool: a llama.cpp context is not thread-safe
     _grammars: dict[str, Any] = {}  # schema text -> its compiled LlamaGrammar (compiling a bounded string is slow)
 
     def __init__(self, gguf: str | None = None, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
@@ -532,7 +578,8 @@ class LocalChatModel:
                                   _count(stored.get("completion_tokens")), cached=True, mode=mode)
         try:
             system = messages[0].get("content") if messages and messages[0].get("role") == "system" else ""
-            reply = self._context(str(system or "")).create_chat_completion(**kwargs)
+            with self._pool_locks.setdefault(self._key, threading.Lock()):
+                reply = self._context(str(system or "")).create_chat_completion(**kwargs)
         except Exception as exc:  # noqa: BLE001 - llama.cpp raises plain exceptions (e.g. context overflow)
             raise LLMError(f"local model {self.path.name}: {type(exc).__name__}: {exc}") from exc
         completion = replace(_parse_completion(reply, str(self.path.name)), mode=mode)

@@ -29,7 +29,8 @@ def cli() -> None:
 
 
 def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None = None, repair: bool = False,
-                      check_lock: dict | None = None, executor: str = "local", address: str | None = None) -> dict:
+                      check_lock: dict | None = None, executor: str = "local", address: str | None = None,
+                      in_flight: int = 1) -> dict:
     """Run `config` with a progress bar on stderr; return the summary."""
     trials = f" trials={config.trials}" if config.trials > 1 else ""
     click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)}{trials} "
@@ -45,7 +46,7 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
 
         try:
             return run(host, config, progress, workers=workers, repair=repair, check_lock=check_lock,
-                       executor=executor, address=address)
+                       executor=executor, address=address, in_flight=in_flight)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
 
@@ -72,16 +73,26 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
 @click.option("--check-lock", "check_lock", default=None, metavar="LOCK.json",
               help="refuse to run (exit 2) when this run's lock differs from LOCK.json (another run's lock.json) "
                    "in what matters")
+@click.option("--in-flight", "in_flight", type=click.IntRange(min=1), default=1, show_default=True,
+              help="episodes played at once in this process, in threads: their model calls wait on the server "
+                   "together (for endpoints; see docs/models.md)")
+@click.option("--max-connections", "max_connections", type=click.IntRange(min=1), default=None,
+              help="at most N requests at once to each model endpoint, across all episodes and judges of a process "
+                   "[default: no cap]")
 @click.option("--no-response-cache", "no_response_cache", is_flag=True,
               help="send every model request, even one the shared response cache holds (see docs/models.md)")
-def run_command(harnesses, out, playbook, workers, executor, address, repair, trials, check_lock, no_response_cache,
-                **options) -> None:
+def run_command(harnesses, out, playbook, workers, executor, address, repair, trials, check_lock, in_flight,
+                max_connections, no_response_cache, **options) -> None:
     """Run an agent on a task set under one or more harnesses and print a table."""
+    from playground.agents.client import MAX_CONNECTIONS_VARIABLE
     from playground.agents.response_cache import RESPONSE_CACHE_VARIABLE
     from playground.run.lock import read_lock
 
-    if no_response_cache:  # an environment variable, so the worker processes see it too
+    # environment variables, so the worker processes see them too
+    if no_response_cache:
         os.environ[RESPONSE_CACHE_VARIABLE] = "off"
+    if max_connections is not None:
+        os.environ[MAX_CONNECTIONS_VARIABLE] = str(max_connections)
     host = get_host()
     wanted_lock = read_lock(check_lock) if check_lock is not None else None
     if not harnesses:
@@ -90,7 +101,8 @@ def run_command(harnesses, out, playbook, workers, executor, address, repair, tr
         raise CLIError("--out is empty; name a run directory (or leave --out out for runs/<env>-<task set>-...)")
     config = make_config(host, harnesses, out, playbook, trials=trials, **options)
     try:
-        summary = run_with_progress(host, config, options["quiet"], workers, repair, wanted_lock, executor, address)
+        summary = run_with_progress(host, config, options["quiet"], workers, repair, wanted_lock, executor, address,
+                                    in_flight)
     except KeyboardInterrupt:
         click.echo(f"interrupted: what was played is kept in {config.out}; rerun the same command to resume",
                    err=True)

@@ -283,11 +283,12 @@ def episode_seed(run_seed: int, task_id: str, trial: int = 1) -> int:
 
 def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None,
         workers: int | None = None, repair: bool = False, check_lock: dict | None = None,
-        executor: str | Executor = "local", address: str | None = None) -> dict:
+        executor: str | Executor = "local", address: str | None = None, in_flight: int = 1) -> dict:
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary.
 
     `executor` plays the episodes (`playground.run.executors`): "local" (the default) in this
-    process or, with `workers > 1`, in that many long-lived worker processes (spawned; each
+    process (`in_flight` at once, in threads) or, with `workers > 1`, in that many long-lived
+    worker processes (spawned; each
     loads the plugins the way the CLI does: built-ins, entry points, the PLAYGROUND_*
     variables); "ray" as Ray actor tasks on the cluster at `address` (default: a private local
     Ray). Records are written as episodes finish, so their order in episodes.jsonl varies,
@@ -300,9 +301,12 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     """
     if isinstance(config.trials, bool) or not isinstance(config.trials, int) or config.trials < 1:
         raise RunConfigError(f"trials must be a whole number of at least 1, got {config.trials!r}")
-    chosen = executor if isinstance(executor, Executor) else make_executor(executor, workers, address)
+    chosen = executor if isinstance(executor, Executor) else make_executor(executor, workers, address, in_flight)
     check_config(host, config)
     env_spec = host.envs.get(config.env)
+    if chosen.in_flight > 1 and not getattr(env_spec.provider, "thread_safe", True):
+        raise RunConfigError(f"env {config.env!r} says its engine cannot play several episodes in one process "
+                             "(EnvProvider.thread_safe); use --workers N instead of --in-flight")
     fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
     lock, previous_lock = _start_lock(host, config, fingerprints)
     if check_lock is not None:

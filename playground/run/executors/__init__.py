@@ -16,11 +16,11 @@ EXECUTORS: dict[str, type[Executor]] = {cls.name: cls for cls in (LocalExecutor,
 __all__ = ["EXECUTORS", "Executor", "ExecutorError", "Job", "Player", "Work", "make_executor"]
 
 
-def make_executor(name: str, workers: int | None = None, address: str | None = None) -> Executor:
-    """The executor called `name`, for `workers` episodes at once (None: its default); ExecutorError names what
-    is wrong (an unknown name, a missing extra, an option it does not take)."""
+def make_executor(name: str, workers: int | None = None, address: str | None = None, in_flight: int = 1) -> Executor:
+    """The executor called `name`, for `workers` worker processes (None: its default) with `in_flight` episodes
+    each; ExecutorError names what is wrong (an unknown name, a missing extra, an option it does not take)."""
     try:
         cls = EXECUTORS[name]
     except KeyError:
         raise ExecutorError(f"unknown executor {name!r}; choose from: {', '.join(EXECUTORS)}") from None
-    return cls(workers, address)
+    return cls(workers, address, in_flight)

@@ -105,18 +105,21 @@ class Work(Protocol):
 class Executor(ABC):
     """Plays a run's episodes; `play` yields their records as they finish.
 
-    `workers` is how many episodes are played at once (None: the executor's default);
+    `workers` is how many worker processes play episodes at once (None: the executor's default); `in_flight` how
+    many episodes each keeps playing at once, in threads (their model calls wait on the network together);
     `address` names a cluster for executors that use one.
     """
 
     name: ClassVar[str]
     default_workers: ClassVar[int | None] = 1
 
-    def __init__(self, workers: int | None = None, address: str | None = None) -> None:
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise ExecutorError(f"workers must be a whole number of at least 1, got {workers!r}")
+    def __init__(self, workers: int | None = None, address: str | None = None, in_flight: int = 1) -> None:
+        for name, value in (("workers", workers), ("in_flight", in_flight)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ExecutorError(f"{name} must be a whole number of at least 1, got {value!r}")
         self.workers = workers if workers is not None else self.default_workers
         self.address = address
+        self.in_flight = in_flight
 
     @abstractmethod
     def play(self, host: Host, work: Work, jobs: Sequence[Job]) -> Iterator[dict]:
@@ -128,7 +131,7 @@ class Executor(ABC):
 
     def describe(self) -> dict[str, Any]:
         """What this executor is, for messages: name, workers, address."""
-        return {"executor": self.name, "workers": self.workers, "address": self.address}
+        return {"executor": self.name, "workers": self.workers, "address": self.address, "in_flight": self.in_flight}
 
 
 def plugin_environment() -> dict[str, str]:

@@ -19,7 +19,9 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
+import queue
 import signal
+import threading
 import traceback
 from typing import Any, Iterator, Sequence
 
@@ -35,16 +37,22 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def __init__(self, workers: int | None = None, address: str | None = None) -> None:
+    def __init__(self, workers: int | None = None, address: str | None = None, in_flight: int = 1) -> None:
         if address is not None:
             raise ExecutorError(f"--address {address!r} names a Ray cluster; it needs --executor ray")
-        super().__init__(workers)
+        super().__init__(workers, None, in_flight)
+        if in_flight > 1 and (self.workers or 1) > 1:
+            raise ExecutorError("--in-flight with --workers > 1 is not supported yet: choose episodes in flight in "
+                                "this process (--in-flight N) or worker processes (--workers N)")
 
     def play(self, host: Host, work: Work, jobs: Sequence[Job]) -> Iterator[dict]:
-        """Play `jobs` here (one worker) or in worker processes; yield each record as its episode finishes."""
+        """Play `jobs` here (one worker; `in_flight` threads) or in worker processes; yield each record as its
+        episode finishes."""
         if not jobs:
             return
-        if self.workers == 1:
+        if self.in_flight > 1 and len(jobs) > 1:
+            yield from _Threads(host, work, min(self.in_flight, len(jobs))).play(jobs)
+        elif self.workers == 1:
             player = work.player(host)
             try:
                 for job in jobs:
@@ -53,6 +61,58 @@ class LocalExecutor(Executor):
                 player.close()
         else:
             yield from _Pool(host.strict, work, min(self.workers or 1, len(jobs))).play(jobs)
+
+
+class _Threads:
+    """`size` threads in this process, each with its own player (env and agent), taking jobs from one queue.
+
+    Model calls release the GIL while they wait on the network, so one process keeps `size` episodes' requests in
+    flight. Records come back to the calling thread, which alone writes them. An exception a strict episode raises
+    stops the other threads after their current episode and comes out of `play`; so does an interrupt, after which
+    the episodes still playing are left unrecorded (their traces are set aside on resume, as after kill -9).
+    """
+
+    def __init__(self, host: Host, work: Work, size: int) -> None:
+        self.host, self.work, self.size = host, work, size
+
+    def play(self, jobs: Sequence[Job]) -> Iterator[dict]:
+        jobs_left, lock = JobQueue(jobs), threading.Lock()
+        results: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        stop = threading.Event()
+
+        def worker(number: int) -> None:
+            player = None
+            try:
+                player = self.work.player(self.host)
+                while not stop.is_set():
+                    with lock:
+                        if not jobs_left:
+                            break
+                        job = jobs_left.next_for(number)
+                    results.put(("record", player.play(job)))
+            except BaseException as exc:  # noqa: BLE001 - the calling thread re-raises it
+                results.put(("raised", exc))
+            finally:
+                if player is not None:
+                    player.close()
+                results.put(("done", None))
+
+        threads = [threading.Thread(target=worker, args=(n,), name=f"episode-{n}", daemon=True)
+                   for n in range(self.size)]
+        for thread in threads:
+            thread.start()
+        running = len(threads)
+        try:
+            while running:
+                kind, value = results.get()
+                if kind == "done":
+                    running -= 1
+                elif kind == "raised":
+                    raise value
+                else:
+                    yield value
+        finally:
+            stop.set()
 
 
 class _Worker:

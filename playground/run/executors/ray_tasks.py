@@ -41,8 +41,11 @@ class RayExecutor(Executor):
     name = "ray"
     default_workers = None
 
-    def __init__(self, workers: int | None = None, address: str | None = None) -> None:
-        super().__init__(workers, address)
+    def __init__(self, workers: int | None = None, address: str | None = None, in_flight: int = 1) -> None:
+        super().__init__(workers, address, in_flight)
+        if in_flight != 1:
+            raise ExecutorError("--in-flight is not supported with --executor ray yet; each Ray worker plays one "
+                                "episode at a time (use --workers)")
         if address is not None and not address.strip():
             raise ExecutorError("--address is empty; name a Ray cluster (auto, HOST:PORT or ray://HOST:10001)")
         try:

@@ -1,0 +1,144 @@
+"""Many episodes in flight in one process (`--in-flight`), a per-endpoint cap on requests (`--max-connections`),
+and a Retry-After that pauses the whole endpoint: against a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from playground.agents.client import HTTPChatModel
+from playground.host.manager import Host
+from playground.run.runner import RunConfig, RunConfigError, run
+from playground.testing.openai_server import Reply, ScriptedChatServer
+from tests.conftest import run_cli
+
+TASKS = 16  # x 2 harnesses = 32 episodes
+
+
+class Walker:
+    """Replies that depend only on the request (the first valid action), after `delay`; counts requests at once."""
+
+    def __init__(self, delay: float = 0.02) -> None:
+        self.delay, self.now, self.peak = delay, 0, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict) -> str:
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        time.sleep(self.delay)
+        with self.lock:
+            self.now -= 1
+        text = body["messages"][-1]["content"]
+        line = next((ln for ln in text.splitlines() if ln.startswith("Valid actions: ")), "")
+        return f"Thought: go\nAction: {line.removeprefix('Valid actions: ').split(', ')[0] or 'look'}"
+
+
+def _run(url: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return run_cli("run", "--env", "tiny", "--agent", "llm", "--llm-base-url", url, "--model", "m",
+                   "--agent-option", "retries=0", "--harness", "base", "--harness", "sentry",
+                   "--episodes", str(TASKS), "--max-steps", "5", "--quiet", "--no-response-cache", "--out", str(out),
+                   *extra)
+
+
+def _played(run_dir: Path) -> dict[str, tuple]:
+    """Per episode key: outcome and the actions its trace played (what must not depend on scheduling)."""
+    records = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    keys = [r["key"] for r in records]
+    assert len(keys) == len(set(keys)), "an episode recorded twice"
+    played = {}
+    for r in records:
+        events = [json.loads(line) for line in (run_dir / r["trace"]).read_text().splitlines()]
+        played[r["key"]] = (r["status"], r["won"], r["steps"], r["detected_failures"],
+                            tuple(e["action"] for e in events if e["type"] == "step"))
+    return played
+
+
+def test_32_episodes_in_flight_equal_a_serial_run_each_recorded_once(tmp_path):
+    serial_server, flight_server = Walker(), Walker()
+    with ScriptedChatServer(default=serial_server) as server:
+        serial = _run(server.base_url, tmp_path / "serial")
+    with ScriptedChatServer(default=flight_server) as server:
+        in_flight = _run(server.base_url, tmp_path / "flight", "--in-flight", "32")
+    assert serial.returncode == 0 and in_flight.returncode == 0, in_flight.stderr
+    assert serial_server.peak == 1 and flight_server.peak > 8  # requests really were in flight together
+    serial_played, flight_played = _played(tmp_path / "serial"), _played(tmp_path / "flight")
+    assert len(flight_played) == 2 * TASKS and flight_played == serial_played
+
+
+def test_max_connections_caps_requests_at_once_across_episodes(tmp_path):
+    walker = Walker(delay=0.05)
+    with ScriptedChatServer(default=walker) as server:
+        result = _run(server.base_url, tmp_path / "capped", "--in-flight", "16", "--max-connections", "3")
+    assert result.returncode == 0, result.stderr
+    assert walker.peak == 3
+
+
+def test_kill_9_with_episodes_in_flight_resumes_exactly(tmp_path):
+    walker = Walker(delay=0.1)
+    with ScriptedChatServer(default=walker) as server:
+        command = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "llm",
+                   "--llm-base-url", server.base_url, "--model", "m", "--harness", "base", "--harness", "sentry",
+                   "--episodes", str(TASKS), "--max-steps", "5", "--quiet", "--no-response-cache",
+                   "--in-flight", "8", "--out", str(tmp_path / "run")]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   env=os.environ.copy())
+        records = tmp_path / "run" / "episodes.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not records.exists() or len(records.read_text().splitlines()) < 3):
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+        before = len(records.read_text().splitlines())
+        assert 3 <= before < 2 * TASKS
+        resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+        with ScriptedChatServer(default=Walker()) as serial_server:
+            serial = _run(serial_server.base_url, tmp_path / "serial")
+    assert serial.returncode == 0
+    assert _played(tmp_path / "run") == _played(tmp_path / "serial")
+
+
+def test_retry_after_pauses_every_request_to_the_endpoint():
+    arrivals: list[float] = []
+    answers = iter([Reply(status=429, raw="slow down", headers={"Retry-After": "1"})])
+
+    def answer(body: dict) -> Reply:
+        arrivals.append(time.monotonic())
+        return next(answers, Reply(content="ok"))
+
+    with ScriptedChatServer(default=answer) as server:
+        first = HTTPChatModel(server.base_url, "m", retries=2, backoff=0.01, cache_dir=None)
+        second = HTTPChatModel(server.base_url, "m", retries=2, backoff=0.01, cache_dir=None)
+        thread = threading.Thread(target=first.complete, args=([{"role": "user", "content": "a"}],))
+        thread.start()
+        while not arrivals:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the 429 has arrived: the endpoint is paused
+        second.complete([{"role": "user", "content": "b"}])
+        thread.join(10)
+    assert len(arrivals) == 3
+    assert min(arrivals[1:]) - arrivals[0] >= 0.95  # neither client asked again before the server said
+
+
+def test_an_env_that_is_not_thread_safe_refuses_in_flight(tmp_path):
+    host = Host().load()
+    provider = host.envs.get("tiny").provider
+    config = RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-20000", "tiny-20001"],
+                       agent="noisy", harnesses=["base"], out=str(tmp_path / "run"))
+    original = type(provider).thread_safe
+    type(provider).thread_safe = False
+    try:
+        with pytest.raises(RunConfigError, match="use --workers N instead of --in-flight"):
+            run(host, config, in_flight=4)
+    finally:
+        type(provider).thread_safe = original
+    assert run(host, config, in_flight=4)["harnesses"]["base"]["episodes"] == 2
