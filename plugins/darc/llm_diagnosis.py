@@ -19,7 +19,6 @@ from collections import Counter
 from typing import Any, Callable
 
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
-
 from playground.agents.response_cache import default_cache_dir
 from playground.agents.structured import CALL_FAILED, ask_structured, json_object_in
 from playground.core.labels import LabelRegistry

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
-
 from playground.agents.response_cache import default_cache_dir
 from playground.agents.structured import ask_structured, shared_agent_model
 from playground.core.labels import UnknownFailure
