@@ -53,7 +53,8 @@ def _judge(body: dict) -> Reply:
     return Reply(raw=json.dumps(chat_response(content, prompt_tokens=7, completion_tokens=3)))
 
 
-def test_judge_tokens_reach_the_records_summary_and_table_apart_from_the_agents(tmp_path):
+def test_judge_tokens_reach_the_records_summary_and_table_apart_from_the_agents(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_RESPONSE_CACHE", "off")  # the servers count every call: none answered from disk
     agent_replies = "Thought: look around\nAction: look"  # 10 + 5 tokens a reply
     with ScriptedChatServer(default=agent_replies) as agent, ScriptedChatServer(default=_judge) as judge:
         summary = run(Host().load(), RunConfig(

@@ -214,7 +214,8 @@ def new_plugin_command(name: str, parent: str, kind: str) -> None:
     except (ValueError, OSError) as exc:
         raise CLIError(str(exc)) from None
     listing = {"intervention": "harnesses", "env": "envs", "agent": "agents"}[kind]
-    click.echo(f"created {target}; next: pip install -e {target} && playground {listing} && pytest {target}")
+    # pytest too: a user who installed only the `local` extra has none
+    click.echo(f"created {target}; next: pip install -e {target} pytest && playground {listing} && pytest {target}")
 
 
 
