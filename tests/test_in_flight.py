@@ -12,11 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from playground.agents.client import HTTPChatModel
-from playground.host.manager import Host
-from playground.run.runner import RunConfig, RunConfigError, run
 from playground.testing.openai_server import Reply, ScriptedChatServer
 from tests.conftest import run_cli
 
@@ -129,16 +125,31 @@ def test_retry_after_pauses_every_request_to_the_endpoint():
     assert min(arrivals[1:]) - arrivals[0] >= 0.95  # neither client asked again before the server said
 
 
-def test_an_env_that_is_not_thread_safe_refuses_in_flight(tmp_path):
-    host = Host().load()
-    provider = host.envs.get("tiny").provider
-    config = RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-20000", "tiny-20001"],
-                       agent="noisy", harnesses=["base"], out=str(tmp_path / "run"))
-    original = type(provider).thread_safe
-    type(provider).thread_safe = False
-    try:
-        with pytest.raises(RunConfigError, match="use --workers N instead of --in-flight"):
-            run(host, config, in_flight=4)
-    finally:
-        type(provider).thread_safe = original
-    assert run(host, config, in_flight=4)["harnesses"]["base"]["episodes"] == 2
+def test_an_env_that_is_not_thread_safe_takes_turns_in_its_engine(tmp_path):
+    """TextWorld's engine shares a parser between its envs: resets in several threads at once broke it (IndexError in
+    tatsu). Declared not thread-safe, its envs are called under one lock, and episodes in flight equal serial ones."""
+    with ScriptedChatServer(default=Walker(delay=0.05)) as server:
+        results = [run_cli("run", "--env", "textworld:easy", "--agent", "llm", "--llm-base-url", server.base_url,
+                           "--model", "m", "--harness", "base", "--episodes", "6", "--max-steps", "3", "--quiet",
+                           "--no-response-cache", "--out", str(tmp_path / name), *extra, timeout=600)
+                   for name, extra in (("serial", ()), ("flight", ("--in-flight", "6")))]
+    assert all(r.returncode == 0 for r in results), results[1].stderr
+    flight = _played(tmp_path / "flight")
+    assert all(status != "error" for status, *_ in flight.values()) and flight == _played(tmp_path / "serial")
+
+
+def test_a_playbook_whose_creation_was_cut_off_does_not_block_the_resume(tmp_path):
+    """A kill -9 (or a full disk) between creating a playbook file and writing its schema left an SQLite file with
+    no tables; the resume's cleanup called it "not a playbook" and refused the run for good."""
+    import sqlite3
+
+    from playground.plugins.playbook.store import Playbook, discard_episodes
+
+    path = tmp_path / "sentry.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.close()
+    assert path.stat().st_size > 0
+    assert discard_episodes(path, "run", ["run:sentry:tiny-20000"]) == (0, 0)
+    with Playbook(path) as playbook:  # opened for writing, it gets its schema
+        assert len(playbook) == 0

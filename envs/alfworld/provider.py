@@ -110,6 +110,7 @@ class AlfWorldProvider(EnvProvider):
     """Provides ALFWorld on the real engine: task sets `generated` and `official`."""
 
     name = "alfworld"
+    thread_safe = False  # the engine is textworld's (a shared tatsu parser) and the planner's
     description = "ALFWorld household tasks on the real engine (generated games, or $ALFWORLD_DATA)"
 
     def missing(self) -> str | None:

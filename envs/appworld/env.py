@@ -400,6 +400,7 @@ class AppWorldProvider(EnvProvider):
     """Provides `appworld`: the embedded task set (after setup), and real data via APPWORLD_ROOT."""
 
     name = "appworld"
+    thread_safe = False  # one server per root, shared by its envs; not checked with several threads
     description = "AppWorld: API workflows across apps as Python code cells (own venv and server; see `envs setup`)"
     default_task_set = "embedded"
 

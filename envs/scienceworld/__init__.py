@@ -20,6 +20,7 @@ class ScienceWorldProvider(EnvProvider):
     """Provides ScienceWorld: task sets `all` and one per task, splits train/dev/test."""
 
     name = "scienceworld"
+    thread_safe = False  # a JVM behind py4j; not checked with several threads
     description = "ScienceWorld's 30 science tasks on the real engine (Java; pip install 'playground[scienceworld]')"
     default_task_set = ALL
 

@@ -543,8 +543,9 @@ class EnvProvider:
     description: str = ""
     default_task_set: str = ""
     is_default: bool = False  # the env `playground run` uses when no --env is given
-    # Whether separate instances of this env may play at once in threads of one process (`--in-flight`); an engine
-    # with process-wide state (one game per process, say) sets False, and its runs use worker processes instead.
+    # Whether separate instances of this env may play at once in threads of one process (`--in-flight`). An engine
+    # with process-wide state (a shared parser, one game per process) sets False: the runner then calls its envs
+    # under one lock per provider, so episodes in flight take turns in the engine while their model calls overlap.
     thread_safe: bool = True
 
     def task_sets(self) -> Mapping[str, TaskSet]:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 import uuid
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -304,9 +306,6 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     chosen = executor if isinstance(executor, Executor) else make_executor(executor, workers, address, in_flight)
     check_config(host, config)
     env_spec = host.envs.get(config.env)
-    if chosen.in_flight > 1 and not getattr(env_spec.provider, "thread_safe", True):
-        raise RunConfigError(f"env {config.env!r} says its engine cannot play several episodes in one process "
-                             "(EnvProvider.thread_safe); use --workers N instead of --in-flight")
     fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
     lock, previous_lock = _start_lock(host, config, fingerprints)
     if check_lock is not None:
@@ -476,7 +475,11 @@ class EpisodePlayer:
         config = self.work.config
         if self._env is None:
             agent_spec = self.host.agents.get(config.agent)
-            env = self.host.envs.get(config.env).provider.make(config.task_set, expert=agent_spec.needs_expert)
+            provider = self.host.envs.get(config.env).provider
+            with engine_lock(provider):  # building one may touch the engine's shared state too
+                env = provider.make(config.task_set, expert=agent_spec.needs_expert)
+            if not getattr(provider, "thread_safe", True):
+                env = SerializedEnv(env, engine_lock(provider))
             try:
                 agent = agent_spec.factory(**config.agent_options)
                 bind_env(agent, env)
@@ -495,6 +498,35 @@ class EpisodePlayer:
     def close(self) -> None:
         """Release the env (at the end of the run, or of the worker)."""
         self.discard()
+
+
+_engine_locks: dict[type, threading.RLock] = {}
+
+
+def engine_lock(provider: Any) -> Any:
+    """The lock of an env provider whose engine is not thread-safe (`EnvProvider.thread_safe = False`), one per
+    provider class in this process; a context that does nothing for a thread-safe one."""
+    if getattr(provider, "thread_safe", True):
+        return nullcontext()
+    return _engine_locks.setdefault(type(provider), threading.RLock())
+
+
+class SerializedEnv:
+    """An env whose engine is not thread-safe: every method is called under its provider's lock, so episodes in
+    flight in threads (`--in-flight`) take turns in the engine while their model calls still overlap."""
+
+    def __init__(self, env: Any, lock: Any) -> None:
+        self._env, self._lock = env, lock
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._env, name)
+        if not callable(value):
+            return value
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return value(*args, **kwargs)
+        return locked
 
 
 def _close_env(env: Any) -> None:

@@ -968,13 +968,26 @@ def discard_episodes(path: str | Path, run_id: str, episode_ids: Iterable[str]) 
     playbook the episodes never wrote to (a shipped one, read-only) is only read.
     """
     path, episodes = Path(path), list(episode_ids)
-    if not episodes or not path.is_file() or path.stat().st_size == 0:
-        return 0, 0
+    if not episodes or not path.is_file() or path.stat().st_size == 0 or _has_no_tables(path):
+        return 0, 0  # no playbook yet, or one whose creation was cut off (a kill, a full disk): nothing to take back
     with Playbook(path, read_only=True) as playbook:
         if not playbook.has_episode_writes(run_id, episodes):
             return 0, 0
     with Playbook(path) as playbook:
         return playbook.discard_episodes(run_id, episodes)
+
+
+def _has_no_tables(path: Path) -> bool:
+    """Whether the SQLite file at `path` has no table at all (created, then cut off before its schema was written;
+    opening it for writing creates the schema). False for anything that is not such a file."""
+    try:
+        db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=5.0)
+        try:
+            return db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
 
 
 def _check_is_playbook_or_new(path: Path) -> None:
