@@ -13,6 +13,7 @@ from playground.cli.compare import compare_command
 from playground.cli.fork import fork_command
 from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
 from playground.cli.report import report_command
+from playground.cli.terminal import visible
 from playground.cli.view import view_command
 from playground.core.errors import PlaygroundError
 from playground.host.manager import get_host
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"error: {exc.format_message()}{where}", err=True)
         return 2
     except PlaygroundError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {visible(str(exc))}", err=True)  # it may quote a task id, a file or a model's reply
         return 2
     except click.ClickException as exc:
         click.echo(f"error: {exc.format_message()}", err=True)

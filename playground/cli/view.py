@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from playground.cli.options import CLIError
+from playground.cli.terminal import visible_data
 from playground.run.report import complete_record
 from playground.run.rundir import RunDirError, describe_problems, load_records, record_problem, record_trace
 from playground.run.traces import read_trace
@@ -183,7 +184,8 @@ def render_events(console: Console, events: Sequence[dict], full: bool = False) 
 def render_episode(console: Console, run_path: Path, record: dict, full: bool = False) -> None:
     """Print an episode's summary and its trace (each attempt's, for a cascade) step by step."""
     traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
-    first = read_trace(record_trace(run_path, {**record, "trace": traces[0]}))
+    record = visible_data(record)
+    first = visible_data(read_trace(record_trace(run_path, {**record, "trace": traces[0]})))
     header = first[0] if first and first[0].get("type") == "header" else {}
     status = str(record.get("status"))
     console.print(Panel(Text.assemble(
@@ -195,7 +197,7 @@ def render_episode(console: Console, run_path: Path, record: dict, full: bool = 
         f"{record.get('verified_recoveries', 0)} verified, {record.get('lessons_added', 0)} lessons",
         ("\ntrace: " + ", ".join(str(t) for t in traces), "dim")), title="episode", title_align="left"))
     for number, trace in enumerate(traces, start=1):
-        events = first if number == 1 else read_trace(record_trace(run_path, {**record, "trace": trace}))
+        events = first if number == 1 else visible_data(read_trace(record_trace(run_path, {**record, "trace": trace})))
         if len(traces) > 1:
             console.rule(f"attempt {number}: {', '.join(events[0].get('interventions') or []) or 'base'}")
         render_events(console, events, full)
@@ -218,12 +220,12 @@ def view_command(run_dir: str, episode: str | None, harness: str | None, status:
     console = Console(highlight=False)
     if episode is None and harness is None and status is None and label is None and task is None:
         page, total = read_page(path, offset, limit)  # no filter: parse only the page shown
-        render_list(console, page, total, total, offset, path)
+        render_list(console, visible_data(page), total, total, offset, path)
         return
     records = load_records(path)
     chosen = select(records, path, harness, status, label, task)
     if episode is None:
-        render_list(console, chosen[offset:offset + limit], len(chosen), len(records), offset, path)
+        render_list(console, visible_data(chosen[offset:offset + limit]), len(chosen), len(records), offset, path)
         return
     render_episode(console, path, find_episode(chosen, episode), full)
 

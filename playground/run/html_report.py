@@ -323,7 +323,7 @@ def write_report(paths: Sequence[str | Path], out: str | Path, force: bool = Fal
     """Build the report and write it to `out` (refusing to overwrite without `force`); return the path."""
     from playground.run.files import atomic_write_text, check_output
 
-    target = check_output(out, force=force, what="report")
+    target = check_output(out, force=force, runs=paths, what="report")
     return atomic_write_text(target, build_report(paths, target))
 
 

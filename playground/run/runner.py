@@ -476,6 +476,7 @@ class EpisodePlayer:
         if self._env is None:
             agent_spec = self.host.agents.get(config.agent)
             provider = self.host.envs.get(config.env).provider
+            env: Any
             with engine_lock(provider):  # building one may touch the engine's shared state too
                 env = provider.make(config.task_set, expert=agent_spec.needs_expert)
             if not getattr(provider, "thread_safe", True):

@@ -104,7 +104,7 @@ def export_command(run_dir: str, view: str, out: str, min_grade: str, force: boo
     from playground.plugins.aed.views import ExportError, export
     from playground.run.files import check_output
 
-    check_output(out, force=force, what="export file (--out)")
+    check_output(out, force=force, runs=[run_dir], what="export file (--out)")
     try:
         count = export(run_dir, view, out, min_grade)
     except ExportError as exc:

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from playground.cli.options import CLIError
+from playground.cli.terminal import visible
 from playground.core.labels import UnknownFailure
 from playground.host.manager import default_labels
 
@@ -29,7 +30,7 @@ def _open(path: str, create: bool = False, read_only: bool = False):
 
 
 def _lesson_line(lesson) -> str:
-    return (f"#{lesson.id} [{lesson.failure_type}: {', '.join(lesson.labels)}] ({lesson.subtype}) "
+    return visible(f"#{lesson.id} [{lesson.failure_type}: {', '.join(lesson.labels)}] ({lesson.subtype}) "
             f"when {lesson.trigger}: {lesson.principle}  "
             f"[retrieved {lesson.retrieved}, verified {lesson.verified}, helped {lesson.helped}]")
 
