@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from playground.agents.client import HTTPChatModel
 from playground.testing.openai_server import Reply, ScriptedChatServer
 from tests.conftest import run_cli
@@ -153,3 +155,25 @@ def test_a_playbook_whose_creation_was_cut_off_does_not_block_the_resume(tmp_pat
     assert discard_episodes(path, "run", ["run:sentry:tiny-20000"]) == (0, 0)
     with Playbook(path) as playbook:  # opened for writing, it gets its schema
         assert len(playbook) == 0
+
+
+@pytest.mark.parametrize("stop, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_stop_a_run_like_ctrl_c_and_it_resumes(tmp_path, stop, code):
+    with ScriptedChatServer(default=Walker(delay=0.1)) as server:
+        command = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "llm",
+                   "--llm-base-url", server.base_url, "--model", "m", "--harness", "base", "--episodes", "8",
+                   "--max-steps", "5", "--quiet", "--no-response-cache", "--out", str(tmp_path / "run")]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=os.environ.copy())
+        records = tmp_path / "run" / "episodes.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (records.exists() and records.read_text().strip()):
+            time.sleep(0.05)
+        process.send_signal(stop)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == code and "rerun the same command to resume" in err, err
+        assert "Traceback" not in err
+        resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    keys = [json.loads(line)["key"] for line in records.read_text().splitlines()]
+    assert len(keys) == 8 == len(set(keys))

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -226,8 +229,21 @@ cli.add_command(report_command)
 cli.add_command(view_command)
 
 
+_stopped_by: list[int] = []  # the signal (SIGTERM, SIGHUP) that stopped this process, if one did
+
+
+def _stop_like_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM and SIGHUP stop a command as Ctrl-C does: work in flight is left, what finished is kept, a run says
+    how to resume; the exit code is then 128 + the signal's number."""
+    _stopped_by.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one line and exit with code 2."""
+    if threading.current_thread() is threading.main_thread():  # (only the main thread may set handlers)
+        for stop_signal in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(stop_signal, _stop_like_ctrl_c)
     try:
         args = sys.argv[1:] if argv is None else argv
         command = next((arg for arg in args if not arg.startswith("-")), None)
@@ -238,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
+        if _stopped_by:
+            click.echo(f"stopped by {signal.Signals(_stopped_by[0]).name}", err=True)
+            return 128 + _stopped_by[0]
         click.echo("aborted", err=True)
         return 130
     except click.UsageError as exc:
