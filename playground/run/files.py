@@ -31,10 +31,10 @@ class PathEscapeError(PlaygroundError):
     """A path derived from user input would leave the folder it belongs in."""
 
 
-# What a run directory holds of its own (`playground.run.rundir`): a command never writes over one of them.
+# What a run directory holds of its own at its top (`playground.run.rundir`); every folder in it is the run's too
+# (traces, playbooks, and those plugins write). A command never writes over one of them.
 RUN_OWN_FILES = frozenset({"config.json", "lock.json", "episodes.jsonl", "episodes.quarantine.jsonl", "summary.json",
                            ".lock"})
-RUN_OWN_FOLDERS = frozenset({"traces", "playbooks", "forks", "aed", "sentry"})
 
 
 def check_output(path: str | os.PathLike, *, force: bool = False, inputs: Iterable[str | os.PathLike] = (),
@@ -43,7 +43,7 @@ def check_output(path: str | os.PathLike, *, force: bool = False, inputs: Iterab
 
     Refused, `force` or not: an empty name; a folder; any of `inputs` (the same file, through links too,
     with SQLite's `-wal`/`-shm`/`-journal` side files); one of the own files of a run directory in `runs`
-    (its records, config, lock, summary, or anything in its traces, playbooks or other folders). Refused
+    (its records, config, lock, summary, or anything in one of its folders). Refused
     without `force`: an existing file. Always: a path under a file, or in a folder where no file can be
     created (tried with a temporary file, removed at once), so a command fails before its work, not after it.
     """
@@ -57,7 +57,7 @@ def check_output(path: str | os.PathLike, *, force: bool = False, inputs: Iterab
             inside = target.resolve().relative_to(Path(run).resolve()).parts
         except ValueError:
             continue
-        if inside and (inside[0] in RUN_OWN_FOLDERS or (len(inside) == 1 and inside[0] in RUN_OWN_FILES)):
+        if len(inside) > 1 or (len(inside) == 1 and inside[0] in RUN_OWN_FILES):
             raise OutputError(f"{what} {str(target)!r} is one of the run {str(run)!r}'s own files; refusing to "
                               "overwrite it, with --force too (name a file outside them)")
     for source in inputs:
