@@ -23,35 +23,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from playground.testing.openai_server import ScriptedChatServer
+from playground.testing.openai_server import FirstActionModel, ScriptedChatServer
 
 DEFAULT_CONFIGS = "workers=1,workers=2,workers=4,in-flight=8,in-flight=32,in-flight=64,in-flight=128"
-
-
-class Delayed:
-    """Answers after `delay` seconds with the request's first valid action; counts requests at once."""
-
-    def __init__(self, delay: float) -> None:
-        self.delay, self.now, self.peak, self.total = delay, 0, 0, 0
-        self.first: float | None = None  # when the first request arrived (time.perf_counter)
-        self.lock = threading.Lock()
-
-    def __call__(self, body: dict) -> str:
-        with self.lock:
-            self.first = self.first or time.perf_counter()
-            self.now += 1
-            self.total += 1
-            self.peak = max(self.peak, self.now)
-        time.sleep(self.delay)
-        with self.lock:
-            self.now -= 1
-        text = body["messages"][-1]["content"]
-        line = next((ln for ln in text.splitlines() if ln.startswith("Valid actions: ")), "")
-        return f"Thought: go\nAction: {line.removeprefix('Valid actions: ').split(', ')[0] or 'look'}"
 
 
 def tree_rss_mb(root: int) -> float:
@@ -111,7 +88,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for number, config in enumerate(args.configs.split(",")):
-            server_script = Delayed(args.delay)
+            server_script = FirstActionModel(args.delay)
             with ScriptedChatServer(default=server_script) as server:
                 row = measure(config, args, server.base_url, Path(tmp) / f"run-{number}")
             row["requests"], row["peak_requests_at_once"] = server_script.total, server_script.peak

@@ -15,29 +15,10 @@ from pathlib import Path
 import pytest
 
 from playground.agents.client import HTTPChatModel
-from playground.testing.openai_server import Reply, ScriptedChatServer
+from playground.testing.openai_server import FirstActionModel, Reply, ScriptedChatServer
 from tests.conftest import run_cli
 
 TASKS = 16  # x 2 harnesses = 32 episodes
-
-
-class Walker:
-    """Replies that depend only on the request (the first valid action), after `delay`; counts requests at once."""
-
-    def __init__(self, delay: float = 0.02) -> None:
-        self.delay, self.now, self.peak = delay, 0, 0
-        self.lock = threading.Lock()
-
-    def __call__(self, body: dict) -> str:
-        with self.lock:
-            self.now += 1
-            self.peak = max(self.peak, self.now)
-        time.sleep(self.delay)
-        with self.lock:
-            self.now -= 1
-        text = body["messages"][-1]["content"]
-        line = next((ln for ln in text.splitlines() if ln.startswith("Valid actions: ")), "")
-        return f"Thought: go\nAction: {line.removeprefix('Valid actions: ').split(', ')[0] or 'look'}"
 
 
 def _run(url: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -61,7 +42,7 @@ def _played(run_dir: Path) -> dict[str, tuple]:
 
 
 def test_32_episodes_in_flight_equal_a_serial_run_each_recorded_once(tmp_path):
-    serial_server, flight_server = Walker(), Walker()
+    serial_server, flight_server = FirstActionModel(delay=0.02), FirstActionModel(delay=0.02)
     with ScriptedChatServer(default=serial_server) as server:
         serial = _run(server.base_url, tmp_path / "serial")
     with ScriptedChatServer(default=flight_server) as server:
@@ -73,7 +54,7 @@ def test_32_episodes_in_flight_equal_a_serial_run_each_recorded_once(tmp_path):
 
 
 def test_max_connections_caps_requests_at_once_across_episodes(tmp_path):
-    walker = Walker(delay=0.05)
+    walker = FirstActionModel(delay=0.05)
     with ScriptedChatServer(default=walker) as server:
         result = _run(server.base_url, tmp_path / "capped", "--in-flight", "16", "--max-connections", "3")
     assert result.returncode == 0, result.stderr
@@ -81,7 +62,7 @@ def test_max_connections_caps_requests_at_once_across_episodes(tmp_path):
 
 
 def test_kill_9_with_episodes_in_flight_resumes_exactly(tmp_path):
-    walker = Walker(delay=0.1)
+    walker = FirstActionModel(delay=0.1)
     with ScriptedChatServer(default=walker) as server:
         command = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "llm",
                    "--llm-base-url", server.base_url, "--model", "m", "--harness", "base", "--harness", "sentry",
@@ -99,7 +80,7 @@ def test_kill_9_with_episodes_in_flight_resumes_exactly(tmp_path):
         assert 3 <= before < 2 * TASKS
         resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stderr
-        with ScriptedChatServer(default=Walker()) as serial_server:
+        with ScriptedChatServer(default=FirstActionModel(delay=0.02)) as serial_server:
             serial = _run(serial_server.base_url, tmp_path / "serial")
     assert serial.returncode == 0
     assert _played(tmp_path / "run") == _played(tmp_path / "serial")
@@ -130,7 +111,7 @@ def test_retry_after_pauses_every_request_to_the_endpoint():
 def test_an_env_that_is_not_thread_safe_takes_turns_in_its_engine(tmp_path):
     """TextWorld's engine shares a parser between its envs: resets in several threads at once broke it (IndexError in
     tatsu). Declared not thread-safe, its envs are called under one lock, and episodes in flight equal serial ones."""
-    with ScriptedChatServer(default=Walker(delay=0.05)) as server:
+    with ScriptedChatServer(default=FirstActionModel(delay=0.05)) as server:
         results = [run_cli("run", "--env", "textworld:easy", "--agent", "llm", "--llm-base-url", server.base_url,
                            "--model", "m", "--harness", "base", "--episodes", "6", "--max-steps", "3", "--quiet",
                            "--no-response-cache", "--out", str(tmp_path / name), *extra, timeout=600)
@@ -159,7 +140,7 @@ def test_a_playbook_whose_creation_was_cut_off_does_not_block_the_resume(tmp_pat
 
 @pytest.mark.parametrize("stop, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_and_sighup_stop_a_run_like_ctrl_c_and_it_resumes(tmp_path, stop, code):
-    with ScriptedChatServer(default=Walker(delay=0.1)) as server:
+    with ScriptedChatServer(default=FirstActionModel(delay=0.1)) as server:
         command = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "llm",
                    "--llm-base-url", server.base_url, "--model", "m", "--harness", "base", "--episodes", "8",
                    "--max-steps", "5", "--quiet", "--no-response-cache", "--out", str(tmp_path / "run")]

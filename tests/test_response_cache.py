@@ -13,10 +13,11 @@ from pathlib import Path
 
 from playground.agents.client import HTTPChatModel
 from playground.agents.response_cache import ResponseCache, cache_use_counted, default_cache_dir
-from playground.testing.openai_server import Reply, ScriptedChatServer
+from playground.testing.openai_server import FirstActionModel, Reply, ScriptedChatServer
 from tests.conftest import require_extra, run_cli
 
 HI = [{"role": "user", "content": "hi"}]
+FIRST_ACTION = FirstActionModel()  # the first valid action of each prompt
 
 
 def test_a_deterministic_request_is_sent_once_and_counted(tmp_path):
@@ -80,16 +81,8 @@ def _actions(run: Path) -> dict[str, list[str]]:
                        if json.loads(line)["type"] == "step"] for r in records}
 
 
-def _walker(body: dict) -> str:
-    """Replies that depend only on the request: the first valid action offered, else `look`."""
-    text = body["messages"][-1]["content"]
-    line = next((ln for ln in text.splitlines() if ln.startswith("Valid actions: ")), "")
-    first = line.removeprefix("Valid actions: ").split(", ")[0] or "look"
-    return f"Thought: go\nAction: {first}"
-
-
 def test_a_rerun_against_a_stopped_server_finishes_from_the_cache(tmp_path):
-    with ScriptedChatServer(default=_walker) as server:
+    with ScriptedChatServer(default=FirstActionModel()) as server:
         url = server.base_url
         first = _llm_run(url, tmp_path / "first")
         sent = len(server.requests)
@@ -109,7 +102,7 @@ def test_a_rerun_against_a_stopped_server_finishes_from_the_cache(tmp_path):
 
 
 def test_no_response_cache_sends_every_request(tmp_path):
-    with ScriptedChatServer(default=_walker) as server:
+    with ScriptedChatServer(default=FirstActionModel()) as server:
         cached = _llm_run(server.base_url, tmp_path / "a")
         made = len(server.requests)
         uncached = _llm_run(server.base_url, tmp_path / "b", "--no-response-cache")
@@ -152,7 +145,7 @@ def test_the_same_bare_command_resumes_its_run_and_other_settings_get_another(tm
 
 
 def test_ctrl_c_then_the_same_command_resumes(tmp_path):
-    slow = lambda body: Reply(content=_walker(body), delay=0.2)  # noqa: E731
+    slow = lambda body: Reply(content=FIRST_ACTION(body), delay=0.2)  # noqa: E731
     with ScriptedChatServer(default=slow) as server:
         command = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "llm",
                    "--llm-base-url", server.base_url, "--model", "m", "--harness", "base", "--episodes", "6",

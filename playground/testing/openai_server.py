@@ -108,3 +108,28 @@ class ScriptedChatServer:
                 pass
 
         return Handler
+
+
+class FirstActionModel:
+    """A scripted model for `ScriptedChatServer(default=...)`: it answers an agent's request with the first action of
+    its prompt's "Valid actions:" line (else `look`), after `delay` seconds, so the reply depends only on the request
+    as a temperature-0 model's would. It counts the requests (`total`), those being answered at once (`now`), their
+    most at once (`peak`), and when the first arrived (`first`, `time.perf_counter()`)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay, self.now, self.peak, self.total = delay, 0, 0, 0
+        self.first: float | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict) -> str:
+        with self._lock:
+            self.first = self.first or time.perf_counter()
+            self.now += 1
+            self.total += 1
+            self.peak = max(self.peak, self.now)
+        time.sleep(self.delay)
+        with self._lock:
+            self.now -= 1
+        text = body["messages"][-1]["content"]
+        line = next((ln for ln in text.splitlines() if ln.startswith("Valid actions: ")), "")
+        return f"Thought: go\nAction: {line.removeprefix('Valid actions: ').split(', ')[0] or 'look'}"
