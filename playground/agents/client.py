@@ -152,13 +152,9 @@ class HTTPChatModel:
         """One request (from the response cache when it holds it), its completion marked with `mode`."""
         cache = cache_for(self.cache_dir) if is_deterministic(self.temperature, self.seed) else None
         key = {"url": self.base_url, **body}
-        stored = cache.get(key) if cache is not None else None
+        stored = _from_cache_entry(cache.get(key), mode) if cache is not None else None
         if stored is not None:
-            try:
-                return Completion(str(stored["text"]), _count(stored.get("prompt_tokens")),
-                                  _count(stored.get("completion_tokens")), cached=True, mode=mode)
-            except KeyError:
-                pass  # an entry of another shape is a miss
+            return stored
         payload = self._post_with_retries(body, refusable)
         completion = replace(_parse_completion(payload, self.base_url, self.max_reply_chars), mode=mode)
         if cache is not None:
@@ -308,6 +304,15 @@ def _cache_entry(completion: Completion) -> dict[str, Any]:
     """What the response cache keeps of a completion."""
     return {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
             "completion_tokens": completion.completion_tokens}
+
+
+def _from_cache_entry(entry: dict[str, Any] | None, mode: str) -> Completion | None:
+    """The completion a response-cache entry holds, marked cached and with `mode`; None for no entry or one of
+    another shape (a miss)."""
+    if entry is None or not isinstance(entry.get("text"), str):
+        return None
+    return Completion(entry["text"], _count(entry.get("prompt_tokens")), _count(entry.get("completion_tokens")),
+                      cached=True, mode=mode)
 
 
 _FORMAT_LADDER = (("json_schema", True), ("json_object", True), ("json_object", False), ("prompt", False))
@@ -572,10 +577,9 @@ class LocalChatModel:
             request = {"model_sha256": file_sha256(self.path), "llama_cpp": llama_cpp.__version__,
                        **{k: v for k, v in kwargs.items() if k != "grammar"}, "choices": choices,
                        "json_schema": json_schema}
-            stored = self.cache.get(request)
-            if stored is not None and isinstance(stored.get("text"), str):
-                return Completion(stored["text"], _count(stored.get("prompt_tokens")),
-                                  _count(stored.get("completion_tokens")), cached=True, mode=mode)
+            stored = _from_cache_entry(self.cache.get(request), mode)
+            if stored is not None:
+                return stored
         try:
             system = messages[0].get("content") if messages and messages[0].get("role") == "system" else ""
             with self._pool_locks.setdefault(self._key, threading.Lock()):
