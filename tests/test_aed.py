@@ -361,19 +361,69 @@ def test_replay_limit_replays_the_first_pairs_only(replayed, tmp_path, capsys):
     assert main(["aed", "replay", str(run), "--limit", "0"]) == 2
 
 
+def test_replay_continues_with_the_diagnosed_episodes_own_agent_by_default(replayed, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(replayed, run)
+    assert main(["aed", "replay", str(run), "--trials", "1", "--limit", "1"]) == 0
+    replay = json.loads((run / "aed" / "replays.jsonl").read_text().splitlines()[0])
+    header = load_episode(run / replay["trace"]).header
+    assert (replay["agent"], replay["agent_options"]) == (header["agent"], header["agent_options"])
+    assert replay["agent_options"] == {"invalid": 0.3, "stop": 0.05} and replay["continuation"] == "run_agent"
+    assert all(read_trace(run / t["trace"])[0]["agent"] == "noisy" for t in replay["transcripts"])
+    assert main(["aed", "replay", str(run), "--agent-option", "invalid=0"]) == 2  # options need --agent
+
+
+@pytest.mark.parametrize("agent, oracle", [("expert", True), ("random", False)])
+def test_a_substituted_continuation_is_labelled_and_an_expert_one_as_an_oracle(replayed, tmp_path, capsys, agent,
+                                                                                 oracle):
+    run = tmp_path / "run"
+    shutil.copytree(replayed, run)
+    capsys.readouterr()
+    assert main(["aed", "replay", str(run), "--agent", agent, "--trials", "1", "--limit", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["oracle_continuation"] == int(oracle)
+    assert ("oracle continuation" in err) is oracle
+    replay = json.loads((run / "aed" / "replays.jsonl").read_text().splitlines()[0])
+    assert (replay["agent"], replay["continuation"], replay["oracle"]) == (agent, "substituted", oracle)
+    assert main(["aed", "summary", str(run)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("replayed pairs"))
+    assert "a substituted agent" in line and ("ORACLE continuation" in line) is oracle
+
+
 # --- 5. exports ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("view", ["diagnosis", "actor", "adp"])
 def test_exports_validate_and_round_trip(replayed, tmp_path, view):
-    records = build_view(replayed, view)
+    records = build_view(replayed, view, "none")
     assert records
     out = tmp_path / f"{view}.jsonl"
-    assert export(replayed, view, out) == len(records)
+    assert export(replayed, view, out, "none") == len(records)
     assert read_export(out, view) == records
 
 
+def test_actor_export_admits_only_replayed_targets_by_default(replayed, tmp_path, capsys):
+    grades = {json.loads(line)["id"]: json.loads(line)["grade"]
+              for line in (replayed / "aed" / "replays.jsonl").read_text().splitlines()}
+    admitted = build_view(replayed, "actor")
+    assert all(grades[r["id"].rsplit(":", 1)[0]] in ("E1", "E2") and r["meta"]["min_grade"] == "E1"
+               for r in admitted)
+    everything = build_view(replayed, "actor", "none")
+    assert len(everything) > len(admitted) and all(r["meta"]["min_grade"] == "none" for r in everything)
+    run = tmp_path / "run"
+    shutil.copytree(replayed, run)
+    (run / "aed" / "replays.jsonl").unlink()  # nothing replayed: no target has evidence
+    assert build_view(run, "actor") == []
+    capsys.readouterr()
+    assert main(["aed", "export", str(run), "--view", "actor", "--out", str(tmp_path / "a.jsonl")]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("0 actor record(s)") and "left out" in err and "--min-grade none" in err
+    assert main(["aed", "export", str(run), "--view", "actor", "--min-grade", "none",
+                 "--out", str(tmp_path / "b.jsonl")]) == 0
+    assert len(read_export(tmp_path / "b.jsonl", "actor")) == len(everything)
+
+
 def test_actor_views_never_hold_the_failed_suffix(replayed):
-    for record in build_view(replayed, "actor"):
+    for record in build_view(replayed, "actor", "none"):
         step = record["meta"]["step"]
         assert len(record["history"]) == step
         if record["variant"] == "after_error":
@@ -398,7 +448,8 @@ def test_diagnose_replay_export_summary_end_to_end(replayed, tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out.split("\n", 1)[1])
     assert summary["replayed_pairs"] >= 1 and summary["pairs"] >= summary["replayed_pairs"]
     assert sum(summary["grades"].values()) == summary["replayed_pairs"]
-    assert summary["continuation"] == [{"agent": "noisy", "agent_options": {"invalid": 0.2}, "trials": 2}]
+    assert summary["continuation"] == [{"agent": "noisy", "agent_options": {"invalid": 0.2}, "trials": 2,
+                                        "continuation": "substituted", "oracle": True}]
     assert 0.0 <= summary["correction_pass_rate"] <= 1.0 and summary["difference_ci95"] is not None
     assert main(["aed", "summary", str(replayed)]) == 0
     assert "correction pass rate" in capsys.readouterr().out

@@ -73,8 +73,11 @@ def _grade_text_remover(run_dir: str):
 
 @aed_group.command("replay")
 @click.argument("run_dir")
-@click.option("--agent", default="expert", show_default=True, help="continuation policy after the fork point")
-@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE")
+@click.option("--agent", default=None,
+              help="continuation policy after the fork point [default: the agent and options that played the "
+                   "diagnosed episode]; an agent that follows the expert plan (expert, noisy) is an oracle "
+                   "continuation and labelled so")
+@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE", help="options of --agent")
 @click.option("--trials", type=click.IntRange(min=1), default=2, show_default=True, help="trials per arm")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of trial 0 (trial i: seed + i, both arms)")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
@@ -86,22 +89,32 @@ def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], tri
     from playground.plugins.aed.replay import replay_run
 
     options = parse_pairs(agent_options, "--agent-option")
-    if agent not in get_host().agents:
+    if agent is None and options:
+        raise CLIError("--agent-option needs --agent (without it, the diagnosed episode's own agent and options "
+                       "continue)")
+    if agent is not None and agent not in get_host().agents:
         raise CLIError(f"unknown agent {agent!r}; choose from: {', '.join(get_host().agents.names())}")
-    click.echo(json.dumps(replay_run(get_host(), run_dir, agent=agent, agent_options=options, trials=trials,
-                                     seed=seed, limit=limit), indent=2))
+    counts = replay_run(get_host(), run_dir, agent=agent, agent_options=options if agent else None, trials=trials,
+                        seed=seed, limit=limit)
+    click.echo(json.dumps(counts, indent=2))
+    if counts["oracle_continuation"]:
+        click.echo(f"note: {counts['oracle_continuation']} pair(s) replayed under an oracle continuation (an agent "
+                   "that follows the env's expert plan): their grades say what the correction does with an expert "
+                   "finishing the task, not what the policy would do", err=True)
 
 
 @aed_group.command("export")
 @click.argument("run_dir")
 @click.option("--view", type=click.Choice(["diagnosis", "actor", "adp"]), required=True)
 @click.option("--out", required=True, help="JSONL file to write")
-@click.option("--min-grade", type=click.Choice(["none", "E1", "E2"]), default="none", show_default=True,
-              help="keep only pairs whose replay reached this evidence grade (diagnosis and actor views)")
+@click.option("--min-grade", type=click.Choice(["none", "E1", "E2"]), default=None,
+              help="keep only pairs whose replay reached this evidence grade [default: E1 for the actor view (a "
+                   "recovery target needs an executed passing continuation), none for the diagnosis view]; "
+                   "'none' admits every pair")
 @click.option("--force", is_flag=True, help="replace OUT if it exists")
-def export_command(run_dir: str, view: str, out: str, min_grade: str, force: bool) -> None:
+def export_command(run_dir: str, view: str, out: str, min_grade: str | None, force: bool) -> None:
     """Export a training view, every record validated against its shipped JSON Schema."""
-    from playground.plugins.aed.views import ExportError, export
+    from playground.plugins.aed.views import DEFAULT_MIN_GRADE, ExportError, below_grade, export
     from playground.run.files import check_output
 
     check_output(out, force=force, runs=[run_dir], what="export file (--out)")
@@ -110,6 +123,12 @@ def export_command(run_dir: str, view: str, out: str, min_grade: str, force: boo
     except ExportError as exc:
         raise CLIError(str(exc)) from None
     click.echo(f"{count} {view} record(s) -> {out}")
+    bar = DEFAULT_MIN_GRADE[view] if min_grade is None else min_grade
+    left_out = below_grade(run_dir, view, bar) if view != "adp" else 0
+    if left_out:
+        click.echo(f"note: {left_out} pair(s) left out: their replay did not reach {bar} (not replayed, or the "
+                   "correction did not beat the retry); `playground aed replay` replays them, --min-grade none "
+                   "admits them", err=True)
 
 
 @aed_group.command("summary")

@@ -35,10 +35,32 @@ def evidence_grade(treatment: list[bool], control: list[bool]) -> str:
     return "E2" if min(len(treatment), len(control)) >= 2 else "E1"
 
 
-def replay_pair(host: Host, run_dir: Path, record: dict, *, agent: str, agent_options: dict, trials: int,
-                seed: int) -> dict:
-    """Replay one diagnosis `trials` times per arm; return its replay record (outcomes, grade, lineage)."""
+def continuation_of(host: Host, header: dict, agent: str | None, agent_options: dict | None) -> dict:
+    """The continuation policy of a replay: `agent` with `agent_options`, or (agent None) the agent and options
+    the trace `header` names; labelled `run_agent` or `substituted`, and `oracle` when the agent follows the
+    env's expert plan."""
+    run_agent, run_options = str(header.get("agent") or ""), dict(header.get("agent_options") or {})
+    if agent is None:
+        if not run_agent:
+            raise ForkError("the diagnosed trace names no agent to continue with; pass --agent")
+        agent, agent_options = run_agent, run_options
+    agent_options = dict(agent_options or {})
+    try:
+        spec = host.agents.get(agent)
+    except (KeyError, ValueError) as exc:
+        raise ForkError(exc.args[0]) from None
+    same = agent == run_agent and agent_options == run_options
+    return {"agent": agent, "agent_options": agent_options, "continuation": "run_agent" if same else "substituted",
+            "oracle": bool(spec.needs_expert)}
+
+
+def replay_pair(host: Host, run_dir: Path, record: dict, *, agent: str | None, agent_options: dict | None,
+                trials: int, seed: int) -> dict:
+    """Replay one diagnosis `trials` times per arm; return its replay record (outcomes, grade, lineage, and
+    the continuation: by default the diagnosed episode's own agent and options)."""
     episode = load_episode(confined(run_dir, record["trace"], what="diagnosed trace"))
+    policy = continuation_of(host, episode.header, agent, agent_options)
+    agent, agent_options = policy["agent"], policy["agent_options"]
     position = int(record["step"])
     folder = Path("forks") / "aed" / record["id"]
     outcomes: dict[str, list[bool]] = {"treatment": [], "control": []}
@@ -61,18 +83,19 @@ def replay_pair(host: Host, run_dir: Path, record: dict, *, agent: str, agent_op
             raise ForkError(f"diagnosis {record['id']}: the two arms of trial {trial} started from different states")
     return {"id": record["id"], "trace": record["trace"], "step": position, "task_id": record.get("task_id"),
             "correction": record["correction"], "original": record.get("attributed_action"),
-            "agent": agent, "agent_options": agent_options, "trials": trials, "seed": seed,
+            **policy, "trials": trials, "seed": seed,
             "treatment_won": outcomes["treatment"], "control_won": outcomes["control"],
             "grade": evidence_grade(outcomes["treatment"], outcomes["control"]),
             "restored_state_check": all(t["restored"]["observation_equal"] for t in transcripts),
             "same_start": True, "transcripts": transcripts}
 
 
-def replay_run(host: Host, run_dir: str | Path, *, agent: str = "expert", agent_options: dict | None = None,
+def replay_run(host: Host, run_dir: str | Path, *, agent: str | None = None, agent_options: dict | None = None,
                trials: int = 2, seed: int = 0, limit: int | None = None) -> dict:
     """Replay the kept diagnoses with a correction (the first `limit` of them, in the order of
-    diagnoses.jsonl, when given); write RUN_DIR/aed/replays.jsonl after every pair, so an interrupted
-    replay keeps the pairs it finished; return counts."""
+    diagnoses.jsonl, when given) under `agent` (None: each diagnosed episode's own agent and options); write
+    RUN_DIR/aed/replays.jsonl after every pair, so an interrupted replay keeps the pairs it finished; return
+    counts."""
     run_dir = Path(run_dir)
     records = read_jsonl_file(run_dir / "aed" / "diagnoses.jsonl")
     correctable = [r for r in records if r.get("correction") is not None]
@@ -81,7 +104,7 @@ def replay_run(host: Host, run_dir: str | Path, *, agent: str = "expert", agent_
     failed: dict[str, str] = {}
     for record in chosen:
         try:
-            replays.append(replay_pair(host, run_dir, record, agent=agent, agent_options=dict(agent_options or {}),
+            replays.append(replay_pair(host, run_dir, record, agent=agent, agent_options=agent_options,
                                        trials=trials, seed=seed))
         except ForkError as exc:
             failed[record["id"]] = str(exc)
@@ -90,4 +113,5 @@ def replay_run(host: Host, run_dir: str | Path, *, agent: str = "expert", agent_
     write_jsonl(run_dir / "aed" / "replays.jsonl", replays)
     grades = {grade: sum(r["grade"] == grade for r in replays) for grade in GRADES}
     return {"pairs": len(records), "with_correction": len(correctable), "not_chosen": len(correctable) - len(chosen),
-            "replayed": len(replays), "not_replayable": failed, "grades": grades}
+            "replayed": len(replays), "not_replayable": failed, "grades": grades,
+            "oracle_continuation": sum(r["oracle"] for r in replays)}

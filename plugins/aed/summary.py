@@ -22,7 +22,8 @@ def summarise(run_dir: str | Path, resamples: int = 10_000, seed: int = 0) -> di
     diffs = [t - c for t, c in zip(treatment, control)]
     continuation: list[dict] = []
     for r in replays:
-        setting = {"agent": r.get("agent"), "agent_options": r.get("agent_options") or {}, "trials": r.get("trials")}
+        setting = {"agent": r.get("agent"), "agent_options": r.get("agent_options") or {}, "trials": r.get("trials"),
+                   "continuation": r.get("continuation", "substituted"), "oracle": bool(r.get("oracle"))}
         if setting not in continuation:
             continuation.append(setting)
     result = {"episodes": diagnosed.get("episodes"), "failed": diagnosed.get("failed"),
@@ -38,10 +39,17 @@ def summarise(run_dir: str | Path, resamples: int = 10_000, seed: int = 0) -> di
     return result
 
 
+CONTINUATION_LABELS = {"run_agent": "the diagnosed episode's own agent", "substituted": "a substituted agent"}
+
+
 def _settings(continuation: list[dict]) -> str:
-    """The continuation settings as one line: `agent k=v ..., N trial(s) per arm`, `;` between settings."""
+    """The continuation settings as one line: `agent k=v ... (whose), N trial(s) per arm`, `;` between settings;
+    an oracle continuation (an agent following the expert plan) says so."""
+    def label(c: dict) -> str:
+        whose = CONTINUATION_LABELS.get(c.get("continuation", "substituted"), "a substituted agent")
+        return f"{whose}; ORACLE continuation: follows the expert plan" if c.get("oracle") else whose
     return "; ".join(" ".join([c["agent"], *(f"{k}={json.dumps(v)}" for k, v in c["agent_options"].items())])
-                     + f", {c['trials']} trial(s) per arm" for c in continuation) or "-"
+                     + f" ({label(c)}), {c['trials']} trial(s) per arm" for c in continuation) or "-"
 
 
 def format_summary(result: dict) -> str:

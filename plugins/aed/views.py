@@ -30,6 +30,9 @@ from playground.run.rundir import load_records, record_trace
 
 VIEWS = ("diagnosis", "actor", "adp")
 GRADE_ORDER = {"none": 0, "E1": 1, "E2": 2}
+# The evidence a pair needs to be exported, by view. An actor row's target is a recovery to train on, so it needs an
+# executed passing continuation (the paper's D.1, T.2); a diagnosis row's labels come from the trace itself.
+DEFAULT_MIN_GRADE = {"diagnosis": "none", "actor": "E1", "adp": "none"}
 ADP_VERSION = "1.2.0"
 
 
@@ -56,7 +59,8 @@ def _grades(run_dir: Path) -> dict[str, str]:
     return {r["id"]: r["grade"] for r in read_jsonl_file(run_dir / "aed" / "replays.jsonl")}
 
 
-def diagnosis_view(episode: EpisodeTrace, record: dict, grade: str) -> dict:
+def diagnosis_view(episode: EpisodeTrace, record: dict, grade: str, min_grade: str = "none") -> dict:
+    """One diagnosis row: the failed episode in, the diagnosis out; `meta` names its grade and the export's bar."""
     steps = [{"step": s.position, "admissible_actions": s.admissible, "action": s.action, "finish": False,
               "observation": s.observation, "valid": s.valid} for s in episode.steps]
     if episode.tail is not None:
@@ -69,7 +73,8 @@ def diagnosis_view(episode: EpisodeTrace, record: dict, grade: str) -> dict:
             "output": {"step": int(record["step"]), "explanation": record["explanation"],
                        "quotations": list(record["quotations"]), "correction": record["correction"],
                        "correction_reason": record.get("correction_reason")},
-            "meta": {"trace": record["trace"], "producer": record.get("producer", ""), "grade": grade}}
+            "meta": {"trace": record["trace"], "producer": record.get("producer", ""), "grade": grade,
+                     "min_grade": min_grade}}
 
 
 def _state_unchanged(episode: EpisodeTrace, position: int) -> bool:
@@ -81,7 +86,9 @@ def _state_unchanged(episode: EpisodeTrace, position: int) -> bool:
                 and following.admissible == step.admissible)
 
 
-def actor_views(episode: EpisodeTrace, record: dict, grade: str) -> list[dict]:
+def actor_views(episode: EpisodeTrace, record: dict, grade: str, min_grade: str = "E1") -> list[dict]:
+    """The actor rows of one pair (before the error, and after it where the state was unchanged); `meta` names the
+    pair's grade and the export's bar."""
     if record.get("correction") is None:
         return []
     position = int(record["step"])
@@ -91,7 +98,7 @@ def actor_views(episode: EpisodeTrace, record: dict, grade: str) -> list[dict]:
             "observation": episode.observation_before(position),
             "admissible_actions": at.admissible if at is not None else None,
             "target": {"action": record["correction"]},
-            "meta": {"trace": record["trace"], "step": position, "grade": grade}}
+            "meta": {"trace": record["trace"], "step": position, "grade": grade, "min_grade": min_grade}}
     views = [{"id": f"{record['id']}:before", "variant": "before_error", "rejected": None, **base}]
     if position < len(episode.steps) and _state_unchanged(episode, position):
         step = episode.steps[position]
@@ -118,10 +125,14 @@ def adp_view(episode: EpisodeTrace, trace: str) -> dict:
                         "agent": header.get("agent"), "harness": header.get("harness")}}
 
 
-def build_view(run_dir: str | Path, view: str, min_grade: str = "none") -> list[dict]:
-    """The records of `view` for a run directory (diagnoses from RUN_DIR/aed/), each validated."""
+def build_view(run_dir: str | Path, view: str, min_grade: str | None = None) -> list[dict]:
+    """The records of `view` for a run directory (diagnoses from RUN_DIR/aed/), each validated; only pairs whose
+    replay reached `min_grade` (default: `DEFAULT_MIN_GRADE` of the view, E1 for actor rows)."""
     if view not in VIEWS:
         raise ExportError(f"unknown view {view!r}; choose from: {', '.join(VIEWS)}")
+    min_grade = DEFAULT_MIN_GRADE[view] if min_grade is None else min_grade
+    if min_grade not in GRADE_ORDER:
+        raise ExportError(f"unknown evidence grade {min_grade!r}; choose from: {', '.join(GRADE_ORDER)}")
     run_dir = Path(run_dir)
     records: list[dict] = []
     if view == "adp":
@@ -143,15 +154,24 @@ def build_view(run_dir: str | Path, view: str, min_grade: str = "none") -> list[
             if trace not in episodes:
                 episodes[trace] = load_episode(confined(run_dir, trace, what="diagnosed trace"))
             if view == "diagnosis":
-                records.append(diagnosis_view(episodes[trace], record, grade))
+                records.append(diagnosis_view(episodes[trace], record, grade, min_grade))
             else:
-                records.extend(actor_views(episodes[trace], record, grade))
+                records.extend(actor_views(episodes[trace], record, grade, min_grade))
     for record in records:
         validate(view, record)
     return records
 
 
-def export(run_dir: str | Path, view: str, out: str | Path, min_grade: str = "none") -> int:
+def below_grade(run_dir: str | Path, view: str, min_grade: str | None = None) -> int:
+    """How many pairs (with a correction, for the actor view) `build_view` leaves out for lack of replay evidence."""
+    min_grade = DEFAULT_MIN_GRADE[view] if min_grade is None else min_grade
+    grades = _grades(Path(run_dir))
+    return sum(GRADE_ORDER[grades.get(r["id"], "none")] < GRADE_ORDER[min_grade]
+               for r in read_jsonl_file(Path(run_dir) / "aed" / "diagnoses.jsonl")
+               if view == "diagnosis" or (view == "actor" and r.get("correction") is not None))
+
+
+def export(run_dir: str | Path, view: str, out: str | Path, min_grade: str | None = None) -> int:
     """Write the validated records of `view` to `out` (JSONL); return how many."""
     records = build_view(run_dir, view, min_grade)
     atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
