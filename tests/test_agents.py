@@ -160,6 +160,7 @@ def test_noisy_records_each_injected_failure_in_its_proposal():
             assert mark["label"] in labels and FAILURE_LABELS[mark["mode"]] == (mark["failure_type"], mark["label"])
             if mark["mode"] == "invalid":
                 assert proposal["action"] not in proposal["admissible_actions"]
+                assert mark["planned"] in proposal["admissible_actions"]  # the expert's action it replaced
             streaks.append(mark["streak"])
         assert streaks == sorted(streaks) and all(s >= 1 for s in streaks)
     assert injected > 10

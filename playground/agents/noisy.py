@@ -24,8 +24,9 @@ How a failure looks depends on the env, and the agent knows no env by name:
   "look" or "consume" ones, which could end the game).
 
 Every failure action it proposes carries its ground truth in `Proposal.injected`:
-`{"mode", "failure_type", "label", "streak"}`, where `streak` numbers the episode's
-failures from 1 (all the actions of one streak share it). The loop writes it into the
+`{"mode", "failure_type", "label", "streak", "planned"}`, where `streak` numbers the episode's
+failures from 1 (all the actions of one streak share it) and `planned` is the expert's action
+the failure replaced (None where the plan was done): a correct action at that step. The loop writes it into the
 trace and hides it from every plugin; measurements read it from the trace
 (`scripts/bench_detectors.py`). A drift with nothing unrelated to drift to falls back to an
 action that changes nothing, and is recorded as the stall it is.
@@ -170,7 +171,7 @@ class NoisyAgent:
         proposal, made_mode = made
         failure_type, label = FAILURE_LABELS[made_mode]
         injected = {"mode": made_mode, "failure_type": failure_type,
-                    "label": self.variant_label or label, "streak": self.streak}
+                    "label": self.variant_label or label, "streak": self.streak, "planned": planned}
         return replace(proposal, injected=injected)
 
     def _make_failure(self, mode: str, view: AgentView, planned: str | None) -> tuple[Proposal, str] | None:

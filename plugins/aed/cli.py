@@ -140,3 +140,69 @@ def summary_command(run_dir: str, as_json: bool) -> None:
 
     result = summarise(run_dir)
     click.echo(json.dumps(result, indent=2) if as_json else format_summary(result))
+
+
+@aed_group.command("dataset")
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...")
+@click.option("--out", required=True, help="dataset folder to write (train.jsonl, holdout.jsonl, dataset.json)")
+@click.option("--holdout", type=float, default=0.3, show_default=True, help="share of the tasks held out")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the split by task")
+@click.option("--force", is_flag=True, help="write a new split over an existing dataset (its holdout changes)")
+def dataset_command(run_dirs: tuple[str, ...], out: str, holdout: float, seed: int, force: bool) -> None:
+    """A diagnosis dataset from runs (noisy ground truth, kept diagnoses), split by task into a frozen holdout."""
+    from playground.host.manager import get_host
+    from playground.plugins.aed.train import build_dataset
+
+    host = get_host()
+
+    def remover(env: str):
+        return host.envs.get(env).provider.remove_grade_text if env in host.envs else (lambda text: text)
+
+    click.echo(json.dumps(build_dataset(list(run_dirs), out, holdout=holdout, seed=seed, grade_text_remover=remover,
+                                        force=force), indent=2))
+
+
+@aed_group.command("train")
+@click.argument("dataset")
+@click.option("--out", required=True, help="folder for the LoRA adapter (OUT/adapter) and OUT/train.json")
+@click.option("--model", default=None, help="a .gguf file or a Hugging Face model folder [default: the embedded "
+                                            "SmolLM2-135M-Instruct GGUF]")
+@click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True, help="training examples seen")
+@click.option("--lr", type=float, default=2e-4, show_default=True)
+@click.option("--rank", type=click.IntRange(min=1), default=8, show_default=True, help="LoRA rank")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def train_command(dataset: str, out: str, model: str | None, steps: int, lr: float, rank: int, threads: int,
+                  seed: int) -> None:
+    """Fine-tune a causal LM with LoRA on a diagnosis dataset's training half, on the CPU (extra 'train')."""
+    from playground.plugins.aed.train import train
+
+    def progress(step: int, loss: float) -> None:
+        if step == 1 or step % 10 == 0 or step == steps:
+            click.echo(f"step {step}/{steps}  loss {loss:.4f}", err=True)
+
+    record = train(dataset, out, model=model, steps=steps, lr=lr, rank=rank, seed=seed, threads=threads,
+                   progress=progress)
+    click.echo(json.dumps(record, indent=2))
+
+
+@aed_group.command("eval")
+@click.argument("dataset")
+@click.option("--adapter", default=None, help="a LoRA adapter folder (aed train's OUT/adapter) [default: the base "
+                                              "model alone]")
+@click.option("--model", default=None, help="the base model the adapter was trained on [default: embedded SmolLM2]")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="only the first N holdout examples")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--out", default=None, help="JSON file for the figures and every prediction")
+def eval_command(dataset: str, adapter: str | None, model: str | None, limit: int | None, threads: int,
+                 out: str | None) -> None:
+    """Exact-step agreement and correction exact match on a dataset's frozen holdout (extra 'train')."""
+    from playground.plugins.aed.train import evaluate
+    from playground.run.files import atomic_write_text, check_output
+
+    if out is not None:
+        check_output(out, force=True, runs=[], what="eval file (--out)")
+    result = evaluate(dataset, model=model, adapter=adapter, limit=limit, threads=threads)
+    if out is not None:
+        atomic_write_text(out, json.dumps(result, indent=2) + "\n")
+    click.echo(json.dumps({k: v for k, v in result.items() if k != "predictions"}, indent=2))
