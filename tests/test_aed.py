@@ -225,10 +225,11 @@ def test_made_up_quotations_and_bad_corrections_are_rejected(tiny_run):
 def test_llm_diagnoser_against_the_scripted_server(tiny_run):
     relative, episode = next(failed(tiny_run))
     rule = rule_diagnoses(episode, relative)[0]
-    good = json.dumps({"step": rule["step"], "explanation": "it sent a garbled command",
+    good = json.dumps({"step": rule["step"], "responsible": "agent", "explanation": "it sent a garbled command",
                        "quotations": rule["quotations"][:1], "correction": rule["correction"],
                        "correction_reason": rule["correction_reason"]})
-    invented = json.dumps({"step": rule["step"], "explanation": "x", "quotations": ["a dragon ate the key"],
+    invented = json.dumps({"step": rule["step"], "responsible": "agent", "explanation": "x",
+                           "quotations": ["a dragon ate the key"],
                            "correction": rule["correction"], "correction_reason": ""})
     from playground.agents.client import HTTPChatModel
 
@@ -236,9 +237,24 @@ def test_llm_diagnoser_against_the_scripted_server(tiny_run):
         model = HTTPChatModel(server.base_url, "test-model", retries=0)
         records = [llm_diagnoses(episode, relative, model)[0] for _ in range(3)]
         assert "Episode status" in server.requests[0]["messages"][1]["content"]
-    assert check_record(records[0], episode) is None
+    assert check_record(records[0], episode) is None and records[0]["responsible"] == "agent"
     assert check_record(records[1], episode) == "quotation_not_in_trace"
     assert records[2].get("unparseable")
+
+
+def test_the_llm_producer_is_the_default_when_a_model_is_given(tmp_path, capsys):
+    run = make_run(tmp_path / "run", episodes=6, harnesses=("base",), max_steps=4)
+    failed_count = sum(1 for _ in failed(run))
+    with ScriptedChatServer(["no idea"] * failed_count) as server:
+        capsys.readouterr()
+        assert main(["aed", "diagnose", str(run), "--llm-base-url", server.base_url, "--model", "m"]) == 0
+        assert len(server.requests) == failed_count
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["producer"] == "llm" and summary["rejected"] == {"unparseable_reply": failed_count}
+    assert summary["yield"] == {"produced": failed_count, "usable": 0, "checked": 0, "with_correction": 0}
+    assert main(["aed", "diagnose", str(run)]) == 0
+    rule = json.loads(capsys.readouterr().out)
+    assert rule["producer"] == "rule" and rule["yield"]["usable"] == rule["yield"]["produced"]
 
 
 def test_a_failed_model_call_costs_one_episode_not_the_diagnosis(tmp_path):
@@ -290,7 +306,7 @@ def test_a_stopped_llm_diagnosis_resumes_without_asking_again(tmp_path):
 
 
 def test_aed_diagnose_names_one_model_for_the_llm_producer(tiny_run, capsys):
-    for argv, needle in [(["--llm-local"], "need --producer llm"),
+    for argv, needle in [(["--producer", "rule", "--llm-local"], "need --producer llm"),
                          (["--producer", "llm"], "--llm-local"),
                          (["--producer", "llm", "--llm-local", "--model", "m"], "two models")]:
         assert main(["aed", "diagnose", str(tiny_run), *argv]) == 2

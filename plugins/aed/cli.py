@@ -18,14 +18,18 @@ def aed_group() -> None:
 
 @aed_group.command("diagnose")
 @click.argument("run_dir")
-@click.option("--producer", type=click.Choice(["rule", "llm"]), default="rule", show_default=True)
+@click.option("--producer", type=click.Choice(["rule", "llm"]), default=None,
+              help="who diagnoses [default: llm when a model is given (--llm-base-url/--model or --llm-local), "
+                   "else rule]")
 @click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for --producer llm")
 @click.option("--model", default=None, help="model name for --producer llm")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
 @click.option("--llm-local", is_flag=True, help="--producer llm: the embedded local model instead of an endpoint")
-def diagnose_command(run_dir: str, producer: str, llm_base_url: str | None, model: str | None,
+def diagnose_command(run_dir: str, producer: str | None, llm_base_url: str | None, model: str | None,
                      api_key_env: str, llm_local: bool) -> None:
     """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
+    if producer is None:
+        producer = "llm" if (llm_base_url or model or llm_local) else "rule"
     from playground.agents.client import ChatModel
     from playground.agents.response_cache import default_cache_dir
     from playground.plugins.aed.diagnose import diagnose_run

@@ -221,9 +221,10 @@ def _rule_record(episode: EpisodeTrace, trace: str, step: RecordedStep, failure:
 
 LLM_SYSTEM = (
     "You diagnose why an agent failed a task in a text environment. You see the trace of one failed episode. "
-    "Name the step whose action caused the failure, explain why, quote the trace exactly (copy text verbatim), "
-    "and give one corrected action chosen from that step's valid actions, or null with a reason. Answer with JSON "
-    'only: {"step": <int>, "explanation": "...", "quotations": ["..."], "correction": "..." or null, '
+    "Name the step whose action caused the failure and who is responsible (the agent, or the environment), explain "
+    "why, quote the trace exactly (copy text verbatim), and give one corrected action chosen from that step's valid "
+    'actions, or null with a reason. Answer with JSON only: {"step": <int>, "responsible": "agent" or '
+    '"environment", "explanation": "...", "quotations": ["..."], "correction": "..." or null, '
     '"correction_reason": "..."}')
 MAX_OBS = 300
 MAX_ACTIONS = 40
@@ -232,11 +233,13 @@ LLM_ROLE = "aed.diagnoser"  # as its model calls are counted
 # range, a null correction without a reason are rejected by it, by name); strings bounded so a small model ends.
 LLM_SCHEMA = {"type": "object", "properties": {
     "step": {"type": "integer"},
+    "responsible": {"enum": ["agent", "environment"]},  # the paper's responsible agent; one agent here, or the env
     "explanation": {"type": "string", "maxLength": 400},
-    "quotations": {"type": "array", "items": {"type": "string", "maxLength": MAX_OBS}, "maxItems": 3},
+    "quotations": {"type": "array", "items": {"type": "string", "maxLength": MAX_OBS}, "minItems": 1, "maxItems": 3},
     "correction": {"anyOf": [{"type": "string", "maxLength": 200}, {"type": "null"}]},
     "correction_reason": {"type": "string", "maxLength": 300},
-}, "required": ["step", "explanation", "quotations", "correction", "correction_reason"], "additionalProperties": False}
+}, "required": ["step", "responsible", "explanation", "quotations", "correction", "correction_reason"],
+    "additionalProperties": False}
 
 
 def render_trace(episode: EpisodeTrace, remove_grade_text: Callable[[str], str] = keep_text) -> str:
@@ -279,6 +282,7 @@ def llm_diagnoses(episode: EpisodeTrace, trace: str, model: Any,
     return [{"trace": trace, "step": step, "attributed_action": at.action if at is not None else None,
              "attributed_finish": bool(at is not None and not at.action),
              "failure_type": str(parsed.get("failure_type", "")), "labels": [],
+             "responsible": parsed.get("responsible"),
              "explanation": parsed.get("explanation"), "quotations": parsed.get("quotations"),
              "correction": parsed.get("correction"), "correction_reason": parsed.get("correction_reason"),
              "producer": "llm", "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}]
@@ -359,10 +363,16 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None,
     write_jsonl(out / "diagnoses.jsonl", kept)
     write_jsonl(out / "rejected.jsonl", rejected)
     reasons = Counter(str(r["rejected"]) for r in rejected)
+    unusable = reasons.get("unparseable_reply", 0) + reasons.get("model_error", 0)
+    total = len(kept) + len(rejected)
     summary = {"producer": producer, "episodes": counts["episodes"], "won": counts["won"], "failed": counts["failed"],
                "screened": {k.split(":", 1)[1]: v for k, v in sorted(counts.items()) if k.startswith("screened:")},
                "pairs": len(kept), "with_correction": sum(r["correction"] is not None for r in kept),
-               "rejected": dict(sorted(reasons.items()))}
+               "rejected": dict(sorted(reasons.items())),
+               # the producer's yield: records produced, usable (a reply of the schema; every rule record is),
+               # checked (kept by check_record), and with a correction to replay
+               "yield": {"produced": total, "usable": total - unusable, "checked": len(kept),
+                         "with_correction": sum(r["correction"] is not None for r in kept)}}
     write_json(out / "diagnose.json", summary)
     partial.unlink(missing_ok=True)
     return summary

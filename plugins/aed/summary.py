@@ -29,6 +29,8 @@ def summarise(run_dir: str | Path, resamples: int = 10_000, seed: int = 0) -> di
     result = {"episodes": diagnosed.get("episodes"), "failed": diagnosed.get("failed"),
               "screened": diagnosed.get("screened", {}), "pairs": diagnosed.get("pairs", 0),
               "with_correction": diagnosed.get("with_correction", 0), "rejected": diagnosed.get("rejected", {}),
+              "producer": diagnosed.get("producer"),
+              "yield": {**(diagnosed.get("yield") or {}), "replayed": len(replays)},
               "replayed_pairs": len(replays), "continuation": continuation,
               "correction_pass_rate": sum(treatment) / len(treatment) if treatment else None,
               "retry_pass_rate": sum(control) / len(control) if control else None,
@@ -60,6 +62,8 @@ def format_summary(result: dict) -> str:
     lines = [f"episodes: {result['episodes']}  failed: {result['failed']}  screened: {result['screened'] or {}}",
              (f"pairs: {result['pairs']} (with a correction: {result['with_correction']})  "
              f"rejected: {result['rejected'] or {}}"),
+             f"yield ({result['producer'] or '-'} producer): "
+             + ", ".join(f"{k} {v}" for k, v in result["yield"].items()),
              f"replayed pairs: {result['replayed_pairs']}  continuation: {_settings(result['continuation'])}",
              (f"correction pass rate: {rate(result['correction_pass_rate'])}  "
              f"retry pass rate: {rate(result['retry_pass_rate'])}"),
