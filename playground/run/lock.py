@@ -32,6 +32,7 @@ from playground.agents.response_cache import file_sha256
 from playground.core.errors import PlaygroundError
 from playground.run.files import atomic_write_text
 from playground.run.report import merge_judge_replies
+from playground.run.secrets import redact
 
 LOCK_FILE = "lock.json"
 LOCK_VERSION = 1
@@ -153,7 +154,7 @@ def build_lock(host, config, fingerprints: Mapping[str, str], playbooks: Mapping
         "data_files": data_files,
         "tasks": {"task_set": config.task_set, "split": config.split, "count": len(config.tasks),
                   "sha256": hashlib.sha256(tasks_text.encode()).hexdigest()},
-        "agent": {"name": config.agent, "options": json.loads(json.dumps(config.agent_options, default=str)),
+        "agent": {"name": config.agent, "options": redact(json.loads(json.dumps(config.agent_options, default=str))),
                   "model_file": model_file(agent)},
         "run": {"seed": config.seed, "max_steps": config.max_steps,
                 "params": json.loads(json.dumps(config.params, default=str)), "harnesses": dict(fingerprints)},

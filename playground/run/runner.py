@@ -38,6 +38,7 @@ from playground.run.files import confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
 from playground.run.report import EpisodeTally, merge_cache_use, merge_failures, merge_judge_replies, summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
+from playground.run.secrets import redact, redact_text
 from playground.run.traces import TraceWriter
 
 
@@ -314,7 +315,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
             raise LockError(f"this run's lock differs from the one given in what matters ({len(differences)} "
                             "field(s)); refusing to run:\n  " + "\n  ".join(differences))
     rundir = RunDir(config.out,
-                    asdict(config) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
+                    redact(asdict(config)) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
                     repair=repair)
     run_id = rundir.config["run_id"]
     notify = progress or (lambda message, record: None)
@@ -598,11 +599,15 @@ class _Attempt:
         self.started = time.perf_counter()
         self.trace = TraceWriter(path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
                                         "episode_id": self.episode, "params": params, "interventions": list(names),
-                                        "agent_options": dict(config.agent_options), "max_steps": config.max_steps,
+                                        "agent_options": redact(dict(config.agent_options)),
+                                        "max_steps": config.max_steps,
                                         "attempt": number, "trial": trial})
 
     def emit(self, event_type: str, data: dict) -> None:
-        """Write one event to the trace and count it."""
+        """Write one event to the trace and count it (credentials in URLs of its texts masked: an error message
+        quotes the endpoint's URL)."""
+        if any(isinstance(value, str) and "://" in value for value in data.values()):
+            data = {key: redact_text(value) if isinstance(value, str) else value for key, value in data.items()}
         self.trace.emit(event_type, data)
         self.tally.add(event_type, data)
 
@@ -611,7 +616,8 @@ class _Attempt:
         self.trace.close()
         return {
             "harness": self.harness, "task_id": self.task_id, "episode_id": self.episode, "trial": self.trial,
-            "seed": self.seed, "status": status, "won": won, "steps": steps, "error": error,
+            "seed": self.seed, "status": status, "won": won, "steps": steps,
+            "error": redact_text(error) if error else error,
             "score": score, "max_score": max_score,
             "seconds": round(time.perf_counter() - self.started, 3),
             "trace": str(self.path.relative_to(rundir_root(self.path))),

@@ -206,7 +206,11 @@ def eval_command(dataset: str, adapter: str | None, model: str | None, limit: in
 
     if out is not None:
         check_output(out, force=True, runs=[], what="eval file (--out)")
-    result = evaluate(dataset, model=model, adapter=adapter, limit=limit, threads=threads)
+    def progress(done: int, total: int) -> None:
+        if done % 10 == 0 or done == total:
+            click.echo(f"evaluated {done}/{total}", err=True)
+
+    result = evaluate(dataset, model=model, adapter=adapter, limit=limit, threads=threads, progress=progress)
     if out is not None:
         atomic_write_text(out, json.dumps(result, indent=2) + "\n")
     click.echo(json.dumps({k: v for k, v in result.items() if k != "predictions"}, indent=2))

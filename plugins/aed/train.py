@@ -322,7 +322,7 @@ def parse_answer(continuation: str) -> tuple[int | None, str | None]:
 
 def evaluate(dataset: str | Path, *, model: str | None = None, adapter: str | Path | None = None,
              limit: int | None = None, threads: int = 2, max_new_tokens: int = 48,
-             max_tokens: int = 1024) -> dict:
+             max_tokens: int = 1024, progress: Callable[[int, int], None] | None = None) -> dict:
     """Exact-step agreement and correction exact match of `model` (with `adapter`, if given) on the dataset's
     frozen holdout, beside the majority-step baseline of the training half; per-example predictions kept."""
     torch, _, _ = _libraries()
@@ -345,6 +345,8 @@ def evaluate(dataset: str | Path, *, model: str | None = None, adapter: str | Pa
             step, correction = parse_answer(text)
             predictions.append({"id": example["id"], "source": example["source"], "label": example["label"],
                                 "step": step, "correction": correction, "text": text})
+            if progress is not None:
+                progress(len(predictions), len(held))
     def share(hits: Iterable[bool]) -> float:
         values = list(hits)
         return round(sum(values) / len(values), 4) if values else 0.0
