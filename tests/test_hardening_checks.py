@@ -59,6 +59,12 @@ def test_unknown_params_are_refused_naming_the_known_ones(capsys, tmp_path):
     _refused(capsys, tmp_path, "--harness", "base", "--param", "k=3", expect="unknown --param 'k'")
 
 
+@pytest.mark.parametrize("value", ["-1", "1e309", "1.5", "nan", "101"])
+def test_max_reasks_per_step_out_of_range_is_refused(capsys, tmp_path, value):
+    _refused(capsys, tmp_path, "--harness", "base", "--param", f"max_reasks_per_step={value}",
+             expect="max_reasks_per_step must be a whole number")
+
+
 def test_known_params_are_accepted(capsys, tmp_path):
     for i, args in enumerate((["--harness", "sentry", "--param", "threshold=0.5"],
                               ["--harness", "base", "--param", "max_reasks_per_step=1"],

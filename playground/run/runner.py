@@ -122,6 +122,8 @@ def check_config(host: Host, config: RunConfig) -> None:
         host.agents.get(config.agent).factory(**config.agent_options)
     except (PlaygroundError, ValueError) as exc:  # a TypeError is a bug in the factory, not bad config
         raise AgentUnavailable(str(exc)) from None
+    for harness, spec in zip(config.harnesses, specs):
+        check_loop_params({**spec.params, **config.params}, harness)
     known: set[str] = set(LOOP_PARAMS)
     opaque = False
     built: dict[str, list[tuple[str, Any]]] = {}  # harness -> its interventions, built with the run's parameters
@@ -166,6 +168,22 @@ def check_playbooks(host: Host, config: RunConfig, built: dict[str, list[tuple[s
 
 # Parameters the episode loop itself reads.
 LOOP_PARAMS = ("max_reasks_per_step",)
+
+
+MAX_REASKS_LIMIT = 100
+
+
+def check_loop_params(params: dict, harness: str) -> None:
+    """RunConfigError unless the loop's own parameters hold: `max_reasks_per_step` a whole number 0..100."""
+    value = params.get("max_reasks_per_step", 2)
+    try:
+        number = float(value)
+        whole = number.is_integer()
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole or not 0 <= number <= MAX_REASKS_LIMIT:
+        raise RunConfigError(f"harness {harness!r}: max_reasks_per_step must be a whole number from 0 to "
+                             f"{MAX_REASKS_LIMIT}, got {value!r}")
 
 
 class _ParamProbe(dict):
