@@ -533,3 +533,36 @@ def test_the_reason_counts_the_shared_labels_in_words(book):
     got = book.retrieve("progress", [LOOP, STALL], k=2, count=False)
     assert [item.reason for item in got] == [f"shares 2 labels: {STALL}, {LOOP}" if STALL < LOOP else
                                              f"shares 2 labels: {LOOP}, {STALL}", f"shares 1 label: {LOOP}"]
+
+
+def test_a_playbook_is_created_complete_or_not_at_all(tmp_path, monkeypatch):
+    """The disk fills while the tables are made: nothing is left at the path (no empty file that later reads as
+    'not a playbook'), no temporary file either, and the next open creates it whole."""
+    import sqlite3
+
+    import playground.plugins.playbook.store as store
+
+    path = tmp_path / "pb.sqlite"
+    real = store._create_schema
+
+    def disk_full(db):
+        db.execute(store.SCHEMA[0])
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store, "_create_schema", disk_full)
+    with pytest.raises(store.PlaybookError, match="disk is full.*nothing was written"):
+        store.Playbook(path)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(store, "_create_schema", real)
+    with store.Playbook(path) as playbook:
+        assert len(playbook) == 0
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("pb.sqlite")) == []
+
+
+def test_an_empty_file_left_by_an_older_version_becomes_a_playbook(tmp_path):
+    from playground.plugins.playbook.store import Playbook
+
+    path = tmp_path / "pb.sqlite"
+    path.write_bytes(b"")
+    with Playbook(path) as playbook:
+        assert len(playbook) == 0

@@ -227,6 +227,8 @@ class Playbook:
             self._db = self._open_read_only()
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():
+            _create_complete(self.path)
         try:
             self._db = sqlite3.connect(self.path, timeout=min(busy_timeout_s, 5.0), isolation_level=None)
         except sqlite3.Error as error:
@@ -648,11 +650,7 @@ class Playbook:
             if names:
                 raise PlaybookError(f"{self.path}: an SQLite database but not a playbook "
                                     f"(has {', '.join(sorted(names))})")
-            for statement in SCHEMA + ORIGINS_SCHEMA + USES_SCHEMA:
-                db.execute(statement)
-            db.executemany("INSERT INTO playbook_meta (key, value) VALUES (?, ?)",
-                           [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)),
-                            ("created_at", str(time.time()))])
+            _create_schema(db)  # an empty file (left by an older version, or made by hand) becomes a playbook
         self._write(create)
 
     def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
@@ -988,6 +986,43 @@ def _has_no_tables(path: Path) -> bool:
             db.close()
     except sqlite3.Error:
         return False
+
+
+def _create_schema(db: sqlite3.Connection) -> None:
+    """Create a playbook's tables and header in `db` (inside the caller's transaction)."""
+    for statement in SCHEMA + ORIGINS_SCHEMA + USES_SCHEMA:
+        db.execute(statement)
+    db.executemany("INSERT INTO playbook_meta (key, value) VALUES (?, ?)",
+                   [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)), ("created_at", str(time.time()))])
+
+
+def _create_complete(path: Path) -> None:
+    """Create a new playbook at `path` complete or not at all: built under a temporary name beside it, then linked
+    into place (an atomic step that never replaces a playbook another process made meanwhile). A failure (a full
+    disk, a read-only folder) leaves nothing at `path` and raises PlaybookError naming it."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.creating")
+    try:
+        db = sqlite3.connect(temporary, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("BEGIN IMMEDIATE")
+            _create_schema(db)
+            db.execute("COMMIT")
+        finally:
+            db.close()  # the last connection: its write-ahead log is checkpointed into the file and removed
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process created it first: theirs stands
+        except OSError:  # a file system without hard links: move it, unless one appeared meanwhile
+            if not path.exists():
+                os.replace(temporary, path)
+    except (sqlite3.Error, OSError) as error:
+        raise PlaybookError(f"{path}: cannot create the playbook ({error}); nothing was written there") from error
+    finally:
+        for leftover in (temporary, temporary.with_name(temporary.name + "-wal"),
+                         temporary.with_name(temporary.name + "-shm")):
+            leftover.unlink(missing_ok=True)
 
 
 def _check_is_playbook_or_new(path: Path) -> None:
