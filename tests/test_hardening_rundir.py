@@ -98,3 +98,19 @@ def test_a_corrupt_trace_is_a_named_error(tmp_path):
         path.write_bytes(content)
         with pytest.raises(TraceError, match="t.jsonl"):
             read_trace(path)
+
+
+def test_out_refuses_a_folder_of_other_files_but_takes_an_empty_one(tmp_path, capsys):
+    """A mistyped --out naming a source tree or a home folder writes nothing there."""
+    from playground.cli.main import main
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "module.py").write_text("x = 1\n")
+    assert main(["run", "--env", "tiny", "--agent", "noisy", "--episodes", "1", "--quiet", "--out", str(source)]) == 2
+    assert "holds no run" in capsys.readouterr().err
+    assert sorted(p.name for p in source.iterdir()) == ["module.py"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["run", "--env", "tiny", "--agent", "noisy", "--episodes", "1", "--quiet", "--out", str(empty)]) == 0
+    assert main(["run", "--env", "tiny", "--agent", "noisy", "--episodes", "1", "--quiet", "--out", str(empty)]) == 0

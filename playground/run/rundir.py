@@ -64,6 +64,7 @@ class RunDir:
 
     def __init__(self, path: str | Path, config: dict[str, Any], repair: bool = False) -> None:
         self.path = Path(path)
+        _check_new_empty_or_run(self.path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock = open(self.path / ".lock", "w")
@@ -175,6 +176,23 @@ def _trials(config: dict[str, Any]) -> int:
 
 def _safe(name: str) -> str:
     return safe_file_name(name)
+
+
+# What a run directory holds from its first moment (.lock) on; a folder with none of them is not a run.
+RUN_MARKERS = (".lock", "config.json", "episodes.jsonl", "lock.json", "summary.json", "traces", QUARANTINE)
+
+
+def _check_new_empty_or_run(path: Path) -> None:
+    """RunDirError unless `path` is missing, an empty folder or a run directory: a run never writes its files
+    into a folder of other files (a source tree, a home folder) by a mistyped --out."""
+    try:
+        entries = {entry.name for entry in path.iterdir()} if path.is_dir() else set()
+    except OSError as exc:
+        raise RunDirError(f"cannot read run directory {str(path)!r}: {exc.strerror or exc}") from None
+    if entries and not entries & set(RUN_MARKERS):
+        shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
+        raise RunDirError(f"{str(path)!r} is a folder of other files ({shown}) and holds no run (no config.json or "
+                          "episodes.jsonl); name a new or empty folder for --out, or a run directory to resume")
 
 
 def read_config(path: Path) -> dict[str, Any]:
