@@ -132,3 +132,19 @@ def test_the_host_knows_no_playbook_schema():
     for source in Path(playground.__file__).parent.rglob("*.py"):
         text = source.read_text()
         assert "playbook_meta" not in text and "sqlite_master" not in text and "import sqlite3" not in text, source
+
+
+def test_sys_exit_in_a_hook_is_a_plugin_fault_naming_the_plugin():
+    """A plugin calling sys.exit() inside a hook errors its episode by name instead of ending the run silently."""
+    import sys
+
+    from playground.testing import ScriptedAgent, play, tiny_env
+
+    class Exits:
+        @hookimpl
+        def step_completed(self, outcome):
+            sys.exit(3)
+
+    result = play(tiny_env(), ScriptedAgent(["look", "look"]), [Exits()], task="tiny-3", strict=False)
+    assert result.result.status == "error"
+    assert "plugin 'plugin0' raised in hook 'step_completed': SystemExit: 3" in result.result.error

@@ -49,11 +49,12 @@ class EpisodeHooks:
         return impls[-1].plugin_name if impls else "?"
 
     def call(self, hook: str, **kwargs: Any) -> Any:
-        """Call `hook`; an exception is re-raised as a PluginError naming the plugin."""
+        """Call `hook`; an exception, or a `sys.exit()` inside a plugin, is re-raised as a PluginError naming the
+        plugin (Ctrl-C still stops the run)."""
         caller = getattr(self.pm.hook, hook)
         try:
             return caller(**kwargs)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise PluginError(self._culprit(caller, exc), hook, exc) from exc
 
     def _culprit(self, caller, exc: BaseException) -> str:
