@@ -148,3 +148,15 @@ def test_sys_exit_in_a_hook_is_a_plugin_fault_naming_the_plugin():
     result = play(tiny_env(), ScriptedAgent(["look", "look"]), [Exits()], task="tiny-3", strict=False)
     assert result.result.status == "error"
     assert "plugin 'plugin0' raised in hook 'step_completed': SystemExit: 3" in result.result.error
+
+
+def test_a_lone_surrogate_in_an_event_is_written_and_read_back(tmp_path):
+    """A model reply or an env's text holding a lone surrogate (not encodable as UTF-8) does not error the episode:
+    the trace keeps it as its JSON escape and reads it back unchanged."""
+    from playground.run.traces import TraceWriter, read_trace
+
+    text = "You see a \ud800 broken glyph."
+    writer = TraceWriter(tmp_path / "t.jsonl", {"env": "tiny"})
+    writer.emit("step", {"observation": text})
+    writer.close()
+    assert read_trace(tmp_path / "t.jsonl")[1]["observation"] == text

@@ -40,7 +40,9 @@ class TraceWriter:
     def __init__(self, path: Path, header: dict[str, Any]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "w", encoding="utf-8")
+        # A lone surrogate (from a model's reply or an env's bytes) is written as its JSON escape `\udXXX`, which
+        # reads back as the same string: it must not error the episode.
+        self._file = open(self.path, "w", encoding="utf-8", errors="backslashreplace")
         self.emit("header", header)
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
