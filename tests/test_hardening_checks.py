@@ -160,3 +160,10 @@ def test_a_lone_surrogate_in_an_event_is_written_and_read_back(tmp_path):
     writer.emit("step", {"observation": text})
     writer.close()
     assert read_trace(tmp_path / "t.jsonl")[1]["observation"] == text
+
+
+def test_an_output_name_too_long_for_the_file_system_is_a_named_error(tmp_path):
+    from playground.run.files import OutputError, check_output
+
+    with pytest.raises(OutputError, match="File name too long"):
+        check_output(tmp_path / ("a" * 300 + ".md"), what="report")

@@ -49,7 +49,15 @@ def check_output(path: str | os.PathLike, *, force: bool = False, inputs: Iterab
     """
     if not str(path).strip():
         raise OutputError(f"the {what} path is empty")
-    target = Path(path)
+    try:
+        return _checked_output(Path(path), force, inputs, runs, what, option)
+    except OSError as exc:  # a name too long for the file system, a folder we may not read, ...
+        raise OutputError(f"{what} {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def _checked_output(target: Path, force: bool, inputs: Iterable[str | os.PathLike],
+                    runs: Iterable[str | os.PathLike], what: str, option: str) -> Path:
+    """`check_output`'s checks (OSError from the file system passes through to it)."""
     if target.is_dir():
         raise OutputError(f"{what} {str(target)!r} is a folder; name a file inside it")
     for run in runs:
