@@ -197,9 +197,11 @@ def train_command(dataset: str, out: str, model: str | None, steps: int, lr: flo
 @click.option("--model", default=None, help="the base model the adapter was trained on [default: embedded SmolLM2]")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="only the first N holdout examples")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=48, show_default=True,
+              help="tokens decoded after the answer's prefix (the step comes first; the correction needs ~20 more)")
 @click.option("--out", default=None, help="JSON file for the figures and every prediction")
 def eval_command(dataset: str, adapter: str | None, model: str | None, limit: int | None, threads: int,
-                 out: str | None) -> None:
+                 max_new_tokens: int, out: str | None) -> None:
     """Exact-step agreement and correction exact match on a dataset's frozen holdout (extra 'train')."""
     from playground.plugins.aed.train import evaluate
     from playground.run.files import atomic_write_text, check_output
@@ -210,7 +212,8 @@ def eval_command(dataset: str, adapter: str | None, model: str | None, limit: in
         if done % 10 == 0 or done == total:
             click.echo(f"evaluated {done}/{total}", err=True)
 
-    result = evaluate(dataset, model=model, adapter=adapter, limit=limit, threads=threads, progress=progress)
+    result = evaluate(dataset, model=model, adapter=adapter, limit=limit, threads=threads,
+                      max_new_tokens=max_new_tokens, progress=progress)
     if out is not None:
         atomic_write_text(out, json.dumps(result, indent=2) + "\n")
     click.echo(json.dumps({k: v for k, v in result.items() if k != "predictions"}, indent=2))
