@@ -88,8 +88,11 @@ def test_aed_end_to_end_on_alfworld(alfworld_run, tmp_path, capsys):
 
     for view in ("diagnosis", "actor", "adp"):
         out = tmp_path / f"{view}.jsonl"
-        assert main(["aed", "export", str(run), "--view", view, "--out", str(out)]) == 0
+        assert main(["aed", "export", str(run), "--view", view, "--min-grade", "none", "--out", str(out)]) == 0
         assert read_export(out, view)
+    admitted = tmp_path / "actor-admitted.jsonl"  # by default, only targets whose replay reached E1 or better
+    assert main(["aed", "export", str(run), "--view", "actor", "--out", str(admitted)]) == 0
+    assert all(r["meta"]["grade"] in ("E1", "E2") for r in read_export(admitted, "actor"))
     capsys.readouterr()
     assert main(["aed", "summary", str(run), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)

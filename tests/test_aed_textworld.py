@@ -43,6 +43,6 @@ def test_aed_end_to_end_on_textworld(textworld_run, tmp_path):
     assert all(r["restored_state_check"] and r["same_start"] for r in replays)
     for view in ("diagnosis", "actor", "adp"):
         out = tmp_path / f"{view}.jsonl"
-        assert main(["aed", "export", str(run), "--view", view, "--out", str(out)]) == 0
+        assert main(["aed", "export", str(run), "--view", view, "--min-grade", "none", "--out", str(out)]) == 0
         assert read_export(out, view)
     assert main(["aed", "summary", str(run)]) == 0
