@@ -179,7 +179,9 @@ def _safe(name: str) -> str:
 
 
 # What a run directory holds from its first moment (.lock) on; a folder with none of them is not a run.
-RUN_MARKERS = (".lock", "config.json", "episodes.jsonl", "lock.json", "summary.json", "traces", QUARANTINE)
+# A folder that holds only `playbooks/` is a run being set up (a command that puts the playbooks in first).
+RUN_MARKERS = (".lock", "config.json", "episodes.jsonl", "lock.json", "summary.json", "traces", "playbooks",
+               QUARANTINE)
 
 
 def _check_new_empty_or_run(path: Path) -> None:
