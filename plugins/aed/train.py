@@ -37,10 +37,10 @@ from typing import Any
 
 from playground.core.errors import MissingExtra, PlaygroundError
 from playground.core.payloads import keep_text
-from playground.plugins.aed.diagnose import read_jsonl_file, write_json, write_jsonl
+from playground.plugins.aed.diagnose import failed_episodes, read_jsonl_file, write_json, write_jsonl
 from playground.run.files import confined
 from playground.run.forks import EpisodeTrace, load_episode
-from playground.run.rundir import load_records, record_trace
+from playground.run.rundir import RunDirError, read_config
 
 SYSTEM = ("You diagnose why an agent failed a task in a text environment. Read the trace of one failed episode and "
           "answer with one JSON object: the step whose action caused the failure, the action that should have been "
@@ -104,21 +104,16 @@ def holdout_task(task_id: str, fraction: float, seed: int) -> bool:
 def _examples_of_run(run_dir: Path, remover: Callable[[str], str], counts: Counter) -> Iterable[dict]:
     """The labelled examples of one run directory (noisy ground truth, then kept diagnoses)."""
     diagnoses = read_jsonl_file(run_dir / "aed" / "diagnoses.jsonl")
-    for record in load_records(run_dir):
-        if record.get("won") or record.get("status") in ("won", "error"):
+    screened: Counter = Counter()  # the diagnoser's own screen: won, errored and unreadable episodes left out
+    for relative, episode in failed_episodes(run_dir, screened):
+        label = injected_label(episode)
+        if label is None:
+            counts["no_injected_failure"] += 1
             continue
-        for relative in [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]:
-            try:
-                episode = load_episode(record_trace(run_dir, {**record, "trace": relative}))
-            except Exception:  # noqa: BLE001 - an unreadable trace is counted, not fatal
-                counts["unreadable_trace"] += 1
-                continue
-            label = injected_label(episode)
-            if label is None:
-                counts["no_injected_failure"] += 1
-                continue
-            counts["noisy"] += 1
-            yield _example(run_dir, str(relative), episode, label, "noisy", remover)
+        counts["noisy"] += 1
+        yield _example(run_dir, relative, episode, label, "noisy", remover)
+    if screened["screened:unreadable_trace"]:
+        counts["unreadable_trace"] += screened["screened:unreadable_trace"]
     episodes: dict[str, EpisodeTrace] = {}
     for record in diagnoses:
         trace = str(record["trace"])
@@ -179,8 +174,8 @@ def build_dataset(run_dirs: list[str | Path], out: str | Path, *, holdout: float
 
 def _run_env(run_dir: Path) -> str:
     try:
-        return str(json.loads((run_dir / "config.json").read_text()).get("env", ""))
-    except (OSError, ValueError):
+        return str(read_config(run_dir / "config.json").get("env", ""))
+    except RunDirError:
         return ""
 
 
