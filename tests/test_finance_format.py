@@ -32,10 +32,10 @@ def test_labels_are_the_taxonomy_ones():
 @pytest.mark.parametrize("answer, expected", [
     ("5.0", set()), ("5", set()), (" -12.5 ", set()), ("1e3", set()),
     ("", {"unparseable_number"}), ("five", {"unparseable_number"}), ("$5", {"unparseable_number"}),
-    ("5%", {"unparseable_number"}), ("1,000.50", {"unparseable_number"}), ("nan", {"unparseable_number"}),
+    ("5%", {"unparseable_number"}), ("1,000.50", set()), ("nan", {"unparseable_number"}),
     ("The answer is 5.0.", {"prose_around_answer"}), ("Answer: 5.0", {"prose_around_answer"}),
     ("**5.0**", {"prose_around_answer"}), ('"5.0"', {"prose_around_answer"}), ("(5.0)", {"unparseable_number"}),
-    ("**1,000**", {"unparseable_number"}),
+    ("**1,000**", {"prose_around_answer"}), ("$1,000", {"unparseable_number"}),
     ("5.0, 6.0", {"extra_fields"}), ("5.0\n600.0", {"extra_fields"}),
     ("The result is 5.0 or 6.0", {"extra_fields", "prose_around_answer"}),
 ])

@@ -11,8 +11,9 @@ from playground.envs.finance.scoring import finer_positions, formula_correct, sc
     ("5.0", True), ("5", True), ("5.00", True), (" 5 ", True), ("\t5.0\n", True), ("+5", True), ("5e0", True),
     ("$5", False), ("five", False), ("", False), ("   ", False), ("5%", False), ("5.0.", False),
     ("The answer is 5.0", False), ("5,0", False), ("nan", False), ("5.01", False), ("4.999", False),
+    (",5", True), ("5,", True),
 ])
-def test_formula_is_float_equality_and_unparseable_is_wrong(answer, right):
+def test_formula_is_float_equality_after_commas_are_removed(answer, right):
     assert formula_correct(answer, "5.0") is right
 
 
@@ -20,7 +21,18 @@ def test_formula_targets_as_the_benchmark_writes_them():
     assert formula_correct("-15000000", "-15000000.0")
     assert formula_correct("8.33", "8.33") and not formula_correct("8.333", "8.33")
     assert formula_correct("0.2", "0.20") and formula_correct("1000000000", "1000000000.0")
-    assert not formula_correct("1,000,000,000", "1000000000.0")  # float() rejects separators: wrong, as upstream
+
+def test_formula_thousands_separators_are_removed_as_ace_does():
+    """ACE's `_formula_answer_is_correct` strips commas from both sides before `float()`."""
+    assert formula_correct("1,000,000,000", "1000000000.0")
+    assert formula_correct("27,432.79", "27432.79") and formula_correct("27432.79", "27,432.79")
+    assert formula_correct("-15,000,000", "-15000000.0")
+    assert not formula_correct("27,432.8", "27432.79")
+
+
+def test_formula_unparseable_sides_fall_back_to_string_equality():
+    assert not formula_correct("n/a", "5.0")
+    assert formula_correct("n/a", "n/a") and formula_correct("n,/a", "n/a")  # upstream compares stripped strings
 
 
 def test_formula_score_is_one_point():

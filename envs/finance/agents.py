@@ -6,7 +6,7 @@ and task, picks at most one format failure with the given probabilities:
 
 - `prose` (0.2): words around the answer ("The answer is 5.0.", "The tags are: ...");
 - `extra` (0.05): extra fields (a second number; item numbers or values next to the tags);
-- `unparseable` (0.1, numbers only): a number `float()` rejects ("$5", "5%", "1,000.5");
+- `unparseable` (0.1, numbers only): a number the scorer cannot read ("$5", "5%", "~5");
 - `wrong_count` (0.1, tags only): one tag too few or one too many;
 - `unknown_tag` (0.05, tags only): one tag replaced by a name that is not in the tag list.
 
@@ -83,10 +83,7 @@ def _break_number(target: str, mode: str, rng: random.Random) -> str:
     if mode == "extra":
         return rng.choice((f"{target}, {round(value * 1.1, 2)}", f"{target}\n{round(value * 100, 2)}"))
     if mode == "unparseable":
-        forms = [f"${target}", f"{target}%", f"~{target}"]
-        if abs(value) >= 1000:
-            forms.append(f"{value:,.2f}")
-        return rng.choice(forms)
+        return rng.choice((f"${target}", f"{target}%", f"~{target}"))
     raise ValueError(f"format-noisy: mode {mode!r} does not apply to a number")
 
 

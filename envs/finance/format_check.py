@@ -9,7 +9,8 @@ with quoted evidence, under the `format_precision` labels:
 - `extra_fields`: more than the answer: a second number, or values and numbering next to tags;
 - `wrong_tag_count`: not as many comma-separated tags as items asked;
 - `unknown_tag`: a tag that is not in the question's tag list (or an empty one);
-- `unparseable_number`: no number Python's `float()` accepts ("$5", "1,000", "5%", "five", "").
+- `unparseable_number`: no number the benchmark's check reads ("$5", "5%", "five", ""); that
+  check removes commas before `float()`, so thousands separators ("1,000.50") are well-formed.
 
 A well-formed answer can still be wrong; a malformed one is scored as the benchmark
 scores it. These checks decide only whether re-asking for the format is worthwhile.
@@ -35,9 +36,9 @@ _DECORATION = re.compile(r"[\s*_`\"'\[\]{}]*")  # markdown emphasis, quotes, bra
 
 
 def parse_ok(text: str) -> bool:
-    """True when Python's `float()` reads `text` as a finite number."""
+    """True when `float()` reads `text`, commas removed as the scorer removes them, as a finite number."""
     try:
-        return math.isfinite(float(text))
+        return math.isfinite(float(text.replace(",", "")))
     except ValueError:
         return False
 
@@ -106,7 +107,7 @@ def _check_number(answer: str) -> list[FormatProblem]:
     if not text:
         return [FormatProblem("unparseable_number", "empty answer")]
     try:
-        value = float(text)
+        value = float(text.replace(",", ""))  # the scorer removes commas too
     except ValueError:
         value = None
     if value is not None:

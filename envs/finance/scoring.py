@@ -1,7 +1,10 @@
 """Scoring exactly as the XBRL Finance benchmark defines it (no format leniency added).
 
-- Formula: `float(answer) == float(target)`; an answer `float()` cannot parse is wrong.
-  (Python's `float()` itself ignores surrounding whitespace and accepts "5", "5.0", "5.00".)
+- Formula (ACE's `_formula_answer_is_correct`): commas are removed from both strings, so
+  thousands separators do not matter ("27,432.79" matches 27432.79); then
+  `float(answer) == float(target)`. When either side is not a number `float()` parses,
+  the two comma-stripped strings must be equal. (Python's `float()` itself ignores
+  surrounding whitespace and accepts "5", "5.0", "5.00", "5e0".)
 - FiNER: the answer and the gold are split on commas, each part stripped and lowercased,
   and compared position by position. A missing position counts wrong; positions beyond
   the gold's count are ignored (the benchmark truncates them), so the denominator is
@@ -24,9 +27,12 @@ def parse_number(text: str) -> float | None:
 
 
 def formula_correct(answer: str, target: str) -> bool:
-    """True when `float(answer) == float(target)` (an unparseable answer is wrong)."""
+    """ACE's Formula check: commas removed, then float equality, else string equality."""
+    answer, target = str(answer).replace(",", ""), str(target).replace(",", "")
     value, gold = parse_number(answer), parse_number(target)
-    return value is not None and gold is not None and value == gold
+    if value is None or gold is None:
+        return answer == target
+    return value == gold
 
 
 def split_tags(text: str) -> list[str]:
