@@ -33,7 +33,7 @@ from typing import Any, Callable
 from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv, cut_grade_text, grade_text_pattern, seed_range
 from playground.envs.webshop import data
 from playground.envs.webshop.catalogue import Catalogue, Goal, Product
-from playground.envs.webshop.reward import purchase_reward
+from playground.envs.webshop.reward import MATCH_THRESHOLD, match_score, normalize_color, noun_tagger, purchase_reward
 from playground.envs.webshop.search import SEARCH_RETURN_N, index_for
 
 PER_PAGE = 10
@@ -317,13 +317,12 @@ def expert_query(goal: Goal) -> str:
 
 def _goal_option_values(product: Product, goal: Goal) -> list[str]:
     """For each goal option, the product's option value that matches it best (one per group)."""
-    from rapidfuzz import fuzz
-
     picks: dict[str, str] = {}
     for wanted in goal.options:
-        best = max(((fuzz.token_set_ratio(wanted.lower(), v), name, v) for name, values in product.options.items()
+        wanted = normalize_color(wanted)
+        best = max(((match_score(normalize_color(v), wanted), name, v) for name, values in product.options.items()
                     if name not in picks for v in values), default=None)
-        if best is not None and best[0] > 85:
+        if best is not None and best[0] > MATCH_THRESHOLD:
             picks[best[1]] = best[2]
     return list(picks.values())
 
@@ -379,8 +378,9 @@ class WebShopProvider(EnvProvider):
         if task_set == "data":
             catalogue = _real_catalogue()
             return {"env": self.name, "task_set": task_set, "data": str(data.data_dir()),
-                    "products": len(catalogue.products), "goals": len(catalogue.goals)}
-        return {"env": self.name, "task_set": task_set, "catalogue": "generated", "products": 1000, "seed": 0}
+                    "products": len(catalogue.products), "goals": len(catalogue.goals), "noun_tagger": noun_tagger()}
+        return {"env": self.name, "task_set": task_set, "catalogue": "generated", "products": 1000, "seed": 0,
+                "noun_tagger": noun_tagger()}
 
 
 def _real_catalogue() -> Catalogue:

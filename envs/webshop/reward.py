@@ -1,75 +1,138 @@
-"""WebShop's reward for a purchase, as the paper defines it.
+"""WebShop's reward for a purchase, as upstream `web_agent_site/engine/goal.py` computes it.
 
     r = r_type * (matched attributes + matched options + [price <= price_upper])
                / (n_goal_attributes + n_goal_options + 1)
 
-- Attributes: a goal attribute matches when some product attribute has a token-set
-  ratio above 85 with it (rapidfuzz), or, failing that, when it is a substring of the
-  title, bullet points or description.
-- Options: each chosen option value (colour-normalised) matches when it equals a goal
-  option (for `size`, exactly) or has a token-set ratio above 85 with one (other
-  options), or, failing that, is a substring of the title, bullets or description.
-- r_type: 1 when the product shares the goal's search query, two levels of its category
-  path, or more than 20% of its title nouns; 0.5 when none of these hold; 0.1 when the
-  title-noun overlap is under 10%; 0 when it is nil. WebShop tags nouns with spaCy;
-  `title_nouns` is a documented pure-Python stand-in: lowercase alphabetic words of
-  three letters or more that are not stop words, colours, sizes, quantities or common
-  product adjectives, and do not end like adjectives or adverbs (-ly, -ous, -ful, -able,
-  -ible, -less, -ive). A title with no such word scores 0.2, as WebShop does for a goal
-  name with no noun.
+Every fuzzy comparison is thefuzz's `token_set_ratio` (lowercased, punctuation read as
+spaces, characters 128-255 dropped, rounded to an integer), and a match needs more than 85.
+
+- Attributes (`get_attribute_reward`): a goal attribute matches when some product attribute
+  matches it fuzzily, or, failing that, when it occurs as written in the lowercased title,
+  bullet points (joined by spaces) or description.
+- Options (`get_option_reward`): both sides are colour-normalised (the first word of
+  upstream's colour list found inside the value, as a substring); a goal option counts
+  when some chosen option value matches it fuzzily. There is no exact rule for sizes and
+  no fallback to the page text: "large" counts for "x-large", "1" for "pack of 1".
+- r_type (`get_type_reward`): 1 when the product shares the goal's search query, two
+  levels of its category path, or more than 20% of the goal name's nouns; 0.5 when none of
+  these hold; 0.1 when the noun overlap is under 10%; 0 when it is nil. The overlap is
+  |nouns(product) ∩ nouns(goal)| / (number of noun tokens in the goal name, repeats
+  counted), 0.2 when the goal name has none. Upstream tags nouns with spaCy's
+  `en_core_web_lg`; by default `title_nouns` is the stand-in below, and with
+  `WEBSHOP_NOUN_TAGGER=<spaCy model>` (the model installed) spaCy tags them as upstream does.
+
+The stand-in splits a name as spaCy's tokenizer does on the cases that matter here
+(hyphens and slashes between words, brackets, trailing punctuation), and takes as nouns
+the word tokens that are not numbers (any digit), function words, common product
+adjectives or past participles (-ed, not -eed). It passes upstream's own reward tests
+(tests/test_webshop_upstream.py); on other names it can still differ from spaCy.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from dataclasses import dataclass
 
-from rapidfuzz import fuzz
+from thefuzz import fuzz
 
 from playground.envs.webshop.catalogue import Goal, Product
 
 MATCH_THRESHOLD = 85
-EXACT_OPTIONS = ("size",)
+NOUN_TAGGER_ENV = "WEBSHOP_NOUN_TAGGER"
+STAND_IN = "stand-in"
 
-# WebShop normalises option colours to a base colour word contained in the value.
-BASE_COLOURS = (
-    "alabaster", "apricot", "aqua", "beige", "black", "blue", "blush", "bronze", "brown", "burgundy", "camel", "camo",
-    "caramel", "champagne", "charcoal", "chocolate", "coffee", "copper", "coral", "cream", "denim", "espresso",
-    "fuchsia", "gold", "green", "grey", "gray", "indigo", "ivory", "khaki", "lavender", "leopard", "lilac", "lime",
-    "magenta", "maroon", "mint", "mocha", "mustard", "navy", "nude", "olive", "orange", "peach", "pink", "plum",
-    "purple", "red", "rose", "rust", "sage", "salmon", "silver", "tan", "taupe", "teal", "turquoise", "violet",
-    "walnut", "white", "wine", "yellow",
+# Upstream's COLOR_SET (web_agent_site/engine/normalize.py), in its order.
+COLOR_SET = (
+    "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue", "blush", "bordeaux",
+    "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "cheetah", "chestnut",
+    "chocolate", "christmas", "coffee", "cognac", "copper", "coral", "cranberry", "cream", "crystal", "dark", "denim",
+    "eggplant", "elephant", "espresso", "fuchsia", "gold", "granite", "grape", "graphite", "grass", "gray", "green",
+    "grey", "heather", "indigo", "ivory", "ivy", "khaki", "lavender", "lemon", "leopard", "light", "lilac", "lime",
+    "magenta", "maroon", "mauve", "merlot", "midnight", "mint", "mocha", "multicolor", "mushroom", "mustard",
+    "natural", "navy", "nude", "olive", "orange", "peach", "pewter", "pink", "plum", "purple", "rainbow", "red",
+    "rose", "royal", "rust", "sand", "sapphire", "seashell", "silver", "skull", "slate", "steel", "stone",
+    "stonewash", "sunflower", "tan", "taupe", "teal", "tiger", "turquoise", "violet", "walnut", "wheat", "white",
+    "wine", "yellow",
 )
-STOP_WORDS = frozenset(
-    "a an and the of for with in on to by from at or as is are be it its this that these those your our my you we i "
-    "pack set piece pcs count ounce ounces oz fl inch inches ft feet cm mm lb lbs pound pounds ml liter gallon x "
-    "size color colour new".split())
+
+# Words spaCy tags as determiners, pronouns, adpositions, conjunctions, auxiliaries or particles.
+FUNCTION_WORDS = frozenset(
+    "a an the this that these those some any each every all both no not my your his her its our their it they we you "
+    "i he she them us me for with in on at to by from of into onto over under up down off out about after before "
+    "between through during without within per via than and or but nor so yet plus is are was were be been being am "
+    "do does did has have had will would can could should may might must shall".split())
+# Adjectives common in product names (spaCy tags them ADJ).
 ADJECTIVES = frozenset(
-    "small medium large extra big mini little long short tall wide slim thin thick light dark heavy soft hard high low "
-    "easy quick fast natural organic free premium best great good fine pure fresh classic modern original vintage "
-    "portable adjustable waterproof durable wireless electric digital professional compatible universal multi double "
-    "single full half dry wet hot cold warm cool clean clear sweet plain non anti super ultra deluxe".split())
-ADJECTIVE_ENDINGS = ("ly", "ous", "ful", "able", "ible", "less", "ive")
+    "small medium large extra big mini little long short tall wide slim thin thick heavy soft hard high low easy "
+    "quick fast organic free premium best great good fine pure fresh classic modern original vintage portable "
+    "adjustable waterproof durable wireless electric electronic digital professional compatible universal multi "
+    "double single full half dry wet hot cold warm cool clean clear sweet plain non anti super deluxe new old "
+    "stainless black white red blue green yellow pink purple grey gray brown beige "
+    "comfortable breathable washable reusable disposable rechargeable lightweight unscented".split())
+_TOKEN = re.compile(r"'[sS]\b|[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*\.?|[^\sA-Za-z0-9]")
+
+
+def match_score(a: str, b: str) -> int:
+    """thefuzz's token_set_ratio of two strings, as upstream's reward computes it."""
+    return fuzz.token_set_ratio(a, b)
+
+
+def fuzzy_match(a: str, b: str) -> bool:
+    """True when `a` and `b` match as upstream's reward requires (score above 85)."""
+    return match_score(a, b) > MATCH_THRESHOLD
 
 
 def normalize_color(value: str) -> str:
-    """Reduce an option value to the base colour it names, if any (WebShop's colour normalisation)."""
-    lowered = value.lower()
-    for colour in BASE_COLOURS:
-        if re.search(rf"\b{colour}\b", lowered):
+    """The first colour of upstream's list found inside `value` (a substring), else `value` itself."""
+    for colour in COLOR_SET:
+        if colour in value:
             return colour
-    return lowered
+    return value
 
 
-def title_nouns(title: str) -> set[str]:
-    """The words of a title taken as its nouns (see module docstring: a spaCy stand-in)."""
-    nouns = set()
-    for word in re.findall(r"[a-z]+", title.lower()):
-        if (len(word) < 3 or word in STOP_WORDS or word in ADJECTIVES or word in BASE_COLOURS
-                or word.endswith(ADJECTIVE_ENDINGS)):
+def title_nouns(title: str) -> list[str]:
+    """The lowercased noun tokens of a product name, repeats kept (the stand-in; module docstring)."""
+    nouns = []
+    for token in _TOKEN.findall(title):
+        word = token.lower()
+        if word.endswith(".") and "." not in word[:-1]:
+            word = word[:-1]  # a sentence's full stop; "d.o.n." keeps its dots as spaCy's abbreviations do
+        if not word[0].isalpha() or any(c.isdigit() for c in word):
             continue
-        nouns.add(word)
+        if word in FUNCTION_WORDS or word in ADJECTIVES:
+            continue
+        if len(word) > 4 and word.endswith("ed") and not word.endswith("eed"):
+            continue
+        nouns.append(word)
     return nouns
+
+
+@functools.lru_cache(maxsize=2)
+def _spacy_model(name: str):
+    try:
+        import spacy
+    except ImportError as exc:
+        raise RuntimeError(f"{NOUN_TAGGER_ENV}={name}: spaCy is not installed (pip install spacy)") from exc
+    try:
+        return spacy.load(name)
+    except OSError as exc:
+        raise RuntimeError(f"{NOUN_TAGGER_ENV}={name}: spaCy cannot load the model {name!r}; install it "
+                           f"(python -m spacy download {name}) or unset {NOUN_TAGGER_ENV} for the stand-in") from exc
+
+
+def noun_tagger() -> str:
+    """The noun tagger in use: a spaCy model name from WEBSHOP_NOUN_TAGGER, or the stand-in."""
+    return os.environ.get(NOUN_TAGGER_ENV, "").strip() or STAND_IN
+
+
+def name_nouns(name: str) -> list[str]:
+    """The lowercased noun tokens of a product name, by the tagger `noun_tagger()` names."""
+    tagger = noun_tagger()
+    if tagger == STAND_IN:
+        return title_nouns(name)
+    return [t.text.lower() for t in _spacy_model(tagger)(name) if t.pos_ in ("PNOUN", "NOUN", "PROPN")]
 
 
 @dataclass(frozen=True)
@@ -92,8 +155,8 @@ def type_reward(product: Product, goal: Goal) -> tuple[float, bool, bool, float]
     bought_path = {part.strip() for part in product.product_category.split("›")}
     goal_path = {part.strip() for part in goal.product_category.split("›")}
     category_match = len(bought_path & goal_path) >= 2
-    wanted = title_nouns(goal.name)
-    title_score = len(title_nouns(product.title) & wanted) / len(wanted) if wanted else 0.2
+    wanted = name_nouns(goal.name)
+    title_score = len(set(name_nouns(product.title)) & set(wanted)) / len(wanted) if wanted else 0.2
     r_type = 1.0 if (query_match or category_match or title_score > 0.2) else 0.5
     if title_score < 0.1:
         r_type = 0.1
@@ -102,35 +165,22 @@ def type_reward(product: Product, goal: Goal) -> tuple[float, bool, bool, float]
     return r_type, query_match, category_match, title_score
 
 
-def _in_text(needle: str, product: Product) -> bool:
-    needle = needle.lower()
-    return (needle in product.title.lower() or needle in " ".join(product.bullets).lower()
-            or needle in product.description.lower())
-
-
 def attributes_matched(product: Product, goal: Goal) -> int:
-    """How many goal attributes the product has (fuzzy on its attributes, else a text substring)."""
+    """How many goal attributes the product has (fuzzy on its attributes, else in its text as written)."""
+    title, bullets = product.title.lower(), " ".join(product.bullets).lower()
+    description = product.description.lower()
     count = 0
     for wanted in goal.attributes:
-        if (any(fuzz.token_set_ratio(have, wanted) > MATCH_THRESHOLD for have in product.attributes)
-                or _in_text(wanted, product)):
+        if (any(fuzzy_match(have, wanted) for have in product.attributes)
+                or wanted in title or wanted in bullets or wanted in description):
             count += 1
     return count
 
 
-def options_matched(product: Product, goal: Goal, chosen: dict[str, str]) -> int:
-    """How many chosen option values match a goal option (see module docstring)."""
-    wanted = [normalize_color(v) for v in goal.options]
-    count = 0
-    for name, value in chosen.items():
-        value = normalize_color(value)
-        if name.lower() in EXACT_OPTIONS:
-            matched = value in wanted
-        else:
-            matched = any(fuzz.token_set_ratio(w, value) > MATCH_THRESHOLD for w in wanted)
-        if matched or _in_text(value, product):
-            count += 1
-    return count
+def options_matched(goal_options: list[str] | tuple[str, ...], chosen_values: list[str] | tuple[str, ...]) -> int:
+    """How many goal options some chosen option value matches (both colour-normalised, fuzzy)."""
+    chosen = [normalize_color(v) for v in chosen_values]
+    return sum(any(fuzzy_match(have, normalize_color(wanted)) for have in chosen) for wanted in goal_options)
 
 
 def purchase_reward(product: Product, goal: Goal, chosen: dict[str, str], price: float | None = None) -> Reward:
@@ -138,9 +188,7 @@ def purchase_reward(product: Product, goal: Goal, chosen: dict[str, str], price:
     price = product.price if price is None else price
     r_type, query_match, category_match, title_score = type_reward(product, goal)
     n_attr = attributes_matched(product, goal)
-    # WebShop counts matches over the chosen options; capped here so r never exceeds 1
-    # when more option groups are chosen than the goal names.
-    n_opt = min(options_matched(product, goal, chosen), len(goal.options))
+    n_opt = options_matched(goal.options, list(chosen.values()))
     price_ok = price <= goal.price_upper
     total = (n_attr + n_opt + int(price_ok)) / (len(goal.attributes) + len(goal.options) + 1)
     return Reward(total * r_type, r_type, n_attr, n_opt, price_ok, query_match, category_match, title_score)
