@@ -21,6 +21,12 @@ from playground.core.errors import PlaygroundError
 from playground.run.rundir import read_config, read_episodes, record_problem
 from playground.run.traces import read_trace
 
+
+def read_ace_strictly(path, *args, **kwargs):
+    """`read_ace` refusing any unusable line (the fuzz tests check that each is named)."""
+    return read_ace(path, *args, strict=True, **kwargs)
+
+
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 json_values = st.recursive(
@@ -121,7 +127,7 @@ def test_playbook_jsonl(data):
 @FUZZ
 @given(inputs(SAMPLES["ace"]))
 def test_ace_playbook(data):
-    result = _check(read_ace, data, "ace.txt")
+    result = _check(read_ace_strictly, data, "ace.txt")
     assert isinstance(result, PlaygroundError) or all(r["failure_type"] == "procedure" for r in result)
 
 
@@ -188,7 +194,7 @@ ace_counter = counters.map(str) | st.text(alphabet="0123456789-+.xe ", max_size=
 def test_ace_bullets(bullets):
     """Issue 16: an ACE bullet with no text or with counters that are not 0..MAX_COUNTER is a named error."""
     data = ("## OTHERS\n" + "".join(f"[{i}] helpful={h} harmful={k} :: {text}\n" for i, h, k, text in bullets)).encode()
-    result = _check(read_ace, data, "ace.txt")
+    result = _check(read_ace_strictly, data, "ace.txt")
 
     def counter_ok(text: str) -> bool:  # whitespace after a counter only separates it from what follows
         text = text.rstrip()

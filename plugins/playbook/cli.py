@@ -111,23 +111,32 @@ def export_command(path: str, out: str, force: bool, fmt: str) -> None:
 @click.argument("path")
 @click.argument("source")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "ace"]), default="jsonl", show_default=True)
-def import_command(path: str, source: str, fmt: str) -> None:
-    """Import lessons from SOURCE (JSONL, or an ACE playbook); all or nothing."""
+@click.option("--strict", is_flag=True,
+              help="ACE: refuse the whole file over any line it cannot use (default: skip such lines, as ACE does, "
+                   "with a warning naming each)")
+def import_command(path: str, source: str, fmt: str, strict: bool) -> None:
+    """Import lessons from SOURCE: JSONL (all or nothing), or an ACE playbook (unusable lines skipped, named)."""
     from playground.plugins.playbook.io import read_ace, read_jsonl
     from playground.plugins.playbook.store import PlaybookError
 
     if not Path(source).is_file():
         raise PlaybookCLIError(f"no file at {source!r}")
     try:  # a bad file is refused before the playbook is opened, so a new one is not created empty
-        (read_jsonl if fmt == "jsonl" else read_ace)(source)
+        if fmt == "jsonl":
+            read_jsonl(source)
+        else:
+            read_ace(source, strict=strict, skipped=[])
     except PlaybookError as exc:
         raise PlaybookCLIError(str(exc)) from None
     with _open(path, create=True) as playbook:
         try:
-            report = playbook.import_jsonl(source) if fmt == "jsonl" else playbook.import_ace(source)
+            report = playbook.import_jsonl(source) if fmt == "jsonl" else playbook.import_ace(source, strict=strict)
         except PlaybookError as exc:
             raise PlaybookCLIError(str(exc)) from None
-    click.echo(f"imported {report.imported} lessons from {source}")
+    for problem in report.skipped:
+        click.echo(f"warning: {source}: {problem} (skipped)", err=True)
+    skipped = f" ({len(report.skipped)} line(s) skipped)" if report.skipped else ""
+    click.echo(f"imported {report.imported} lessons from {source}{skipped}")
 
 
 @playbook_group.command("merge")

@@ -19,8 +19,11 @@ Nothing read from a playbook file is ever executed or evaluated: JSONL lines go 
 ACE playbooks (https://github.com/ace-agent/ace) have no failure types, so every ACE bullet
 becomes a lesson of the failure type "procedure", which the playbook plugin declares with
 one label per canonical ACE section; see `read_ace` for the whole mapping, and `write_ace`
-for the way back (an ACE file read and written again keeps its bullets: ids, sections,
-counters and text).
+for the way back (an ACE file read and written again keeps its bullets: ids, sections in
+their order with their headers as written, counters, and each bullet's text byte for byte;
+sections with no bullet are not kept, since a playbook holds lessons). Like ACE's own
+parsers, reading skips the lines it cannot use (prose, bullets with no text), with a
+warning naming file and line; `strict=True` refuses the whole file instead.
 
 Failure types and labels are checked against a `LabelRegistry`: the one given, else the
 process-wide host's (`playground.host.manager.default_labels`).
@@ -33,6 +36,7 @@ import math
 import os
 import re
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -77,7 +81,7 @@ FAILURE_LABELS = (
     *(FailureLabel(label, ACE_FAILURE_TYPE) for label in ACE_SECTIONS.values()),
 )
 
-_ACE_BULLET = re.compile(r"^\[(?P<id>[^\]\s]+)\]\s*(?P<rest>.*)$")
+_ACE_BULLET = re.compile(r"^\[(?P<id>[^\]]*[^\]\s][^\]]*)\]\s*(?P<rest>.*)$")  # ids may hold spaces, as in ACE
 _ACE_COUNTERS = re.compile(r"^helpful=(?P<helpful>\S*)\s+harmful=(?P<harmful>\S*)\s*::(?P<text>.*)$")
 _TRIGGER_OPENERS = ("for ", "when ", "whenever ", "if ", "before ", "after ", "while ", "during ")
 
@@ -109,6 +113,11 @@ class ImportReport:
     imported: int
     first_id: int | None = None
     last_id: int | None = None
+    skipped: tuple[str, ...] = ()  # "line N: why" for each line a tolerant import skipped
+
+
+class PlaybookImportWarning(UserWarning):
+    """A line of an ACE playbook that a tolerant import skipped (the message names file and line)."""
 
 
 def label_key(labels: Iterable[str]) -> str:
@@ -302,20 +311,26 @@ def _ace_bullet(rest: str) -> tuple[tuple[str, int | None, int | None], list[str
     return (rest, helpful, harmful), []
 
 
-def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None) -> list[dict]:
-    """Return the lesson records of an ACE playbook, or raise PlaybookImportError listing
-    every line that is neither blank, a `#` header nor a `[id] (helpful=X harmful=Y ::) text` bullet
-    with a text and, where given, counters from 0 to MAX_COUNTER.
+def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None, *, strict: bool = False,
+             skipped: list[str] | None = None) -> list[dict]:
+    """Return the lesson records of an ACE playbook.
+
+    A usable line is blank, a `#` header, or a `[id] (helpful=X harmful=Y ::) text` bullet with a
+    text and, where given, counters from 0 to MAX_COUNTER. Any other line is skipped, as ACE's
+    parsers skip it: its "line N: why" is appended to `skipped` when given, else issued as a
+    PlaybookImportWarning naming the file. With `strict`, such lines raise PlaybookImportError
+    listing them all instead (and nothing is returned).
 
     Mapping: failure type "procedure"; label = the section's ACE_SECTIONS label ("others" for an
-    unknown section); subtype = the section title; principle = the bullet text; trigger =
-    `ace_trigger(text, section)`; helped = helpful; provenance = {"source": "ace", "id": ...,
-    "harmful": ...}. Lessons keep the file's order in their ids and share one created_at.
+    unknown section); subtype = the section title (trailing colon dropped); principle = the bullet
+    text exactly as written; trigger = `ace_trigger(text, section)`; helped = helpful; provenance =
+    {"source": "ace", "id": ..., "harmful": ..., "header": the section title as written, when it
+    differs from the subtype}. Lessons keep the file's order in their ids and share one created_at.
     Labels are checked against `labels` (default: the host's).
     """
     path = Path(path)
     now = time.time()
-    section = ""
+    section = header = ""
     records: list[dict] = []
     problems: list[str] = []
     for number, raw in _file_text_lines(path):
@@ -325,7 +340,8 @@ def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None) -> li
         text = text.strip()
         if text.startswith("#"):
             if text.startswith("## "):
-                section = text[3:].strip().rstrip(":").strip()
+                header = text[3:].strip()
+                section = header.rstrip(":").strip()
             continue
         match = _ACE_BULLET.match(text)
         if not match:
@@ -336,9 +352,11 @@ def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None) -> li
             problems += [f"line {number}: {problem}" for problem in bullet_problems]
             continue
         principle, helpful, harmful = bullet
-        provenance = {"source": "ace", "id": match["id"]}
+        provenance: dict[str, Any] = {"source": "ace", "id": match["id"]}
         if harmful is not None:
             provenance["harmful"] = harmful
+        if header != section:
+            provenance["header"] = header
         record = {
             "failure_type": ACE_FAILURE_TYPE,
             "labels": [ACE_SECTIONS.get(section.upper(), "others")],
@@ -353,8 +371,13 @@ def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None) -> li
         problems += [f"line {number}: {problem}" for problem in line_problems]
         if not line_problems:
             records.append({**normalized(record), "line": number})
-    if problems:
+    if problems and strict:
         raise PlaybookImportError(path, problems)
+    for problem in problems:
+        if skipped is not None:
+            skipped.append(problem)
+        else:
+            warnings.warn(f"{path}: {problem} (skipped)", PlaybookImportWarning, stacklevel=2)
     return records
 
 
@@ -362,36 +385,41 @@ ACE_FALLBACK_SECTION = "TROUBLESHOOTING AND PITFALLS"  # where `write_ace` puts 
 
 
 def ace_bullet(record: dict) -> tuple[str, str, int, int, str]:
-    """Return a lesson record as an ACE bullet: (section, id, helpful, harmful, one-line text).
+    """Return a lesson record as an ACE bullet: (section header, id, helpful, harmful, one-line text).
 
-    The inverse of `read_ace` for "procedure" lessons: the section is the subtype (else the
-    section of the label), the id and harmful count come from the provenance (a lesson that
-    has no ACE id gets `pb-<its id>`), helpful is `helped`, the text is the principle. Any other
-    lesson (a recovery lesson of a diagnosed failure) goes to TROUBLESHOOTING AND PITFALLS as
-    "When TRIGGER: PRINCIPLE".
+    The inverse of `read_ace` for "procedure" lessons: the section is the header as written (from
+    the provenance), else the subtype, else the section of the label; the id and harmful count come
+    from the provenance (a lesson that has no ACE id gets `pb-<its id>`), helpful is `helped`, the
+    text is the principle, unchanged but for \\r and \\n (written as spaces, to keep one line).
+    Any other lesson (a recovery lesson of a diagnosed failure) goes to TROUBLESHOOTING AND
+    PITFALLS as "When TRIGGER: PRINCIPLE".
     """
     provenance = record.get("provenance") or {}
     ace = provenance.get("source") == "ace" and isinstance(provenance.get("id"), str)
     bullet_id = provenance["id"] if ace else f"pb-{int(record.get('id') or 0):05d}"
     if record["failure_type"] == ACE_FAILURE_TYPE:
         by_label = {label: section for section, label in ACE_SECTIONS.items()}
-        section = record.get("subtype") or by_label.get((record.get("labels") or ["others"])[0], "OTHERS")
+        header = provenance.get("header") if ace and isinstance(provenance.get("header"), str) else ""
+        section = (header.strip() or record.get("subtype")
+                   or by_label.get((record.get("labels") or ["others"])[0], "OTHERS"))
         text = record["principle"]
     else:
         section, text = ACE_FALLBACK_SECTION, f"When {record['trigger']}: {record['principle']}"
     harmful = provenance.get("harmful", 0)
     harmful = harmful if isinstance(harmful, int) and not isinstance(harmful, bool) and harmful >= 0 else 0
-    return section, bullet_id, int(record.get("helped") or 0), harmful, " ".join(text.split())
+    one_line = re.sub(r"[\r\n]+", " ", text)  # a file line ends at "\n"; "\r" would end it for other readers
+    return section, bullet_id, int(record.get("helped") or 0), harmful, one_line.strip()
 
 
 def ace_text(records: Iterable[dict]) -> str:
-    """Return lesson records as an ACE playbook: `## SECTION` headers (the canonical sections first, in
-    ACE's order, then others as they come) and `[id] helpful=X harmful=Y :: text` bullets in record order."""
-    sections: dict[str, list[str]] = {name: [] for name in ACE_SECTIONS}
+    """Return lesson records as an ACE playbook: `## SECTION` headers, each section where its first
+    lesson comes (so an imported file keeps its section order), and `[id] helpful=X harmful=Y :: text`
+    bullets in record order."""
+    sections: dict[str, list[str]] = {}
     for record in records:
         section, bullet_id, helpful, harmful, text = ace_bullet(record)
         sections.setdefault(section, []).append(f"[{bullet_id}] helpful={helpful} harmful={harmful} :: {text}")
-    blocks = [f"## {name}\n" + "".join(line + "\n" for line in lines) for name, lines in sections.items() if lines]
+    blocks = [f"## {name}\n" + "".join(line + "\n" for line in lines) for name, lines in sections.items()]
     return "\n".join(blocks)
 
 

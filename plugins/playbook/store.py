@@ -319,22 +319,25 @@ class Playbook:
         records = read_jsonl(path, self.labels)
         return self._import(path, records, "jsonl")
 
-    def import_ace(self, path: str | Path) -> ImportReport:
-        """Add every bullet of an ACE playbook text file as a "procedure" lesson, all or nothing.
+    def import_ace(self, path: str | Path, *, strict: bool = False) -> ImportReport:
+        """Add every bullet of an ACE playbook text file as a "procedure" lesson.
 
         See `playground.plugins.playbook.io.read_ace` for how bullets map to lessons. Lines that do not
-        parse raise PlaybookImportError naming the file and the line numbers.
+        parse are skipped, as ACE skips them, and listed in the report's `skipped`; with `strict` they
+        raise PlaybookImportError naming the file and the line numbers, and nothing is imported.
         """
-        records = read_ace(path, self.labels)
-        return self._import(path, records, "ace")
+        skipped: list[str] = []
+        records = read_ace(path, self.labels, strict=strict, skipped=skipped)
+        return self._import(path, records, "ace", tuple(skipped))
 
-    def _import(self, path: str | Path, records: list[dict], kind: str) -> ImportReport:
+    def _import(self, path: str | Path, records: list[dict], kind: str,
+                skipped: tuple[str, ...] = ()) -> ImportReport:
         def insert_all(db: sqlite3.Connection) -> list[int]:
             return [self._insert(db, record, "import", {"source": str(path), "format": kind, "line": record["line"],
                                                         "source_id": record.get("source_id")})
                     for record in records]
         ids = self._write(insert_all)
-        return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None)
+        return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None, skipped)
 
     def _insert_once(self, db: sqlite3.Connection, record: dict) -> int:
         """Insert a lesson unless its provenance (run, episode, attempt, step) already stored one; return the id."""
