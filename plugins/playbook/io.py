@@ -399,8 +399,9 @@ def ace_bullet(record: dict) -> tuple[str, str, int, int, str]:
     bullet_id = provenance["id"] if ace else f"pb-{int(record.get('id') or 0):05d}"
     if record["failure_type"] == ACE_FAILURE_TYPE:
         by_label = {label: section for section, label in ACE_SECTIONS.items()}
-        header = provenance.get("header") if ace and isinstance(provenance.get("header"), str) else ""
-        section = (header.strip() or record.get("subtype")
+        header = provenance.get("header")
+        header = header.strip() if ace and isinstance(header, str) else ""
+        section = (header or record.get("subtype")
                    or by_label.get((record.get("labels") or ["others"])[0], "OTHERS"))
         text = record["principle"]
     else:
