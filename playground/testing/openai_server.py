@@ -38,6 +38,11 @@ def chat_response(content: str, prompt_tokens: int = 10, completion_tokens: int 
                       "total_tokens": prompt_tokens + completion_tokens}}
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # the default listen backlog (5) resets connections when many clients connect at once
+
+
 class ScriptedChatServer:
     """A real HTTP server answering POST /v1/chat/completions from a script (see module docstring)."""
 
@@ -47,7 +52,7 @@ class ScriptedChatServer:
         self.default = default
         self.requests: list[dict] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
