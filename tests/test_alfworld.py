@@ -365,3 +365,25 @@ def test_darc_factorial_on_generated_games(cache, tmp_path, capsys):
                     "random 12 (control)", "forced top-1, no model"]
     trace = next((tmp_path / "f" / "cells" / "traces").glob("darc-factorial*top-off/*.jsonl"))
     assert trace.read_text()
+
+
+def test_distillation_on_action_validity_evidence_can_select_the_ranked_view_operator(cache, tmp_path, capsys):
+    """Issue 37: the paper's ALFWorld operator (the guard's top-12 view with the recovery prompt every step) is
+    `action_pruning` in the library, so profile -> evaluate -> distill evaluates it and can choose it."""
+    common = ["--env", "alfworld:generated", "--split", "valid_unseen", "--agent", "noisy", "--episodes", "6",
+              "--max-steps", "30", "--quiet", "--agent-option", "invalid=0.3", "--agent-option", "drift=0.3"]
+    p = tmp_path / "darc"
+    _darc(capsys, "darc", "profile", *common, "--out", str(p))
+    diagnosis = json.loads((p / "diagnosis.json").read_text())
+    assert diagnosis["mode"] == "action_validity" and "action_pruning" in diagnosis["admissible_interventions"]
+    _darc(capsys, "darc", "evaluate", *common, "--param", f"prior_games={PRIOR_GAMES}",
+          "--diagnosis", str(p / "diagnosis.json"), "--out", str(p / "av"))
+    # what the agent saw under the evaluated operator: at most 12 commands, and the phase prompt every step
+    traces = (p / "av" / "evaluate-run" / "traces" / "darc-eval:action_pruning").glob("*.jsonl")
+    events = [json.loads(line) for path in traces for line in path.read_text().splitlines()]
+    proposals = [e for e in events if e["type"] == "proposal" and e["attempt"] == 0]
+    assert proposals and all(len(e["admissible_actions"]) <= 12 and e["notes"] for e in proposals)
+    assert any(len(e.get("env_admissible_actions") or []) > 12 for e in proposals)
+    _darc(capsys, "darc", "distill", "--evidence", str(p / "av" / "evidence.csv"),
+          "--interventions", "action_pruning,loop_fallback,validity-guard", "--out", str(tmp_path / "policy.json"))
+    assert json.loads((tmp_path / "policy.json").read_text())["chain"][0] == "action_pruning"

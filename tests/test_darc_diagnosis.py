@@ -81,14 +81,29 @@ def test_profiling_invalid_actions_diagnoses_action_validity_and_evaluates_exact
 def test_profiling_loops_diagnoses_progress(capsys, tmp_path):
     out = tmp_path / "darc"
     code, _, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "noisy",
-                       *noisy_options(repeat="0.3", stall="0.3"), "--episodes", "6", "--out", str(out), "--quiet")
+                       *noisy_options(repeat="0.3", stall="0.3"), "--episodes", "6", "--modes", "all",
+                       "--out", str(out), "--quiet")
     assert code == 0, err
     diagnosis = json.loads((out / "diagnosis.json").read_text())
-    assert diagnosis["mode"] == "progress" and diagnosis["invalid_actions"] == 0
+    assert diagnosis["mode"] == "progress" and diagnosis["invalid_actions"] == 0 and diagnosis["candidate_modes"] == "all"
     host = Host().load()
     assert diagnosis["histogram"] and "progress" in {host.labels.mode_of(t) for t in diagnosis["histogram"]}
     assert diagnosis["admissible_interventions"] == sorted(expected_admissible(host, "tiny", "progress"))
     assert "validity-guard" not in diagnosis["admissible_interventions"]
+
+
+def test_by_default_only_the_papers_three_modes_are_candidates(capsys, tmp_path):
+    out = tmp_path / "darc"
+    code, _, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "noisy",
+                       *noisy_options(repeat="0.3", stall="0.3"), "--episodes", "6", "--out", str(out), "--quiet")
+    assert code == 0, err
+    diagnosis = json.loads((out / "diagnosis.json").read_text())
+    assert diagnosis["candidate_modes"] == ["action_validity", "procedure_breadth", "format_precision"]
+    assert diagnosis["mode"] is None and diagnosis["other_modes_per_episode"]["progress"] > 0
+    assert "--modes all" in diagnosis["why"] and "progress" in diagnosis["why"]
+    code, _, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "noisy", "--episodes", "2",
+                       "--modes", "progress,bogus", "--out", str(tmp_path / "bad"), "--quiet")
+    assert code == 2 and "unknown mode(s) bogus" in err
 
 
 def test_finance_format_failures_diagnose_format_precision_and_restrict_to_finance_interventions(capsys, tmp_path):
@@ -139,8 +154,11 @@ def host():
 def test_the_mode_with_most_onsets_per_episode_wins(host):
     histogram = {"action_validity": {"invalid_action": 3}, "progress": {"planning_stall": 2, "repetition_or_looping": 2},
                  "grounding": {"objective_drift": 1}}
-    d = diagnose(histogram, invalid_actions=3, episodes=4, host=host, env="tiny")
-    # progress and grounding are modes of their own (the paper's): 2 + 2 = 4 progress onsets over 4 episodes
+    paper = diagnose(histogram, invalid_actions=3, episodes=4, host=host, env="tiny")
+    assert (paper.mode, paper.per_episode, paper.others) == (
+        "action_validity", {"action_validity": 0.75}, {"progress": 1.0, "grounding": 0.25})
+    d = diagnose(histogram, invalid_actions=3, episodes=4, host=host, env="tiny", modes=None)
+    # with every mode a candidate, Sentry's progress and grounding count: 2 + 2 = 4 progress onsets over 4 episodes
     assert d.per_episode == {"action_validity": 0.75, "progress": 1.0, "grounding": 0.25}
     assert d.mode == "progress"
     assert d.why == "progress: 1.0 failure onsets per episode over 4 episodes (next: action_validity with 0.75)"
@@ -159,7 +177,7 @@ def test_action_validity_names_the_invalid_actions_and_admits_per_env(host):
 
 def test_a_tie_or_nothing_detected_is_no_dominant_mode_never_a_default(host):
     tie = diagnose({"format_precision": {"unparseable_number": 2}, "progress": {"planning_stall": 2}}, 0, 2, host,
-                   "finance")
+                   "finance", modes=None)
     assert tie.mode is None and tie.admissible == []
     assert tie.why == "no dominant failure mode: format_precision and progress tie with 1.0 onsets per episode"
     empty = diagnose({}, 0, 3, host, "tiny")

@@ -72,14 +72,18 @@ def test_a_tie_at_the_top_is_no_dominant_mode():
     assert dominant({"action_validity": 1.0, "progress": 1.0}) is None
     assert dominant({"action_validity": 1.0, "progress": 0.5}) == "action_validity"
     host = get_host()
-    tied = diagnose({"action_validity": {"invalid_action": 3}, "progress": {"planning_stall": 3}}, 3, 3, host, "alfworld")
+    histogram = {"action_validity": {"invalid_action": 3}, "progress": {"planning_stall": 3}}
+    tied = diagnose(histogram, 3, 3, host, "alfworld", modes=None)
     assert tied.mode is None and "tie" in tied.why
+    # by default progress is not a candidate (the paper's three modes): it is reported apart and cannot tie
+    paper = diagnose(histogram, 3, 3, host, "alfworld")
+    assert paper.mode == "action_validity" and paper.others == {"progress": 1.0} and "progress" not in paper.per_episode
 
 
 def test_the_mode_comes_from_the_label_registry():
     host = get_host()
     diagnosis = diagnose({"progress": {"planning_stall": 5}, "action_validity": {"invalid_action": 1}}, 1, 2, host,
-                         "alfworld")
+                         "alfworld", modes=None)
     assert diagnosis.mode == "progress" and diagnosis.admissible == ["sentry"]
     diagnosis = diagnose({"action_validity": {"invalid_action": 5}}, 5, 2, host, "alfworld")
     assert diagnosis.mode == "action_validity" and len(diagnosis.admissible) == 4
@@ -103,7 +107,7 @@ def test_llm_diagnoser_and_agreement_table(capsys, tmp_path):
     p = tmp_path / "p"
     with ScriptedChatServer(default=_judge) as server:
         code, out, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--judge-base-url",
-                             server.base_url, "--judge-model", "judge", "--out", str(p))
+                             server.base_url, "--judge-model", "judge", "--modes", "all", "--out", str(p))
         assert code == 0, err
         asked = len(server.requests)
     diagnosis = json.loads((p / "diagnosis.json").read_text())
@@ -222,7 +226,8 @@ def test_the_guard_view_replaces_the_list_with_its_top_12():
     top = ActionPruning({"view": "top", "prior_games": 0}).agent_actions(context)
     assert len(top) == 12 and set(top) <= set(ROOM)
     assert list(top) == ActionPruning({"prior_games": 0}).ranked(context)[:12]
-    assert ActionPruning({"prior_games": 0}).agent_actions(context) is None  # the default shows the full list
+    assert ActionPruning({"prior_games": 0}).agent_actions(context) == top  # the paper's operator by default
+    assert ActionPruning({"view": "full", "prior_games": 0}).agent_actions(context) is None
     random12 = ActionPruning({"view": "random", "prior_games": 0}).agent_actions(context)
     assert len(random12) == 12 and list(random12) == sorted(random12)
 
@@ -232,11 +237,13 @@ def test_the_recovery_prompt_is_a_separate_switch():
     from playground.envs.alfworld.interventions import ActionPruning
 
     context = _context()
-    on = ActionPruning({"prior_games": 0}).decide_intervention(context, Proposal("", "hta apple"), [])
+    on = ActionPruning({"prior_games": 0, "recovery_prompt": "repair"}).decide_intervention(
+        context, Proposal("", "hta apple"), [])
+    assert ActionPruning({"prior_games": 0, "recovery_prompt": "repair"}).agent_notes(context) is None
     off = ActionPruning({"prior_games": 0, "recovery_prompt": "off"}).decide_intervention(
         context, Proposal("", "hta apple"), [])
     assert "looking for" in on.message.text and "looking for" not in off.message.text
-    always = ActionPruning({"prior_games": 0, "recovery_prompt": "always"}).agent_notes(context)
+    always = ActionPruning({"prior_games": 0}).agent_notes(context)  # every step by default
     assert always and "looking for" in always[0]
     assert ActionPruning({"prior_games": 0, "repair": False}).decide_intervention(
         context, Proposal("", "hta apple"), []) is None
@@ -371,3 +378,4 @@ def test_distill_bootstrap_prints_and_records_stability(capsys, tmp_path):
     record = json.loads((tmp_path / "policy.json").read_text())["bootstrap"]
     assert record["resamples"] == 30 and record["distinct_winners"] >= 1
     assert len(record["selection_success"]["ci95"]) == 2
+

@@ -63,7 +63,8 @@ def register_envs(register) -> None:
 def register_interventions(register) -> None:
     """Register the guard's interventions (DARC chooses among them, with Sentry's hard repair)."""
     register("action_pruning", _action_pruning, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
-             description="invalid action: re-ask with the DARC guard's top-12 admissible actions and a phase prompt")
+             description="the DARC guard's top-12 admissible actions as the agent's view, a phase prompt every step, "
+                         "and a re-ask with the top 12 after an invalid action")
     register("type_saturation", _type_saturation, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
              description="invalid or off-task action: re-ask with only the commands relevant to the task type")
     register("loop_fallback", _loop_fallback, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
@@ -83,7 +84,9 @@ def register_agents(register) -> None:
 def register_harnesses(register) -> None:
     """Register the guard's harnesses."""
     # Listed in the order they decide: pruning first, then the loop fallback, then type saturation.
-    register("alfworld-guard", ["action_pruning", "loop_fallback", "type_saturation"],
-             description="DARC's action-validity guard: pruning, type saturation, loop fallback")
-    register("alfworld-sentry", ["action_pruning", "sentry"],
+    # Both use action pruning as a repair only (the full list shown, the phase prompt in re-asks), as they always have.
+    repair_only = {"view": "full", "recovery_prompt": "repair"}
+    register("alfworld-guard", ["action_pruning", "loop_fallback", "type_saturation"], params=repair_only,
+             description="DARC's action-validity guard: pruning (as a repair), type saturation, loop fallback")
+    register("alfworld-sentry", ["action_pruning", "sentry"], params=repair_only,
              description="Sentry with the DARC guard's ranked view as its hard repair")

@@ -1,15 +1,17 @@
 """The guard's interventions: episode plugins DARC can choose among (all for action validity).
 
-- `action_pruning`: an invalid or unparseable action gets a hard repair: the agent is asked
-  again with the guard's top 12 admissible commands (`InterventionMessage.actions`) and
-  a recovery prompt for the current phase; still invalid after `max_reasks_per_step`
-  re-asks, the `fallback` applies ("best": play the top-ranked command; "give_up": stop;
-  "reask": let it through). It acts on invalid actions only. `view=top` replaces the
-  admissible list the agent sees with the guard's top 12 (the `agent_actions` hook;
-  `view=random`: 12 at random, a control); `prune_every_step=true` only adds the ranked
-  commands as a standing note (a hint; the full list stays). `recovery_prompt` switches
-  the phase prompt: in re-asks (`repair`, the default), also every step (`always`), or
-  never (`off`); `repair=false` turns the repair off (only the view and the prompt act).
+- `action_pruning`: DARC's ALFWorld operator, as the paper credits it (Tables 7 and 13): the
+  agent sees only the guard's top 12 admissible commands (`view=top`, through the
+  `agent_actions` hook) with a recovery prompt for the current phase every step
+  (`recovery_prompt=always`). An invalid or unparseable action still gets a hard repair: the
+  agent is asked again with the top 12 (`InterventionMessage.actions`) and the phase prompt;
+  still invalid after `max_reasks_per_step` re-asks, the `fallback` applies ("best": play the
+  top-ranked command; "give_up": stop; "reask": let it through). `view=full` shows the whole
+  admissible list (`view=random`: 12 at random, a control); `prune_every_step=true` adds the
+  ranked commands as a standing note (a hint). `recovery_prompt` puts the phase prompt every
+  step (`always`), only in re-asks (`repair`), or nowhere (`off`); `repair=false` turns the
+  repair off (only the view and the prompt act). The harnesses `alfworld-guard` and
+  `alfworld-sentry` pin `view=full, recovery_prompt=repair`: the guard as a repair only.
 - `type_saturation`: an invalid action, or a valid one that does not fit the parsed
   task type (another transformation, another object, idle commands), gets a re-ask
   restricted to the task-relevant commands (ranked by the guard). A valid action still
@@ -48,8 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "max_reasks_per_step": 2,
     "fallback": "best",          # still invalid after the re-asks: "best" | "reask" | "give_up"
     "prune_every_step": False,   # action_pruning: also show the ranked view as a note every step (a hint only)
-    "view": "full",              # action_pruning: the actions the agent is shown: "full" | "top" | "random"
-    "recovery_prompt": "repair",  # the phase prompt: "repair" (in re-asks) | "always" (also every step) | "off"
+    "view": "top",               # action_pruning: the actions the agent is shown: "full" | "top" | "random"
+    "recovery_prompt": "always",  # the phase prompt: "always" (every step) | "repair" (in re-asks only) | "off"
     "repair": True,              # action_pruning: repair invalid actions (false: only the view and prompt act)
     "prior_games": PRIOR_GAMES,  # generated train games the priors come from (0: no priors)
     "loop_window": 6,            # loop_fallback: steps looked back

@@ -26,11 +26,14 @@ def darc_group() -> None:
 @click.option("--judge-base-url", default=None, help="--diagnoser llm: an OpenAI-compatible endpoint")
 @click.option("--judge-model", default=None, help="--diagnoser llm: the model at --judge-base-url")
 @click.option("--judge-local", is_flag=True, help="--diagnoser llm: the embedded local model")
+@click.option("--modes", "modes_option", default="paper", show_default=True,
+              help="the candidate failure modes: 'paper' (action_validity, procedure_breadth, format_precision), "
+                   "'all' (also Sentry's progress and grounding: a deviation), or a comma-separated list")
 @click.option("--out", required=True, help="folder for diagnosis.json (and the profiling run)")
 def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, judge_model: str | None,
-                    judge_local: bool, out: str, **options) -> None:
+                    judge_local: bool, modes_option: str, out: str, **options) -> None:
     """Run the base agent, count failure signatures, write OUT/diagnosis.json."""
-    from playground.plugins.darc.profile import profile
+    from playground.plugins.darc.profile import PAPER_MODES, profile
 
     nonempty(out, "--out")
     host = get_host()
@@ -52,10 +55,23 @@ def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, 
         if name not in host.interventions:
             raise CLIError(f"unknown intervention {name!r} in --detectors; choose from: "
                            f"{', '.join(host.interventions.names())}")
+    modes: tuple[str, ...] | None
+    if modes_option == "paper":
+        modes = PAPER_MODES
+    elif modes_option == "all":
+        modes = None
+    else:
+        modes = tuple(m.strip() for m in modes_option.split(",") if m.strip())
+        known = {host.labels.mode_of(t) for t in host.labels.types()} | {
+            m for spec in host.interventions for m in spec.modes}
+        unknown = [m for m in modes if m not in known]
+        if not modes or unknown:
+            raise CLIError(f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; "
+                           f"choose from: paper, all, {', '.join(sorted(known))}")
     if not options["split"]:
         options["split"] = "dev"
     config = make_config(host, ["base"], str(Path(out) / "profile-run"), None, **options)
-    result = profile(host, config, names, out, judge)
+    result = profile(host, config, names, out, judge, modes)
     click.echo(json.dumps({k: result[k] for k in ("diagnoser", "mode", "why", "admissible_interventions",
                                                   "modes_per_episode")}, indent=2))
     if result["mode"] is None:

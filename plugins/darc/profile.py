@@ -6,6 +6,11 @@ failure onsets: a label detected at consecutive steps (one streak) counts once. 
 diagnosis is a rule over it: each failure type belongs to a failure mode (declared with
 the type in the host's label registry), and the mode with the most onsets per episode
 wins. The admissible interventions are those registered for that mode.
+
+The candidate modes are the paper's three (`PAPER_MODES`) unless the caller names others
+(`darc profile --modes`): Sentry's `progress` and `grounding` are a deviation, used only
+when asked for. Onsets of modes that are not candidates are still counted and reported
+(`other_modes_per_episode`), but never win.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from playground.run.traces import read_trace
 # The failure modes in the order ties are listed (the paper's three, then Sentry's progress and grounding); any
 # other mode a failure type or an intervention declares comes after them, by name.
 DARC_MODES = ("action_validity", "procedure_breadth", "format_precision", "progress", "grounding")
+PAPER_MODES = DARC_MODES[:3]  # the candidate modes by default
 NO_DOMINANT = "no dominant failure mode"
 PROFILE_HARNESS = "darc-profile"
 
@@ -129,6 +135,7 @@ class Diagnosis:
     why: str
     per_episode: dict[str, float]
     admissible: list[str]
+    others: dict[str, float] | None = None  # onsets per episode of the modes that were not candidates
 
 
 def mode_counts(histogram: dict[str, dict[str, int]], host: Host) -> Counter[str]:
@@ -140,26 +147,36 @@ def mode_counts(histogram: dict[str, dict[str, int]], host: Host) -> Counter[str
 
 
 def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episodes: int, host: Host,
-             env: str) -> Diagnosis:
-    """The rule diagnosis: the mode with strictly the most failure onsets per episode, or no dominant mode.
+             env: str, modes: tuple[str, ...] | None = PAPER_MODES) -> Diagnosis:
+    """The rule diagnosis: the candidate mode with strictly the most failure onsets per episode, or no dominant mode.
 
-    Every mode with an admissible intervention on `env` is reported (0 when not seen).
-    With no onsets, or a tie at the top, there is no dominant mode: `mode` is None and no
-    intervention is admissible (evaluate the whole library with `--all-interventions`).
+    The candidates are `modes` (default: the paper's three; None: every mode). Every candidate
+    with an admissible intervention on `env` is reported (0 when not seen); the onsets of other
+    modes are reported apart (`others`). With no onsets, or a tie at the top, there is no
+    dominant mode: `mode` is None and no intervention is admissible (evaluate the whole library
+    with `--all-interventions`).
     """
     sets = admissible_sets(host, env)
     counts = mode_counts(histogram, host)
-    modes = sorted(set(sets) | set(counts), key=mode_order)
-    per_episode = {mode: round(counts.get(mode, 0) / max(episodes, 1), 4) for mode in modes}
+    seen = sorted(set(sets) | set(counts), key=mode_order)
+    candidates = [mode for mode in seen if modes is None or mode in modes]
+    per_episode = {mode: round(counts.get(mode, 0) / max(episodes, 1), 4) for mode in candidates}
+    others = {mode: round(counts[mode] / max(episodes, 1), 4) for mode in seen
+              if mode not in per_episode and counts.get(mode)}
     mode = dominant(per_episode)
     ranked = sorted(per_episode, key=lambda m: (-per_episode[m], mode_order(m)))
     if mode is None:
-        if not ranked or per_episode[ranked[0]] == 0:
+        if (not ranked or per_episode[ranked[0]] == 0) and others:
+            seen_elsewhere = ", ".join(f"{m} {n}" for m, n in others.items())
+            why = (f"{NO_DOMINANT}: no failure of the candidate modes ({', '.join(candidates)}) in {episodes} "
+                   f"episodes; onsets per episode of other modes: {seen_elsewhere} (darc profile --modes all "
+                   "counts them)")
+        elif not ranked or per_episode[ranked[0]] == 0:
             why = f"{NO_DOMINANT}: no failure detected in {episodes} episodes"
         else:
             tied = [m for m in ranked if per_episode[m] == per_episode[ranked[0]]]
             why = f"{NO_DOMINANT}: {' and '.join(tied)} tie with {per_episode[ranked[0]]} onsets per episode"
-        return Diagnosis(None, why, per_episode, [])
+        return Diagnosis(None, why, per_episode, [], others)
     why = f"{mode}: {per_episode[mode]} failure onsets per episode over {episodes} episodes"
     if len(ranked) > 1:
         why += f" (next: {ranked[1]} with {per_episode[ranked[1]]})"
@@ -167,17 +184,19 @@ def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episode
         why += f"; {invalid_actions} invalid actions reached the env"
     if not sets.get(mode):
         why += f"; no intervention usable on {env} is admissible for {mode}"
-    return Diagnosis(mode, why, per_episode, list(sets.get(mode, [])))
+    return Diagnosis(mode, why, per_episode, list(sets.get(mode, [])), others)
 
 
 def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path,
-            diagnoser: Any = None) -> dict:
+            diagnoser: Any = None, modes: tuple[str, ...] | None = PAPER_MODES) -> dict:
     """Run the profiling episodes, write `out/diagnosis.json` and return its content.
 
     The rule diagnosis is always made; with a `diagnoser` (an `LLMDiagnoser`) the LLM's
     diagnosis is made too and becomes the diagnosis (`diagnoser: "llm"`); both are kept,
-    for the whole family and per failed episode (for `darc agreement`).
+    for the whole family and per failed episode (for `darc agreement`). Both choose among
+    `modes` (default: the paper's three; None: every mode).
     """
+    allowed = (lambda mode: True) if modes is None else (lambda mode: mode in modes)
     out = Path(out)
     harness = profile_harness_name(detectors)
     run_dir = out / "profile-run"
@@ -206,20 +225,24 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
                 histogram.setdefault(event["failure_type"], Counter())[label] += 1
                 onsets[host.labels.mode_of(event["failure_type"])] += 1
         episodes.append({"task_id": record["task_id"], "won": bool(record["won"]), "steps": record.get("steps", 0),
-                         "onsets": dict(sorted(onsets.items())), "rule": dominant(dict(onsets))})
+                         "onsets": dict(sorted(onsets.items())),
+                         "rule": dominant({m: n for m, n in onsets.items() if allowed(m)})})
         traces.append(events)
     plain = {t: dict(sorted(c.items())) for t, c in sorted(histogram.items())}
-    rule = diagnose(plain, invalid, len(records), host, config.env)
+    rule = diagnose(plain, invalid, len(records), host, config.env, modes)
     sets = admissible_sets(host, config.env)
+    candidates = [mode for mode in sets if allowed(mode)]
     result: dict[str, Any] = {
         "env": f"{config.env}:{config.task_set}", "split": config.split, "agent": config.agent,
         "episodes": len(records), "success_rate": summary["harnesses"][harness]["success_rate"],
         "detectors": detectors, "histogram": plain, "invalid_actions": invalid,
-        "modes_per_episode": rule.per_episode, "diagnoser": "rule", "mode": rule.mode, "why": rule.why,
+        "candidate_modes": list(modes) if modes is not None else "all",
+        "modes_per_episode": rule.per_episode, "other_modes_per_episode": rule.others or {},
+        "diagnoser": "rule", "mode": rule.mode, "why": rule.why,
         "admissible_interventions": rule.admissible, "admissible_sets": sets,
         "rule": {"mode": rule.mode, "why": rule.why}, "per_episode": episodes}
     if diagnoser is not None:
-        llm = diagnoser.diagnose_family(list(sets), [(e, t) for e, t in zip(episodes, traces) if not e["won"]])
+        llm = diagnoser.diagnose_family(candidates, [(e, t) for e, t in zip(episodes, traces) if not e["won"]])
         for episode, verdict in zip([e for e in episodes if not e["won"]], llm["per_episode"]):
             episode["llm"] = verdict["mode"]
             episode["llm_verdict"] = {"reason": verdict["reason"], "why": verdict["why"]}
