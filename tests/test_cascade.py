@@ -226,3 +226,36 @@ def test_playground_harnesses_lists_a_registered_cascade(capsys, monkeypatch):
     assert main(["harnesses"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("three-trials"))
     assert "cascade: quit-and-record -> quit-and-record -> quit-and-record, until env:won" in line
+
+
+def test_compare_sets_a_cascade_pass_at_l_beside_the_other_sides_pass_at_1_and_pass_at_l(host, tmp_path, capsys):
+    """Issue 37: a cascade's success is a pass@L; compare says so and gives the single-attempt side the same budget."""
+    host.harnesses.add("cascade", HarnessSpec("cascade", cascade=("quit-after-2", "let-play")))
+    host.harnesses.add("quitter", HarnessSpec("quitter", ("quit-after-3",)))
+    for trials, out in ((1, tmp_path / "one"), (2, tmp_path / "two")):
+        run(host, RunConfig(env="tiny", task_set="default", split="test", tasks=TASKS, agent="expert",
+                            harnesses=["quitter", "cascade"], out=str(out), trials=trials, strict=True))
+    from playground.run.deployment import deployment
+    from playground.run.rundir import load_records
+
+    records = load_records(tmp_path / "two")
+    view = deployment("quitter", [r for r in records if r["harness"] == "quitter"],
+                      "cascade", [r for r in records if r["harness"] == "cascade"])
+    assert view["cascade"]["budget"] == 2 and view["cascade"]["pass_at_budget"] == 1.0
+    assert view["cascade"]["attempts_per_task"] == 2.0 and view["cascade"]["steps_per_task"] > 2  # 2, then a win
+    assert view["single"]["pass_at_1"] == 0.0 and view["single"]["pass_at_budget"] == 0.0
+    assert view["grade_verifier"]
+
+    code = main(["compare", str(tmp_path / "two"), str(tmp_path / "two"), "--harness-a", "quitter",
+                 "--harness-b", "cascade", "--resamples", "100"])
+    out = capsys.readouterr().out
+    assert code == 0 and "L = 2 attempts" in out and "pass@2 1.000" in out and "pass@1 0.000" in out
+    assert "pass@2 0.000" in out and "benchmark's own grade" in out
+    code = main(["compare", str(tmp_path / "one"), str(tmp_path / "one"), "--harness-a", "quitter",
+                 "--harness-b", "cascade", "--resamples", "100", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["attempt_budget"]["single"]["pass_at_budget"] is None
+    assert "--trials 2" in result["attempt_budget"]["single"]["why_no_pass_at_budget"]
+    code = main(["compare", str(tmp_path / "one"), str(tmp_path / "one"), "--harness-a", "quitter",
+                 "--harness-b", "quitter", "--resamples", "100", "--json"])
+    assert json.loads(capsys.readouterr().out)["attempt_budget"] is None

@@ -21,7 +21,9 @@ from playground.cli.options import CLIError
 def compare_command(run_a: str, run_b: str, harness_a: str | None, harness_b: str | None, group_key: str | None,
                     resamples: int, seed: int, as_json: bool) -> None:
     """Paired per-task comparison of two runs (or two harnesses of one run): bootstrap CIs, McNemar, Holm; whether
-    the success difference exceeds the runs' noise floor (with --trials); a warning when their locks differ."""
+    the success difference exceeds the runs' noise floor (with --trials); a warning when their locks differ; and,
+    when one side is a cascade, its attempts and cost with both sides' pass@L."""
+    from playground.run.deployment import deployment, format_deployment
     from playground.run.stats import ComparisonError, compare, format_comparison, split_by_harness
 
     records_a = _harness_records(run_a, harness_a, split_by_harness)
@@ -35,10 +37,12 @@ def compare_command(run_a: str, run_b: str, harness_a: str | None, harness_b: st
     for line in _lock_warnings(run_a, run_b):
         click.echo(f"warning: {line}", err=True)
     noise = noise_verdict(records_a, records_b, result.metric("success").diff, seed)
+    budget = deployment(result.label_a, records_a, result.label_b, records_b)
     if as_json:
-        click.echo(json.dumps({**result.to_dict(), "noise": noise}, indent=2))
+        click.echo(json.dumps({**result.to_dict(), "noise": noise, "attempt_budget": budget}, indent=2))
     else:
-        click.echo(format_comparison(result) + "\n" + noise["text"])
+        click.echo(format_comparison(result) + "\n" + noise["text"]
+                   + (f"\n{format_deployment(budget)}" if budget is not None else ""))
 
 
 def noise_verdict(records_a: list[dict], records_b: list[dict], diff: float, seed: int = 0) -> dict:

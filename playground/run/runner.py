@@ -600,6 +600,7 @@ def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
         merged["response_cache"] = cache
     merged["trace"] = attempts[0]["trace"]
     merged["verifier"] = spec.verifier
+    merged["cascade_length"] = len(spec.attempts)
     merged["attempts"] = [{"interventions": list(names), "won": a["won"], "status": a["status"], "steps": a["steps"],
                            "cost": a["cost"], "trace": a["trace"]} for names, a in zip(spec.attempts, attempts)]
     return merged

@@ -6,6 +6,9 @@ seed (`runner.episode_seed`). From the episode records of one harness:
 - pass^k: the chance that k trials of a task drawn at random all succeed, averaged over
   tasks: for a task with n trials and c successes, C(c, k) / C(n, k) (the unbiased
   estimate; pass^1 is the success rate).
+- pass@k: the chance that at least one of k trials drawn at random succeeds,
+  1 - C(n - c, k) / C(n, k) (the unbiased estimate of Chen et al. 2021): what a deployment
+  that may retry k times and knows when it has succeeded would solve.
 - flip rate of a task: the share of its pairs of trials whose outcomes differ,
   c (n - c) / C(n, 2): 0 when every trial agrees, at most about 0.5.
 - noise floor: the success difference two identical configurations show. The trials are
@@ -45,6 +48,12 @@ def outcomes_by_task(records: Iterable[Mapping[str, Any]]) -> dict[str, list[boo
 def pass_hat_k(outcomes: Mapping[str, list[bool]], k: int) -> float | None:
     """pass^k over the tasks with at least k trials (None when none has)."""
     values = [math.comb(sum(o), k) / math.comb(len(o), k) for o in outcomes.values() if len(o) >= k]
+    return sum(values) / len(values) if values else None
+
+
+def pass_at_k(outcomes: Mapping[str, list[bool]], k: int) -> float | None:
+    """pass@k over the tasks with at least k trials (None when none has)."""
+    values = [1 - math.comb(len(o) - sum(o), k) / math.comb(len(o), k) for o in outcomes.values() if len(o) >= k]
     return sum(values) / len(values) if values else None
 
 
