@@ -105,14 +105,17 @@ def test_finish_and_token_accounting_reach_the_summary(tmp_path):
     assert base["statuses"] == {"stopped": 2}
 
 
-def test_a_dead_endpoint_errors_the_episode_not_the_run(tmp_path):
+def test_a_dead_endpoint_leaves_the_episode_unfinished_not_the_run_down(tmp_path):
     with ScriptedChatServer() as server:
         url = server.base_url
-    summary = run(Host().load(), RunConfig(
-        env="tiny", task_set="default", split="test", tasks=["tiny-20000", "tiny-20001"], agent="llm",
-        harnesses=["base"], out=str(tmp_path / "run"),
-        agent_options={"base_url": url, "model": "m", "retries": 0, "timeout": 2.0}))
-    assert summary["harnesses"]["base"]["errors"] == 2
+    config = RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-20000", "tiny-20001"], agent="llm",
+                       harnesses=["base"], out=str(tmp_path / "run"),
+                       agent_options={"base_url": url, "model": "m", "retries": 0, "timeout": 2.0})
+    summary = run(Host().load(), config)
+    assert summary["unfinished"] == 2 and summary["harnesses"]["base"]["episodes"] == 0
+    assert not (tmp_path / "run" / "episodes.jsonl").exists() and (tmp_path / "run" / "unfinished.jsonl").exists()
+    config.out, config.record_errors = str(tmp_path / "recorded"), True  # as it ended, when asked for
+    assert run(Host().load(), config)["harnesses"]["base"]["errors"] == 2
 
 
 def _looping_model(body: dict) -> str:

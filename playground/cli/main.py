@@ -113,7 +113,16 @@ def run_command(harnesses, out, playbook, workers, executor, address, repair, tr
         raise
     click.echo(format_table(summary))
     click.echo(f"summary: {Path(config.out) / 'summary.json'}", err=True)
+    if summary.get("unfinished"):
+        why = "the run stopped after errors in a row; " if summary.get("stopped_by_breaker") else ""
+        click.echo(f"unfinished: {summary['unfinished']} episode(s) ended in an error and were not recorded "
+                   f"({why}see {Path(config.out) / 'unfinished.jsonl'}); fix the cause and rerun the same command to "
+                   "play them and whatever is left", err=True)
+        raise click.exceptions.Exit(UNFINISHED_EXIT)
 
+
+
+UNFINISHED_EXIT = 3  # the run ended with episodes left unfinished (errors outside the agent): rerun to finish
 
 
 @cli.group("envs", invoke_without_command=True)
@@ -249,8 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         command = next((arg for arg in args if not arg.startswith("-")), None)
         if command not in cli.commands:  # a plugin's command, or a listing: load the plugins' commands first
             get_host().add_commands(cli)
-        cli.main(args=argv, prog_name="playground", standalone_mode=False)
-        return 0
+        code = cli.main(args=argv, prog_name="playground", standalone_mode=False)
+        # without standalone mode click returns the exit code of a `click.exceptions.Exit` a command raised
+        return code if isinstance(code, int) and not isinstance(code, bool) else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:

@@ -119,6 +119,11 @@ def episode_options(command=None, *, split: bool = True):
         click.option("--max-steps", type=click.IntRange(min=1), default=None,
                      help=f"step budget per episode [default: the task set's, else {DEFAULT_MAX_STEPS}]"),
         click.option("--strict", is_flag=True, help="stop at the first plugin, env or agent error"),
+        click.option("--record-errors", is_flag=True,
+                     help="record an episode that ends in an error as it ended [default: leave it unfinished, logged "
+                          "in unfinished.jsonl, for the next run to play again]"),
+        click.option("--max-consecutive-errors", type=click.IntRange(min=0), default=5, show_default=True,
+                     help="stop handing out work after this many episodes in a row end in an error (0: never)"),
         click.option("--quiet", is_flag=True, help="no progress bar"),
     ]
     for option in reversed(options):
@@ -128,7 +133,7 @@ def episode_options(command=None, *, split: bool = True):
 
 def make_config(host, harnesses, out: str | None, playbook: str | None, *, env_name, agent, agent_options,
                 llm_base_url, model, params, episodes, split, seed, max_steps, strict, quiet,
-                trials: int = 1) -> RunConfig:
+                trials: int = 1, record_errors: bool = False, max_consecutive_errors: int = 5) -> RunConfig:
     """Build and check a RunConfig from the command line; CLIError names what is wrong. Without `out`, the run
     directory is named by the settings (`default_run_dir`)."""
     if env_name is not None and not env_name.strip():
@@ -146,7 +151,8 @@ def make_config(host, harnesses, out: str | None, playbook: str | None, *, env_n
                            harnesses=list(dict.fromkeys(harnesses)), out=out or "", seed=seed,
                            max_steps=max_steps or default_max_steps(host, env, task_set),
                            agent_options=_agent_options(defaults, agent_options, llm_base_url, model),
-                           params=parse_pairs(params, "--param"), playbook=playbook, strict=strict, trials=trials)
+                           params=parse_pairs(params, "--param"), playbook=playbook, strict=strict, trials=trials,
+                           record_errors=record_errors, max_consecutive_errors=max_consecutive_errors)
         if out is None:  # named by its settings, so the same bare command finds its run again and resumes it
             config.out = default_run_dir(config)
         check_config(host, config)

@@ -26,6 +26,7 @@ import fcntl
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from playground.run.files import atomic_write_text, confined, safe_file_name
 from playground.run.traces import json_line
 
 QUARANTINE = "episodes.quarantine.jsonl"
+UNFINISHED = "unfinished.jsonl"  # episodes that ended in an error, left for the next run to play again
 # Fields every episode record has, and the types of the optional ones the reports read.
 RECORD_TEXT_FIELDS = ("key", "harness", "task_id", "status")
 RECORD_NUMBER_FIELDS = ("steps", "invalid_actions", "detected_failures", "verified_recoveries",
@@ -149,6 +151,14 @@ class RunDir:
             os.fsync(f.fileno())
         self.records[record["key"]] = record
 
+    def note_unfinished(self, record: dict[str, Any]) -> None:
+        """Log an episode that ended in an error and is left unfinished (unfinished.jsonl; the next run replays it)."""
+        entry = {"key": record["key"], "harness": record.get("harness"), "task_id": record.get("task_id"),
+                 "trial": record.get("trial", 1), "error": record.get("error"), "trace": record.get("trace"),
+                 "t": time.time()}
+        with open(self.path / UNFINISHED, "a", encoding="utf-8") as f:
+            f.write(json_line(entry))
+
     def write_summary(self, summary: dict[str, Any]) -> Path:
         """Write summary.json atomically and return its path."""
         path = self.path / "summary.json"
@@ -181,7 +191,7 @@ def _safe(name: str) -> str:
 # What a run directory holds from its first moment (.lock) on; a folder with none of them is not a run.
 # A folder that holds only `playbooks/` is a run being set up (a command that puts the playbooks in first).
 RUN_MARKERS = (".lock", "config.json", "episodes.jsonl", "lock.json", "summary.json", "traces", "playbooks",
-               QUARANTINE)
+               QUARANTINE, UNFINISHED)
 
 
 def _check_new_empty_or_run(path: Path) -> None:

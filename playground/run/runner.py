@@ -21,7 +21,7 @@ from collections import Counter
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from playground.agents.base import bind_env
 from playground.agents.client import judge_calls_reported
@@ -71,6 +71,10 @@ class RunConfig:
     playbook: str | None = None
     strict: bool = False
     trials: int = 1  # each task is played this many times per harness, trial N with its own derived seed
+    # An episode that ends in an error (the endpoint, the disk, the env or a plugin failed: never the agent's own
+    # outcome) is left unfinished, for the next run to play again, unless `record_errors` records it as it ended.
+    record_errors: bool = False
+    max_consecutive_errors: int = 5  # the circuit breaker: stop handing out work after this many in a row (0: never)
 
 
 def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None, count: int | None):
@@ -358,17 +362,57 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                         pending.append(Job(harness, task_id, trial))
         discard_unfinished(host, config, run_id, pending)
         work = RunWork(config, run_id, str(rundir.path), header_base)
-        for record in chosen.play(host, work, pending):
-            rundir.record(record)
-            notify(record["key"], record)
+        unfinished = _play_and_record(host, config, run_id, rundir, chosen.play(host, work, pending), notify)
         summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],
                                 rundir.records.values())
-        summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps)
+        summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps,
+                       unfinished=len(unfinished.keys), unfinished_keys=unfinished.keys,
+                       stopped_by_breaker=unfinished.stopped)
         rundir.write_summary(summary)
         write_lock(rundir.path, finish_lock(lock, host, rundir.records.values()), previous_lock)
         return summary
     finally:
         rundir.close()
+
+
+@dataclass
+class Unfinished:
+    """The episodes a run left unfinished (ended in an error, not recorded) and whether its breaker stopped it."""
+
+    keys: list[str] = field(default_factory=list)
+    stopped: bool = False
+
+
+def _play_and_record(host: Host, config: RunConfig, run_id: str, rundir: RunDir, records: Iterator[dict],
+                     notify: Callable[[str, dict | None], None]) -> Unfinished:
+    """Record each finished episode as it comes. An episode that ended in an error is not recorded (unless
+    `config.record_errors`): it is logged to unfinished.jsonl, its playbook writes are taken back as a killed
+    episode's are, and the next run plays it again. After `config.max_consecutive_errors` such episodes in a row
+    (an endpoint or a disk that stays down) no more work is handed out."""
+    unfinished, streak = Unfinished(), 0
+    try:
+        for record in records:
+            if record.get("status") != "error" or config.record_errors:
+                streak = 0
+                rundir.record(record)
+                notify(record["key"], record)
+                continue
+            streak += 1
+            unfinished.keys.append(record["key"])
+            rundir.note_unfinished(record)
+            discard_unfinished(host, config, run_id, [Job(record["harness"], record["task_id"],
+                                                          int(record.get("trial") or 1))])
+            notify(f"{record['key']} unfinished: {record.get('error')}", None)
+            if config.max_consecutive_errors and streak >= config.max_consecutive_errors:
+                unfinished.stopped = True
+                notify(f"stopped: {streak} episodes in a row ended in an error (the last: {record.get('error')}); "
+                       "nothing more is played. Fix the cause and rerun the same command", None)
+                break
+    finally:
+        close = getattr(records, "close", None)
+        if close is not None:
+            close()  # an executor stops its workers and threads when its generator is closed
+    return unfinished
 
 
 def discard_unfinished(host: Host, config: RunConfig, run_id: str, pending: list[Job]) -> None:
