@@ -12,6 +12,7 @@ same way whatever played them.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import threading
@@ -37,7 +38,7 @@ from playground.run.executors import Executor, Job, make_executor
 from playground.run.files import confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
 from playground.run.report import EpisodeTally, merge_cache_use, merge_failures, merge_judge_replies, summarise_run
-from playground.run.rundir import QUARANTINE, RunDir, episode_key, trace_path
+from playground.run.rundir import QUARANTINE, RunDir, RunDirError, episode_key, trace_path
 from playground.run.secrets import redact, redact_text
 from playground.run.traces import TraceWriter
 
@@ -50,6 +51,7 @@ class AgentUnavailable(RunConfigError):
     """The agent's factory refused its options or cannot start here (e.g. a missing optional package)."""
 
 
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a write failed for want of space: a named error, not a traceback
 DEFAULT_MAX_STEPS = 40  # the step budget of a task set that sets none (`TaskSet.default_max_steps`)
 
 
@@ -336,9 +338,15 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         if differences:
             raise LockError(f"this run's lock differs from the one given in what matters ({len(differences)} "
                             "field(s)); refusing to run:\n  " + "\n  ".join(differences))
-    rundir = RunDir(config.out,
-                    redact(asdict(config)) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
-                    repair=repair)
+    try:
+        rundir = RunDir(config.out,
+                        redact(asdict(config)) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
+                        repair=repair)
+    except OSError as exc:
+        if exc.errno in DISK_FULL:
+            raise RunDirError(f"{config.out}: the disk is full ({exc.filename or exc.strerror}); nothing was played. "
+                              "Free some space and rerun the same command") from None
+        raise
     run_id = rundir.config["run_id"]
     notify = progress or (lambda message, record: None)
     if rundir.quarantined:
@@ -371,6 +379,12 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         rundir.write_summary(summary)
         write_lock(rundir.path, finish_lock(lock, host, rundir.records.values()), previous_lock)
         return summary
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        raise RunDirError(f"{config.out}: the disk is full ({exc.filename or exc.strerror}); the "
+                          f"{len(rundir.records)} episode(s) recorded in episodes.jsonl are kept, and an episode "
+                          "cut short is played again. Free some space and rerun the same command") from None
     finally:
         rundir.close()
 

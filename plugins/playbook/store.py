@@ -1007,12 +1007,17 @@ def _create_complete(path: Path) -> None:
     try:
         db = sqlite3.connect(temporary, isolation_level=None)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            # A rollback journal, not WAL: the commit writes the tables into the file itself and fails loudly on a
+            # full disk. (In WAL mode they would sit in the -wal file until a checkpoint at close, which can fail
+            # silently, and only the main file is linked into place.) Opening the playbook turns WAL on.
+            db.execute("PRAGMA journal_mode=DELETE")
             db.execute("BEGIN IMMEDIATE")
             _create_schema(db)
             db.execute("COMMIT")
+            if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("the new file does not read back whole")
         finally:
-            db.close()  # the last connection: its write-ahead log is checkpointed into the file and removed
+            db.close()
         try:
             os.link(temporary, path)
         except FileExistsError:
