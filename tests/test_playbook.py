@@ -626,3 +626,17 @@ def test_an_empty_file_left_by_an_older_version_becomes_a_playbook(tmp_path):
     path.write_bytes(b"")
     with Playbook(path) as playbook:
         assert len(playbook) == 0
+
+
+def test_a_lone_surrogate_in_a_lesson_file_is_a_named_bad_line_and_no_playbook_is_made(tmp_path, capsys):
+    """Issue 38: it used to raise UnicodeEncodeError from the insert and leave an empty playbook behind."""
+    from tests.conftest import cli
+
+    source = tmp_path / "lessons.jsonl"
+    good = {"failure_type": "progress", "labels": ["planning_stall"], "trigger": "stuck", "principle": "do x"}
+    source.write_text(json.dumps(good) + "\n" + json.dumps({**good, "trigger": "when \udc80 stuck"}) + "\n")
+    with pytest.raises(PlaybookImportError) as caught:
+        playbook_io.read_jsonl(source)
+    assert caught.value.problems == ["line 2: 'trigger' holds a lone surrogate ('\\udc80'): not valid Unicode"]
+    code, _, err = cli(capsys, "playbook", "import", str(tmp_path / "pb.db"), str(source))
+    assert code == 2 and "lone surrogate" in err and not (tmp_path / "pb.db").exists()

@@ -164,6 +164,18 @@ def _type_problems(record: dict) -> list[str]:
     problems += _created_at_problems(record.get("created_at", 0.0))
     for name in COUNTERS:
         problems += counter_problems(name, record.get(name, 0))
+    problems += _surrogate_problems(record)
+    return problems
+
+
+def _surrogate_problems(record: dict) -> list[str]:
+    """A lone surrogate (JSON's "\\udc80", never valid Unicode) in any text of the record: SQLite cannot store it."""
+    problems = []
+    for name in ("failure_type", "trigger", "principle", "subtype", "labels", "provenance"):
+        text = json.dumps(record.get(name), ensure_ascii=False, default=str)
+        surrogate = next((i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff"), None)
+        if surrogate is not None:
+            problems.append(f"{name!r} holds a lone surrogate ({ascii(text[surrogate])}): not valid Unicode")
     return problems
 
 
