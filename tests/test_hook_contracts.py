@@ -136,3 +136,41 @@ def test_rollback_to_a_step_without_checkpoint_is_the_plugins_error():
         play(tiny_env(), ScriptedAgent(), plugins=[RollbackToNowhere()], task="tiny-5", max_steps=5)
     result = play(tiny_env(), ScriptedAgent(), plugins=[RollbackToNowhere()], task="tiny-5", max_steps=5, strict=False)
     assert result.result.status == "error" and "no checkpoint" in result.result.error
+
+
+class _WrongDecision:
+    @hookimpl
+    def decide_intervention(self, context, proposal, detections):
+        return "not a decision"
+
+
+class _WrongNotes:
+    @hookimpl
+    def agent_notes(self, context):
+        return 42
+
+
+class _WrongDetections:
+    @hookimpl
+    def detect_failures(self, context, proposal):
+        return ["nope"]
+
+
+class _WrongActions:
+    @hookimpl
+    def agent_actions(self, context):
+        return ("look", 3)
+
+
+@pytest.mark.parametrize("plugin, hook, why", [
+    (_WrongDecision(), "decide_intervention", "returned str, expected a Decision or None"),
+    (_WrongNotes(), "agent_notes", "returned int among its results, expected strings or None"),
+    (_WrongDetections(), "detect_failures", "returned str among its results, expected Detections or None"),
+    (_WrongActions(), "agent_actions", "something other than action strings"),
+])
+def test_a_hook_returning_the_wrong_type_is_a_fault_of_that_plugin(plugin, hook, why):
+    """Issue 38: a wrong return type used to escape as a bare TypeError, blamed on "episode setup"."""
+    result = play(tiny_env(), ScriptedAgent(["look"] * 3), plugins=[plugin], strict=False)
+    assert result.result.status == "error"
+    assert result.result.error.startswith(f"plugin 'plugin0' raised in hook {hook!r}: TypeError: ")
+    assert why in result.result.error

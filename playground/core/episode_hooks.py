@@ -15,6 +15,37 @@ from playground.core.plugin_manager import implemented_hooks, new_plugin_manager
 OBSERVER_HOOKS = frozenset({"episode_started", "step_completed", "episode_finished"})
 
 
+def _returns() -> dict[str, tuple[tuple[type, ...], str]]:
+    """What each runtime hook may return (besides None), per item for the fan-out hooks, as the hookspecs say."""
+    from playground.core.payloads import Decision, Detection, Verification
+
+    return {"decide_intervention": ((Decision,), "a Decision"), "want_checkpoint": ((bool,), "true or false"),
+            "agent_actions": ((list, tuple), "a list of actions"), "detect_failures": ((Detection,), "Detections"),
+            "verify_recovery": ((Verification,), "Verifications"), "verify_at_end": ((Verification,), "Verifications"),
+            "agent_notes": ((str,), "strings")}
+
+
+FAN_OUT = frozenset({"detect_failures", "verify_recovery", "verify_at_end", "agent_notes"})
+
+
+def _wrong_result(hook: str, result: Any) -> str | None:
+    """Why `result` is not what `hook` may return, or None when it is."""
+    expected = _returns().get(hook)
+    if expected is None or result is None:
+        return None
+    types, what = expected
+    if hook == "agent_actions" and isinstance(result, types) and not all(isinstance(a, str) for a in result):
+        return "returned a list holding something other than action strings"
+    if hook not in FAN_OUT:
+        return None if isinstance(result, types) else f"returned {type(result).__name__}, expected {what} or None"
+    for item in result:  # pluggy's list: one entry per plugin that answered
+        items = item if isinstance(item, (list, tuple)) else [item]
+        bad = next((x for x in items if x is not None and not isinstance(x, types)), None)
+        if bad is not None:
+            return f"returned {type(bad).__name__} among its results, expected {what} or None"
+    return None
+
+
 class PluginError(PlaygroundError):
     """A plugin raised inside a runtime hook; names the plugin and the hook."""
 
@@ -50,12 +81,19 @@ class EpisodeHooks:
 
     def call(self, hook: str, **kwargs: Any) -> Any:
         """Call `hook`; an exception, or a `sys.exit()` inside a plugin, is re-raised as a PluginError naming the
-        plugin (Ctrl-C still stops the run)."""
+        plugin (Ctrl-C still stops the run). So is a result of the wrong type (`RETURNS`), naming the plugin that
+        implements the hook (or, when several do, each of them)."""
         caller = getattr(self.pm.hook, hook)
         try:
-            return caller(**kwargs)
+            result = caller(**kwargs)
         except (Exception, SystemExit) as exc:
             raise PluginError(self._culprit(caller, exc), hook, exc) from exc
+        wrong = _wrong_result(hook, result)
+        if wrong is not None:
+            names = [impl.plugin_name for impl in reversed(caller.get_hookimpls())]
+            culprit = names[0] if len(names) == 1 else "one of " + ", ".join(names)
+            raise PluginError(culprit, hook, TypeError(wrong))
+        return result
 
     def _culprit(self, caller, exc: BaseException) -> str:
         codes = {impl.function.__code__: impl.plugin_name for impl in caller.get_hookimpls()
