@@ -34,7 +34,7 @@ def _wrong_result(hook: str, result: Any) -> str | None:
     if expected is None or result is None:
         return None
     types, what = expected
-    if hook == "agent_actions" and isinstance(result, types) and not all(isinstance(a, str) for a in result):
+    if hook == "agent_actions" and isinstance(result, (list, tuple)) and not all(isinstance(a, str) for a in result):
         return "returned a list holding something other than action strings"
     if hook not in FAN_OUT:
         return None if isinstance(result, types) else f"returned {type(result).__name__}, expected {what} or None"
