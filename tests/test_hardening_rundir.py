@@ -72,10 +72,25 @@ def test_a_bad_config_is_named_with_how_to_recover(capsys, run_dir, content):
 
 
 def test_a_run_resumed_after_moving_a_bad_config_away_completes(capsys, run_dir):
+    run_id = json.loads((run_dir / "config.json").read_text())["run_id"]
     (run_dir / "config.json").write_text("[]")
     (run_dir / "config.json").rename(run_dir / "config.json.bad")
     code, _, err = cli(capsys, *RUN, "--out", str(run_dir))
     assert code == 0, err
+    # Issue 38: the run keeps the id its records carry, so a replayed episode's lessons are still taken back
+    assert json.loads((run_dir / "config.json").read_text())["run_id"] == run_id
+
+
+def test_the_run_id_is_found_in_the_traces_when_no_record_holds_it(capsys, run_dir):
+    from playground.run.rundir import run_id_in_files
+
+    run_id = json.loads((run_dir / "config.json").read_text())["run_id"]
+    (run_dir / "config.json").unlink()
+    (run_dir / "episodes.jsonl").unlink()  # as after a kill before the first record
+    assert run_id_in_files(run_dir) == run_id
+    code, _, err = cli(capsys, *RUN, "--out", str(run_dir))
+    assert code == 0, err
+    assert json.loads((run_dir / "config.json").read_text())["run_id"] == run_id
 
 
 def test_episodes_jsonl_that_is_a_folder_is_named(capsys, tmp_path):

@@ -118,6 +118,10 @@ class RunDir:
                       "trials": max(_trials(old), _trials(config))}
             if old.get("run_id"):  # the run's identity survives resumes (lessons are keyed by it)
                 config["run_id"] = old["run_id"]
+        elif (found := run_id_in_files(self.path)) is not None:
+            # config.json was moved away (as a damaged one is advised to be): the run keeps the id its episodes and
+            # lessons carry, so an unfinished episode's lessons are still taken back when it is replayed
+            config = {**config, "run_id": found}
         atomic_write_text(path, json.dumps(config, indent=2, default=str) + "\n")
         return config
 
@@ -260,6 +264,26 @@ def record_problem(record: Any) -> str | None:
         return f"'trial' must be a whole number from 1, got {record['trial']!r}"
     if "trace" in record and not isinstance(record["trace"], str):
         return "'trace' must be a string"
+    return None
+
+
+def run_id_in_files(run_path: Path) -> str | None:
+    """The run id a run directory's records or trace headers carry (None when it has neither)."""
+    episodes = run_path / "episodes.jsonl"
+    if episodes.is_file():
+        records, _ = read_episodes(episodes)
+        for record in records:
+            episode = record.get("episode_id")
+            if isinstance(episode, str) and ":" in episode:
+                return episode.split(":", 1)[0]
+    for trace in sorted((run_path / "traces").glob("*/*.jsonl")):
+        try:
+            with open(trace, encoding="utf-8") as handle:
+                header = json.loads(handle.readline() or "{}")
+        except (OSError, ValueError):
+            continue
+        if isinstance(header, dict) and isinstance(header.get("run_id"), str) and header["run_id"]:
+            return header["run_id"]
     return None
 
 
