@@ -286,6 +286,8 @@ def test_change_log_records_every_change(book, tmp_path):
     book.retrieve("progress", [LOOP])  # retrievals are counted, not logged
     path = tmp_path / "out.jsonl"
     book.export_jsonl(path)
+    exported = json.loads(path.read_text())
+    path.write_text(json.dumps({**exported, "principle": exported["principle"] + "!"}) + "\n")  # a near-duplicate
     book.import_jsonl(path)
     book.merge()
     book.prune(max_count=0)

@@ -30,8 +30,10 @@ def test_retrieve_explains_its_choice(capsys, tmp_path):
 
 def test_stats_show_export_import_log(capsys, tmp_path):
     path = _playbook(tmp_path)
-    code, out, _ = cli(capsys, "playbook", "stats", str(path))
+    code, out, _ = cli(capsys, "playbook", "stats", str(path), "--json")
     assert code == 0 and json.loads(out)["count"] == 3
+    code, out, _ = cli(capsys, "playbook", "stats", str(path))
+    assert code == 0 and "3 lessons" in out and "progress/repetition_or_looping" in out
     code, out, _ = cli(capsys, "playbook", "show", str(path), "--type", "grounding")
     assert code == 0 and "names unseen things" in out and "repeats look" not in out
     exported = tmp_path / "out.jsonl"
@@ -39,6 +41,8 @@ def test_stats_show_export_import_log(capsys, tmp_path):
     copy = tmp_path / "copy.sqlite"
     code, out, _ = cli(capsys, "playbook", "import", str(copy), str(exported))
     assert code == 0 and "imported 3" in out
+    code, out, _ = cli(capsys, "playbook", "import", str(copy), str(exported))  # issue 44: a no-op the second time
+    assert code == 0 and "imported 0 lessons" in out and "3 already in the playbook" in out
     code, out, _ = cli(capsys, "playbook", "log", str(copy))
     assert code == 0 and len(out.splitlines()) == 3
 
@@ -64,3 +68,21 @@ def test_bad_input_is_one_line_exit_2_and_leaves_files_alone(capsys, tmp_path):
     assert code == 2 and "needs at least one" in err
     with Playbook(path) as pb:
         assert len(pb) == 3
+
+
+def test_merge_dry_run_lists_what_it_would_collapse_and_changes_nothing(capsys, tmp_path):
+    """Issue 44: merge at its default similarity once collapsed 220 lessons into 4 with no preview."""
+    path = tmp_path / "pb.sqlite"
+    with Playbook(path) as pb:
+        pb.add("progress", ["repetition_or_looping"], "repeats look", "do something new")
+        pb.add("progress", ["repetition_or_looping"], "repeats look", "do something new!")
+        pb.add("progress", ["repetition_or_looping"], "opens the fridge", "take the apple out first")
+    code, out, _ = cli(capsys, "playbook", "merge", str(path), "--dry-run")
+    assert code == 0 and "#2 -> #1" in out and "would merge away 1 of 3 lessons (nothing changed)" in out
+    with Playbook(path, read_only=True) as pb:
+        assert len(pb) == 3
+    code, out, _ = cli(capsys, "playbook", "merge", str(path))
+    assert code == 0 and "merged away 1" in out
+    code, out, _ = cli(capsys, "playbook", "log", str(path))
+    merged = [json.loads(line) for line in out.splitlines() if json.loads(line)["op"] == "merge"]
+    assert merged and merged[0]["details"]["lesson"]["principle"] == "do something new!"  # recoverable

@@ -21,7 +21,7 @@ def test_a_shipped_playbook_imports_whole_and_is_documented(capsys, tmp_path, pa
     code, out, err = cli(capsys, "playbook", "import", str(target), str(path))
     assert code == 0, err
     assert f"imported {len(lessons)} lessons" in out
-    code, out, err = cli(capsys, "playbook", "stats", str(target))
+    code, out, err = cli(capsys, "playbook", "stats", str(target), "--json")
     assert code == 0 and json.loads(out)["count"] == len(lessons)
     readme = (PLAYBOOKS / "README.md").read_text()
     assert f"## {path.name}" in readme, f"{path.name} has no provenance section in playbooks/README.md"

@@ -42,10 +42,25 @@ def playbook_group() -> None:
 
 @playbook_group.command("stats")
 @click.argument("path")
-def stats_command(path: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="print the counts as JSON")
+def stats_command(path: str, as_json: bool) -> None:
     """Counts by failure type and label, and counter totals."""
     with _open(path, read_only=True) as playbook:
-        click.echo(json.dumps(playbook.stats(), indent=2))
+        stats = playbook.stats()
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+        return
+    counters = stats["counters"]
+    click.echo(visible(f"{stats['path']}: {stats['count']} lessons, {stats['changes']} changes logged; "
+                       f"retrieved {counters['retrieved']}, verified {counters['verified']}, "
+                       f"helped {counters['helped']}"))
+    rows = [(failure_type, label, count) for failure_type, labels in stats["by_label"].items()
+            for label, count in labels.items()]
+    if rows:
+        width = max(len(f"{t}/{label}") for t, label, _ in rows)
+        click.echo(f"{'failure type/label':<{width}}  lessons")
+        for failure_type, label, count in rows:
+            click.echo(visible(f"{failure_type + '/' + label:<{width}}  {count:>7}"))
 
 
 @playbook_group.command("show")
@@ -136,17 +151,29 @@ def import_command(path: str, source: str, fmt: str, strict: bool) -> None:
     for problem in report.skipped:
         click.echo(f"warning: {source}: {problem} (skipped)", err=True)
     skipped = f" ({len(report.skipped)} line(s) skipped)" if report.skipped else ""
-    click.echo(f"imported {report.imported} lessons from {source}{skipped}")
+    held = f"; {report.already_held} already in the playbook, not added again" if report.already_held else ""
+    click.echo(f"imported {report.imported} lessons from {source}{skipped}{held}")
 
 
 @playbook_group.command("merge")
 @click.argument("path")
 @click.option("--similarity", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True)
-def merge_command(path: str, similarity: float) -> None:
-    """Merge near-duplicate lessons (same type and labels, similar text)."""
+@click.option("--dry-run", is_flag=True, help="list what would be merged into what, and change nothing")
+def merge_command(path: str, similarity: float, dry_run: bool) -> None:
+    """Merge near-duplicate lessons (same type and labels, similar text). Each lesson merged away keeps its full
+    record in the change log (`playground playbook log PATH`), from which it can be imported again."""
+    if dry_run:
+        with _open(path, read_only=True) as playbook:
+            plan = playbook.merge_plan(similarity)
+            lessons = {lesson.id: lesson for lesson in playbook.all()}
+        for duplicate, keep, ratio in plan:
+            click.echo(f"#{duplicate} -> #{keep} (similarity {ratio:.2f})\n   {_lesson_line(lessons[duplicate])}\n"
+                       f"   into {_lesson_line(lessons[keep])}")
+        click.echo(f"would merge away {len(plan)} of {len(lessons)} lessons (nothing changed)")
+        return
     with _open(path) as playbook:
         removed = playbook.merge(similarity)
-    click.echo(f"merged away {removed} near-duplicate lessons")
+    click.echo(f"merged away {removed} near-duplicate lessons (their records are in the change log)")
 
 
 @playbook_group.command("prune")

@@ -114,6 +114,7 @@ class ImportReport:
     first_id: int | None = None
     last_id: int | None = None
     skipped: tuple[str, ...] = ()  # "line N: why" for each line a tolerant import skipped
+    already_held: int = 0  # lessons not added because the playbook holds them already (same text and provenance)
 
 
 class PlaybookImportWarning(UserWarning):

@@ -332,12 +332,28 @@ class Playbook:
 
     def _import(self, path: str | Path, records: list[dict], kind: str,
                 skipped: tuple[str, ...] = ()) -> ImportReport:
+        already: list[int] = []
+
         def insert_all(db: sqlite3.Connection) -> list[int]:
-            return [self._insert(db, record, "import", {"source": str(path), "format": kind, "line": record["line"],
-                                                        "source_id": record.get("source_id")})
-                    for record in records]
+            already.clear()
+            ids = []
+            for record in records:  # a lesson the playbook already holds (same text and provenance) is not added again
+                same = db.execute(
+                    "SELECT id FROM lessons WHERE failure_type = ? AND label_key = ? AND subtype = ? AND "
+                    "trigger_pattern = ? AND principle = ? AND provenance = ? LIMIT 1",
+                    (record["failure_type"], label_key(record["labels"]), record["subtype"], record["trigger"],
+                     record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str))
+                ).fetchone()
+                if same is not None:
+                    already.append(record["line"])
+                    continue
+                ids.append(self._insert(db, record, "import", {"source": str(path), "format": kind,
+                                                                "line": record["line"],
+                                                                "source_id": record.get("source_id")}))
+            return ids
         ids = self._write(insert_all)
-        return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None, skipped)
+        return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None, skipped,
+                            len(already))
 
     def _insert_once(self, db: sqlite3.Connection, record: dict) -> int:
         """Insert a lesson unless its provenance (run, episode, attempt, step) already stored one; return the id."""
@@ -564,6 +580,14 @@ class Playbook:
 
     # ---- maintenance --------------------------------------------------------------------
 
+    def merge_plan(self, similarity: float = 0.9) -> list[tuple[int, int, float]]:
+        """What `merge` would do, changing nothing: (lesson id merged away, lesson id kept, text similarity)."""
+        if not 0.0 < similarity <= 1.0:
+            raise ValueError(f"similarity must be in (0, 1], not {similarity}")
+        return _merge_plan(self._pages(
+            "SELECT id, failure_type, label_key, created_at, trigger_pattern, principle FROM lessons "
+            "WHERE id > ? ORDER BY id LIMIT ?"), similarity)
+
     def merge(self, similarity: float = 0.9) -> int:
         """Merge near-duplicate lessons and return how many were removed.
 
@@ -573,11 +597,7 @@ class Playbook:
         label set, a lesson is merged into the first older kept lesson it is similar to: the kept
         one gains its counters and it is deleted (the change log keeps its full record).
         """
-        if not 0.0 < similarity <= 1.0:
-            raise ValueError(f"similarity must be in (0, 1], not {similarity}")
-        plan = _merge_plan(self._pages(
-            "SELECT id, failure_type, label_key, created_at, trigger_pattern, principle FROM lessons "
-            "WHERE id > ? ORDER BY id LIMIT ?"), similarity)
+        plan = self.merge_plan(similarity)
 
         def apply(db: sqlite3.Connection) -> int:
             removed = 0
