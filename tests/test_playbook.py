@@ -189,6 +189,25 @@ def test_discarding_an_episode_takes_back_its_lessons_and_counter_updates(book, 
     assert book.get(kept).retrieved == 3  # a finished episode, another run, the replay
 
 
+def test_a_replay_keeps_a_lesson_another_episode_used(book):
+    """Issue 38: discarding an unfinished episode used to remove a lesson a finished episode had already used."""
+    cut = {"run": "r", "episode": "r:sentry:b", "attempt": 1, "step": 3}
+    stored = book.add("progress", [STALL], "cut", "p", provenance=cut)
+    finished = {"run": "r", "episode": "r:sentry:a", "attempt": 1, "step": 5}
+    book.retrieve("progress", [STALL], origin=finished)  # a finished episode was shown it
+    book.retrieve("progress", [STALL], origin={**cut, "step": 4})  # and the cut-off play itself
+    assert book.discard_episodes("r", ["r:sentry:b"]) == (0, 1)  # its own retrieval taken back, the lesson kept
+    assert book.get(stored).retrieved == 1
+    kept = [c for c in book.changes() if c.op == "replay_kept"]
+    assert [(c.lesson_id, c.details["used_by_episodes"]) for c in kept] == [(stored, 1)]
+    assert book.add("progress", [STALL], "cut", "p", provenance=cut) == stored  # the replay finds it, once
+    assert len(book) == 1
+    # the same cut-off play, with no other episode using its lesson, loses it as before
+    other = {**cut, "episode": "r:sentry:c"}
+    alone = book.add("progress", [STALL], "alone", "p", provenance=other)
+    assert book.discard_episodes("r", ["r:sentry:c"]) == (1, 0) and book.get(alone) is None
+
+
 def test_discarding_touches_no_file_it_need_not(tmp_path):
     missing = tmp_path / "none.sqlite"
     assert playbook.discard_episodes(missing, "r", ["r:sentry:a"]) == (0, 0)

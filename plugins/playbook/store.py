@@ -457,16 +457,18 @@ class Playbook:
 
         Removes every lesson stored with the provenance of one of the episodes (any attempt and
         step) and subtracts every counter update recorded under such a provenance. Writes
-        without a provenance, and those of other runs or episodes, are left alone. The change
-        log keeps a "discard" row for each removed lesson (with its full record) and for each
-        episode whose counter updates were taken back. Idempotent.
+        without a provenance, and those of other runs or episodes, are left alone. A lesson that
+        another episode has used meanwhile (retrieved, verified, helped) is kept, with its origin,
+        so a replay that stores it again finds it; the change log records that (a "replay_kept"
+        row). The change log keeps a "discard" row for each removed lesson (with its full record)
+        and for each episode whose counter updates were taken back. Idempotent.
         """
         episodes = [str(episode) for episode in episode_ids]
         run = _origin_part(run_id)
 
         def apply(db: sqlite3.Connection) -> tuple[int, int]:
             removed = undone = 0
-            for episode_id in episodes:
+            for episode_id in episodes:  # first every discarded episode's counter updates: their uses do not count
                 episode = _origin_part(episode_id)
                 uses = db.execute("SELECT lesson_id, retrieved, verified, helped FROM lesson_uses "
                                   "WHERE run = ? AND episode = ?", (run, episode)).fetchall()
@@ -477,17 +479,27 @@ class Playbook:
                 if uses:
                     _log(db, "discard", None, {"run": run_id, "episode": episode_id, "counter_updates": len(uses)})
                 undone += len(uses)
+            for episode_id in episodes:  # then the lessons they stored
+                episode = _origin_part(episode_id)
                 for attempt, step, lesson_id in db.execute(
                         "SELECT attempt, step, lesson_id FROM lesson_origins WHERE run = ? AND episode = ?",
                         (run, episode)).fetchall():
                     row = db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
                     # a lesson merged into another moved its origin there: the kept lesson is not this episode's
-                    if row is not None and origin_key(json.loads(row[PROVENANCE])) == (run, episode, attempt, step):
-                        db.execute("DELETE FROM lessons WHERE id = ?", (lesson_id,))
-                        _log(db, "discard", lesson_id, {"run": run_id, "episode": episode_id,
-                                                        "lesson": _lesson(row).to_dict()})
-                        removed += 1
-                db.execute("DELETE FROM lesson_origins WHERE run = ? AND episode = ?", (run, episode))
+                    if row is None or origin_key(json.loads(row[PROVENANCE])) != (run, episode, attempt, step):
+                        db.execute("DELETE FROM lesson_origins WHERE run = ? AND episode = ? AND attempt = ? "
+                                   "AND step = ?", (run, episode, attempt, step))
+                        continue
+                    users = db.execute("SELECT COUNT(DISTINCT run || ' ' || episode) FROM lesson_uses "
+                                       "WHERE lesson_id = ?", (lesson_id,)).fetchone()[0]
+                    if users:
+                        _log(db, "replay_kept", lesson_id, {"run": run_id, "episode": episode_id,
+                                                            "used_by_episodes": users})
+                        continue
+                    db.execute("DELETE FROM lessons WHERE id = ?", (lesson_id,))  # its origin goes with it
+                    _log(db, "discard", lesson_id, {"run": run_id, "episode": episode_id,
+                                                    "lesson": _lesson(row).to_dict()})
+                    removed += 1
             return removed, undone
 
         return self._write(apply)
