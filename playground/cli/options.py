@@ -124,6 +124,10 @@ def episode_options(command=None, *, split: bool = True):
                           "in unfinished.jsonl, for the next run to play again]"),
         click.option("--max-consecutive-errors", type=click.IntRange(min=0), default=5, show_default=True,
                      help="stop handing out work after this many episodes in a row end in an error (0: never)"),
+        click.option("--hook-deadline", type=click.FloatRange(min=0), default=600.0, show_default=True,
+                     help="seconds one plugin hook call may take before it is that plugin's fault (0: no limit)"),
+        click.option("--episode-deadline", type=click.FloatRange(min=0), default=14_400.0, show_default=True,
+                     help="seconds one episode may take before it ends in an error (0: no limit)"),
         click.option("--quiet", is_flag=True, help="no progress bar"),
     ]
     for option in reversed(options):
@@ -133,7 +137,8 @@ def episode_options(command=None, *, split: bool = True):
 
 def make_config(host, harnesses, out: str | None, playbook: str | None, *, env_name, agent, agent_options,
                 llm_base_url, model, params, episodes, split, seed, max_steps, strict, quiet,
-                trials: int = 1, record_errors: bool = False, max_consecutive_errors: int = 5) -> RunConfig:
+                trials: int = 1, record_errors: bool = False, max_consecutive_errors: int = 5,
+                hook_deadline: float = 600.0, episode_deadline: float = 14_400.0) -> RunConfig:
     """Build and check a RunConfig from the command line; CLIError names what is wrong. Without `out`, the run
     directory is named by the settings (`default_run_dir`)."""
     if env_name is not None and not env_name.strip():
@@ -152,7 +157,8 @@ def make_config(host, harnesses, out: str | None, playbook: str | None, *, env_n
                            max_steps=max_steps or default_max_steps(host, env, task_set),
                            agent_options=_agent_options(defaults, agent_options, llm_base_url, model),
                            params=parse_pairs(params, "--param"), playbook=playbook, strict=strict, trials=trials,
-                           record_errors=record_errors, max_consecutive_errors=max_consecutive_errors)
+                           record_errors=record_errors, max_consecutive_errors=max_consecutive_errors,
+                           hook_deadline=hook_deadline, episode_deadline=episode_deadline)
         if out is None:  # named by its settings, so the same bare command finds its run again and resumes it
             config.out = default_run_dir(config)
         check_config(host, config)

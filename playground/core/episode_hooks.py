@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from playground.core.deadlines import HookDeadlineExceeded, watch
 from playground.core.errors import PlaygroundError
 from playground.core.plugin_manager import implemented_hooks, new_plugin_manager
 
@@ -55,11 +56,12 @@ class PluginError(PlaygroundError):
 
 
 class EpisodeHooks:
-    """Calls runtime hooks on the plugins of one episode."""
+    """Calls runtime hooks on the plugins of one episode; each call within `hook_deadline` seconds (None: no limit)."""
 
     def __init__(self, interventions: Sequence[tuple[str, Any]] = (),
-                 observers: Sequence[tuple[str, Any]] = ()) -> None:
+                 observers: Sequence[tuple[str, Any]] = (), hook_deadline: float | None = None) -> None:
         self.pm = new_plugin_manager()
+        self.hook_deadline = hook_deadline
         for name, plugin in observers:
             self.pm.register(plugin, name=f"observer:{name}")
             extra = set(implemented_hooks(self.pm, plugin)) - OBSERVER_HOOKS
@@ -85,7 +87,11 @@ class EpisodeHooks:
         implements the hook (or, when several do, each of them)."""
         caller = getattr(self.pm.hook, hook)
         try:
-            result = caller(**kwargs)
+            with watch(self.hook_deadline, HookDeadlineExceeded):
+                result = caller(**kwargs)
+        except HookDeadlineExceeded as exc:
+            late = TimeoutError(f"no answer within its deadline of {self.hook_deadline:g} s (--hook-deadline)")
+            raise PluginError(self._culprit(caller, exc), hook, late) from None
         except (Exception, SystemExit) as exc:
             raise PluginError(self._culprit(caller, exc), hook, exc) from exc
         wrong = _wrong_result(hook, result)

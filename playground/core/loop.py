@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from playground.core.env import ObservableFailure, kind_of
+from playground.core.deadlines import EpisodeDeadlineExceeded, watch
 from playground.core.episode_hooks import EpisodeHooks, PluginError
 from playground.core.errors import PlaygroundError, format_exception
 from playground.core.payloads import (
@@ -64,6 +65,7 @@ class EpisodeConfig:
     strict: bool = False
     task_set: str = ""
     attempt: int = 1  # the attempt of a cascade harness (1 without a cascade)
+    deadline: float | None = None  # seconds of wall time the whole episode may take (None: no limit)
 
     @property
     def ids(self) -> EpisodeIds:
@@ -173,7 +175,12 @@ def run_episode(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Em
     """Play one episode of `config.task_id` with `agent` in `env` under the episode's hooks."""
     state = _EpisodeState()
     try:
-        _play(env, agent, hooks, config, emit, state)
+        try:
+            with watch(config.deadline, EpisodeDeadlineExceeded):
+                _play(env, agent, hooks, config, emit, state)
+        except EpisodeDeadlineExceeded:
+            raise EpisodeError(f"the episode ran past its deadline of {config.deadline:g} s (--episode-deadline)"
+                               ) from None
     except (PluginError, EpisodeError) as exc:
         state.status, state.error = "error", str(exc)
         emit("error", {"message": str(exc), "plugin": getattr(exc, "plugin", None), "hook": getattr(exc, "hook", None)})

@@ -77,6 +77,8 @@ class RunConfig:
     # outcome) is left unfinished, for the next run to play again, unless `record_errors` records it as it ended.
     record_errors: bool = False
     max_consecutive_errors: int = 5  # the circuit breaker: stop handing out work after this many in a row (0: never)
+    hook_deadline: float = 600.0  # seconds one plugin hook call may take (0: no limit)
+    episode_deadline: float = 14_400.0  # seconds one episode (one attempt) may take (0: no limit)
 
 
 def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None, count: int | None):
@@ -720,10 +722,11 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
                     cache_use_counted() as play.cache_use:
                 interventions = [(name, resolve_intervention(host, name).factory(params)) for name in names]
                 observers = [(o.name, o.factory()) for o in host.observers]
-                hooks = EpisodeHooks(interventions, observers)
+                hooks = EpisodeHooks(interventions, observers, hook_deadline=config.hook_deadline or None)
                 episode_config = EpisodeConfig(run_id, play.episode, config.env, task_id, harness, config.agent,
                                                seed, config.max_steps, playbook_path(config, harness), params,
-                                               config.strict, config.task_set, attempt)
+                                               config.strict, config.task_set, attempt,
+                                               deadline=config.episode_deadline or None)
                 result = run_episode(env, agent, hooks, episode_config, play.emit)
             status, won, steps, error = result.status, result.won, result.steps, result.error
             score, max_score = result.score, result.max_score
