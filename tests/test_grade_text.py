@@ -569,3 +569,16 @@ def test_check_env_checks_remove_grade_text():
             check_env(Broken(env_class), tasks=3, steps=10)
         assert str(raised.value).startswith("check_env(tiny:default, task 'tiny-20000')"), env_class
         assert check in str(raised.value), (env_class, str(raised.value))
+
+
+def test_one_host_lookup_gives_every_reader_the_envs_grade_text_remover():
+    """Issue 36: `aed dataset` kept the grade text of a run whose env was not loaded, while `aed diagnose` refused.
+    Every reader now asks the host, which refuses an env it does not have."""
+    import pytest
+
+    from playground.host.manager import get_host
+
+    host = get_host()
+    assert host.grade_text_remover("webshop") == host.envs.get("webshop").provider.remove_grade_text
+    with pytest.raises(KeyError, match="no-such-env"):
+        host.grade_text_remover("no-such-env")

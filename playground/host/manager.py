@@ -222,6 +222,12 @@ class Host:
                        f"failure label {label.name!r} has undeclared failure type {label.failure_type!r}; "
                        f"declared: {', '.join(self.labels.types()) or '(none)'}")
 
+    def grade_text_remover(self, env: str) -> Callable[[str], str]:
+        """The `remove_grade_text` of env `env`'s provider: what anything that shows observations to a judge, a
+        diagnoser or a training view applies first, so that no grade text the env prints reaches it. KeyError
+        (its message names the loaded envs) when no loaded plugin provides `env`: the text cannot be cleaned."""
+        return self.envs.get(env).provider.remove_grade_text
+
     def call_plugins(self, hook: str, **kwargs: Any) -> list[Any]:
         """Call a run hook (`check_playbook`, `discard_episodes`) on every loaded plugin that implements it, in
         load order, and return the results that are not None; a plugin that raises is named (PluginError)."""

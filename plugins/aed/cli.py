@@ -68,11 +68,11 @@ def _grade_text_remover(run_dir: str):
         env = str(read_config(Path(run_dir) / "config.json").get("env", ""))
     except RunDirError as exc:
         raise CLIError(str(exc)) from None
-    host = get_host()
-    if env not in host.envs:
-        raise CLIError(f"{run_dir}: its env {env!r} is not loaded, so the grade text it prints cannot be removed "
-                       f"from the LLM producer's prompt; loaded envs: {', '.join(host.envs.names()) or '(none)'}")
-    return host.envs.get(env).provider.remove_grade_text
+    try:
+        return get_host().grade_text_remover(env)
+    except KeyError as exc:
+        raise CLIError(f"{run_dir}: the grade text its env prints cannot be removed from the LLM producer's prompt: "
+                       f"{exc.args[0]}") from None
 
 
 @aed_group.command("replay")
@@ -160,7 +160,11 @@ def dataset_command(run_dirs: tuple[str, ...], out: str, holdout: float, seed: i
     host = get_host()
 
     def remover(env: str):
-        return host.envs.get(env).provider.remove_grade_text if env in host.envs else (lambda text: text)
+        try:
+            return host.grade_text_remover(env)
+        except KeyError as exc:  # never train on observations whose grade text could not be removed
+            raise CLIError(f"the grade text env {env!r} prints cannot be removed from the dataset: {exc.args[0]}"
+                           ) from None
 
     click.echo(json.dumps(build_dataset(list(run_dirs), out, holdout=holdout, seed=seed, grade_text_remover=remover,
                                         force=force), indent=2))

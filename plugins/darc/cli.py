@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from playground.cli.options import CLIError, default_env, episode_options, make_config, nonempty
-from playground.core.payloads import keep_text
 from playground.host.manager import get_host
 
 
@@ -42,7 +41,10 @@ def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, 
         from playground.plugins.darc.llm_diagnosis import LLMDiagnoser, make_model
 
         env = (options["env_name"] or default_env(host)).partition(":")[0]
-        remove_grade_text = host.envs.get(env).provider.remove_grade_text if env in host.envs else keep_text
+        try:
+            remove_grade_text = host.grade_text_remover(env)
+        except KeyError as exc:
+            raise CLIError(str(exc.args[0])) from None
         try:
             judge = LLMDiagnoser(make_model(judge_base_url, judge_model, judge_local), host.labels,
                                  remove_grade_text=remove_grade_text)

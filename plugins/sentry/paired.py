@@ -159,7 +159,7 @@ def grade_text_remover(host: Host, episode: EpisodeTrace) -> GradeTextRemover:
     registry); ForkError where the host has no such env (the episode could not be forked either)."""
     env = str(episode.header.get("env") or "")
     try:
-        return host.envs.get(env).provider.remove_grade_text
+        return host.grade_text_remover(env)
     except KeyError as exc:
         raise ForkError(f"{episode.path}: {exc.args[0]}") from None
 

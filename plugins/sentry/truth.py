@@ -120,7 +120,7 @@ def grade_text_remover(host: Host, episode: EpisodeTrace) -> GradeTextRemover:
     """The `remove_grade_text` of the env the episode's trace header names (its provider's, through the host's
     registry); `TruthError` for a trace that names none the host has."""
     try:
-        return host.envs.get(str(episode.header.get("env") or "")).provider.remove_grade_text
+        return host.grade_text_remover(str(episode.header.get("env") or ""))
     except KeyError as exc:
         raise TruthError(f"{episode.path}: {exc.args[0]}") from None
 
