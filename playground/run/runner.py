@@ -341,9 +341,8 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
             raise LockError(f"this run's lock differs from the one given in what matters ({len(differences)} "
                             "field(s)); refusing to run:\n  " + "\n  ".join(differences))
     try:
-        rundir = RunDir(config.out,
-                        redact(asdict(config)) | {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints},
-                        repair=repair)
+        identity = {"run_id": uuid.uuid4().hex[:12], "harness_fingerprints": fingerprints}
+        rundir = RunDir(config.out, redact(asdict(config)) | identity, repair=repair)
     except OSError as exc:
         if exc.errno in DISK_FULL:
             raise RunDirError(f"{config.out}: the disk is full ({exc.filename or exc.strerror}); nothing was played. "
