@@ -121,7 +121,7 @@ class AcePlaybook:
         if path is None or not path.is_file() or not path.read_text(encoding="utf-8").strip():
             return cls()
         bullets = []
-        for record in read_ace(path):
+        for record in read_ace(path, strict=True):  # its own file: a bad line is damage, refused up front
             provenance = record["provenance"]
             bullets.append(Bullet(str(provenance["id"]), record["subtype"] or "OTHERS", record["principle"],
                                   int(record["helped"]), int(provenance.get("harmful", 0))))
