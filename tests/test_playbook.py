@@ -661,3 +661,22 @@ def test_a_lone_surrogate_in_a_lesson_file_is_a_named_bad_line_and_no_playbook_i
     assert caught.value.problems == ["line 2: 'trigger' holds a lone surrogate ('\\udc80'): not valid Unicode"]
     code, _, err = cli(capsys, "playbook", "import", str(tmp_path / "pb.db"), str(source))
     assert code == 2 and "lone surrogate" in err and not (tmp_path / "pb.db").exists()
+
+
+def test_a_playbook_with_a_valid_header_and_damaged_pages_is_refused_up_front(tmp_path, capsys):
+    """Issue 38: the up-front check read only the header, so damaged pages failed a run mid-way."""
+    from tests.conftest import cli
+
+    path = tmp_path / "pb.sqlite"
+    with Playbook(path) as pb:
+        for number in range(400):
+            pb.add("progress", [STALL], f"trigger {number} " + "x" * 200, "principle " + "y" * 300)
+    data = bytearray(path.read_bytes())
+    for page in (10, 20):
+        data[(page - 1) * 4096:(page - 1) * 4096 + 12] = b"\xab" * 12  # the b-tree page headers
+    path.write_bytes(bytes(data))
+    problem = playbook.playbook_problem(path)
+    assert problem is not None and "restore it from a copy" in problem and "\n" not in problem
+    code, _, err = cli(capsys, "run", "--env", "tiny", "--agent", "noisy", "--harness", "sentry", "--episodes", "1",
+                       "--playbook", str(path), "--quiet", "--out", str(tmp_path / "run"))
+    assert code == 2 and "restore it from a copy" in err and not (tmp_path / "run" / "episodes.jsonl").exists()

@@ -955,6 +955,10 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(error) or "busy" in str(error)
 
 
+DAMAGE_REMEDY = ("restore it from a copy, or export what still reads (`playground playbook export`) and import "
+                 "that into a new playbook")
+
+
 def playbook_problem(path: str | Path) -> str | None:
     """Why the file at `path` cannot be used as a playbook, or None when it can (a playbook, or a missing or
     empty file, which becomes a new one). Reads only; never creates or changes the file."""
@@ -978,10 +982,15 @@ def playbook_problem(path: str | Path) -> str | None:
         try:
             names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
             meta = dict(db.execute("SELECT key, value FROM playbook_meta")) if "playbook_meta" in names else {}
+            damage = [row[0] for row in db.execute("PRAGMA quick_check(3)")]  # every page, not only the header
         finally:
             db.close()
     except sqlite3.Error as error:
-        return f"not a usable playbook: {error}"
+        remedy = f"; {DAMAGE_REMEDY}" if isinstance(error, sqlite3.DatabaseError) and "malformed" in str(error) else ""
+        return f"not a usable playbook: {error}{remedy}"
+    if damage != ["ok"]:
+        found = "; ".join(line.strip() for row in damage for line in str(row).splitlines() if line.strip())
+        return f"not a usable playbook: its pages are damaged ({found}); {DAMAGE_REMEDY}"
     if not names:
         return None
     if meta.get("format") != FORMAT:
