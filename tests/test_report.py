@@ -93,6 +93,23 @@ def test_every_episode_links_to_its_trace_by_a_relative_path(capsys, runs, tmp_p
     assert "first/sentry" in html and "second/base" in html  # several runs: series named run/harness
 
 
+def test_a_trace_link_never_leaves_the_run_nor_reads_as_a_url_scheme(capsys, runs, tmp_path):
+    """Issue 38: a record's crafted `trace: "javascript:..."` became a clickable script link."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(runs / "first", run)
+    lines = (run / "episodes.jsonl").read_text().splitlines()
+    crafted = [json.loads(line) for line in lines]
+    crafted[0]["trace"], crafted[1]["trace"] = "javascript:alert(1)", "../../../etc/passwd"
+    (run / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in crafted))
+    out = run / "report.html"  # inside the run: a bare relative path would read as javascript:
+    assert cli(capsys, "report", str(run), "--out", str(out))[0] == 0
+    urls = [u for u in parse(out).urls if not u.startswith("#")]
+    assert all(u.startswith("./") for u in urls) and not any("passwd" in u for u in urls)
+    assert "./javascript:alert(1)" in urls  # a file name inside the run, not a scheme
+
+
 def test_records_without_failure_counts_get_them_from_their_traces(capsys, runs, tmp_path):
     old = tmp_path / "old"
     shutil.copytree(runs / "first", old)

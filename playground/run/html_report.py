@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from playground.run import svg
+from playground.run.files import PathEscapeError, confined
 from playground.run.lock import LOCK_FILE, LockError, read_lock
 from playground.run.report import complete_record, merge_failures, score_ratios, summarise_harness
 from playground.run.rundir import RunDirError, load_records, read_config
@@ -298,6 +299,17 @@ def _tokens_section(series: Sequence[Series]) -> str:
             + svg.legend([s.name for s in series], [s.color for s in series]) + f"<ul>{means}</ul>")
 
 
+def _trace_link(run_path: Path, trace: str, out_dir: Path) -> str:
+    """A link to a trace inside the run, by a path relative to the report ("./..." so that no part of it can read
+    as a URL scheme such as "javascript:"); a record naming a file outside the run gets no link."""
+    try:
+        target = confined(run_path, trace, what="trace")
+    except PathEscapeError:
+        return "–"
+    href = "./" + Path(os.path.relpath(target.resolve(), out_dir)).as_posix()
+    return f'<a href="{escape(href)}">trace</a>'
+
+
 def _episodes_section(series: Sequence[Series], out_dir: Path) -> str:
     rows = []
     for s in series:
@@ -305,8 +317,7 @@ def _episodes_section(series: Sequence[Series], out_dir: Path) -> str:
             trace = r.get("trace")
             link = "–"
             if isinstance(trace, str):
-                href = Path(os.path.relpath((s.run.path / trace).resolve(), out_dir)).as_posix()
-                link = f'<a href="{escape(href)}">trace</a>'
+                link = _trace_link(s.run.path, trace, out_dir)
             failures = ", ".join(sorted(r.get("failures") or {}))
             cells = (escape(s.name), escape(str(r.get("task_id"))), r.get("trial") or 1,
                      f'<span class="status {escape(str(r.get("status")))}">{escape(str(r.get("status")))}</span>',
