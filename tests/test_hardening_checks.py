@@ -167,3 +167,14 @@ def test_an_output_name_too_long_for_the_file_system_is_a_named_error(tmp_path):
 
     with pytest.raises(OutputError, match="File name too long"):
         check_output(tmp_path / ("a" * 300 + ".md"), what="report")
+
+
+@pytest.mark.parametrize("command", ["view", "report", "compare"])
+def test_a_run_directory_name_too_long_is_a_named_error_for_every_reader(tmp_path, capsys, command):
+    """Issue 38: a 256-character run path made `view` crash with a traceback."""
+    from tests.conftest import cli
+
+    long = str(tmp_path / ("a" * 256))
+    args = {"view": [long], "report": [long, "--out", str(tmp_path / "r.html")], "compare": [long, long]}[command]
+    code, _, err = cli(capsys, command, *args)
+    assert code == 2 and "Traceback" not in err and ("too long" in err or "not a run directory" in err), err

@@ -234,9 +234,13 @@ def read_page(run_path: Path, offset: int, limit: int) -> tuple[list[dict], int]
     """The records of episodes.jsonl from `offset` (at most `limit`), and how many records it holds; only the page's
     lines are parsed (RunDirError names a bad one and how to recover)."""
     path = run_path / "episodes.jsonl"
-    if not path.is_file():
-        raise RunDirError(f"no episodes.jsonl in {str(run_path)!r}: not a run directory")
-    lines = [(number, raw) for number, raw in enumerate(path.read_bytes().split(b"\n")[:-1], start=1) if raw.strip()]
+    try:
+        if not path.is_file():
+            raise RunDirError(f"no episodes.jsonl in {str(run_path)!r}: not a run directory")
+        data = path.read_bytes()
+    except OSError as exc:  # a name too long for the file system, a folder that cannot be read
+        raise RunDirError(f"cannot read {str(run_path)!r}: {exc.strerror or exc}") from None
+    lines = [(number, raw) for number, raw in enumerate(data.split(b"\n")[:-1], start=1) if raw.strip()]
     page, problems = [], []
     for number, raw in lines[offset:offset + limit]:
         try:

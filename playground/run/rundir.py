@@ -357,9 +357,12 @@ def quarantine(path: Path, problems: list[tuple[int, str, bytes]]) -> int:
 def load_records(run_path: str | Path) -> list[dict]:
     """The episode records of a run directory, checked (RunDirError names a bad line and how to recover)."""
     path = Path(run_path) / "episodes.jsonl"
-    if not path.is_file():
-        raise RunDirError(f"no episodes.jsonl in {str(run_path)!r}: not a run directory")
-    records, problems = read_episodes(path)
+    try:
+        if not path.is_file():
+            raise RunDirError(f"no episodes.jsonl in {str(run_path)!r}: not a run directory")
+        records, problems = read_episodes(path)
+    except OSError as exc:  # a name too long for the file system, a folder that cannot be read
+        raise RunDirError(f"cannot read {str(run_path)!r}: {exc.strerror or exc}") from None
     if problems:
         raise RunDirError(describe_problems(path, problems, repairable=False))
     return records
