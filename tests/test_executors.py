@@ -173,7 +173,7 @@ def test_a_player_builds_its_env_and_agent_once_and_again_only_after_an_error(tm
     monkeypatch.setitem(host.agents._items, "noisy", dataclasses.replace(agent_spec, factory=factory))
     tasks = [f"tiny-{i}" for i in range(20_000, 20_006)]
     config = RunConfig(env="tiny", task_set="default", split="test", tasks=tasks, agent="noisy",
-                       harnesses=["base", "guard-only"], out=str(tmp_path / "run"))
+                       harnesses=["base", "guard-only"], out=str(tmp_path / "run"), record_errors=True)
     calls = {"n": 0}
     original = noisy.NoisyAgent.reset
 
