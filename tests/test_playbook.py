@@ -680,3 +680,10 @@ def test_a_playbook_with_a_valid_header_and_damaged_pages_is_refused_up_front(tm
     code, _, err = cli(capsys, "run", "--env", "tiny", "--agent", "noisy", "--harness", "sentry", "--episodes", "1",
                        "--playbook", str(path), "--quiet", "--out", str(tmp_path / "run"))
     assert code == 2 and "restore it from a copy" in err and not (tmp_path / "run" / "episodes.jsonl").exists()
+
+
+def test_a_lesson_from_an_observation_with_a_lone_surrogate_is_stored_with_u_fffd(book):
+    """Issue 38: Sentry writes lessons from what the agent saw; a lone surrogate there must not fail the episode."""
+    text = playbook_io.without_surrogates("take the \udc80 key")
+    assert text == "take the \ufffd key"
+    assert book.get(book.add("progress", [STALL], text, "p")).trigger == text

@@ -169,6 +169,12 @@ def _type_problems(record: dict) -> list[str]:
     return problems
 
 
+def without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate (never valid Unicode, e.g. from an observation's broken bytes) written as
+    U+FFFD, so a lesson a run writes from what it saw can be stored."""
+    return "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in text)
+
+
 def _surrogate_problems(record: dict) -> list[str]:
     """A lone surrogate (JSON's "\\udc80", never valid Unicode) in any text of the record: SQLite cannot store it."""
     problems = []

@@ -33,6 +33,7 @@ that to the detectors, need check, repairs, verifier, summariser and judges.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -436,6 +437,11 @@ class SentryPlugin:
         draft = self.summarise(verdict, verdict.watch.failing_action or "")
         assert self.playbook is not None  # lessons are stored only with a playbook, mid-episode
         provenance = self._origin(verdict.watch.repair_step)
+        # the texts come from what the agent saw: a lone surrogate there is written as U+FFFD, not refused
+        from playground.plugins.playbook.io import without_surrogates
+
+        trigger, principle, subtype = (without_surrogates(t) for t in (draft.trigger, draft.principle, draft.subtype))
+        draft = replace(draft, trigger=trigger, principle=principle, subtype=subtype)
         lesson_id = self.playbook.add(draft.failure_type, draft.labels, draft.trigger, draft.principle,
                                       subtype=draft.subtype, provenance=provenance)
         return {"id": lesson_id, "failure_type": draft.failure_type, "labels": list(draft.labels),
