@@ -72,8 +72,10 @@ def test_the_report_is_self_contained_and_shows_the_summary_figures(capsys, runs
         low, high = figures["success_ci95"]
         assert cells[2] == f"[{low:.1%}, {high:.1%}]"
         assert cells[4] == f"{figures['mean_steps']:.2f}"
-        assert cells[6] == "0"  # judge tokens per episode: noisy's harnesses call no model
-        assert cells[7] == str(figures["detected_failures"])
+        assert cells[5] == f"{figures['invalid_actions_per_episode']:.2f}"  # issue 44: invalid actions and
+        assert cells[6] == f"{sum(figures['interventions'].values()) / figures['episodes']:.2f}"  # interventions
+        assert cells[8] == "0"  # judge tokens per episode: noisy's harnesses call no model
+        assert cells[9] == str(figures["detected_failures"])
         k = max(figures["pass_k"], key=int)
         assert f"{figures['pass_k'][k]:.1%} (k={k})" in row
     assert "lessons added" in html and "detections (coloured by harness)" in html

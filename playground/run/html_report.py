@@ -147,6 +147,15 @@ def _tokens(record: dict) -> int:
     return int(record.get("prompt_tokens") or 0) + int(record.get("completion_tokens") or 0)
 
 
+def _model(config: dict, lock: dict) -> str:
+    """The model the agent ran: the endpoint's model name, else the model file the lock names, else "–"."""
+    options = config.get("agent_options") or {}
+    if isinstance(options, dict) and options.get("model"):
+        return str(options["model"])
+    model_file = ((lock.get("agent") or {}).get("model_file") or {}).get("path")
+    return Path(str(model_file)).name if model_file else "–"
+
+
 def _runs_section(runs: Sequence[Run]) -> str:
     rows = []
     for run in runs:
@@ -155,17 +164,18 @@ def _runs_section(runs: Sequence[Run]) -> str:
         commit = (git.get("commit") or "")[:12] + (" (modified)" if git.get("dirty") else "")
         rows.append("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in (
             run.label, str(run.path), f"{c.get('env', '?')}:{c.get('task_set', '?')} {c.get('split', '')}",
-            c.get("agent", "?"), len(c.get("tasks") or []), c.get("trials", 1), c.get("seed", "?"),
+            c.get("agent", "?"), _model(c, lock), len(c.get("tasks") or []), c.get("trials", 1), c.get("seed", "?"),
             c.get("max_steps", "?"), (lock.get("playground") or {}).get("version", "no lock.json"), commit or "–",
         )) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("run", "directory", "env", "agent", "tasks", "trials", "seed",
+    head = "".join(f"<th>{h}</th>" for h in ("run", "directory", "env", "agent", "model", "tasks", "trials", "seed",
                                              "step budget", "playground", "commit"))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _table_section(series: Sequence[Series]) -> str:
-    head = ("harness", "episodes", "success", "95% CI", "mean score", "steps", "tokens/ep", "judge tokens/ep",
-            "detected", "verified", "resolved", "lessons", "errors", "pass^k", "flip rate", "noise floor")
+    head = ("harness", "episodes", "success", "95% CI", "mean score", "steps", "invalid/ep", "interventions/ep",
+            "tokens/ep", "judge tokens/ep", "detected", "verified", "resolved", "lessons", "errors", "pass^k",
+            "flip rate", "noise floor")
     rows = []
     for s in series:
         f = s.figures
@@ -177,7 +187,9 @@ def _table_section(series: Sequence[Series]) -> str:
         judge_tokens = f.get("judge_tokens_per_episode") or 0
         cells = (f'<span class="swatch" style="background:{s.color}"></span>{escape(s.name)}', f["episodes"],
                  _pct(f["success_rate"]), _interval(f["success_ci95"]), _pct(f["mean_score"]),
-                 f"{f['mean_steps']:.2f}", f"{tokens:,.0f}", f"{judge_tokens:,.0f}", f["detected_failures"],
+                 f"{f['mean_steps']:.2f}", f"{f.get('invalid_actions_per_episode') or 0:.2f}",
+                 f"{sum((f.get('interventions') or {}).values()) / f['episodes'] if f['episodes'] else 0:.2f}",
+                 f"{tokens:,.0f}", f"{judge_tokens:,.0f}", f["detected_failures"],
                  f["verified_recoveries"],
                  _pct(f["resolved_share"]), f["lessons_added"], f["errors"], pass_k or "–",
                  _pct(f.get("flip_rate")), _pct(f.get("noise_floor")))
