@@ -135,3 +135,15 @@ def test_the_command_lists_and_shows(capsys, run_dir):
     assert code == 2 and "ambiguous" in err
     code, _, err = cli(capsys, "view", str(run_dir.parent / "missing"))
     assert code == 2 and "not a run directory" in err
+
+
+def test_an_episode_is_found_by_its_number_in_the_list(run_dir, capsys):
+    """Issue 44: `--episode 2` was refused; one had to paste an 85-character key."""
+    records = load_records(run_dir)
+    assert find_episode(records, "2") is records[1]
+    base = select(records, run_dir, "base", None, None, None)
+    assert find_episode(base, "1") is base[0]  # numbered within the same filters as the list
+    code, out, _ = cli(capsys, "view", str(run_dir), "--episode", "1")
+    assert code == 0 and str(records[0]["key"]) in out
+    code, _, err = cli(capsys, "view", str(run_dir), "--episode", str(len(records) + 1))
+    assert code == 2 and f"the list has {len(records)}" in err

@@ -79,23 +79,30 @@ def render_list(console: Console, page: Sequence[dict], matching: int, total: in
     console.print(table)
     shown_to = offset + len(page)
     more = f"; --offset {shown_to} for more" if shown_to < matching else ""
-    console.print(Text(f"showing {offset + 1 if page else 0}-{shown_to}{more}; --episode KEY shows one step by step",
+    console.print(Text(f"showing {offset + 1 if page else 0}-{shown_to}{more}; --episode NUMBER (or KEY) shows one "
+                       "step by step",
                        style="dim"))
 
 
 def find_episode(records: Sequence[dict], wanted: str) -> dict:
-    """The record whose key, episode id or (when only one matches) task id is `wanted`; CLIError otherwise."""
+    """The record whose key, episode id or (when only one matches) task id is `wanted`, or the one listed with that
+    number (`#` in the list, with the same filters); CLIError otherwise."""
     for field in ("key", "episode_id"):
         for record in records:
             if record.get(field) == wanted:
                 return record
+    if wanted.isascii() and wanted.isdigit() and not any(r.get("task_id") == wanted for r in records):
+        if 1 <= int(wanted) <= len(records):
+            return records[int(wanted) - 1]
+        raise CLIError(f"no episode number {wanted}: the list has {len(records)} (numbers 1-{len(records)})")
     by_task = [r for r in records if r.get("task_id") == wanted]
     if len(by_task) == 1:
         return by_task[0]
     if by_task:
         raise CLIError(f"episode {wanted!r} is ambiguous: {', '.join(str(r.get('key')) for r in by_task[:10])}; "
                        "name one by its key (or add --harness)")
-    raise CLIError(f"no episode {wanted!r} (give a key as listed by `playground view DIR`, an episode id or a task id)")
+    raise CLIError(f"no episode {wanted!r} (give a number or a key as listed by `playground view DIR`, an episode id "
+                   "or a task id)")
 
 
 def _short(text: Any, full: bool) -> str:
