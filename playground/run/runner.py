@@ -390,6 +390,20 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         rundir.close()
 
 
+class RunIncomplete(PlaygroundError):
+    """A run a command builds on left episodes unfinished (they ended in errors outside the agent)."""
+
+
+def check_finished(summary: dict, out: str | Path) -> dict:
+    """Return `summary`, or raise RunIncomplete when its run left episodes unfinished: a command that builds a table
+    on a run (an evidence table, a diagnosis) must not build it on a part of the tasks."""
+    if summary.get("unfinished"):
+        raise RunIncomplete(f"{summary['unfinished']} episode(s) of {out} ended in an error and are unfinished "
+                            f"(see {Path(out) / 'unfinished.jsonl'}); fix the cause and rerun the same command, or "
+                            "pass --record-errors to count them as they ended")
+    return summary
+
+
 @dataclass
 class Unfinished:
     """The episodes a run left unfinished (ended in an error, not recorded) and whether its breaker stopped it."""

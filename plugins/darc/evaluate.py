@@ -30,7 +30,7 @@ from playground.plugins.darc.profile import PROFILE_HARNESS, library
 from playground.run.costs import attempt_cost
 from playground.run.files import atomic_write_text
 from playground.run.rundir import identity_mismatch, load_records, read_config
-from playground.run.runner import RunConfig, run
+from playground.run.runner import RunConfig, check_finished, run
 
 EVAL_PREFIX = "darc-eval:"
 
@@ -115,7 +115,7 @@ def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str |
     if profiled is not None:
         harnesses = harnesses[1:]  # the base cell is already played
     run_dir = out / "evaluate-run"
-    run(host, replace(config, harnesses=harnesses, out=str(run_dir)))
+    check_finished(run(host, replace(config, harnesses=harnesses, out=str(run_dir))), run_dir)
     records = load_records(run_dir)
     base_records = list(profiled.values()) if profiled is not None else [r for r in records if r["harness"] == BASE]
     base_rows = [(r["task_id"], BASE, int(bool(r["won"])), attempt_cost([], r)) for r in base_records]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
-from playground.run.runner import RunConfig, run
+from playground.run.runner import RunConfig, check_finished, run
 
 PREFIX = "darc-factorial:"
 # (row, view, recovery prompt)
@@ -76,7 +76,7 @@ def factorial(host: Host, config: RunConfig, guard: str, forced_agent: str | Non
     """Run the cells (one run) and the forced top-1 row (a second run, with `forced_agent`); return the rows."""
     out = Path(out)
     harnesses = register_cells(host, guard)
-    summary = run(host, replace(config, harnesses=harnesses, out=str(out / "cells")))
+    summary = check_finished(run(host, replace(config, harnesses=harnesses, out=str(out / "cells"))), out / "cells")
     rows = []
     for (label, _, _), harness in zip(CELLS, harnesses):
         stats = summary["harnesses"][harness]
@@ -84,8 +84,9 @@ def factorial(host: Host, config: RunConfig, guard: str, forced_agent: str | Non
                         stats["invalid_actions_per_episode"]))
     if forced_agent:
         options = {k: v for k, v in config.params.items() if k in ("prior_games", "top_actions")}
-        forced = run(host, replace(config, agent=forced_agent, agent_options=options, harnesses=["base"], params={},
-                                   out=str(out / "forced-top1")))
+        forced = check_finished(run(host, replace(config, agent=forced_agent, agent_options=options,
+                                                  harnesses=["base"], params={}, out=str(out / "forced-top1"))),
+                                out / "forced-top1")
         stats = forced["harnesses"]["base"]
         rows.append(Row(FORCED, "base", forced_agent, stats["success_rate"], stats["mean_steps"],
                         stats["invalid_actions_per_episode"]))

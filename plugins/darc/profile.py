@@ -26,7 +26,7 @@ from playground.host.manager import Host
 from playground.host.registry import HarnessSpec, InterventionSpec
 from playground.run.files import atomic_write_text
 from playground.run.rundir import load_records, record_trace
-from playground.run.runner import RunConfig, run
+from playground.run.runner import RunConfig, check_finished, run
 from playground.run.traces import read_trace
 
 # The failure modes in the order ties are listed (the paper's three, then Sentry's progress and grounding); any
@@ -200,7 +200,7 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
     out = Path(out)
     harness = profile_harness_name(detectors)
     run_dir = out / "profile-run"
-    summary = run(host, replace(config, harnesses=[harness], out=str(run_dir)))
+    summary = check_finished(run(host, replace(config, harnesses=[harness], out=str(run_dir))), run_dir)
     histogram: dict[str, Counter] = {}
     invalid = 0
     records = load_records(run_dir)

@@ -34,7 +34,7 @@ from playground.host.manager import Host
 from playground.run.files import atomic_write_text
 from playground.run.report import summarise_harness
 from playground.run.rundir import load_records
-from playground.run.runner import RunConfig, playbook_path, run
+from playground.run.runner import RunConfig, check_finished, playbook_path, run
 
 
 @dataclass(frozen=True)
@@ -119,9 +119,9 @@ def heldout(host: Host, init: RunConfig, evaluation: RunConfig, out: str | Path,
     check_protocol(init, evaluation)
     condition(reference)
     play = runner or (lambda config: run(host, config, workers=workers))
-    play(init)
+    check_finished(play(init), init.out)  # the evaluation phase reads the playbook the whole first phase grew
     copies = copy_init_playbook(init, evaluation)
-    play(evaluation)
+    check_finished(play(evaluation), evaluation.out)
     result = report(init, evaluation, copies, reference)
     atomic_write_text(Path(out) / "heldout.json", json.dumps(result, indent=2) + "\n")
     return result
