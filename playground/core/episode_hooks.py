@@ -11,27 +11,24 @@ from typing import Any, Sequence
 
 from playground.core.deadlines import HookDeadlineExceeded, watch
 from playground.core.errors import PlaygroundError
+from playground.core.payloads import Decision, Detection, Verification
 from playground.core.plugin_manager import implemented_hooks, new_plugin_manager
 
 OBSERVER_HOOKS = frozenset({"episode_started", "step_completed", "episode_finished"})
 
 
-def _returns() -> dict[str, tuple[tuple[type, ...], str]]:
-    """What each runtime hook may return (besides None), per item for the fan-out hooks, as the hookspecs say."""
-    from playground.core.payloads import Decision, Detection, Verification
-
-    return {"decide_intervention": ((Decision,), "a Decision"), "want_checkpoint": ((bool,), "true or false"),
-            "agent_actions": ((list, tuple), "a list of actions"), "detect_failures": ((Detection,), "Detections"),
-            "verify_recovery": ((Verification,), "Verifications"), "verify_at_end": ((Verification,), "Verifications"),
-            "agent_notes": ((str,), "strings")}
-
-
+# What each runtime hook may return besides None (per item for the fan-out hooks), as the hookspecs say.
+RETURNS: dict[str, tuple[tuple[type, ...], str]] = {
+    "decide_intervention": ((Decision,), "a Decision"), "want_checkpoint": ((bool,), "true or false"),
+    "agent_actions": ((list, tuple), "a list of actions"), "detect_failures": ((Detection,), "Detections"),
+    "verify_recovery": ((Verification,), "Verifications"), "verify_at_end": ((Verification,), "Verifications"),
+    "agent_notes": ((str,), "strings")}
 FAN_OUT = frozenset({"detect_failures", "verify_recovery", "verify_at_end", "agent_notes"})
 
 
 def _wrong_result(hook: str, result: Any) -> str | None:
     """Why `result` is not what `hook` may return, or None when it is."""
-    expected = _returns().get(hook)
+    expected = RETURNS.get(hook)
     if expected is None or result is None:
         return None
     types, what = expected

@@ -345,8 +345,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         rundir = RunDir(config.out, redact(asdict(config)) | identity, repair=repair)
     except OSError as exc:
         if exc.errno in DISK_FULL:
-            raise RunDirError(f"{config.out}: the disk is full ({exc.filename or exc.strerror}); nothing was played. "
-                              "Free some space and rerun the same command") from None
+            raise _disk_full(config, exc, "nothing was played") from None
         raise
     run_id = rundir.config["run_id"]
     notify = progress or (lambda message, record: None)
@@ -383,11 +382,16 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     except OSError as exc:
         if exc.errno not in DISK_FULL:
             raise
-        raise RunDirError(f"{config.out}: the disk is full ({exc.filename or exc.strerror}); the "
-                          f"{len(rundir.records)} episode(s) recorded in episodes.jsonl are kept, and an episode "
-                          "cut short is played again. Free some space and rerun the same command") from None
+        raise _disk_full(config, exc, f"the {len(rundir.records)} episode(s) recorded in episodes.jsonl are kept, "
+                         "and an episode cut short is played again") from None
     finally:
         rundir.close()
+
+
+def _disk_full(config: RunConfig, exc: OSError, kept: str) -> RunDirError:
+    """The named error for a write that failed for want of space: where, what was kept, what to do."""
+    return RunDirError(f"{config.out}: the disk is full ({exc.filename or exc.strerror}); {kept}. "
+                       "Free some space and rerun the same command")
 
 
 class RunIncomplete(PlaygroundError):
