@@ -675,7 +675,7 @@ def test_a_playbook_with_a_valid_header_and_damaged_pages_is_refused_up_front(tm
     for page in (10, 20):
         data[(page - 1) * 4096:(page - 1) * 4096 + 12] = b"\xab" * 12  # the b-tree page headers
     path.write_bytes(bytes(data))
-    problem = playbook.playbook_problem(path)
+    problem = playbook.playbook_problem(path, read_pages=True)  # the check before a run reads every page
     assert problem is not None and "restore it from a copy" in problem and "\n" not in problem
     code, _, err = cli(capsys, "run", "--env", "tiny", "--agent", "noisy", "--harness", "sentry", "--episodes", "1",
                        "--playbook", str(path), "--quiet", "--out", str(tmp_path / "run"))

@@ -31,10 +31,10 @@ def register_commands(cli) -> None:
 @hookimpl
 def check_playbook(path: str) -> str | None:
     """Refuse a file that cannot be a playbook: a folder, a file that is not SQLite, another program's SQLite
-    database, a playbook of a newer schema (a missing or empty file becomes a new playbook)."""
+    database, a playbook of a newer schema or with damaged pages (a missing or empty file becomes a new playbook)."""
     from playground.plugins.playbook.store import playbook_problem
 
-    return playbook_problem(path)
+    return playbook_problem(path, read_pages=True)
 
 
 @hookimpl

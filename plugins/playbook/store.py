@@ -959,9 +959,11 @@ DAMAGE_REMEDY = ("restore it from a copy, or export what still reads (`playgroun
                  "that into a new playbook")
 
 
-def playbook_problem(path: str | Path) -> str | None:
+def playbook_problem(path: str | Path, *, read_pages: bool = False) -> str | None:
     """Why the file at `path` cannot be used as a playbook, or None when it can (a playbook, or a missing or
-    empty file, which becomes a new one). Reads only; never creates or changes the file."""
+    empty file, which becomes a new one). Reads only; never creates or changes the file. With `read_pages` (the
+    check before a run, once) every page is read (`PRAGMA quick_check`), so damage past the header is found too;
+    opening a playbook, which happens every episode, checks the header and the schema only."""
     path = Path(path)
     if not str(path).strip():
         return "the path is empty"
@@ -982,7 +984,7 @@ def playbook_problem(path: str | Path) -> str | None:
         try:
             names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
             meta = dict(db.execute("SELECT key, value FROM playbook_meta")) if "playbook_meta" in names else {}
-            damage = [row[0] for row in db.execute("PRAGMA quick_check(3)")]  # every page, not only the header
+            damage = [row[0] for row in db.execute("PRAGMA quick_check(3)")] if read_pages else ["ok"]
         finally:
             db.close()
     except sqlite3.Error as error:
