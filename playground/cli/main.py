@@ -15,6 +15,7 @@ import click
 from playground.cli.compare import compare_command
 from playground.cli.fork import fork_command
 from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
+from playground.cli.progress import ProgressDisplay
 from playground.cli.report import report_command
 from playground.cli.terminal import visible
 from playground.cli.view import view_command
@@ -35,22 +36,16 @@ def cli() -> None:
 def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None = None, repair: bool = False,
                       check_lock: dict | None = None, executor: str = "local", address: str | None = None,
                       in_flight: int = 1) -> dict:
-    """Run `config` with a progress bar on stderr; return the summary."""
+    """Run `config` with a progress bar on stderr (episodes, and steps, model calls and an ETA as they are played);
+    return the summary."""
     trials = f" trials={config.trials}" if config.trials > 1 else ""
     click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)}{trials} "
                f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}", err=True)
-    with click.progressbar(length=len(config.tasks) * len(config.harnesses) * config.trials, label="episodes",
-                           file=sys.stderr,
-                           show_pos=True, item_show_func=lambda s: s, hidden=quiet) as bar:
-        def progress(message: str, record: dict | None) -> None:
-            if record is None:
-                click.echo(f"  {message}", err=True)
-            else:
-                bar.update(1, f"{message}: {record['status']}")
-
+    episodes = len(config.tasks) * len(config.harnesses) * config.trials
+    with ProgressDisplay(episodes, config.max_steps, hidden=quiet) as display:
         try:
-            return run(host, config, progress, workers=workers, repair=repair, check_lock=check_lock,
-                       executor=executor, address=address, in_flight=in_flight)
+            return run(host, config, display.progress, workers=workers, repair=repair, check_lock=check_lock,
+                       executor=executor, address=address, in_flight=in_flight, on_step=display.on_step)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
 

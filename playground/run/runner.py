@@ -37,6 +37,7 @@ from playground.run.costs import attempt_cost
 from playground.run.executors import Executor, Job, make_executor
 from playground.run.files import confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
+from playground.run.progress import StepCounter, StepListener
 from playground.run.report import EpisodeTally, merge_cache_use, merge_failures, merge_judge_replies, summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, RunDirError, episode_key, trace_path
 from playground.run.secrets import redact, redact_text
@@ -312,7 +313,8 @@ def episode_seed(run_seed: int, task_id: str, trial: int = 1) -> int:
 
 def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None,
         workers: int | None = None, repair: bool = False, check_lock: dict | None = None,
-        executor: str | Executor = "local", address: str | None = None, in_flight: int = 1) -> dict:
+        executor: str | Executor = "local", address: str | None = None, in_flight: int = 1,
+        on_step: StepListener | None = None) -> dict:
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary.
 
     `executor` plays the episodes (`playground.run.executors`): "local" (the default) in this
@@ -327,6 +329,8 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     DIR/lock.json records what the results depend on (`playground.run.lock`); with `check_lock`
     (another run's lock) a run whose lock differs from it in what matters is refused (LockError
     naming the fields) before anything is written.
+    `on_step` is handed a `progress.StepNote` for each step played (in this thread; from worker processes and
+    threads too, but not from Ray workers), so a display can move while an episode plays.
     """
     if isinstance(config.trials, bool) or not isinstance(config.trials, int) or config.trials < 1:
         raise RunConfigError(f"trials must be a whole number of at least 1, got {config.trials!r}")
@@ -370,7 +374,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                         pending.append(Job(harness, task_id, trial))
         discard_unfinished(host, config, run_id, pending)
         work = RunWork(config, run_id, str(rundir.path), header_base)
-        unfinished = _play_and_record(host, config, run_id, rundir, chosen.play(host, work, pending), notify)
+        unfinished = _play_and_record(host, config, run_id, rundir, chosen.play(host, work, pending, on_step), notify)
         summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],
                                 rundir.records.values())
         summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps,
@@ -691,6 +695,7 @@ class _Attempt:
         self.path, self.harness, self.task_id, self.seed, self.trial = path, harness, task_id, seed, trial
         self.episode = episode_id(run_id, harness, task_id, trial)
         self.tally = EpisodeTally()
+        self.steps = StepCounter(episode_key(harness, task_id, trial))  # reports each step to the run's display
         self.cache_use: Counter[str] = Counter()  # response-cache hits and misses of the episode's model calls
         self.started = time.perf_counter()
         self.trace = TraceWriter(path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
@@ -706,6 +711,7 @@ class _Attempt:
             data = {key: redact_text(value) if isinstance(value, str) else value for key, value in data.items()}
         self.trace.emit(event_type, data)
         self.tally.add(event_type, data)
+        self.steps.add(event_type, data)
 
     def record(self, status: str, won: bool, steps: int, error: str | None, score: Any, max_score: Any) -> dict:
         """Close the trace; return the attempt's record."""

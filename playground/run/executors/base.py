@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Hashable, Iterator, Protocol, Sequence
 
 from playground.core.errors import PlaygroundError
 from playground.host.manager import Host
+from playground.run.progress import StepListener
 
 
 class ExecutorError(PlaygroundError, ValueError):
@@ -122,9 +123,11 @@ class Executor(ABC):
         self.in_flight = in_flight
 
     @abstractmethod
-    def play(self, host: Host, work: Work, jobs: Sequence[Job]) -> Iterator[dict]:
+    def play(self, host: Host, work: Work, jobs: Sequence[Job], on_step: StepListener | None = None) -> Iterator[dict]:
         """Play every job and yield each episode's record as it finishes, in any order.
 
+        `on_step` is called, in the thread that iterates, with each step note the episodes report
+        (`playground.run.progress`), where the executor can pass them on cheaply; it may be ignored.
         An exception a strict episode raises stops the run: it comes out of this iterator.
         Closing the iterator early stops the workers.
         """

@@ -28,6 +28,7 @@ from typing import Any, Iterator, Sequence
 from playground.host.manager import Host
 from playground.processes import die_with_parent
 from playground.run.executors.base import Executor, ExecutorError, Job, JobQueue, Work
+from playground.run.progress import StepListener, StepNote, steps_reported
 
 STOP_GRACE = 10.0  # seconds a worker gets to close its env after the last episode
 
@@ -45,22 +46,24 @@ class LocalExecutor(Executor):
             raise ExecutorError("--in-flight with --workers > 1 is not supported yet: choose episodes in flight in "
                                 "this process (--in-flight N) or worker processes (--workers N)")
 
-    def play(self, host: Host, work: Work, jobs: Sequence[Job]) -> Iterator[dict]:
+    def play(self, host: Host, work: Work, jobs: Sequence[Job], on_step: StepListener | None = None) -> Iterator[dict]:
         """Play `jobs` here (one worker; `in_flight` threads) or in worker processes; yield each record as its
-        episode finishes."""
+        episode finishes, and hand `on_step` each step note as it comes."""
         if not jobs:
             return
         if self.in_flight > 1 and len(jobs) > 1:
-            yield from _Threads(host, work, min(self.in_flight, len(jobs))).play(jobs)
+            yield from _Threads(host, work, min(self.in_flight, len(jobs)), on_step).play(jobs)
         elif self.workers == 1:
             player = work.player(host)
             try:
                 for job in jobs:
-                    yield player.play(job)
+                    with steps_reported(on_step):
+                        record = player.play(job)
+                    yield record
             finally:
                 player.close()
         else:
-            yield from _Pool(host.strict, work, min(self.workers or 1, len(jobs))).play(jobs)
+            yield from _Pool(host.strict, work, min(self.workers or 1, len(jobs)), on_step).play(jobs)
 
 
 class _Threads:
@@ -69,16 +72,20 @@ class _Threads:
     Model calls release the GIL while they wait on the network, so one process keeps `size` episodes' requests in
     flight. Records come back to the calling thread, which alone writes them. An exception a strict episode raises
     stops the other threads after their current episode and comes out of `play`; so does an interrupt, after which
-    the episodes still playing are left unrecorded (their traces are set aside on resume, as after kill -9).
+    the episodes still playing are left unrecorded (their traces are set aside on resume, as after kill -9). Step
+    notes come back the same way, to `on_step` in the calling thread.
     """
 
-    def __init__(self, host: Host, work: Work, size: int) -> None:
-        self.host, self.work, self.size = host, work, size
+    def __init__(self, host: Host, work: Work, size: int, on_step: StepListener | None = None) -> None:
+        self.host, self.work, self.size, self.on_step = host, work, size, on_step
 
     def play(self, jobs: Sequence[Job]) -> Iterator[dict]:
         jobs_left, lock = JobQueue(jobs), threading.Lock()
         results: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         stop = threading.Event()
+
+        def step(note: StepNote) -> None:
+            results.put(("step", note))
 
         def worker(number: int) -> None:
             player = None
@@ -89,7 +96,9 @@ class _Threads:
                         if not jobs_left:
                             break
                         job = jobs_left.next_for(number)
-                    results.put(("record", player.play(job)))
+                    with steps_reported(step if self.on_step else None):
+                        record = player.play(job)
+                    results.put(("record", record))
             except BaseException as exc:  # noqa: BLE001 - the calling thread re-raises it
                 results.put(("raised", exc))
             finally:
@@ -109,6 +118,8 @@ class _Threads:
                     running -= 1
                 elif kind == "raised":
                     raise value
+                elif kind == "step":
+                    self.on_step(value)
                 else:
                     yield value
         finally:
@@ -119,9 +130,9 @@ class _Worker:
     """A worker process and the parent's end of its pipe; `job` is the episode it is playing (None: idle), `ready`
     whether it has loaded the plugins and built its player."""
 
-    def __init__(self, context: Any, strict: bool, work: Work) -> None:
+    def __init__(self, context: Any, strict: bool, work: Work, report_steps: bool) -> None:
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child, strict, os.getpid(), work))
+        self.process = context.Process(target=_worker_main, args=(child, strict, os.getpid(), work, report_steps))
         self.process.start()
         child.close()  # the worker holds the other end: its death reads as end of file here
         self.job: Job | None = None
@@ -146,10 +157,10 @@ class _Worker:
 
 
 class _Pool:
-    """`size` workers playing a queue of jobs, one at a time each."""
+    """`size` workers playing a queue of jobs, one at a time each; their step notes go to `on_step`."""
 
-    def __init__(self, strict: bool, work: Work, size: int) -> None:
-        self.strict, self.work, self.size = strict, work, size
+    def __init__(self, strict: bool, work: Work, size: int, on_step: StepListener | None = None) -> None:
+        self.strict, self.work, self.size, self.on_step = strict, work, size, on_step
         self.context = multiprocessing.get_context("spawn")
 
     def play(self, jobs: Sequence[Job]) -> Iterator[dict]:
@@ -163,7 +174,7 @@ class _Pool:
                 for conn in multiprocessing.connection.wait([w.conn for w in busy]):
                     answered = next(w for w in busy if w.conn is conn)
                     record = self._answer(answered)
-                    if record is None:  # the worker said it is ready
+                    if record is None:  # the worker said it is ready, or reported a step
                         continue
                     free: _Worker | None = answered
                     if answered.job is not None:  # it died playing the job: another worker takes its place
@@ -194,12 +205,13 @@ class _Pool:
             except OSError:
                 queue.give_back(worker, job)
                 worker.stop(now=True)
-        worker = _Worker(self.context, self.strict, self.work)
+        worker = _Worker(self.context, self.strict, self.work, self.on_step is not None)
         worker.give(queue.next_for(worker))
         return worker
 
     def _answer(self, worker: _Worker) -> dict | None:
-        """What `worker` sent: None when it said it is ready, else the record of its job (its job is then done).
+        """What `worker` sent: None when it said it is ready or reported a step (passed to `on_step`), else the record
+        of its job (its job is then done).
         When the worker died playing the job, the job's error record (its job stays set). A strict run's error, a
         worker that died while starting, and a dead worker in a strict run raise."""
         job = worker.job
@@ -222,13 +234,17 @@ class _Pool:
         if kind == "ready":
             worker.ready = True
             return None
+        if kind == "step":
+            if self.on_step is not None:
+                self.on_step(value)
+            return None
         worker.job = None
         return value
 
 
-def _worker_main(conn: Any, strict: bool, parent_pid: int, work: Work) -> None:
+def _worker_main(conn: Any, strict: bool, parent_pid: int, work: Work, report_steps: bool = False) -> None:
     """A worker: die with the run, load the plugins and build the player (then say "ready"), then play each job the
-    parent sends (None: close the player and end)."""
+    parent sends (None: close the player and end), sending each step note as it comes when `report_steps`."""
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -238,9 +254,12 @@ def _worker_main(conn: Any, strict: bool, parent_pid: int, work: Work) -> None:
         return
     try:
         conn.send(("ready", None, ""))
+        step = (lambda note: conn.send(("step", note, ""))) if report_steps else None
         while (job := conn.recv()) is not None:
             try:
-                conn.send(("record", player.play(job), ""))
+                with steps_reported(step):
+                    record = player.play(job)
+                conn.send(("record", record, ""))
             except Exception as exc:  # noqa: BLE001 - the parent decides; it re-raises it
                 _send_exception(conn, exc)
     except (EOFError, OSError):

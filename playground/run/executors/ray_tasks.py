@@ -27,6 +27,7 @@ from typing import Any, Iterator, Sequence
 from playground.host.manager import Host
 from playground.processes import Reaper
 from playground.run.executors.base import Executor, ExecutorError, Job, JobQueue, Work, plugin_environment
+from playground.run.progress import StepListener
 
 INSTALL_HINT = "pip install 'playground[ray]' (or, in a checkout, pip install -e '.[ray]')"
 MARK = "PLAYGROUND_RAY_RUN"  # in the environment of every process of a private local Ray
@@ -53,8 +54,9 @@ class RayExecutor(Executor):
         except ImportError as exc:
             raise ExecutorError(f"--executor ray needs the 'ray' extra ({exc}): {INSTALL_HINT}") from None
 
-    def play(self, host: Host, work: Work, jobs: Sequence[Job]) -> Iterator[dict]:
-        """Play `jobs` on Ray actors; yield each record as its episode finishes."""
+    def play(self, host: Host, work: Work, jobs: Sequence[Job], on_step: StepListener | None = None) -> Iterator[dict]:
+        """Play `jobs` on Ray actors; yield each record as its episode finishes (progress moves per episode: step
+        notes are not passed back from the actors, `on_step` is not called)."""
         if not jobs:
             return
         import ray

@@ -1,0 +1,56 @@
+"""The progress bar of `playground run`: episodes finished, and within them steps, model calls and an ETA."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from playground.run.progress import RunProgress, StepNote
+
+REDRAW_EVERY = 0.25  # seconds between redraws for steps (a scripted agent plays thousands of steps a second)
+
+
+class ProgressDisplay:
+    """A click progress bar over a run's episodes whose text says steps and model calls played and the ETA from
+    the step rate (`playground.run.progress.RunProgress`); use it as a context manager and hand its `progress`
+    and `on_step` to `playground.run.runner.run`."""
+
+    def __init__(self, episodes: int, max_steps: int, hidden: bool) -> None:
+        self.tally = RunProgress(episodes, max_steps)
+        self.last = ""  # the last episode finished, and how
+        self._drawn = 0.0
+        self._bar = click.progressbar(length=episodes, label="episodes", file=sys.stderr, show_pos=True,
+                                      show_eta=False, item_show_func=lambda text: text, hidden=hidden)
+
+    def __enter__(self) -> ProgressDisplay:
+        self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._bar.__exit__(*exc)
+
+    def text(self) -> str:
+        """What the bar shows after it: the run's step tally and ETA, and the last episode finished."""
+        return self.tally.describe(time.monotonic()) + (f" · {self.last}" if self.last else "")
+
+    def progress(self, message: str, record: dict | None) -> None:
+        """The runner's progress callback: a finished episode moves the bar; a message is printed."""
+        if record is None:
+            click.echo(f"  {message}", err=True)
+            return
+        self.tally.finished(record)
+        self.last = f"{message}: {record['status']}"
+        self._bar.update(1, self.text())
+        self._drawn = time.monotonic()
+
+    def on_step(self, note: StepNote) -> None:
+        """The runner's step callback: count the step and redraw the bar (at most every REDRAW_EVERY seconds)."""
+        now = time.monotonic()
+        self.tally.step(note, now)
+        if now - self._drawn >= REDRAW_EVERY:
+            self._drawn = now
+            self._bar.current_item = self.text()
+            self._bar.render_progress()

@@ -1,0 +1,142 @@
+"""Progress within episodes: each step played is reported as it is played, and a run's ETA comes from step rates.
+
+While an episode plays, its attempt reports each step (`report_step`) to the listener that
+whoever plays it set (`steps_reported`): the run itself, a thread that passes the note on to
+the run's thread, or a worker process that sends it over its pipe. A note is small and
+picklable. `RunProgress` adds the notes and finished episodes up for a display: steps and
+model calls played, and an ETA from the rate of steps (steps remaining, estimated from the
+mean steps of finished episodes or the step budget, over steps per second).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from playground.agents.client import JUDGE_CALL
+
+
+@dataclass(frozen=True)
+class StepNote:
+    """What one episode played since its last note: `steps` (1 for a step, 0 at its end) and `model_calls`."""
+
+    key: str  # the episode's key (`rundir.episode_key`)
+    steps: int
+    model_calls: int
+
+
+StepListener = Callable[[StepNote], None]
+_listener: ContextVar[StepListener | None] = ContextVar("step_listener", default=None)
+
+
+@contextmanager
+def steps_reported(listener: StepListener | None) -> Iterator[None]:
+    """While the block runs (in this thread), hand each step note reported in it to `listener` (None: drop them)."""
+    token = _listener.set(listener)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
+
+
+def report_step(note: StepNote) -> None:
+    """Hand `note` to the listener of this thread's block, if any."""
+    listener = _listener.get()
+    if listener is not None:
+        listener(note)
+
+
+class StepCounter:
+    """Turns one attempt's trace events into step notes: a note for each step, and one at the end for model calls
+    made after the last step."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._calls = 0  # model calls since the last note
+
+    def add(self, event_type: str, data: dict) -> None:
+        """Count one event; report a step, or the end of the attempt."""
+        if event_type == JUDGE_CALL or (event_type == "proposal" and _asked_a_model(data)):
+            self._calls += 1
+        elif event_type == "step" or (event_type == "end" and self._calls):
+            report_step(StepNote(self.key, int(event_type == "step"), self._calls))
+            self._calls = 0
+
+
+def _asked_a_model(proposal: dict) -> bool:
+    """Whether the agent's proposal came from a model (it has a prompt, or spent tokens); a scripted agent's has
+    neither. A reply the response cache held counts too."""
+    return bool(proposal.get("prompt") or proposal.get("prompt_tokens") or proposal.get("completion_tokens"))
+
+
+class RunProgress:
+    """The progress of a run, for a display: episodes finished, steps and model calls played, and an ETA.
+
+    Feed it each step note (`step`) and each finished episode's record (`finished`), with the time each came
+    (`now`, seconds on any clock). The rate is that of the steps played since the first note of this session;
+    the steps remaining are, for each episode not finished, the mean steps of the finished episodes (the step
+    budget `max_steps` while none is), less what an episode being played has played already.
+    """
+
+    def __init__(self, episodes: int, max_steps: int) -> None:
+        self.episodes, self.max_steps = episodes, max_steps
+        self.steps = 0  # played in this session
+        self.model_calls = 0
+        self.done = 0
+        self._done_steps = 0
+        self._playing: dict[str, int] = {}  # steps played so far by each episode in play
+        self._first: float | None = None  # when the first step of this session was reported
+
+    def step(self, note: StepNote, now: float) -> None:
+        """Count a step note that came at `now`."""
+        if note.steps and self._first is None:
+            self._first = now
+        self.steps += note.steps
+        self.model_calls += note.model_calls
+        self._playing[note.key] = self._playing.get(note.key, 0) + note.steps
+
+    def finished(self, record: dict) -> None:
+        """Count a finished episode (played now, or before a resume)."""
+        self.done += 1
+        self._done_steps += int(record.get("steps") or 0)
+        self._playing.pop(str(record.get("key")), None)
+
+    def steps_per_episode(self) -> float:
+        """The steps an episode is expected to take: the mean of the finished ones, else the step budget."""
+        return self._done_steps / self.done if self.done else float(self.max_steps)
+
+    def steps_left(self) -> float:
+        """The steps expected before the run ends."""
+        expected = self.steps_per_episode()
+        waiting = max(self.episodes - self.done - len(self._playing), 0)
+        return waiting * expected + sum(max(expected - played, 0.0) for played in self._playing.values())
+
+    def rate(self, now: float) -> float | None:
+        """Steps per second played since the first step of this session (None before two steps apart in time)."""
+        if self._first is None or now <= self._first or self.steps < 2:
+            return None
+        return (self.steps - 1) / (now - self._first)
+
+    def eta(self, now: float) -> float | None:
+        """Seconds until the run ends at the present rate, or None while there is no rate yet."""
+        rate = self.rate(now)
+        return self.steps_left() / rate if rate else None
+
+    def describe(self, now: float) -> str:
+        """One line for the display: steps, model calls, steps per second and the ETA."""
+        rate, eta = self.rate(now), self.eta(now)
+        parts = [f"steps {self.steps}", f"model calls {self.model_calls}"]
+        if rate is not None:
+            parts.append(f"{rate:.2f} steps/s" if rate < 10 else f"{rate:.0f} steps/s")
+        parts.append(f"ETA {format_seconds(eta)}" if eta is not None else "ETA --")
+        return " · ".join(parts)
+
+
+def format_seconds(seconds: float) -> str:
+    """`seconds` as H:MM:SS (M:SS under an hour)."""
+    whole = int(round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

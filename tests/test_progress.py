@@ -1,0 +1,113 @@
+"""Progress within episodes: every step played reaches the run's step callback, whoever plays it, and the ETA comes
+from the step rate and the steps expected of the episodes left."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from playground.agents.response_cache import RESPONSE_CACHE_VARIABLE
+from playground.host.manager import Host
+from playground.run.progress import RunProgress, StepNote, format_seconds
+from playground.run.runner import RunConfig, run
+from playground.testing.openai_server import FirstActionModel, ScriptedChatServer
+
+TASKS = [f"tiny-{i}" for i in range(20_000, 20_004)]
+
+
+def _config(out: Path, agent: str = "noisy", **agent_options) -> RunConfig:
+    return RunConfig(env="tiny", task_set="default", split="test", tasks=TASKS, agent=agent,
+                     harnesses=["base", "guard-only"], out=str(out), max_steps=12,
+                     agent_options=agent_options or {"invalid": 0.3})
+
+
+def _records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("how", [{}, {"in_flight": 3}, {"workers": 2}], ids=["here", "threads", "processes"])
+def test_each_step_played_reaches_the_step_callback(tmp_path, how):
+    notes: list[StepNote] = []
+    finished: list[str] = []
+
+    def progress(message: str, record: dict | None) -> None:
+        if record is not None:
+            finished.append(record["key"])
+
+    run(Host().load(), _config(tmp_path / "run"), progress, on_step=notes.append, **how)
+    records = _records(tmp_path / "run")
+    steps = {r["key"]: r["steps"] for r in records}
+    assert sum(steps.values()) > len(records)  # episodes of several steps: notes come within episodes
+    played: dict[str, int] = {}
+    for note in notes:
+        played[note.key] = played.get(note.key, 0) + note.steps
+    assert played == steps
+    assert sum(note.model_calls for note in notes) == 0  # a scripted agent asks no model
+    assert sorted(finished) == sorted(steps)
+
+
+def test_model_calls_are_counted_as_they_are_made(tmp_path, monkeypatch):
+    monkeypatch.setenv(RESPONSE_CACHE_VARIABLE, "off")  # every call reaches the server, which counts them
+    model = FirstActionModel()
+    notes: list[StepNote] = []
+    with ScriptedChatServer(default=model) as server:
+        config = _config(tmp_path / "run", agent="llm", base_url=server.base_url, model="m", retries=0)
+        run(Host().load(), config, on_step=notes.append)
+    assert model.total > 0
+    assert sum(note.model_calls for note in notes) == model.total
+    assert sum(note.steps for note in notes) == sum(r["steps"] for r in _records(tmp_path / "run"))
+
+
+def test_a_resumed_run_reports_only_the_steps_it_plays(tmp_path):
+    out = tmp_path / "run"
+    first = _config(out)
+    run(Host().load(), RunConfig(**{**first.__dict__, "harnesses": ["base"]}))
+    notes: list[StepNote] = []
+    run(Host().load(), first, on_step=notes.append)
+    new = {r["key"]: r["steps"] for r in _records(out) if r["harness"] == "guard-only"}
+    assert len(new) == len(TASKS)
+    assert {note.key for note in notes} == set(new)
+    assert sum(note.steps for note in notes) == sum(new.values())
+
+
+def test_the_eta_is_the_steps_left_over_the_step_rate():
+    tally = RunProgress(episodes=4, max_steps=10)
+    assert tally.eta(0.0) is None and tally.steps_left() == 40  # nothing finished: the step budget
+    tally.finished({"key": "a", "steps": 6})  # played before a resume: no rate from it
+    assert tally.steps_per_episode() == 6 and tally.steps_left() == 18
+    assert tally.rate(100.0) is None
+    for second in range(5):  # episode b plays 5 steps, one a second: 4 steps in the 4 seconds after the first
+        tally.step(StepNote("b", 1, 1), float(second))
+    assert tally.rate(4.0) == 1.0
+    assert tally.steps_left() == 1 + 6 + 6  # b has 1 of its expected 6 left; c and d have not started
+    assert tally.eta(4.0) == 13.0
+    tally.step(StepNote("b", 0, 2), 4.0)  # b's end: two more model calls, no step
+    tally.finished({"key": "b", "steps": 5})
+    assert tally.steps_per_episode() == 5.5 and tally.steps_left() == 11
+    assert tally.model_calls == 7 and tally.steps == 5
+    assert tally.describe(4.0) == "steps 5 · model calls 7 · 1.00 steps/s · ETA 0:11"
+
+
+def test_an_episode_past_its_expected_steps_adds_none_left():
+    tally = RunProgress(episodes=2, max_steps=3)
+    for second in range(8):
+        tally.step(StepNote("a", 1, 0), float(second))  # a cascade may play more than the budget
+    assert tally.steps_left() == 3  # b: the budget; a: nothing more expected
+
+
+def test_seconds_read_as_hours_minutes_and_seconds():
+    assert format_seconds(59.6) == "1:00"
+    assert format_seconds(3725) == "1:02:05"
+
+
+def test_the_run_commands_display_counts_the_steps_and_episodes_played(tmp_path):
+    from playground.cli.progress import ProgressDisplay
+
+    with ProgressDisplay(episodes=2 * len(TASKS), max_steps=12, hidden=True) as display:
+        run(Host().load(), _config(tmp_path / "run"), display.progress, on_step=display.on_step)
+    steps = sum(r["steps"] for r in _records(tmp_path / "run"))
+    assert display.tally.done == 2 * len(TASKS) and display.tally.steps == steps
+    assert display.text().startswith(f"steps {steps} · model calls 0 · ")
+    assert display.last.endswith(("won", "lost"))
