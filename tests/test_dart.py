@@ -164,8 +164,13 @@ def test_committed_consumer_veto():
     (detail,) = decisions(played)
     assert detail["decision"] == "rerun" and detail["blocked"] and "writes_not_consumed" in detail["reason"]
     assert played.result.won and env.world["unsafe_restores"] == 0
-    unsafe, env = run("schedule-form-committed-0", Dart({"consumer_check": False}))  # the ablation admits it
-    assert decisions(unsafe)[0]["decision"] == "rollback"
+    # without the veto, the effect check still blocks: the committed consumer's submission is irreversible
+    effect, env = run("schedule-form-committed-0", Dart({"consumer_check": False}))
+    (detail,) = decisions(effect)
+    assert detail["decision"] == "rerun" and "irreversible effect of submit:" in detail["reason"]
+    assert effect.result.won and env.world["unsafe_restores"] == 0
+    unsafe, env = run("schedule-form-committed-0", Dart({"consumer_check": False, "effect_check": False}))
+    assert decisions(unsafe)[0]["decision"] == "rollback"  # without both, it is admitted
     assert env.world["unsafe_restores"] == 1 and not unsafe.result.won
 
 

@@ -18,6 +18,8 @@ ABLATIONS = (
     ("dart-no-certify", {"certify": False}, "DART without boundary certification (any checkpoint is a candidate)"),
     ("dart-entry-only", {"entry_only": True},
      "DART restoring only the failed instance's entry (no commit checkpoints)"),
+    ("dart-wide-search", {"wide_search": True},
+     "DART searching every stable checkpoint up to the aligned boundary, other instances' included"),
 )
 BASELINES = (
     ("retry-only", "RetryOnly", "rerun the whole task on every observable failure"),

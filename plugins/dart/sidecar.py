@@ -108,8 +108,10 @@ class Dart(_Sidecar):
     Parameters: `consumer_check` (default True), `effect_check` (default True; False drops the
     effect-policy condition and admission check, an ablation), `certify` (True: checkpoints
     aligned to certified instance boundaries; False: any checkpoint), `entry_only` (False:
-    fall back to earlier commit checkpoints; True: only the failed instance's entry),
-    `max_recoveries`.
+    the failed instance's commit checkpoints, then its entry; True: only its entry),
+    `exit_candidates` (default False; True: the failed instance's exit checkpoint too, an
+    explicit policy), `wide_search` (default False; True: every stable checkpoint up to the
+    aligned boundary, other instances' included, an ablation), `max_recoveries`.
     """
 
     name = "dart"
@@ -121,6 +123,8 @@ class Dart(_Sidecar):
         self.effect_check = bool(params.get("effect_check", True))
         self.certify = bool(params.get("certify", True))
         self.entry_only = bool(params.get("entry_only", False))
+        self.exit_candidates = bool(params.get("exit_candidates", False))
+        self.wide_search = bool(params.get("wide_search", False))
         self.checkpoint_every_step = not self.certify
         self.recovered: set[str] = set()
 
@@ -193,16 +197,14 @@ class Dart(_Sidecar):
 
     def admissible(self, step: int, instance: str) -> tuple[bool, str]:
         """Whether restoring `step` is admissible: the committed-consumer check (downstream work committed on
-        the failed instance's output), then the effect-policy check (every call the restore undoes, of the
-        failed instance or of another instance, must have a reversible or compensable effect)."""
+        the failed instance's output), then the effect-policy check (every call the restore undoes, and so
+        repeats, of any instance, committed or not, must have a reversible or compensable effect)."""
         assert self.workflow is not None
-        downstream = set(self.downstream(instance))
         if self.consumer_check:
             crossed = self.consumers(instance, step)
             if crossed:
                 return False, f"committed consumer {', '.join(crossed)} read {instance}'s output"
-        irreversible = [self.workflow.by_id[iid].describe() for iid in self.irreversible(step)
-                        if iid not in downstream]
+        irreversible = [self.workflow.by_id[iid].describe() for iid in self.irreversible(step)]
         if irreversible and self.effect_check:
             return False, f"irreversible effect of {', '.join(irreversible)}"
         return True, "no committed consumer or irreversible effect crossed"
@@ -214,14 +216,31 @@ class Dart(_Sidecar):
         return list(dict.fromkeys(iid for s, iid, i in self.timeline.entries if s >= step
                                   and self.workflow.by_id[iid].step_effects[i] not in REVERSIBLE))
 
-    def candidates(self, context: StepContext, instance: str, boundary: int, failed_at: int) -> list[int]:
-        """Checkpoints to try, latest first: the instance's aligned boundary, then earlier stable ones."""
+    def candidates(self, context: StepContext, instance: str, entry: int, boundary: int, failed_at: int) -> list[int]:
+        """Checkpoints to try, latest first: the failed instance's own stable checkpoints (its commit
+        checkpoints up to the aligned boundary and its entry; its exit too under `exit_candidates`; its entry
+        alone under `entry_only`), or, under `wide_search`, every stable checkpoint up to the boundary."""
         if not self.certify:
             return sorted({s for s in context.checkpoints if s <= failed_at}, reverse=True)
-        stable = sorted({s for s in context.checkpoints if s <= boundary and s in self.boundaries}, reverse=True)
-        if self.entry_only:
-            return [s for s in stable[:1] if all(i == instance for i in self.timeline.since(s))]
-        return stable
+        stable = {s for s in context.checkpoints if s in self.boundaries}
+        if self.wide_search:
+            return sorted({s for s in stable if s <= boundary}, reverse=True)
+        own = self.own_checkpoints(instance, entry)
+        levels = ("entry",) if self.entry_only else ("entry", "commit")
+        chosen = {s for level in levels for s in own[level] if s <= boundary}
+        if self.exit_candidates and not self.entry_only:
+            chosen |= set(own["exit"])
+        return sorted(chosen & stable, reverse=True)
+
+    def own_checkpoints(self, instance: str, entry: int) -> dict[str, list[int]]:
+        """The steps of `instance`'s checkpoints on this branch, by level: `entry` (before its first call,
+        given), `commit` (at its declared in-instance commit points) and `exit` (after its last call, once
+        committed)."""
+        assert self.workflow is not None
+        timeline, inst = self.timeline, self.workflow.by_id[instance]
+        last = timeline.commit_step(instance, self.workflow)
+        commits = [s for c in inst.commits if (s := timeline.step_of(instance, c)) is not None]
+        return {"entry": [entry], "commit": commits, "exit": [] if last is None else [last + 1]}
 
     def recover(self, context: StepContext, failure: Failure) -> Decision | None:
         failed_at, record, _ = failure
@@ -247,7 +266,9 @@ class Dart(_Sidecar):
             if failed:
                 return self.rerun(context, f"{instance} not certified: {', '.join(failed)}", blocked=True, **base)
         reasons = []
-        for step in self.candidates(context, instance, boundary, failed_at):
+        candidates = self.candidates(context, instance, entry, boundary, failed_at)
+        base["candidates"] = candidates
+        for step in candidates:
             ok, reason = self.admissible(step, instance)
             if ok:
                 self.recovered.add(instance)
