@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -103,13 +104,15 @@ def test_a_trace_link_never_leaves_the_run_nor_reads_as_a_url_scheme(capsys, run
     shutil.copytree(runs / "first", run)
     lines = (run / "episodes.jsonl").read_text().splitlines()
     crafted = [json.loads(line) for line in lines]
+    shutil.copy(run / crafted[0]["trace"], run / "javascript:alert(1)")  # a file of that name inside the run
     crafted[0]["trace"], crafted[1]["trace"] = "javascript:alert(1)", "../../../etc/passwd"
     (run / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in crafted))
     out = run / "report.html"  # inside the run: a bare relative path would read as javascript:
     assert cli(capsys, "report", str(run), "--out", str(out))[0] == 0
     urls = [u for u in parse(out).urls if not u.startswith("#")]
-    assert all(u.startswith("./") for u in urls) and not any("passwd" in u for u in urls)
-    assert "./javascript:alert(1)" in urls  # a file name inside the run, not a scheme
+    assert all(u.startswith("./") for u in urls) and not any("passwd" in u or "javascript" in u for u in urls)
+    assert len(urls) == len(crafted) - 1  # the trace outside the run gets no link; the crafted name a transcript
+    assert all((out.parent / u).resolve().is_relative_to(out.parent.resolve()) for u in urls)
 
 
 def test_records_without_failure_counts_get_them_from_their_traces(capsys, runs, tmp_path):
@@ -157,3 +160,65 @@ def test_the_report_renders_in_headless_chromium(capsys, runs, tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     # a page whose charts drew is far from blank: the PNG of the rendered page compresses to well over 50 KB
     assert len(data) > 50_000, len(data)
+
+
+def transcripts(out: Path) -> dict[str, str]:
+    """The transcript pages the report `out` links to, by episode key (their title); each inside the report's
+    folder."""
+    pages = {}
+    for href in [u for u in parse(out).urls if not u.startswith("#")]:
+        page = out.parent / href
+        assert page.resolve().is_relative_to(out.parent.resolve()) and page.is_file(), href
+        html = page.read_text()
+        pages[unescape(re.search(r"<title>(.*?)</title>", html).group(1))] = html
+        back = Links()
+        back.feed(html)
+        assert back.urls == ["../../report.html"] and (page.parent / back.urls[0]).resolve() == out.resolve()
+    return pages
+
+
+def test_each_transcript_shows_the_episode_step_by_step_with_what_the_harness_did(capsys, runs, tmp_path):
+    out = tmp_path / "report.html"
+    assert cli(capsys, "report", str(runs / "first"), "--out", str(out))[0] == 0
+    pages = transcripts(out)
+    records = [json.loads(line) for line in (runs / "first" / "episodes.jsonl").read_text().splitlines()]
+    assert sorted(pages) == sorted(r["key"] for r in records)
+    shown = 0
+    for record in records:
+        html = pages[record["key"]]
+        assert html.count('<div class="ev step">') == record["steps"]
+        assert html.count('<div class="ev detection">') == record["detected_failures"]
+        assert html.count('<div class="ev intervention">') == sum(record["interventions"].values())
+        assert html.count('<div class="ev verification') == (record["verified_recoveries"]
+                                                              + record["unresolved_recoveries"])
+        shown += record["detected_failures"] > 0 and sum(record["interventions"].values()) > 0
+    assert shown  # some episode shows a detection and a repair
+
+
+def test_a_transcript_escapes_what_the_trace_says(capsys, runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(runs / "second", run)
+    record = json.loads((run / "episodes.jsonl").read_text().splitlines()[0])
+    trace = run / record["trace"]
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    for event in events:
+        if event["type"] == "step":
+            event["observation"] = "<script>alert(1)</script><a href='https://example.com'>x</a>"
+    trace.write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = tmp_path / "report.html"
+    assert cli(capsys, "report", str(run), "--out", str(out))[0] == 0
+    html = transcripts(out)[record["key"]]  # its only link: back to the report
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script" not in html
+
+
+def test_an_errored_episode_shows_its_one_line_cause(capsys, runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(runs / "second", run)
+    lines = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    lines[0].update(status="error", won=False, error="HTTP 400 from the endpoint: requested 2307 tokens\nTraceback ...")
+    (run / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    out = tmp_path / "report.html"
+    assert cli(capsys, "report", str(run), "--out", str(out))[0] == 0
+    html = out.read_text()
+    assert '<div class="cause">HTTP 400 from the endpoint: requested 2307 tokens</div>' in html
+    assert html.count('class="cause"') == 1 and "Traceback" not in html

@@ -4,7 +4,9 @@ Everything is inline (CSS, SVG charts from `playground.run.svg`, a few lines of 
 filter the episode table): no server, no network. The figures come from the episode
 records (the same `summarise_harness` that writes summary.json); records written before a
 count existed are completed from their traces (`tally_trace`). Each episode links to its
-trace by a path relative to the report file.
+transcript, a page written next to the report (`REPORT-transcripts/RUN/KEY.html`, see
+`playground.run.transcript`) from its trace, by a `./`-relative path; an episode that ended
+in an error shows its one-line cause.
 
 Sections: the runs (env, agent, seed, budget, trials, lock); a table per harness; success
 and mean score with 95% intervals (Wilson for success, bootstrap for score); solved
@@ -24,11 +26,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from playground.run import svg
-from playground.run.files import PathEscapeError, confined
+from playground.run.files import OutputError, PathEscapeError, atomic_write_text, confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, read_lock
-from playground.run.report import complete_record, merge_failures, score_ratios, summarise_harness
+from playground.run.report import complete_record, error_cause, merge_failures, score_ratios, summarise_harness
 from playground.run.rundir import RunDirError, load_records, read_config
 from playground.run.stats import bootstrap_ci
+from playground.run.traces import TraceError, read_trace
+from playground.run.transcript import render_transcript
 
 GROWTH = (("lessons_added", "lessons added", "#2ca02c"), ("lessons_retrieved", "lessons retrieved", "#1f77b4"),
           ("verified_recoveries", "repairs verified", "#9467bd"), ("lessons_helped", "helped", "#d62728"))
@@ -95,15 +99,65 @@ def run_labels(paths: Sequence[str | Path]) -> list[str]:
     return [name if names.count(name) == 1 else f"{name}#{i + 1}" for i, name in enumerate(names)]
 
 
-def build_report(paths: Sequence[str | Path], out: str | Path) -> str:
-    """The report's HTML for the run directories `paths`, with trace links relative to the file `out`."""
+@dataclass
+class TranscriptPage:
+    """An episode's transcript page, to be written at `path`: the record, its run and its trace files (inside the
+    run), and the link back to the report."""
+
+    path: Path
+    run: Run
+    record: dict
+    traces: list[Path]
+    back: str
+
+    def write(self) -> None:
+        """Render the traces and write the page (a trace that cannot be read is named on the page)."""
+        attempts, problems = [], []
+        for number, trace in enumerate(self.traces, start=1):
+            try:
+                events = read_trace(trace)
+            except TraceError as exc:
+                events, problems = [], [*problems, str(exc)]
+            header = events[0] if events and events[0].get("type") == "header" else {}
+            heading = (f"attempt {number}: {', '.join(header.get('interventions') or []) or 'base'}"
+                       if len(self.traces) > 1 else "")
+            attempts.append((heading, events))
+        first = attempts[0][1][0] if attempts and attempts[0][1] else {}
+        r = self.record
+        facts = [("run", f"{self.run.label} ({self.run.path})"), ("harness", r.get("harness")),
+                 ("task", r.get("task_id")), ("trial", r.get("trial") or 1), ("seed", r.get("seed")),
+                 ("env", f"{first.get('env', '?')}:{first.get('task_set', '?')}"), ("agent", first.get("agent")),
+                 ("status", r.get("status")), ("steps", r.get("steps")),
+                 ("detected", r.get("detected_failures", 0)),
+                 ("interventions", sum((r.get("interventions") or {}).values())),
+                 ("verified", r.get("verified_recoveries", 0)), ("lessons", r.get("lessons_added", 0)),
+                 ("trace", ", ".join(str(t.relative_to(self.run.path)) for t in self.traces))]
+        if error_cause(r):
+            facts.insert(8, ("error", error_cause(r, width=400)))
+        facts += [("unreadable", problem) for problem in problems]
+        html = render_transcript(str(r.get("key")), facts, attempts, self.back)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, html)
+        except OSError as exc:
+            raise OutputError(f"cannot write the transcript {str(self.path)!r}: {exc.strerror or exc}") from None
+
+
+def transcripts_folder(out: str | Path) -> Path:
+    """The folder of the report `out`'s transcript pages: REPORT-transcripts next to it."""
+    out = Path(out)
+    return out.with_name(out.stem + "-transcripts")
+
+
+def build_report(paths: Sequence[str | Path], out: str | Path, pages: list[TranscriptPage] | None = None) -> str:
+    """The report's HTML for the run directories `paths`, with transcript links relative to the file `out`; the
+    transcript pages it links to are added to `pages` (for `write_report` to write)."""
     if not paths:
         raise RunDirError("name at least one run directory")
     runs = [load_run(path, label) for path, label in zip(paths, run_labels(paths))]
     series = build_series(runs)
     if not series:
         raise RunDirError(f"no episodes recorded in {', '.join(map(str, paths))}")
-    out_dir = Path(out).resolve().parent
     sections = [
         ("Runs", _runs_section(runs)),
         ("Harnesses", _table_section(series)),
@@ -113,7 +167,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path) -> str:
         ("Playbook growth over episodes", _growth_section(series)),
         ("Detected failures by type and label", _failures_section(series)),
         ("Tokens per episode", _tokens_section(series)),
-        ("Episodes", _episodes_section(series, out_dir)),
+        ("Episodes", _episodes_section(series, Path(out).resolve(), [] if pages is None else pages)),
     ]
     body = "".join(f'<section id="{_anchor(title)}"><h2>{escape(title)}</h2><div class="wide">{html}</div></section>'
                    for title, html in sections)
@@ -311,43 +365,68 @@ def _tokens_section(series: Sequence[Series]) -> str:
             + svg.legend([s.name for s in series], [s.color for s in series]) + f"<ul>{means}</ul>")
 
 
-def _trace_link(run_path: Path, trace: str, out_dir: Path) -> str:
-    """A link to a trace inside the run, by a path relative to the report ("./..." so that no part of it can read
-    as a URL scheme such as "javascript:"); a record naming a file outside the run gets no link."""
-    try:
-        target = confined(run_path, trace, what="trace")
-    except PathEscapeError:
-        return "–"
-    href = "./" + Path(os.path.relpath(target.resolve(), out_dir)).as_posix()
-    return f'<a href="{escape(href)}">trace</a>'
+def _transcript_link(s: Series, record: dict, out: Path, pages: list[TranscriptPage]) -> str:
+    """A link to the episode's transcript page, by a path relative to the report `out` ("./..." so that no part of
+    it can read as a URL scheme such as "javascript:"), and the page added to `pages`. A record whose trace is
+    missing, or names a file outside the run, gets no link."""
+    traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
+    files = []
+    for trace in traces:
+        if not isinstance(trace, str):
+            return "–"
+        try:
+            target = confined(s.run.path, trace, what="trace")
+        except PathEscapeError:
+            return "–"
+        if not target.is_file():
+            return "–"
+        files.append(target)
+    name = safe_file_name(str(record.get("key") or record.get("episode_id"))) + ".html"
+    page = transcripts_folder(out) / safe_file_name(s.run.label) / name
+    back = Path(os.path.relpath(out, page.parent)).as_posix()
+    pages.append(TranscriptPage(page, s.run, record, files, back))
+    href = "./" + Path(os.path.relpath(page, out.parent)).as_posix()
+    return f'<a href="{escape(href)}">transcript</a>'
 
 
-def _episodes_section(series: Sequence[Series], out_dir: Path) -> str:
+def _status(record: dict) -> str:
+    """The status cell: the status, and for an episode that ended in an error its one-line cause."""
+    status = escape(str(record.get("status")))
+    cause = error_cause(record)
+    return (f'<span class="status {status}">{status}</span>'
+            + (f'<div class="cause">{escape(cause)}</div>' if cause else ""))
+
+
+def _episodes_section(series: Sequence[Series], out: Path, pages: list[TranscriptPage]) -> str:
     rows = []
     for s in series:
         for r in s.records:
-            trace = r.get("trace")
-            link = "–"
-            if isinstance(trace, str):
-                link = _trace_link(s.run.path, trace, out_dir)
             failures = ", ".join(sorted(r.get("failures") or {}))
-            cells = (escape(s.name), escape(str(r.get("task_id"))), r.get("trial") or 1,
-                     f'<span class="status {escape(str(r.get("status")))}">{escape(str(r.get("status")))}</span>',
+            cells = (escape(s.name), escape(str(r.get("task_id"))), r.get("trial") or 1, _status(r),
                      r.get("steps", 0), f"{_tokens(r):,}", r.get("detected_failures", 0),
-                     r.get("verified_recoveries", 0), r.get("lessons_added", 0), escape(failures), link)
+                     r.get("verified_recoveries", 0), r.get("lessons_added", 0), escape(failures),
+                     _transcript_link(s, r, out, pages))
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in ("harness", "task", "trial", "status", "steps", "tokens", "detected",
-                                             "verified", "lessons", "failures detected", "trace"))
+                                             "verified", "lessons", "failures detected", "transcript"))
     return ('<input id="filter" type="search" placeholder="filter episodes: harness, task, status, failure ...">'
-            f'<table id="episodes"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+            f'<table id="episodes"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            '<p class="note">transcript: the episode step by step (what the agent proposed and did, what the env '
+            'answered, detections, interventions and verdicts), a page next to this report. An episode that ended '
+            'in an error shows its cause under its status.</p>')
 
 
 def write_report(paths: Sequence[str | Path], out: str | Path, force: bool = False) -> Path:
-    """Build the report and write it to `out` (refusing to overwrite without `force`); return the path."""
-    from playground.run.files import atomic_write_text, check_output
+    """Build the report and write it to `out` (refusing to overwrite without `force`), and its transcript pages to
+    the folder `transcripts_folder(out)`; return the report's path."""
+    from playground.run.files import check_output
 
     target = check_output(out, force=force, runs=paths, what="report")
-    return atomic_write_text(target, build_report(paths, target))
+    pages: list[TranscriptPage] = []
+    html = build_report(paths, target, pages)
+    for page in pages:
+        page.write()
+    return atomic_write_text(target, html)
 
 
 CSS = """
@@ -358,7 +437,8 @@ table{border-collapse:collapse;font-size:13px;margin:8px 0}th,td{border:1px soli
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 .swatch{display:inline-block;width:10px;height:10px;margin-right:5px;border-radius:2px}
 .legend{font-size:12px;margin:4px 0 12px}.key{margin-right:14px;white-space:nowrap}
-.chart{display:block;margin:8px 0}.status.won{color:#1a7f37;font-weight:600}.status.error{color:#c00}
+.chart{display:block;margin:8px 0}.status.won{color:#1a7f37;font-weight:600}.status.error{color:#c00;font-weight:600}
+.cause{color:#c00;font-size:12px;text-align:left;white-space:normal;min-width:220px;max-width:360px}
 #filter{width:420px;padding:4px;margin:6px 0}.wide{overflow-x:auto}
 """
 SCRIPT = """

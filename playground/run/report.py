@@ -54,6 +54,16 @@ def merge_judge_replies(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[
                    "modes": dict(sorted(entry["modes"].items()))} for role, entry in sorted(total.items())}
 
 
+def error_cause(record: Mapping[str, Any], width: int = 160) -> str | None:
+    """The one-line cause of an episode that ended in an error (its error's first line, cut to `width` characters),
+    or None for an episode that did not."""
+    if record.get("status") != "error":
+        return None
+    lines = str(record.get("error") or "").strip().splitlines()
+    line = lines[0].strip() if lines else "no cause recorded"
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
 COMPLETED_FIELDS = ("failures", "lessons_retrieved", "lessons_helped")  # counted from traces for older records
 
 
