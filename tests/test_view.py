@@ -147,3 +147,67 @@ def test_an_episode_is_found_by_its_number_in_the_list(run_dir, capsys):
     assert code == 0 and str(records[0]["key"]) in out
     code, _, err = cli(capsys, "view", str(run_dir), "--episode", str(len(records) + 1))
     assert code == 2 and f"the list has {len(records)}" in err
+
+
+def test_an_errored_episode_shows_its_one_line_cause_in_the_list(run_dir, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    lines = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    lines[1].update(status="error", won=False, error="HTTP 400: requested 2307 tokens\nTraceback (most recent ...)")
+    (run / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    shown = Console(record=True, width=220, color_system=None)
+    render_list(shown, load_records(run)[:3], 3, len(lines), 0, run)
+    text = shown.export_text()
+    assert "error: HTTP 400: requested 2307 tokens" in text and "Traceback" not in text
+    assert text.count("error:") == 1
+
+
+def _in_a_terminal(tmp_path: Path, *args: str, lines: int = 20) -> tuple[str, str | None]:
+    """Run `playground view ARGS` with stdin and stdout on a pseudo-terminal of `lines` lines and a pager that writes
+    what it is given to a file; return what the terminal showed and what the pager got (None: not paged)."""
+    import os
+    import pty
+    import shlex
+    import subprocess
+    import sys
+
+    paged = tmp_path / "paged.txt"
+    paged.unlink(missing_ok=True)
+    pager = shlex.join([sys.executable, "-c", f"import sys; open({str(paged)!r}, 'w').write(sys.stdin.read())"])
+    leader, follower = pty.openpty()
+    env = {**os.environ, "PAGER": pager, "LINES": str(lines), "COLUMNS": "120", "TERM": "xterm"}
+    process = subprocess.Popen([sys.executable, "-m", "playground.cli.main", "view", *args], stdin=follower,
+                               stdout=follower, stderr=subprocess.PIPE, env=env)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the command ended
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert process.wait(timeout=60) == 0, process.stderr.read()
+    return shown.decode(errors="replace"), paged.read_text() if paged.exists() else None
+
+
+def test_long_output_in_a_terminal_goes_through_the_pager_unless_no_pager(run_dir, tmp_path):
+    import re
+
+    shown, paged = _in_a_terminal(tmp_path, str(run_dir), "--episode", "sentry/tiny-20001")
+    assert paged is not None and "sentry/tiny-20001" in paged and "propose" in paged
+    assert "propose" not in shown
+    shown, paged = _in_a_terminal(tmp_path, str(run_dir), "--episode", "sentry/tiny-20001", "--no-pager")
+    assert paged is None and "propose" in re.sub(r"\x1b\[[0-9;]*m", "", shown)
+    shown, paged = _in_a_terminal(tmp_path, str(run_dir), "--limit", "2", lines=60)  # shorter than the terminal
+    assert paged is None and "showing 1-2" in shown
+
+
+def test_output_is_paged_only_when_longer_than_the_terminal():
+    from playground.cli.view import needs_pager
+
+    assert not needs_pager("a\n" * 23, 24) and needs_pager("a\n" * 24, 24)

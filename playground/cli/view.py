@@ -5,14 +5,18 @@ status, task and failure label, a page at a time, so a run of 10,000 episodes sh
 first page at once. With `--episode` it reads that one episode's trace and shows it step
 by step: each proposal (the action, the thought, the message the agent was shown),
 detections, interventions, rollbacks, the env's answer, verifier verdicts and the lessons
-stored, each kind in its own colour.
+stored, each kind in its own colour. An episode that ended in an error shows its one-line
+cause in the list. Output longer than the terminal goes through the pager (`$PAGER`, else
+`less`) when stdout is a terminal, unless `--no-pager`.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import click
 from rich.console import Console
@@ -23,7 +27,7 @@ from rich.text import Text
 
 from playground.cli.options import CLIError
 from playground.cli.terminal import visible_data
-from playground.run.report import complete_record
+from playground.run.report import complete_record, error_cause
 from playground.run.rundir import RunDirError, describe_problems, load_records, record_problem, record_trace
 from playground.run.traces import read_trace
 
@@ -72,10 +76,13 @@ def render_list(console: Console, page: Sequence[dict], matching: int, total: in
     for number, r in enumerate(page, start=offset + 1):
         status = str(r.get("status"))
         tokens = int(r.get("prompt_tokens") or 0) + int(r.get("completion_tokens") or 0)
-        labels = sorted({key.partition("/")[2] or key for key in r.get("failures") or {}})
+        labels = ", ".join(sorted({key.partition("/")[2] or key for key in r.get("failures") or {}}))
+        cause = error_cause(r)
+        failures = Text(labels) if cause is None else Text.assemble(labels + ("; " if labels else ""),
+                                                                    (f"error: {cause}", "red"))
         table.add_row(str(number), str(r.get("key")), Text(status, style=STATUS_STYLE.get(status, "")),
                       str(r.get("steps", 0)), f"{tokens:,}", str(r.get("detected_failures", 0)),
-                      str(r.get("verified_recoveries", 0)), str(r.get("lessons_added", 0)), ", ".join(labels))
+                      str(r.get("verified_recoveries", 0)), str(r.get("lessons_added", 0)), failures)
     console.print(table)
     shown_to = offset + len(page)
     more = f"; --offset {shown_to} for more" if shown_to < matching else ""
@@ -220,21 +227,46 @@ def render_episode(console: Console, run_path: Path, record: dict, full: bool = 
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="episodes listed")
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="episodes skipped")
 @click.option("--full", is_flag=True, help="show long texts whole")
+@click.option("--no-pager", "no_pager", is_flag=True,
+              help="print everything at once, even when it is longer than the terminal")
 def view_command(run_dir: str, episode: str | None, harness: str | None, status: str | None, label: str | None,
-                 task: str | None, limit: int, offset: int, full: bool) -> None:
-    """Browse a run directory: list its episodes (filtered), or show one step by step."""
+                 task: str | None, limit: int, offset: int, full: bool, no_pager: bool) -> None:
+    """Browse a run directory: list its episodes (filtered), or show one step by step. Output longer than the
+    terminal is paged (`$PAGER`, else less) unless --no-pager."""
     path = Path(run_dir)
-    console = Console(highlight=False)
     if episode is None and harness is None and status is None and label is None and task is None:
         page, total = read_page(path, offset, limit)  # no filter: parse only the page shown
-        render_list(console, visible_data(page), total, total, offset, path)
+        show(lambda console: render_list(console, visible_data(page), total, total, offset, path), not no_pager)
         return
     records = load_records(path)
     chosen = select(records, path, harness, status, label, task)
     if episode is None:
-        render_list(console, visible_data(chosen[offset:offset + limit]), len(chosen), len(records), offset, path)
+        page = visible_data(chosen[offset:offset + limit])
+        show(lambda console: render_list(console, page, len(chosen), len(records), offset, path), not no_pager)
         return
-    render_episode(console, path, find_episode(chosen, episode), full)
+    record = find_episode(chosen, episode)
+    show(lambda console: render_episode(console, path, record, full), not no_pager)
+
+
+def show(render: Callable[[Console], None], pager: bool = True) -> None:
+    """Print what `render` draws on a console: through the pager when `pager`, stdin and stdout are terminals and it
+    is longer than the terminal (`needs_pager`); else straight to stdout."""
+    console = Console(highlight=False)
+    if not (pager and sys.stdin.isatty() and sys.stdout.isatty()):
+        render(console)
+        return
+    with console.capture() as captured:
+        render(console)
+    text = captured.get()
+    if needs_pager(text, shutil.get_terminal_size().lines):
+        click.echo_via_pager(text)
+    else:
+        click.echo(text, nl=False)
+
+
+def needs_pager(text: str, lines: int) -> bool:
+    """Whether `text` is longer than a terminal of `lines` lines (one kept for the prompt)."""
+    return text.count("\n") > lines - 1
 
 
 def read_page(run_path: Path, offset: int, limit: int) -> tuple[list[dict], int]:
