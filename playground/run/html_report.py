@@ -136,9 +136,9 @@ class TranscriptPage:
             facts.insert(8, ("error", error_cause(r, width=400)))
         facts += [("unreadable", problem) for problem in problems]
         html = render_transcript(str(r.get("key")), facts, attempts, self.back)
-        try:
+        try:  # a plain write (no fsync): a page torn by an interrupt is written again by the next report
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.path, html)
+            self.path.write_text(html, encoding="utf-8")
         except OSError as exc:
             raise OutputError(f"cannot write the transcript {str(self.path)!r}: {exc.strerror or exc}") from None
 
