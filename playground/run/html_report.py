@@ -112,7 +112,8 @@ class TranscriptPage:
 
     def write(self) -> None:
         """Render the traces and write the page (a trace that cannot be read is named on the page)."""
-        attempts, problems = [], []
+        attempts: list[tuple[str, list[dict]]] = []
+        problems: list[str] = []
         for number, trace in enumerate(self.traces, start=1):
             try:
                 events = read_trace(trace)

@@ -119,7 +119,8 @@ class _Threads:
                 elif kind == "raised":
                     raise value
                 elif kind == "step":
-                    self.on_step(value)
+                    if self.on_step is not None:
+                        self.on_step(value)
                 else:
                     yield value
         finally:
