@@ -45,7 +45,8 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
     with ProgressDisplay(episodes, config.max_steps, hidden=quiet) as display:
         try:
             return run(host, config, display.progress, workers=workers, repair=repair, check_lock=check_lock,
-                       executor=executor, address=address, in_flight=in_flight, on_step=display.on_step)
+                       executor=executor, address=address, in_flight=in_flight,
+                       on_step=None if quiet else display.on_step)  # --quiet: no step notes at all
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
 
