@@ -387,3 +387,68 @@ def test_distillation_on_action_validity_evidence_can_select_the_ranked_view_ope
     _darc(capsys, "darc", "distill", "--evidence", str(p / "av" / "evidence.csv"),
           "--interventions", "action_pruning,loop_fallback,validity-guard", "--out", str(tmp_path / "policy.json"))
     assert json.loads((tmp_path / "policy.json").read_text())["chain"][0] == "action_pruning"
+
+
+def test_darc_controls_run_from_the_cli(cache, tmp_path, capsys):
+    """Issue 37: Tables 5, 6 and 7's controls as commands, on generated games with the noisy instrument."""
+    common = ["--env", "alfworld:generated", "--agent", "noisy", "--episodes", "3", "--max-steps", "20", "--quiet",
+              "--agent-option", "invalid=0.5"]
+    p = tmp_path / "darc"
+    _darc(capsys, "darc", "profile", *common, "--split", "valid_unseen", "--out", str(p))
+    assert json.loads((p / "diagnosis.json").read_text())["mode"] == "action_validity"
+    common += ["--param", f"prior_games={PRIOR_GAMES}"]
+    dev = [*common, "--split", "valid_unseen"]
+    _darc(capsys, "darc", "evaluate", *dev, "--all-interventions", "--out", str(p / "full"))
+    # Table 6: correct (action validity) against generic (sentry) and mismatched (procedure breadth) policies
+    out = _darc(capsys, "darc", "policy-controls", *dev, "--diagnosis", str(p / "diagnosis.json"),
+                "--evidence", str(p / "full" / "evidence.csv"), "--out", str(tmp_path / "t6"))
+    rows = [line[:22].strip() for line in out.splitlines()[1:]]
+    assert rows == ["bare agent", "correct policy", "generic policy", "mismatched policy"]
+    correct = json.loads((tmp_path / "t6" / "policies" / "correct.json").read_text())
+    mismatched = json.loads((tmp_path / "t6" / "policies" / "mismatched.json").read_text())
+    generic = json.loads((tmp_path / "t6" / "policies" / "generic.json").read_text())
+    validity = {"action_pruning", "loop_fallback", "type_saturation", "validity-guard"}
+    assert set(correct["chain"]) <= validity and correct["mode"] == "action_validity"
+    assert mismatched["mode"] == "procedure_breadth" and not set(mismatched["chain"]) & validity
+    assert generic["chain"] == ["sentry"]
+    # the same command again resumes: nothing is played twice, the table is the same
+    again = _darc(capsys, "darc", "policy-controls", *dev, "--diagnosis", str(p / "diagnosis.json"),
+                  "--evidence", str(p / "full" / "evidence.csv"), "--out", str(tmp_path / "t6"))
+    assert again == out
+    # Table 5: the frozen correct policy deployed on another split
+    out = _darc(capsys, "darc", "transfer", *common, "--split", "train", "--policy",
+                str(tmp_path / "t6" / "policies" / "correct.json"), "--json", "--out", str(tmp_path / "t5"))
+    transfer = json.loads(out)
+    assert [r["name"] for r in transfer] == ["bare agent", "frozen policy"]
+    assert transfer[1]["attempts"] >= 1 and transfer[1]["b"] is not None
+    # Table 7: the operator against matched information
+    out = _darc(capsys, "darc", "info-controls", *dev, "--diagnosis", str(p / "diagnosis.json"), "--json",
+                "--out", str(tmp_path / "t7"))
+    assert [r["name"] for r in json.loads(out)] == ["operator", "random top-k", "diagnosis label only",
+                                                    "metadata only", "bare agent"]
+    traces = tmp_path / "t7" / "run" / "traces"
+
+    def first_proposals(harness):
+        """The first proposal of every step, with its notes' texts (traces keep a note once, by hash)."""
+        proposals = []
+        for path in (traces / harness).glob("*.jsonl"):
+            events = [json.loads(line) for line in path.read_text().splitlines()]
+            texts = {e["hash"]: e["text"] for e in events if e["type"] == "prompt"}
+            proposals += [dict(e, task=path.stem, notes=[texts[h] for h in e.get("notes", [])])
+                          for e in events if e["type"] == "proposal" and e["attempt"] == 0]
+        return proposals
+
+    label = first_proposals("darc-info:label:action_validity")
+    assert label and all(e["notes"] == ["Diagnosed failure mode for these tasks: action_validity (commands the "
+                                        "environment does not accept (not among the admissible commands, or "
+                                        "malformed))."] for e in label)
+    metadata = first_proposals("darc-info:metadata:task_type")
+    assert metadata and all(len(e["notes"]) == 1 and e["notes"][0].startswith("Task metadata: task_type: ")
+                            for e in metadata)
+    assert all(len(e["admissible_actions"]) <= 12 for e in first_proposals("darc-info:random:action_pruning"))
+    # the random view is a draw, not the operator's ranking
+    operator = {(e["task"], e["step"]): e["admissible_actions"] for e in first_proposals("darc-eval:action_pruning")}
+    random_view = {(e["task"], e["step"]): e["admissible_actions"]
+                   for e in first_proposals("darc-info:random:action_pruning")}
+    shared = set(operator) & set(random_view)
+    assert shared and any(operator[k] != random_view[k] for k in shared)

@@ -13,7 +13,9 @@ from playground.core.hookspecs import hookimpl
 @hookimpl
 def register_harness_loaders(register) -> None:
     """`--harness darc:POLICY.json` deploys a frozen DARC policy as a cascade; `darc-eval:`, `darc-profile:` and
-    `darc-factorial:` build the harnesses of `darc evaluate`, `darc profile` and `darc factorial`."""
+    `darc-factorial:` build the harnesses of `darc evaluate`, `darc profile` and `darc factorial`, and `darc-info:` the
+    matched-information controls of `darc info-controls`."""
+    from playground.plugins.darc.controls import INFO_PREFIX, info_harness
     from playground.plugins.darc.evaluate import EVAL_PREFIX, eval_harness
     from playground.plugins.darc.factorial import PREFIX, cell_harness_spec
     from playground.plugins.darc.policy import cascade_harness
@@ -25,6 +27,20 @@ def register_harness_loaders(register) -> None:
              description="the base agent watched by detect-only detectors (darc profile: darc-profile:DET1,DET2)")
     register(PREFIX, cell_harness_spec,
              description="one cell of darc factorial (darc-factorial:GUARD-VIEW-PROMPT)")
+    register(INFO_PREFIX, info_harness,
+             description="a matched-information control of darc info-controls (darc-info:label:MODE, "
+                         "darc-info:metadata:KEYS, darc-info:random:GUARD)")
+
+
+@hookimpl
+def register_interventions(register) -> None:
+    """The notes of the matched-information controls (points of comparison, not in the library)."""
+    from playground.plugins.darc.controls import LABEL_NOTE, METADATA_NOTE, DiagnosisNote, MetadataNote
+
+    register(LABEL_NOTE, DiagnosisNote, cost_unit="steps", candidate=False,
+             description="a standing note naming the diagnosed failure mode (parameter mode), nothing else")
+    register(METADATA_NOTE, MetadataNote, cost_unit="steps", candidate=False,
+             description="a standing note with the task facts of the env's reset info named by the parameter keys")
 
 
 @hookimpl

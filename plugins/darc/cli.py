@@ -231,6 +231,112 @@ def factorial_command(guard: str, forced_agent: str, out: str, **options) -> Non
     click.echo(table(rows, len(config.tasks)))
 
 
+def _print_rows(rows, reference: str, as_json: bool) -> None:
+    from playground.plugins.darc.controls import table
+
+    click.echo(json.dumps([row.to_dict() for row in rows], indent=2) if as_json else table(rows, reference))
+
+
+@darc_group.command("transfer")
+@episode_options
+@click.option("--policy", "policy_path", required=True,
+              help="a frozen policy.json (from darc distill, on evidence of another split)")
+@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
+@click.option("--out", required=True, help="folder for the run (OUT/run)")
+def transfer_command(policy_path: str, as_json: bool, out: str, **options) -> None:
+    """A frozen policy deployed unchanged on another split, beside the bare agent (Table 5's shape)."""
+    from playground.plugins.darc.controls import BASE, policy_source, transfer
+    from playground.plugins.darc.policy import PolicyError, read_policy
+
+    nonempty(out, "--out")
+    try:
+        read_policy(policy_path)
+    except PolicyError as exc:
+        raise CLIError(str(exc)) from None
+    host = get_host()
+    config = make_config(host, [BASE, f"darc:{policy_path}"], str(Path(out) / "run"), None, **options)
+    rows = transfer(host, config, policy_path, out)
+    click.echo(f"policy {policy_path}: distilled on {policy_source(policy_path)}; deployed on "
+               f"{config.env}:{config.task_set} split {config.split}, {len(config.tasks)} tasks", err=True)
+    _print_rows(rows, "bare agent", as_json)
+
+
+@darc_group.command("policy-controls")
+@episode_options
+@click.option("--diagnosis", "diagnosis_path", required=True, help="diagnosis.json of darc profile")
+@click.option("--evidence", "evidence_path", required=True,
+              help="evidence.csv of darc evaluate --all-interventions (every mode's interventions)")
+@click.option("--generic", default="sentry", show_default=True,
+              help="the generic control: a comma-separated chain deployed whatever the diagnosis")
+@click.option("--mismatched-mode", default=None,
+              help="the mode whose interventions make the mismatched policy [default: the first other mode with "
+                   "evidence]")
+@click.option("--max-len", default=3, show_default=True, type=int, help="L, the longest chain distilled")
+@click.option("--lam", default=0.02, show_default=True, type=float, help="lambda, the cost weight")
+@click.option("--tau-free", default=None, type=float, help="the free cost allowance [default: the mean base cost]")
+@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
+@click.option("--out", required=True, help="folder for the policies (OUT/policies) and the run (OUT/run)")
+def policy_controls_command(diagnosis_path: str, evidence_path: str, generic: str, mismatched_mode: str | None,
+                            max_len: int, lam: float, tau_free: float | None, as_json: bool, out: str,
+                            **options) -> None:
+    """The correct policy against a generic and a mismatched one on the same tasks (Table 6's shape)."""
+    from playground.plugins.darc.controls import BASE, mode_policies, policy_controls, write_policies
+    from playground.plugins.darc.evidence import base_tau_free, load_evidence
+
+    nonempty(out, "--out")
+    chain = [n.strip() for n in generic.split(",") if n.strip()]
+    if not chain:
+        raise CLIError("--generic names no intervention")
+    try:
+        diagnosis = json.loads(Path(diagnosis_path).read_text())
+        evidence = load_evidence(evidence_path)
+        if tau_free is None:
+            tau_free, _ = base_tau_free(evidence_path)
+        policies = mode_policies(diagnosis, evidence, evidence_path, chain, mismatched_mode, max_len, lam, tau_free)
+        paths = write_policies(policies, Path(out) / "policies")
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"{exc}") from None
+    host = get_host()
+    harnesses = [BASE, *(f"darc:{paths[c]}" for c in ("correct", "generic", "mismatched"))]
+    config = make_config(host, harnesses, str(Path(out) / "run"), None, **options)
+    _print_rows(policy_controls(host, config, paths, out), "correct policy", as_json)
+
+
+@darc_group.command("info-controls")
+@episode_options
+@click.option("--guard", default="action_pruning", show_default=True,
+              help="the operator: an intervention with a ranked view (its `view` parameter)")
+@click.option("--diagnosis", "diagnosis_path", default=None, help="diagnosis.json of darc profile (its mode)")
+@click.option("--mode", default=None, help="the mode the label-only control names [default: --diagnosis's mode]")
+@click.option("--metadata-keys", default="task_type", show_default=True,
+              help="the env's reset-info keys the metadata-only control shows (comma-separated)")
+@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
+@click.option("--out", required=True, help="folder for the run (OUT/run)")
+def info_controls_command(guard: str, diagnosis_path: str | None, mode: str | None, metadata_keys: str,
+                          as_json: bool, out: str, **options) -> None:
+    """The operator against matched-information controls: diagnosis label only, task metadata only, random
+    top-k (Table 7's shape)."""
+    from playground.plugins.darc.controls import info_controls, info_harnesses
+
+    nonempty(out, "--out")
+    if mode is None and diagnosis_path is not None:
+        try:
+            mode = json.loads(Path(diagnosis_path).read_text()).get("mode")
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"cannot read --diagnosis {diagnosis_path!r}: {exc}") from None
+        if not mode:
+            raise CLIError(f"{diagnosis_path}: the diagnosis names no dominant failure mode; pass --mode")
+    if not mode:
+        raise CLIError("name the diagnosed mode: --diagnosis DIAGNOSIS.json or --mode MODE")
+    host = get_host()
+    if guard not in host.interventions:
+        raise CLIError(f"unknown intervention {guard!r} in --guard; "
+                       f"choose from: {', '.join(host.interventions.names())}")
+    harnesses = [harness for _, harness, _ in info_harnesses(guard, mode, metadata_keys)]
+    config = make_config(host, harnesses, str(Path(out) / "run"), None, **options)
+    _print_rows(info_controls(host, config, guard, mode, metadata_keys, out), "operator", as_json)
+
+
 @darc_group.command("efficiency")
 @click.argument("run_dir")
 @click.option("--harness", "harnesses", multiple=True, help="harness of the run to show (repeatable) [default: all]")
