@@ -131,7 +131,7 @@ def test_an_observable_failure_is_a_recoverable_step_not_an_error():
 # -- the workflow env --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("task_set", ["schedule-form", "travel", "etl"])
+@pytest.mark.parametrize("task_set", ["schedule-form", "travel", "etl", "navigation", "diagnosis"])
 def test_workflow_passes_both_env_checkers(task_set):
     check_env(PROVIDER, task_set, tasks=12)
     env = PROVIDER.make(task_set)
@@ -214,7 +214,8 @@ def test_bench_case_and_command(capsys):
 # -- in-instance commit checkpoints (the `late` variant) -----------------------------------
 
 
-@pytest.mark.parametrize("task", ["schedule-form-late-0", "travel-late-1", "etl-late-2"])
+@pytest.mark.parametrize("task", ["schedule-form-late-0", "travel-late-1", "etl-late-2", "navigation-late-0",
+                                  "diagnosis-late-1"])
 def test_dart_restores_an_in_instance_commit_checkpoint_where_entry_only_reruns(task):
     played, env = run(task, Dart())
     (detail,) = decisions(played)
@@ -275,3 +276,24 @@ def test_step_timing_pairs_each_harness_with_a_plain_step_and_sizes_are_serializ
     assert set(timed) == {"base", "dart"} and all(s > 0 and r > 0 for s, r in timed.values())
     figures = play_case(PROVIDER, "etl", "etl-clean-0", "dart", ScriptedAgent(), 80)
     assert figures["sizes"] and min(figures["sizes"]) > 100  # pickled snapshots, in bytes
+
+
+# -- the paper's other domains: navigation and diagnosis ---------------------------------------
+
+
+@pytest.mark.parametrize("task", ["navigation-committed-0", "diagnosis-committed-2"])
+def test_a_consumed_fault_in_the_new_domains_is_vetoed_and_the_unchecked_baselines_end_invalid(task):
+    played, env = run(task, Dart())
+    (detail,) = decisions(played)
+    assert detail["decision"] == "rerun" and detail["blocked"] and "writes_not_consumed" in detail["reason"]
+    assert played.result.won and env.world["unsafe_restores"] == 0
+    assert {"purchase", "prescribe"} & {i.split(":")[0] for i in detail["irreversible"]}
+    for harness in ("entry-only", "coarse-retry", "checkpoint-latest"):
+        assert not play_case(PROVIDER, env.domain.name, task, harness, ScriptedAgent(), 80)["won"], harness
+
+
+@pytest.mark.parametrize("task_set", ["navigation", "diagnosis"])
+def test_dart_solves_every_variant_of_the_new_domains_without_an_unsafe_restore(task_set):
+    for task in PROVIDER.task_sets()[task_set].tasks("test"):
+        figures = play_case(PROVIDER, task_set, task, "dart", ScriptedAgent(), 80)
+        assert figures["won"] and figures["unsafe"] == 0, task

@@ -1,4 +1,5 @@
-"""`workflow`: structured tool workflows (schedule-form, travel planning, ETL) as a playground env plugin.
+"""`workflow`: structured tool workflows (schedule-form, travel planning, ETL, navigation, diagnosis) as a playground
+env plugin.
 
 Deterministic finite-state domains whose subtask instances declare their interfaces (read
 and write sets) and effect policies, with controlled observable failures (see

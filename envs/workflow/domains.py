@@ -133,4 +133,50 @@ ETL = Domain(
     final=(Skeleton("report", (Step("report", ("staging",)),), ("staging",), ("report",)),),
 )
 
-DOMAINS = {domain.name: domain for domain in (SCHEDULE_FORM, TRAVEL, ETL)}
+NAVIGATION = Domain(
+    "navigation", "navigate each leg of a route: plan it, quote the fare, reserve a seat, buy the ticket, "
+    "write the directions",
+    ("harbour", "airport", "museum", "stadium", "campus"),
+    (
+        Skeleton("route", (Step("route"),), ("origin.{e}",), ("route.{e}",)),
+        Skeleton("fare", (Step("quote"), Step("check_fare", ("fare.{e}",))), ("route.{e}",), ("fare.{e}",)),
+        Skeleton("reserve", (Step("reserve", external=True), Step("check_seat", ("seat.{e}",))), ("fare.{e}",),
+                 ("seat.{e}",), "compensable"),
+        Skeleton("purchase", (Step("purchase", external=True, writes=("ticket.{e}",)),
+                              Step("confirm_ticket", ("ticket.{e}",)), Step("boarding_pass", writes=("pass.{e}",)),
+                              Step("check_pass", ("pass.{e}",))),
+                 ("seat.{e}",), ("ticket.{e}", "pass.{e}"), "irreversible", commits=(2,)),
+        Skeleton("directions", (Step("directions", ("route.{e}",)),), ("ticket.{e}", "route.{e}"),
+                 ("directions.{e}",)),
+    ),
+    ("origin.{e}",),
+    {"clean": None, "ordinary": Fault("fare", -1, "tool_error"), "committed": Fault("route", -1, "contract_violation"),
+     "irreversible": Fault("purchase", -1, "timeout"), "late": Fault("purchase", -1, "tool_error", step=2)},
+)
+
+DIAGNOSIS = Domain(
+    "diagnosis", "work up each patient: intake, order tests, read the results, diagnose, prescribe, discharge",
+    ("ana", "ben", "chen", "dara", "eli"),
+    (
+        Skeleton("intake", (Step("intake"),), ("record.{e}",), ("history.{e}",)),
+        Skeleton("order", (Step("order_tests", external=True), Step("check_order", ("order.{e}",))),
+                 ("history.{e}",), ("order.{e}",), "compensable"),
+        Skeleton("results", (Step("read_results"), Step("validate_results", ("results.{e}",))), ("order.{e}",),
+                 ("results.{e}",)),
+        Skeleton("diagnose", (Step("diagnose"), Step("review", ("diagnosis.{e}",))), ("results.{e}", "history.{e}"),
+                 ("diagnosis.{e}",)),
+        Skeleton("prescribe", (Step("prescribe", external=True, writes=("prescription.{e}",)),
+                               Step("confirm_prescription", ("prescription.{e}",)),
+                               Step("label", writes=("label.{e}",)),
+                               Step("check_label", ("label.{e}",))),
+                 ("diagnosis.{e}",), ("prescription.{e}", "label.{e}"), "irreversible", commits=(2,)),
+        Skeleton("discharge", (Step("discharge", ("history.{e}",)),), ("prescription.{e}", "history.{e}"),
+                 ("summary.{e}",)),
+    ),
+    ("record.{e}",),
+    {"clean": None, "ordinary": Fault("results", -1, "tool_error"),
+     "committed": Fault("intake", -1, "contract_violation"), "irreversible": Fault("prescribe", -1, "timeout"),
+     "late": Fault("prescribe", -1, "tool_error", step=2)},
+)
+
+DOMAINS = {domain.name: domain for domain in (SCHEDULE_FORM, TRAVEL, ETL, NAVIGATION, DIAGNOSIS)}

@@ -252,10 +252,11 @@ class WorkflowEnv(TextEnv):
 
 
 class WorkflowProvider(EnvProvider):
-    """Provides `workflow` with one task set per domain: `schedule-form`, `travel`, `etl`."""
+    """Provides `workflow` with one task set per domain: `schedule-form`, `travel`, `etl`, `navigation`, `diagnosis`."""
 
     name = "workflow"
-    description = "structured tool workflows (schedule-form, travel, ETL) with controlled observable failures"
+    description = ("structured tool workflows (schedule-form, travel, ETL, navigation, diagnosis) with controlled "
+                   "observable failures")
     default_task_set = "schedule-form"
 
     def task_sets(self) -> dict[str, TaskSet]:
