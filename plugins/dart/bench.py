@@ -8,8 +8,12 @@ branch), preserved completed instances (committed instances a rollback kept), bl
 rollbacks, unsafe admissions (restores that crossed an irreversible effect, the env's
 ground truth) / false blocks (blocked where restoring the decision's candidate boundary
 would have crossed none), the time per step and its ratio to a plain step (see
-`time_steps`) and the mean serialized snapshot size. Ground truth comes from the env object
-the bench holds, never through the sidecar.
+`time_steps`) and the mean serialized snapshot size; per fault variant, success, replayed
+actions, unsafe admissions, false blocks and the mean episode wall time; with `latency.py`,
+paired latency tests of DART against every other row. The agent is the expert, `noisy` or a
+model (`local`, `llm`): a model's own calls then fail too (refused, out of order, invalid:
+`model errors`), besides the injected faults. Ground truth comes from the env object the bench
+holds, never through the sidecar.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 from playground.agents.base import bind_env
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, run_episode
-from playground.plugins.dart import ABLATIONS, BASELINES, graph, sidecar
+from playground.plugins.dart import ABLATIONS, BASELINES, graph, latency, sidecar
 
 
 def _maker(class_name: str, params: dict[str, Any]) -> Callable[[], Any]:
@@ -39,8 +43,8 @@ HARNESSES: dict[str, Callable[[], Any] | None] = {
     **{name: _maker(cls, {}) for name, cls, _ in BASELINES},
 }
 GRAPH = "langgraph"  # the LangGraph row: not a loop harness, a graph run of the same task
-COLUMNS = ("harness", "success", "replayed", "preserved", "blocked", "unsafe/false-block", "us/step", "vs plain",
-           "snapshot B")
+COLUMNS = ("harness", "success", "replayed", "preserved", "blocked", "unsafe/false-block", "model errors",
+           "wall s", "us/step", "vs plain", "snapshot B")
 
 
 class SizedEnv:
@@ -71,6 +75,8 @@ class Tally:
     unsafe: int = 0
     false_blocks: int = 0
     steps: int = 0
+    agent_errors: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # task -> episode wall seconds
     sizes: list[int] = field(default_factory=list)
     per_step: float | None = None  # median seconds per step
     ratio: float | None = None  # median ratio to a plain step timed side by side
@@ -80,20 +86,28 @@ class Tally:
         """Count one episode's figures."""
         self.episodes += 1
         self.won += bool(figures["won"])
-        for key in ("replayed", "preserved", "blocked", "unsafe", "false_blocks", "steps"):
+        for key in ("replayed", "preserved", "blocked", "unsafe", "false_blocks", "steps", "agent_errors"):
             setattr(self, key, getattr(self, key) + figures[key])
         self.sizes += figures["sizes"]
+        self.seconds[figures["task"]] = figures["seconds"]
 
     def cell(self) -> str:
-        """Success, replayed actions and unsafe admissions in one short cell."""
-        return f"{self.won}/{self.episodes} r{self.replayed}" + (f" u{self.unsafe}" if self.unsafe else "")
+        """Success, replayed actions, unsafe admissions, false blocks and mean wall seconds per episode in one cell."""
+        wall = sum(self.seconds.values()) / len(self.seconds) if self.seconds else 0.0
+        return f"{self.won}/{self.episodes} r{self.replayed} u{self.unsafe} f{self.false_blocks} {duration(wall)}"
 
     def row(self, name: str) -> list[str]:
         size = f"{sum(self.sizes) / len(self.sizes):.0f}" if self.sizes else "-"
         micro = f"{self.per_step * 1e6:.0f}" if self.per_step is not None else "-"
         ratio = f"{self.ratio:.2f}x" if self.ratio is not None else "-"
         return [name, f"{self.won}/{self.episodes}", str(self.replayed), str(self.preserved), str(self.blocked),
-                f"{self.unsafe}/{self.false_blocks}", micro, ratio, size]
+                f"{self.unsafe}/{self.false_blocks}", str(self.agent_errors), f"{sum(self.seconds.values()):.2f}",
+                micro, ratio, size]
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a short text: milliseconds below a second, else seconds, 3 significant digits."""
+    return f"{seconds * 1000:.3g}ms" if seconds < 1 else f"{seconds:.3g}s"
 
 
 def _config(task: str, harness: str, agent: Any, max_steps: int, seed: int) -> EpisodeConfig:
@@ -105,12 +119,14 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
               seed: int = 0) -> dict[str, Any]:
     """Play one task under one harness (or as a LangGraph graph for `langgraph`); return its figures."""
     if harness == GRAPH:
-        return graph.play(provider.make(task_set), task)
+        started = time.perf_counter()
+        figures = graph.play(provider.make(task_set), task)
+        return {**figures, "task": task, "agent_errors": 0, "seconds": time.perf_counter() - started}
     env = SizedEnv(provider.make(task_set, expert=True))
     make = HARNESSES[harness]
     plugin = make() if make is not None else None
     hooks = EpisodeHooks([(harness, plugin)] if plugin is not None else [])
-    figures: dict[str, Any] = {"replayed": 0, "preserved": 0, "blocked": 0, "false_blocks": 0}
+    figures: dict[str, Any] = {"replayed": 0, "preserved": 0, "blocked": 0, "false_blocks": 0, "agent_errors": 0}
     position = 0
     committed_at: dict[int, int] = {}
 
@@ -122,6 +138,8 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
         nonlocal position
         if kind == "step":
             position = data["step"] + 1
+            failure = data.get("failure") or {}
+            figures["agent_errors"] += not data["valid_action"] and (not failure or bool(failure.get("rejected")))
             committed_at[position] = committed()
         elif kind == "rollback":
             figures["preserved"] += committed_at.get(data["to_step"], 0)
@@ -133,11 +151,13 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
                 figures["false_blocks"] += 1
 
     bind_env(agent, env)
+    started = time.perf_counter()
     result = run_episode(env, agent, hooks, _config(task, harness, agent, max_steps, seed), emit)
+    seconds = time.perf_counter() - started
     if result.status == "error":
         raise RuntimeError(f"{harness} on {task}: {result.error}")
     figures.update(won=result.won and env.env.valid(), steps=result.steps, replayed=result.steps - position,
-                   unsafe=env.env.world["unsafe_restores"], sizes=env.sizes)
+                   unsafe=env.env.world["unsafe_restores"], sizes=env.sizes, task=task, seconds=seconds)
     return figures
 
 
@@ -201,19 +221,40 @@ def time_steps(provider: Any, task_set: str, harnesses: list[str], make_agent: C
     return {h: (statistics.median(seconds[h]), statistics.median(ratios[h])) for h in harnesses}
 
 
+def variant_of(domain: str, task: str) -> str:
+    """The fault variant of a workflow task id (`<domain>-<variant>-<n>`)."""
+    return task[len(domain) + 1:].rpartition("-")[0]
+
+
+def bench_tasks(provider: Any, domain: str, split: str, per_variant: int | None = None) -> list[str]:
+    """The domain's tasks of `split`: all, or the first `per_variant` of each fault variant."""
+    tasks = list(provider.task_sets()[domain].tasks(split))
+    if per_variant is None:
+        return tasks
+    kept: dict[str, list[str]] = {}
+    for task in tasks:
+        kept.setdefault(variant_of(domain, task), []).append(task)
+    return [task for task in tasks if task in kept[variant_of(domain, task)][:per_variant]]
+
+
 def bench(provider: Any, domains: list[str], harnesses: list[str], make_agent: Callable[[], Any], split: str = "test",
-          max_steps: int = 80, repeats: int = 7) -> dict[str, dict[str, Tally]]:
-    """Every harness on every task of each domain's split, then the step timing; tallies by domain and harness."""
+          max_steps: int = 80, repeats: int = 7, per_variant: int | None = None) -> dict[str, dict[str, Tally]]:
+    """Every harness on every task of each domain's split, then the step timing; tallies by domain and harness.
+
+    A task is played under every harness in turn, so the pairs of the latency tests are played side by side, and
+    the order of the harnesses turns by one from task to task, so none is always first (the first pays for what
+    later ones find warm: imports, and a model's replies in the response cache).
+    """
     tables: dict[str, dict[str, Tally]] = {}
+    turn = 0
     for domain in domains:
-        tasks = provider.task_sets()[domain].tasks(split)
-        for harness in harnesses:
-            tally = tables.setdefault(domain, {}).setdefault(harness, Tally())
-            for task in tasks:
+        rows = tables.setdefault(domain, {h: Tally() for h in harnesses})
+        for task in bench_tasks(provider, domain, split, per_variant):
+            order, turn = harnesses[turn % len(harnesses):] + harnesses[:turn % len(harnesses)], turn + 1
+            for harness in order:
                 figures = play_case(provider, domain, task, harness, make_agent(), max_steps)
-                tally.add(figures)
-                variant = task[len(domain) + 1:].rpartition("-")[0]
-                tally.variants.setdefault(variant, Tally()).add(figures)
+                rows[harness].add(figures)
+                rows[harness].variants.setdefault(variant_of(domain, task), Tally()).add(figures)
         if repeats > 0:
             for harness, (per_step, ratio) in time_steps(provider, domain, harnesses, make_agent, split, max_steps,
                                                           repeats).items():
@@ -226,9 +267,19 @@ def _aligned(body: list[list[str]]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in body]
 
 
+def latency_seconds(tables: dict[str, dict[str, Tally]]) -> dict[str, dict[str, float]]:
+    """Episode wall seconds by harness and task, every domain pooled (task ids name their domain)."""
+    seconds: dict[str, dict[str, float]] = {}
+    for rows in tables.values():
+        for harness, tally in rows.items():
+            seconds.setdefault(harness, {}).update(tally.seconds)
+    return seconds
+
+
 def format_tables(tables: dict[str, dict[str, Tally]]) -> str:
-    """The tables as aligned text, two per domain: the figures, then success, replayed actions (r) and
-    unsafe admissions (u) per fault variant."""
+    """The tables as aligned text, two per domain: the figures, then per fault variant success, replayed actions
+    (r), unsafe admissions (u), false blocks (f) and the mean episode wall seconds; last, the paired latency tests
+    of DART against every other row, every domain pooled."""
     lines: list[str] = []
     for domain, rows in tables.items():
         lines.append(f"## {domain}")
@@ -236,9 +287,14 @@ def format_tables(tables: dict[str, dict[str, Tally]]) -> str:
         lines.append("")
         variants = list(dict.fromkeys(v for tally in rows.values() for v in tally.variants))
         if variants:
-            lines.append(f"## {domain} by variant (success, r replayed, u unsafe)")
+            lines.append(f"## {domain} by variant (success, r replayed, u unsafe, f false blocks, mean wall s)")
             lines += _aligned([["harness", *variants]] + [
                 [name, *(tally.variants[v].cell() if v in tally.variants else "-" for v in variants)]
                 for name, tally in rows.items()])
             lines.append("")
+    tests = latency.paired_latency(latency_seconds(tables))
+    if tests:
+        lines.append("## paired latency: episode wall seconds, other - dart, every domain (sign-flip p, Holm)")
+        lines += latency.format_latency(tests)
+        lines.append("")
     return "\n".join(lines)
