@@ -8,7 +8,9 @@ baseline tells a success), `store` (memory files beside the run's playbook), `pa
 registers an intervention and a harness of the same name, plus `ace-frozen` (ACE read-only:
 the evaluation half of its offline mode), `reflexion:N` (N trials) and `ace-sentry` (ACE's
 task playbook next to Sentry, composed as a list of interventions, Sentry referenced by its
-registered name). See docs/methods/baselines.md.
+registered name). MIPROv2 and GEPA (DSPy's prompt optimisers, extra `prompt-opt`) run as the command
+`playground baselines optimise` (`prompt_search`, `cli`), and their frozen prompt deploys as the harness
+`prompt-opt:PROMPT.json` (`prompt_opt`). See docs/methods/baselines.md.
 """
 
 from playground import hookimpl
@@ -38,6 +40,12 @@ def _reasoningbank(params):
     return ReasoningBankPlugin(params)
 
 
+def _prompt_note(params):
+    from playground.plugins.baselines.prompt_opt import PromptNote
+
+    return PromptNote(params)
+
+
 def _monitor(params):
     from playground.plugins.baselines.monitor import MonitorPlugin
 
@@ -58,6 +66,9 @@ def register_interventions(register):
              description="ReasoningBank: memory items from successes and failures, retrieved by BM25 similarity")
     register("monitor", _monitor, cost_unit="reasks", candidate=False,
              description="runtime monitor: corrective feedback when a repeat, invalid-action or stall rule fires")
+    register("prompt-opt", _prompt_note, cost_unit="steps", candidate=False,
+             description="MIPROv2 / GEPA: an optimised prompt's instructions and demos as a standing note "
+                         "(--harness prompt-opt:PROMPT.json)")
 
 
 @hookimpl
@@ -81,7 +92,18 @@ def register_harnesses(register):
 
 @hookimpl
 def register_harness_loaders(register):
-    """`reflexion:N`: Reflexion with N trials."""
+    """`reflexion:N`: Reflexion with N trials; `prompt-opt:PATH`: a MIPROv2 or GEPA prompt, frozen."""
+    from playground.plugins.baselines.prompt_opt import PREFIX, prompt_harness
     from playground.plugins.baselines.reflexion import trials_harness
 
     register("reflexion:", trials_harness, description="Reflexion with N trials (reflexion:N, N from 1 to 20)")
+    register(PREFIX, prompt_harness, description="a MIPROv2 or GEPA prompt (`playground baselines optimise`) "
+                                                 "deployed frozen as a standing note (prompt-opt:PROMPT.json)")
+
+
+@hookimpl
+def register_commands(cli) -> None:
+    """Add `playground baselines` (MIPROv2 and GEPA prompt optimisation)."""
+    from playground.plugins.baselines.cli import baselines_group
+
+    cli.add_command(baselines_group)
