@@ -138,3 +138,21 @@ def test_optimise_refuses_a_test_split(tmp_path):
                    "--llm-base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(tmp_path / "p.json"))
     assert done.returncode == 2 and "test split" in done.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.slow
+def test_miprov2_with_a_proposer_whose_replies_do_not_parse_stops_with_a_clear_error(tmp_path):
+    """SmolLM2-135M as MIPROv2's proposer answers in neither of DSPy's formats, and MIPROv2 does not catch that."""
+    require_extra("prompt-opt", "dspy")
+    agent = ScriptedModel(formula_answers("dev", 4))
+
+    def model(body: dict) -> str:
+        return agent(body) if body["messages"][0]["content"] == SYSTEM_PROMPT else "Here is a Python script instead."
+
+    with ScriptedChatServer(default=model) as server:
+        done = run_cli("baselines", "optimise", "--optimizer", "miprov2", "--env", "finance:formula", "--train", "2",
+                       "--val", "2", "--candidates", "2", "--trials", "1", "--llm-base-url", server.base_url,
+                       "--model", "m", "--out", str(tmp_path / "p.json"))
+    assert done.returncode == 2, done.stderr
+    assert "proposer (m) gave a reply DSPy cannot parse" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "p.json").exists()

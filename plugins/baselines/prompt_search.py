@@ -186,9 +186,15 @@ def optimise(optimizer: str, train: list[DevTask], val: list[DevTask], grader: G
                                  verbose=False, track_stats=False)
             progress(f"MIPROv2: {budget.candidates} candidates, {budget.trials} trials, "
                      f"{len(trainset)} train and {len(valset)} val tasks")
-            best = tuner.compile(program, trainset=trainset, valset=valset, num_trials=budget.trials,
-                                 minibatch=False, seed=seed, data_aware_proposer=not budget.lean_proposer,
-                                 program_aware_proposer=not budget.lean_proposer)
+            try:
+                best = tuner.compile(program, trainset=trainset, valset=valset, num_trials=budget.trials,
+                                     minibatch=False, seed=seed, data_aware_proposer=not budget.lean_proposer,
+                                     program_aware_proposer=not budget.lean_proposer)
+            except dspy.utils.exceptions.AdapterParseError as exc:
+                # MIPROv2 does not catch a proposer reply it cannot parse (GEPA skips such a reflection)
+                raise PromptSearchError(f"MIPROv2's proposer ({reflection_model or model}) gave a reply DSPy cannot "
+                                        f"parse ({str(exc).splitlines()[0]}); name a stronger proposer with "
+                                        "--reflection-base-url and --reflection-model") from None
         else:
             def feedback_metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
                 score, feedback = grader.grade(by_id[gold.task_id], str(pred.answer))
