@@ -120,8 +120,8 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
     """Play one task under one harness (or as a LangGraph graph for `langgraph`); return its figures."""
     if harness == GRAPH:
         started = time.perf_counter()
-        figures = graph.play(provider.make(task_set), task)
-        return {**figures, "task": task, "agent_errors": 0, "seconds": time.perf_counter() - started}
+        graphed = graph.play(provider.make(task_set), task)
+        return {**graphed, "task": task, "agent_errors": 0, "seconds": time.perf_counter() - started}
     env = SizedEnv(provider.make(task_set, expert=True))
     make = HARNESSES[harness]
     plugin = make() if make is not None else None
