@@ -8,17 +8,19 @@ episode (a lost attempt of exactly N steps); `let-play` does nothing (the expert
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 import pytest
 
+from playground.agents.base import ExpertAgent
 from playground.cli.main import main
 from playground.core.hookspecs import hookimpl
-from playground.core.payloads import Decision
-from playground.agents.base import ExpertAgent
+from playground.core.payloads import AttemptVerdict, Decision
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
-from playground.run.runner import RunConfig, episode_seed, run
+from playground.run.runner import RunConfig, RunConfigError, SeenByAgent, episode_seed, run
 from playground.run.traces import read_trace
+from playground.testing.openai_server import Reply, ScriptedChatServer, chat_response
 
 TASKS = ["tiny-20000", "tiny-20001", "tiny-20002"]
 RESETS: list[tuple[str, int]] = []  # (task, seed) of every agent reset, in order
@@ -259,3 +261,84 @@ def test_compare_sets_a_cascade_pass_at_l_beside_the_other_sides_pass_at_1_and_p
     code = main(["compare", str(tmp_path / "one"), str(tmp_path / "one"), "--harness-a", "quitter",
                  "--harness-b", "quitter", "--resamples", "100", "--json"])
     assert json.loads(capsys.readouterr().out)["attempt_budget"] is None
+
+
+VIEWS: list = []  # the AttemptViews the recording verifier was given
+
+
+class VerifierPlugin:
+    """`test:pass-first`: passes every attempt it is asked about, keeping what it saw."""
+
+    @hookimpl
+    def register_attempt_verifiers(self, register):
+        def factory(params):
+            def verify(view):
+                VIEWS.append(view)
+                return AttemptVerdict(True, "looks done to me")
+            return verify
+        register("test:pass-first", factory)
+
+
+def test_a_deployment_verifier_decides_the_retries_from_what_the_agent_saw(tmp_path):
+    """Issue 37: a cascade can stop on a grade-blind verifier; it sees goal, actions and observations, no grade."""
+    VIEWS.clear()
+    host = Host(strict=True).load(extra={"cascade-test": CascadePlugin(), "verifier-test": VerifierPlugin()})
+    host.harnesses.add("blind", HarnessSpec("blind", cascade=("quit-after-2", "let-play"), verifier="test:pass-first"))
+    out = tmp_path / "run"
+    run(host, RunConfig(env="tiny", task_set="default", split="test", tasks=TASKS, agent="recording-expert",
+                        harnesses=["blind"], out=str(out), strict=True))
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    # the verifier passed the lost first attempt, so the cascade stopped there: the benchmark grade says lost
+    assert all(len(r["attempts"]) == 1 and r["attempts"][0]["verified"] and not r["won"] for r in records)
+    assert all(r["verifier"] == "test:pass-first" for r in records)
+    view = VIEWS[0]
+    assert len(VIEWS) == len(TASKS) and len(view.steps) == 2 and view.goal and not view.agent_finished
+    assert {f.name for f in fields(view)} == {"ids", "goal", "steps", "agent_finished", "max_steps"}
+    assert {f.name for f in fields(view.steps[0])} == {"action", "observation", "valid_action"}
+    verdicts = [e for e in read_trace(out / records[0]["trace"]) if e["type"] == "attempt_verdict"]
+    assert [(v["verifier"], v["passed"], v["why"]) for v in verdicts] == [("test:pass-first", True, "looks done to me")]
+
+
+def test_what_the_verifier_sees_passes_through_the_envs_grade_text_remover():
+    seen = SeenByAgent()
+    seen.add("reset", {"goal": "Put the mug away. Your score: 0"})
+    seen.add("proposal", {"finish": False})
+    seen.add("step", {"step": 0, "action": "go east", "observation": "Kitchen. Your score: 1", "valid_action": True,
+                      "won": True, "score": 1.0, "reward": 1.0})
+    seen.add("step", {"step": 1, "action": "drop mug", "observation": "Dropped.", "valid_action": False})
+    seen.add("rollback", {"to_step": 1})
+    seen.add("proposal", {"finish": True})
+    view = seen.view(None, 10, lambda text: text.replace(" Your score: 1", "").replace(" Your score: 0", ""))
+    assert view.goal == "Put the mug away." and [(s.action, s.observation) for s in view.steps] == [
+        ("go east", "Kitchen.")]
+    assert view.agent_finished
+
+
+def test_an_unknown_deployment_verifier_is_refused_before_the_run(host, tmp_path):
+    host.harnesses.add("odd", HarnessSpec("odd", cascade=("quit-after-2", "let-play"), verifier="nobody:knows"))
+    with pytest.raises(RunConfigError, match="unknown verifier 'nobody:knows'; choose from: env:won"):
+        run(host, RunConfig(env="tiny", task_set="default", split="test", tasks=TASKS, agent="recording-expert",
+                            harnesses=["odd"], out=str(tmp_path / "run")))
+
+
+def test_a_darc_policy_stops_on_the_agents_own_self_check_through_an_endpoint(tmp_path, monkeypatch):
+    """`agent:self-check`: the agent's own model, asked through its endpoint in a schema-checked reply, decides."""
+    monkeypatch.setenv("PLAYGROUND_RESPONSE_CACHE", "off")
+
+    def reply(body):
+        system = body["messages"][0]["content"]
+        if "check an agent's attempt" in system:
+            return Reply(raw=json.dumps(chat_response('{"done": true, "why": "the apple is in the hall"}')))
+        return Reply(raw=json.dumps(chat_response("Thought: look\nAction: look")))
+
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"chain": ["validity-guard", "sentry"], "verifier": "agent:self-check"}))
+    with ScriptedChatServer(default=reply) as server:
+        run(Host().load(), RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-20000"], agent="llm",
+                                     harnesses=[f"darc:{policy}"], out=str(tmp_path / "run"), max_steps=3,
+                                     agent_options={"base_url": server.base_url, "model": "agent", "retries": 0}))
+        checks = [r for r in server.requests if "check an agent's attempt" in r["messages"][0]["content"]]
+    record = json.loads((tmp_path / "run" / "episodes.jsonl").read_text())
+    assert len(checks) == 1 and len(record["attempts"]) == 1 and record["attempts"][0]["verified"]
+    assert not record["won"] and record["judge_replies"]["self_check"]["calls"] == 1
+    assert "Goal:" in checks[0]["messages"][1]["content"] and "look" in checks[0]["messages"][1]["content"]

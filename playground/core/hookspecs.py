@@ -122,6 +122,21 @@ def register_observers(register) -> None:
 
 
 @hookspec
+def register_attempt_verifiers(register) -> None:
+    """Register deployment verifiers: what decides, between the attempts of a cascade harness, whether to stop.
+
+    Call `register(name, factory, description="")`. A cascade harness names one as its
+    `verifier`; `env:won` (the env's own grade, the benchmark's verifier) is built in and needs no
+    registration. `factory(params)` gets the harness parameters and returns a callable that takes a
+    `playground.core.payloads.AttemptView` (what the agent saw: goal, actions, observations without
+    the env's grade text, whether the agent declared itself done; never a reward, score or `won`)
+    and returns an `AttemptVerdict` (or a bool). It is called once after each attempt but the last,
+    while the attempt's model roles still share the agent's model (`shared_agent_model()`); an
+    exception is a failed verification (the run goes on; in strict mode it stops).
+    """
+
+
+@hookspec
 def register_harness_loaders(register) -> None:
     """Register harnesses built from a name with a prefix, such as `METHOD:POLICY.json`.
 

@@ -349,3 +349,35 @@ class EpisodeEnd:
     steps: int
     won: bool
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class AttemptStep:
+    """One step of a finished attempt as the agent saw it: its action and the env's answer (grade text removed)."""
+
+    action: str
+    observation: str
+    valid_action: bool = True
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """A finished attempt of a cascade as a deployment verifier sees it: what the agent saw, never a grade.
+
+    The goal, each step's action and observation (with the grade text the env prints removed), whether the agent
+    itself declared the task done, and the step budget. No reward, score, `won` or status.
+    """
+
+    ids: EpisodeIds
+    goal: str
+    steps: tuple[AttemptStep, ...]
+    agent_finished: bool
+    max_steps: int
+
+
+@dataclass(frozen=True)
+class AttemptVerdict:
+    """A deployment verifier's decision on an attempt: `passed` stops the cascade; `why` is written to the trace."""
+
+    passed: bool
+    why: str = ""

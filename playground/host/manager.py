@@ -24,7 +24,9 @@ from playground.core.errors import PlaygroundError
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry
 from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
 from playground.host.registry import (
+    GRADE_VERIFIER,
     AgentSpec,
+    AttemptVerifierSpec,
     EnvSpec,
     HarnessLoaderSpec,
     HarnessSpec,
@@ -79,6 +81,7 @@ class Host:
         self.observers: Registry[ObserverSpec] = Registry("observer")
         self.harness_loaders: Registry[HarnessLoaderSpec] = Registry("harness prefix")
         self.intervention_loaders: Registry[InterventionLoaderSpec] = Registry("intervention prefix")
+        self.attempt_verifiers: Registry[AttemptVerifierSpec] = Registry("attempt verifier")
         self.labels = LabelRegistry()  # the failure types and labels the plugins declared
         self.commands_added = False
 
@@ -137,7 +140,7 @@ class Host:
             return True
         except Exception as exc:  # noqa: BLE001
             for registry in (self.envs, self.agents, self.interventions, self.harnesses, self.observers,
-                             self.harness_loaders, self.intervention_loaders):
+                             self.harness_loaders, self.intervention_loaders, self.attempt_verifiers):
                 registry.remove_from_plugin(plugin_name)
             self.labels.remove_from_plugin(plugin_name)
             self.pm.unregister(name=plugin_name)
@@ -190,6 +193,11 @@ class Host:
         def intervention_loader(prefix, loader, description="") -> None:
             self.intervention_loaders.add(prefix, InterventionLoaderSpec(prefix, loader, description, plugin))
 
+        def attempt_verifier(name, factory, description="") -> None:
+            if name == GRADE_VERIFIER:
+                raise RegistrationError(f"{GRADE_VERIFIER!r} is the built-in grade verifier; choose another name")
+            self.attempt_verifiers.add(name, AttemptVerifierSpec(name, factory, description, plugin))
+
         def failure_label(declaration) -> None:
             if not isinstance(declaration, (FailureType, FailureLabel)):
                 raise RegistrationError(f"register_failure_labels expects a FailureType or FailureLabel, "
@@ -199,7 +207,7 @@ class Host:
         return {"register_envs": env, "register_agents": agent, "register_interventions": intervention,
                 "register_harnesses": harness, "register_observers": observer,
                 "register_harness_loaders": harness_loader, "register_intervention_loaders": intervention_loader,
-                "register_failure_labels": failure_label}
+                "register_failure_labels": failure_label, "register_attempt_verifiers": attempt_verifier}
 
     def _check_harnesses(self) -> None:
         """Drop harnesses that name interventions no loaded plugin provides."""

@@ -8,6 +8,9 @@ from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 from playground.core.env import EnvProvider
 from playground.core.errors import PlaygroundError
 
+# The built-in cascade verifier: the env's own grade (the benchmark's verifier, which a deployed agent lacks).
+GRADE_VERIFIER = "env:won"
+
 
 @dataclass(frozen=True)
 class AgentSpec:
@@ -55,13 +58,23 @@ class HarnessSpec:
     # reset to the same initial state and try cascade[1], and so on (a harness loader such as a
     # method's frozen policy builds these).
     cascade: tuple[str, ...] = ()
-    verifier: str = "env:won"
+    verifier: str = "env:won"  # GRADE_VERIFIER, or a registered attempt verifier
     default: bool = False  # run by `playground run` when no --harness is given
 
     @property
     def attempts(self) -> tuple[tuple[str, ...], ...]:
         """The interventions of each attempt: one attempt with all of them, or one per cascade step."""
         return tuple((name,) for name in self.cascade) if self.cascade else (self.interventions,)
+
+
+@dataclass(frozen=True)
+class AttemptVerifierSpec:
+    """A deployment verifier a cascade harness may name: `factory(params)` -> callable(AttemptView) -> verdict."""
+
+    name: str
+    factory: Callable[[dict], Any]
+    description: str = ""
+    plugin: str = ""
 
 
 @dataclass(frozen=True)

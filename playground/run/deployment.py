@@ -19,9 +19,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
+from playground.host.registry import GRADE_VERIFIER
 from playground.run.trials import outcomes_by_task, pass_at_k, trial_of
-
-GRADE_VERIFIER = "env:won"
 
 
 @dataclass(frozen=True)

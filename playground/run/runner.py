@@ -31,8 +31,9 @@ from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.errors import MissingExtra, PlaygroundError, format_exception
 from playground.core.loop import EpisodeConfig, run_episode
+from playground.core.payloads import AttemptStep, AttemptVerdict, AttemptView, EpisodeIds
 from playground.host.manager import Host
-from playground.host.registry import HarnessSpec, InterventionSpec
+from playground.host.registry import GRADE_VERIFIER, HarnessSpec, InterventionSpec
 from playground.run.costs import attempt_cost
 from playground.run.executors import Executor, Job, make_executor
 from playground.run.files import confined, safe_file_name
@@ -133,6 +134,14 @@ def check_config(host: Host, config: RunConfig) -> None:
         raise AgentUnavailable(str(exc)) from None
     for harness, spec in zip(config.harnesses, specs):
         check_loop_params({**spec.params, **config.params}, harness)
+        if spec.cascade and spec.verifier != GRADE_VERIFIER:
+            try:
+                attempt_verifier(host, spec, {**spec.params, **config.params})
+            except KeyError:
+                raise RunConfigError(f"harness {harness!r}: unknown verifier {spec.verifier!r}; choose from: "
+                                     f"{', '.join([GRADE_VERIFIER, *host.attempt_verifiers.names()])}") from None
+            except (PlaygroundError, ValueError) as exc:
+                raise RunConfigError(f"harness {harness!r}: verifier {spec.verifier!r}: {exc}") from None
     known: set[str] = set(LOOP_PARAMS)
     opaque = False
     built: dict[str, list[tuple[str, Any]]] = {}  # harness -> its interventions, built with the run's parameters
@@ -656,7 +665,7 @@ def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, 
             if spec.cascade:
                 record["cost"] = attempt_cost([resolve_intervention(host, n) for n in names], record)
             attempts.append(record)
-            if record["won"]:
+            if record.get("verified", record["won"]):  # the deployment verifier's verdict; else the env's grade
                 break
     finally:
         if own:
@@ -683,7 +692,10 @@ def _merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
     merged["verifier"] = spec.verifier
     merged["cascade_length"] = len(spec.attempts)
     merged["attempts"] = [{"interventions": list(names), "won": a["won"], "status": a["status"], "steps": a["steps"],
-                           "cost": a["cost"], "trace": a["trace"]} for names, a in zip(spec.attempts, attempts)]
+                           "cost": a["cost"], "trace": a["trace"],
+                           **({"verified": a["verified"]} if "verified" in a else {})}
+                          for names, a in zip(spec.attempts, attempts)]
+    merged.pop("verified", None)  # per attempt only: the merged record's outcome is the last attempt's grade
     return merged
 
 
@@ -697,6 +709,7 @@ class _Attempt:
         self.tally = EpisodeTally()
         self.steps = StepCounter(episode_key(harness, task_id, trial))  # reports each step to the run's display
         self.cache_use: Counter[str] = Counter()  # response-cache hits and misses of the episode's model calls
+        self.seen = SeenByAgent()  # what a deployment verifier may see of the attempt
         self.started = time.perf_counter()
         self.trace = TraceWriter(path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
                                         "episode_id": self.episode, "params": params, "interventions": list(names),
@@ -711,6 +724,7 @@ class _Attempt:
             data = {key: redact_text(value) if isinstance(value, str) else value for key, value in data.items()}
         self.trace.emit(event_type, data)
         self.tally.add(event_type, data)
+        self.seen.add(event_type, data)
         self.steps.add(event_type, data)
 
     def record(self, status: str, won: bool, steps: int, error: str | None, score: Any, max_score: Any) -> dict:
@@ -751,6 +765,10 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
                                                config.strict, config.task_set, attempt,
                                                deadline=config.episode_deadline or None)
                 result = run_episode(env, agent, hooks, episode_config, play.emit)
+                verdict = (verify_attempt(host, config, spec, params, play, run_id, task_id, attempt)
+                           if spec.cascade and spec.verifier != GRADE_VERIFIER and attempt < len(spec.attempts)
+                           and result.status != "error"
+                           else None)
             status, won, steps, error = result.status, result.won, result.steps, result.error
             score, max_score = result.score, result.max_score
         except Exception as exc:  # building the episode failed: record it, keep the run going
@@ -767,7 +785,63 @@ def _play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, 
         raise
     if status == "error":
         player.discard()  # whatever failed may have left the env or the agent broken
-    return play.record(status, won, steps, error, score, max_score)
+        verdict = None
+    record = play.record(status, won, steps, error, score, max_score)
+    if verdict is not None:
+        record["verified"] = verdict.passed
+    return record
+
+
+class SeenByAgent:
+    """Collects, from an attempt's trace events, what the agent saw: the goal, each step's action, observation and
+    validity (rolled-back steps dropped), and whether its last proposal declared the task done. Never a grade."""
+
+    def __init__(self) -> None:
+        self.goal = ""
+        self.steps: list[tuple[int, str, str, bool]] = []
+        self.finished = False
+
+    def add(self, event_type: str, data: dict) -> None:
+        """Take what an event shows the agent."""
+        if event_type == "reset":
+            self.goal = str(data.get("goal") or "")
+        elif event_type == "proposal":
+            self.finished = bool(data.get("finish"))
+        elif event_type == "step":
+            self.steps.append((int(data["step"]), str(data.get("action", "")), str(data.get("observation", "")),
+                               bool(data.get("valid_action", True))))
+            self.finished = False
+        elif event_type == "rollback":
+            self.steps = [s for s in self.steps if s[0] < int(data["to_step"])]
+
+    def view(self, ids: EpisodeIds, max_steps: int, remove_grade_text: Callable[[str], str]) -> AttemptView:
+        """The frozen view a deployment verifier gets, every text through the env's `remove_grade_text`."""
+        return AttemptView(ids, remove_grade_text(self.goal),
+                           tuple(AttemptStep(action, remove_grade_text(observation), valid)
+                                 for _, action, observation, valid in self.steps),
+                           self.finished, max_steps)
+
+
+def attempt_verifier(host: Host, spec: HarnessSpec, params: dict) -> Callable[[AttemptView], Any]:
+    """The cascade's deployment verifier built with the harness parameters (KeyError when none is registered)."""
+    return host.attempt_verifiers.get(spec.verifier).factory(params)
+
+
+def verify_attempt(host: Host, config: RunConfig, spec: HarnessSpec, params: dict, play: "_Attempt", run_id: str,
+                   task_id: str, attempt: int) -> AttemptVerdict:
+    """Ask the cascade's deployment verifier whether the attempt just played passed; write its verdict to the
+    trace. A verifier that fails is a failed verification (strict mode: the run stops)."""
+    ids = EpisodeIds(run_id, play.episode, config.env, task_id, play.harness, config.task_set, attempt)
+    try:
+        view = play.seen.view(ids, config.max_steps, host.grade_text_remover(config.env))
+        said = attempt_verifier(host, spec, params)(view)
+        verdict = said if isinstance(said, AttemptVerdict) else AttemptVerdict(bool(said))
+    except Exception as exc:  # noqa: BLE001 - a verifier's fault is a failed verification, not a lost run
+        if config.strict:
+            raise
+        verdict = AttemptVerdict(False, f"the verifier failed: {format_exception(exc)}")
+    play.emit("attempt_verdict", {"verifier": spec.verifier, "passed": verdict.passed, "why": verdict.why})
+    return verdict
 
 
 def rundir_root(trace_path: Path) -> Path:

@@ -21,7 +21,7 @@ from playground.core.errors import PlaygroundError
 
 EVENT_TYPES = frozenset({
     "header", "reset", "checkpoint", "proposal", "detection", "intervention", "rollback",
-    "step", "verification", "lesson", "error", "end", "prompt", "judge_call",
+    "step", "verification", "lesson", "error", "end", "prompt", "judge_call", "attempt_verdict",
 })
 
 

@@ -53,6 +53,16 @@ def register_intervention_loaders(register) -> None:
 
 
 @hookimpl
+def register_attempt_verifiers(register) -> None:
+    """Deployment verifiers a cascade can stop on without the benchmark's grade: `agent:done`, `agent:self-check`."""
+    from playground.plugins.darc.verifiers import agent_done, agent_self_check
+
+    register("agent:done", agent_done, description="the agent's own stop: it declared the task done")
+    register("agent:self-check", agent_self_check,
+             description="the agent's own model judges, from what the agent saw, whether the goal was reached")
+
+
+@hookimpl
 def register_commands(cli) -> None:
     """Add the `darc` command group."""
     from playground.plugins.darc.cli import darc_group

@@ -127,9 +127,12 @@ def evaluate_command(diagnosis: str | None, all_interventions: bool, base_from: 
 @click.option("--plot", "plot_path", default=None, help="also draw the cost-success frontier to this PNG")
 @click.option("--out", default=None, help="policy.json to write [default: next to the evidence]")
 @click.option("--force", is_flag=True, help="replace an existing policy (--out) or plot (--plot)")
+@click.option("--verifier", type=click.Choice(["env:won", "agent:done", "agent:self-check"]), default="env:won",
+              show_default=True, help="what the deployed cascade stops on: the benchmark's grade (env:won) or a "
+                                      "grade-blind deployment verifier")
 def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: float | None, bootstrap: int, seed: int,
                     interventions: str | None, count_only: bool, top: int, plot_path: str | None, out: str | None,
-                    force: bool) -> None:
+                    force: bool, verifier: str) -> None:
     """Score every short-circuit chain on the evidence, print the best, freeze the winner to policy.json."""
     from playground.plugins.darc.distill import count_chains, distill, policy_dict, save_policy
     from playground.plugins.darc.evidence import base_tau_free, evidence_meta, load_evidence
@@ -166,7 +169,7 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
         click.echo(f"{rank:>4}  {chain.J:7.4f}  {chain.succ:6.3f}  {chain.cost:8.3f}  {' -> '.join(chain.names)}")
     units = {name: info.get("cost_unit") for name, info in meta.get("interventions", {}).items()
              if name in evidence.interventions}
-    extra: dict = {"tau_free_source": tau_source, "cost_units": units}
+    extra: dict = {"tau_free_source": tau_source, "cost_units": units, "verifier": verifier}
     if bootstrap:
         from playground.plugins.darc.distill import bootstrap_stability
 
@@ -274,10 +277,13 @@ def transfer_command(policy_path: str, as_json: bool, out: str, **options) -> No
 @click.option("--max-len", default=3, show_default=True, type=int, help="L, the longest chain distilled")
 @click.option("--lam", default=0.02, show_default=True, type=float, help="lambda, the cost weight")
 @click.option("--tau-free", default=None, type=float, help="the free cost allowance [default: the mean base cost]")
+@click.option("--verifier", type=click.Choice(["env:won", "agent:done", "agent:self-check"]), default="env:won",
+              show_default=True, help="what the deployed cascade stops on: the benchmark's grade (env:won) or a "
+                                      "grade-blind deployment verifier")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 @click.option("--out", required=True, help="folder for the policies (OUT/policies) and the run (OUT/run)")
 def policy_controls_command(diagnosis_path: str, evidence_path: str, generic: str, mismatched_mode: str | None,
-                            max_len: int, lam: float, tau_free: float | None, as_json: bool, out: str,
+                            max_len: int, lam: float, tau_free: float | None, verifier: str, as_json: bool, out: str,
                             **options) -> None:
     """The correct policy against a generic and a mismatched one on the same tasks (Table 6's shape)."""
     from playground.plugins.darc.controls import BASE, mode_policies, policy_controls, write_policies
@@ -292,7 +298,8 @@ def policy_controls_command(diagnosis_path: str, evidence_path: str, generic: st
         evidence = load_evidence(evidence_path)
         if tau_free is None:
             tau_free, _ = base_tau_free(evidence_path)
-        policies = mode_policies(diagnosis, evidence, evidence_path, chain, mismatched_mode, max_len, lam, tau_free)
+        policies = mode_policies(diagnosis, evidence, evidence_path, chain, mismatched_mode, max_len, lam, tau_free,
+                                 verifier)
         paths = write_policies(policies, Path(out) / "policies")
     except (ValueError, OSError) as exc:
         raise CLIError(f"{exc}") from None

@@ -183,13 +183,13 @@ def policy_source(policy_path: str | Path) -> str:
 
 def mode_policies(diagnosis: Mapping[str, Any], evidence: Evidence, evidence_path: str | Path,
                   generic: Sequence[str], mismatched_mode: str | None, max_len: int, lam: float,
-                  tau_free: float) -> dict[str, dict[str, Any]]:
+                  tau_free: float, verifier: str = "env:won") -> dict[str, dict[str, Any]]:
     """The correct, mismatched and generic policies (policy.json records) for `policy_controls`.
 
     correct: distilled over the diagnosed mode's admissible interventions; mismatched: distilled
     over another mode's (none shared with the correct set; `mismatched_mode` or the first other
-    mode with evidence); generic: the chain `generic`, whatever the diagnosis. ValueError names
-    what is missing.
+    mode with evidence); generic: the chain `generic`, whatever the diagnosis. All three stop on
+    `verifier`. ValueError names what is missing.
     """
     mode = diagnosis.get("mode")
     if not mode:
@@ -216,8 +216,9 @@ def mode_policies(diagnosis: Mapping[str, Any], evidence: Evidence, evidence_pat
     for control, names, used_mode in (("correct", correct, mode), ("mismatched", mismatched, mismatched_mode)):
         result = distill(evidence, max_len, lam, tau_free, names)
         policies[control] = policy_dict(result, evidence_path, control=control, mode=used_mode,
-                                        diagnosed_mode=mode)
+                                        diagnosed_mode=mode, verifier=verifier)
     policies["generic"] = {"chain": list(generic), "control": "generic", "diagnosed_mode": mode,
+                           "verifier": verifier,
                            "note": "a chain chosen without the diagnosis (--generic), not distilled"}
     return policies
 

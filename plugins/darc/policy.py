@@ -1,7 +1,8 @@
 """Frozen DARC policies: a `policy.json` file deployed as a cascade harness (`--harness darc:PATH`).
 
 A policy file is a JSON object: a non-empty `chain` of distinct intervention names,
-optional `verifier` (only "env:won"), optional `params` and any other keys `darc distill`
+optional `verifier` ("env:won", the default: the benchmark's grade; or a grade-blind deployment verifier,
+"agent:done" or "agent:self-check", plugins/darc/verifiers.py), optional `params` and any other keys `darc distill`
 writes for the record (`J`, `succ`, `cost`, `evidence`, ...), which deployment ignores.
 
 `params` may set only the tuning parameters in POLICY_PARAMS, each to a scalar: a policy
@@ -19,7 +20,8 @@ from pathlib import Path
 from playground.core.errors import PlaygroundError
 from playground.host.registry import HarnessSpec
 
-VERIFIERS = ("env:won",)
+# The verifiers a policy may stop on: the benchmark's grade, or the deployment verifiers DARC registers.
+VERIFIERS = ("env:won", "agent:done", "agent:self-check")
 MAX_POLICY_BYTES = 1_000_000
 # The parameters a policy file may set (see docs/methods/darc.md).
 POLICY_PARAMS = frozenset({
