@@ -242,15 +242,16 @@ def bench(provider: Any, domains: list[str], harnesses: list[str], make_agent: C
     """Every harness on every task of each domain's split, then the step timing; tallies by domain and harness.
 
     A task is played under every harness in turn, so the pairs of the latency tests are played side by side, and
-    the order of the harnesses turns by one from task to task, so none is always first (the first pays for what
-    later ones find warm: imports, and a model's replies in the response cache).
+    the order of the harnesses turns by one from task to task, and each domain starts one further on, so none is
+    always first (the first pays for what later ones find warm: imports, and a model's replies in the response
+    cache), not even on each domain's first task.
     """
     tables: dict[str, dict[str, Tally]] = {}
-    turn = 0
-    for domain in domains:
+    for number, domain in enumerate(domains):
         rows = tables.setdefault(domain, {h: Tally() for h in harnesses})
-        for task in bench_tasks(provider, domain, split, per_variant):
-            order, turn = harnesses[turn % len(harnesses):] + harnesses[:turn % len(harnesses)], turn + 1
+        for index, task in enumerate(bench_tasks(provider, domain, split, per_variant)):
+            turn = (index + number) % len(harnesses)  # each domain's first (cold) task starts on another harness
+            order = harnesses[turn:] + harnesses[:turn]
             for harness in order:
                 figures = play_case(provider, domain, task, harness, make_agent(), max_steps)
                 rows[harness].add(figures)
