@@ -7,7 +7,7 @@ import os
 
 import click
 
-from playground.cli.options import CLIError, parse_pairs
+from playground.api import CLIError, parse_pairs
 from playground.core.payloads import keep_text
 
 
@@ -25,20 +25,22 @@ def aed_group() -> None:
 @click.option("--model", default=None, help="model name for --producer llm")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
 @click.option("--llm-local", is_flag=True, help="--producer llm: the embedded local model instead of an endpoint")
+@click.option("--proposals", type=click.IntRange(min=1), default=1, show_default=True,
+              help="candidate corrections per pair (distinct, each checked; the first is the pair's correction): "
+                   "`aed replay` plays each and keeps the one that replays best (search-selected)")
 def diagnose_command(run_dir: str, producer: str | None, llm_base_url: str | None, model: str | None,
-                     api_key_env: str, llm_local: bool) -> None:
+                     api_key_env: str, llm_local: bool, proposals: int) -> None:
     """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
     if producer is None:
         producer = "llm" if (llm_base_url or model or llm_local) else "rule"
-    from playground.agents.client import ChatModel
-    from playground.agents.response_cache import default_cache_dir
+    from playground.api import ChatModel, default_cache_dir
     from playground.plugins.aed.diagnose import diagnose_run
 
     chat: ChatModel | None = None
     if producer != "llm" and (llm_base_url or model or llm_local):
         raise CLIError("--llm-base-url, --model and --llm-local need --producer llm")
     if producer == "llm":
-        from playground.agents.client import HTTPChatModel, LLMError, LocalChatModel
+        from playground.api import HTTPChatModel, LLMError, LocalChatModel
 
         if llm_local and (llm_base_url or model):
             raise CLIError("--llm-local and --llm-base-url/--model name two models; give one")
@@ -53,7 +55,7 @@ def diagnose_command(run_dir: str, producer: str | None, llm_base_url: str | Non
             chat = HTTPChatModel(llm_base_url, model, os.environ.get(api_key_env) or None, max_tokens=512,
                                  cache_dir=default_cache_dir())
     remove_grade_text = _grade_text_remover(run_dir) if producer == "llm" else keep_text
-    click.echo(json.dumps(diagnose_run(run_dir, producer, chat, remove_grade_text), indent=2))
+    click.echo(json.dumps(diagnose_run(run_dir, producer, chat, remove_grade_text, proposals), indent=2))
 
 
 def _grade_text_remover(run_dir: str):
@@ -61,8 +63,7 @@ def _grade_text_remover(run_dir: str):
     the LLM producer's prompt shows no grade text the env prints."""
     from pathlib import Path
 
-    from playground.host.manager import get_host
-    from playground.run.rundir import RunDirError, read_config
+    from playground.api import RunDirError, get_host, read_config
 
     try:
         env = str(read_config(Path(run_dir) / "config.json").get("env", ""))
@@ -89,7 +90,7 @@ def _grade_text_remover(run_dir: str):
 def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], trials: int, seed: int,
                    limit: int | None) -> None:
     """Run each correction against a retry of the original action from the same rebuilt state."""
-    from playground.host.manager import get_host
+    from playground.api import get_host
     from playground.plugins.aed.replay import replay_run
 
     options = parse_pairs(agent_options, "--agent-option")
@@ -115,20 +116,23 @@ def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], tri
               help="keep only pairs whose replay reached this evidence grade [default: E1 for the actor view (a "
                    "recovery target needs an executed passing continuation), none for the diagnosis view]; "
                    "'none' admits every pair")
+@click.option("--proposal", type=click.Choice(["first", "selected"]), default="first", show_default=True,
+              help="which proposal of a pair the diagnosis and actor rows carry: the diagnoser's first, or the "
+                   "search-selected candidate of its replay (aed diagnose --proposals N, aed replay), with its grade")
 @click.option("--force", is_flag=True, help="replace OUT if it exists")
-def export_command(run_dir: str, view: str, out: str, min_grade: str | None, force: bool) -> None:
+def export_command(run_dir: str, view: str, out: str, min_grade: str | None, proposal: str, force: bool) -> None:
     """Export a training view, every record validated against its shipped JSON Schema."""
+    from playground.api import check_output
     from playground.plugins.aed.views import DEFAULT_MIN_GRADE, ExportError, below_grade, export
-    from playground.run.files import check_output
 
     check_output(out, force=force, runs=[run_dir], what="export file (--out)")
     try:
-        count = export(run_dir, view, out, min_grade)
+        count = export(run_dir, view, out, min_grade, proposal)
     except ExportError as exc:
         raise CLIError(str(exc)) from None
     click.echo(f"{count} {view} record(s) -> {out}")
     bar = DEFAULT_MIN_GRADE[view] if min_grade is None else min_grade
-    left_out = below_grade(run_dir, view, bar) if view != "adp" else 0
+    left_out = below_grade(run_dir, view, bar, proposal) if view != "adp" else 0
     if left_out:
         click.echo(f"note: {left_out} pair(s) left out: their replay did not reach {bar} (not replayed, or the "
                    "correction did not beat the retry); `playground aed replay` replays them, --min-grade none "
@@ -139,7 +143,8 @@ def export_command(run_dir: str, view: str, out: str, min_grade: str | None, for
 @click.argument("run_dir")
 @click.option("--json", "as_json", is_flag=True)
 def summary_command(run_dir: str, as_json: bool) -> None:
-    """Pairs, replayed pairs, correction vs retry pass rates (paired interval), counts by evidence grade."""
+    """Pairs, replayed pairs, correction vs retry pass rates (paired interval), counts by evidence grade, first
+    proposal vs search-selected pass rates."""
     from playground.plugins.aed.summary import format_summary, summarise
 
     result = summarise(run_dir)
@@ -154,7 +159,7 @@ def summary_command(run_dir: str, as_json: bool) -> None:
 @click.option("--force", is_flag=True, help="write a new split over an existing dataset (its holdout changes)")
 def dataset_command(run_dirs: tuple[str, ...], out: str, holdout: float, seed: int, force: bool) -> None:
     """A diagnosis dataset from runs (noisy ground truth, kept diagnoses), split by task into a frozen holdout."""
-    from playground.host.manager import get_host
+    from playground.api import get_host
     from playground.plugins.aed.train import build_dataset
 
     host = get_host()
@@ -207,8 +212,8 @@ def train_command(dataset: str, out: str, model: str | None, steps: int, lr: flo
 def eval_command(dataset: str, adapter: str | None, model: str | None, limit: int | None, threads: int,
                  max_new_tokens: int, out: str | None) -> None:
     """Exact-step agreement and correction exact match on a dataset's frozen holdout (extra 'train')."""
+    from playground.api import atomic_write_text, check_output
     from playground.plugins.aed.train import evaluate
-    from playground.run.files import atomic_write_text, check_output
 
     if out is not None:
         check_output(out, force=True, runs=[], what="eval file (--out)")

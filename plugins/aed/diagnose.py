@@ -37,11 +37,17 @@ from typing import Any, Callable
 
 from rapidfuzz import fuzz
 
-from playground.agents.structured import CALL_FAILED, ask_structured
+from playground.api import (
+    CALL_FAILED,
+    EpisodeTrace,
+    RecordedStep,
+    ask_structured,
+    load_episode,
+    load_records,
+    record_trace,
+)
 from playground.core.env import is_admissible
 from playground.core.payloads import keep_text
-from playground.run.forks import EpisodeTrace, RecordedStep, load_episode
-from playground.run.rundir import load_records, record_trace
 
 MIN_QUOTE = 4
 MAX_PAIRS_PER_EPISODE = 3
@@ -110,6 +116,31 @@ def check_record(record: dict, episode: EpisodeTrace, texts: list[str] | None = 
     return None
 
 
+def check_candidates(record: dict, episode: EpisodeTrace, texts: list[str] | None = None) -> None:
+    """Keep in `record["candidates"]` only distinct candidates that pass the checks a correction passes (admissible
+    at the attributed step, not the attributed action: `check_record`); each one dropped goes to
+    `record["candidates_dropped"]` with its reason (`duplicate` for a repeat). The first kept candidate is the
+    record's `correction`, which `check_record` has already passed; a null correction keeps none."""
+    first = record.get("correction")
+    proposed = list(record.get("candidates") or ([] if first is None else [first]))
+    record["candidates"] = []
+    texts = trace_texts(episode) if texts is None else texts
+    dropped = []
+    for candidate in proposed:
+        if candidate in record["candidates"]:
+            reason: str | None = "duplicate"
+        elif not isinstance(candidate, str) or first is None:
+            reason = "bad_record"
+        else:
+            reason = check_record({**record, "correction": candidate}, episode, texts)
+        if reason is None:
+            record["candidates"].append(candidate)
+        else:
+            dropped.append({"action": candidate, "reason": reason})
+    if dropped:
+        record["candidates_dropped"] = dropped
+
+
 def record_id(record: dict) -> str:
     """A short stable id of a diagnosis: its trace, step, producer and correction."""
     key = json.dumps([record.get("trace"), record.get("step"), record.get("producer"), record.get("correction")])
@@ -131,16 +162,18 @@ def _failure(step: RecordedStep) -> dict | None:
     return None
 
 
-def _recovery_action(episode: EpisodeTrace, position: int) -> str | None:
-    """The action the agent itself took later from the same situation (same observation and admissible
-    actions as at `position`), when it was accepted and not flagged: the trace's own correction."""
+def _recovery_actions(episode: EpisodeTrace, position: int) -> list[str]:
+    """The actions the agent itself took later from the same situation (same observation and admissible
+    actions as at `position`), accepted and not flagged, distinct, in the order taken: the trace's own
+    corrections."""
     here = episode.steps[position]
+    found: list[str] = []
     for later in episode.steps[position + 1:]:
         if _situation(episode, later.position) != _situation(episode, position):
             continue
-        if later.valid and later.action != here.action and _failure(later) is None:
-            return later.action
-    return None
+        if later.valid and later.action != here.action and _failure(later) is None and later.action not in found:
+            found.append(later.action)
+    return found
 
 
 def _situation(episode: EpisodeTrace, position: int) -> tuple[str, tuple[str, ...] | None]:
@@ -155,23 +188,29 @@ def _situation(episode: EpisodeTrace, position: int) -> tuple[str, tuple[str, ..
     return observation, tuple(admissible) if admissible is not None else None
 
 
-def _closest(action: str, admissible: list[str] | None, threshold: float) -> str | None:
+def _close_actions(action: str, admissible: list[str] | None, threshold: float) -> list[str]:
+    """The admissible actions at least `threshold` like `action` (rapidfuzz ratio), most alike first (ties: the
+    later string first). None when the most alike is `action` itself: an admissible command was not garbled."""
     if not admissible or not action:
-        return None
-    best = max(admissible, key=lambda a: (fuzz.ratio(action, a), a))
-    return best if fuzz.ratio(action, best) >= threshold and best != action else None
+        return []
+    ranked = sorted(admissible, key=lambda a: (fuzz.ratio(action, a), a), reverse=True)
+    if ranked[0] == action:
+        return []
+    return [a for a in ranked if fuzz.ratio(action, a) >= threshold]
 
 
-def rule_diagnoses(episode: EpisodeTrace, trace: str) -> list[dict]:
+def rule_diagnoses(episode: EpisodeTrace, trace: str, proposals: int = 1) -> list[dict]:
     """Error-diagnosis pairs the trace supports by rule: the onset of each failure streak (at most
-    MAX_PAIRS_PER_EPISODE), and a finish that ended a failed episode."""
+    MAX_PAIRS_PER_EPISODE), and a finish that ended a failed episode. With `proposals` > 1 each record also
+    lists up to that many distinct candidate corrections (`candidates`, best-ranked first; see
+    `rule_candidates`)."""
     records: list[dict] = []
     previous: str | None = None
     for step in episode.steps:
         failure = _failure(step)
         kind = failure["failure_type"] if failure else None
         if failure is not None and kind != previous:
-            records.append(_rule_record(episode, trace, step, failure))
+            records.append(_rule_record(episode, trace, step, failure, proposals))
         previous = kind
     tail = episode.tail
     if tail is not None and episode.status == "stopped" and any(p.get("finish") for p in tail.proposals[-1:]):
@@ -184,12 +223,33 @@ def rule_diagnoses(episode: EpisodeTrace, trace: str) -> list[dict]:
                         "quotations": quotes[:2], "correction": None,
                         "correction_reason": ("the trace shows no action taken from this state after the finish, "
                                               "so no correction is grounded in it"),
-                        "producer": "rule"})
+                        "producer": "rule", **({"candidates": []} if proposals > 1 else {})})
     return records[:MAX_PAIRS_PER_EPISODE] if len(records) <= MAX_PAIRS_PER_EPISODE else (
         records[:MAX_PAIRS_PER_EPISODE - 1] + records[-1:])
 
 
-def _rule_record(episode: EpisodeTrace, trace: str, step: RecordedStep, failure: dict) -> dict:
+MEANT = "the admissible action it plainly meant"
+LATER = "the agent itself later took this action from the same situation"
+CLOSEST = "the admissible action closest to the rejected one"
+
+
+def rule_candidates(episode: EpisodeTrace, step: RecordedStep, failure: dict) -> list[tuple[str, str]]:
+    """The corrections the rule producer considers at a failed step, best-ranked first, each with why: for a
+    garbled command the admissible actions it plainly meant (most alike first); then the actions the agent itself
+    later took from the same situation; then, for a rejected command, the admissible actions merely close to it.
+    Distinct; the first is the rule producer's one correction."""
+    garbled = failure["failure_type"] == "action_validity"
+    ranked = [(a, MEANT) for a in (_close_actions(step.action, step.admissible, CLEARLY_MEANT) if garbled else [])]
+    ranked += [(a, LATER) for a in _recovery_actions(episode, step.position)]
+    ranked += [(a, CLOSEST) for a in (_close_actions(step.action, step.admissible, SIMILAR_ENOUGH) if garbled else [])]
+    distinct: list[tuple[str, str]] = []
+    for action, how in ranked:
+        if action not in [a for a, _ in distinct]:
+            distinct.append((action, how))
+    return distinct
+
+
+def _rule_record(episode: EpisodeTrace, trace: str, step: RecordedStep, failure: dict, proposals: int = 1) -> dict:
     quotes = [step.action]
     if failure["evidence"]:
         quotes.append(failure["evidence"])
@@ -197,16 +257,8 @@ def _rule_record(episode: EpisodeTrace, trace: str, step: RecordedStep, failure:
     else:
         quotes.append(step.observation)
         what = "the env rejected it"
-    correction, how = None, ""
-    if failure["failure_type"] == "action_validity":  # a garbled command: the admissible one it plainly meant
-        correction = _closest(step.action, step.admissible, CLEARLY_MEANT)
-        how = "the admissible action it plainly meant"
-    if correction is None:
-        correction = _recovery_action(episode, step.position)
-        how = "the agent itself later took this action from the same situation"
-    if correction is None and failure["failure_type"] == "action_validity":
-        correction = _closest(step.action, step.admissible, SIMILAR_ENOUGH)
-        how = "the admissible action closest to the rejected one"
+    ranked = rule_candidates(episode, step, failure)
+    correction, how = ranked[0] if ranked else (None, "")
     record = {"trace": trace, "step": step.position, "attributed_action": step.action, "attributed_finish": False,
               "failure_type": failure["failure_type"], "labels": failure["labels"],
               "explanation": f"At step {step.position} the agent sent {step.action!r}; {what}.",
@@ -214,6 +266,8 @@ def _rule_record(episode: EpisodeTrace, trace: str, step: RecordedStep, failure:
               "correction_reason": how if correction is not None else (
                   "no admissible action at this step is grounded in the trace as the right one"),
               "producer": "rule"}
+    if proposals > 1:
+        record["candidates"] = [a for a, _ in ranked[:proposals]]
     return record
 
 
@@ -242,6 +296,26 @@ LLM_SCHEMA = {"type": "object", "properties": {
     "additionalProperties": False}
 
 
+def llm_schema(proposals: int = 1) -> dict:
+    """The reply's schema for `proposals` candidate corrections: `LLM_SCHEMA` itself for one; for more, with an
+    `alternatives` list of up to proposals - 1 further corrections, best first (the same step, one reply)."""
+    if proposals <= 1:
+        return LLM_SCHEMA
+    alternatives = {"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": proposals - 1}
+    return {**LLM_SCHEMA, "properties": {**LLM_SCHEMA["properties"], "alternatives": alternatives},
+            "required": [*LLM_SCHEMA["required"], "alternatives"]}
+
+
+def llm_system(proposals: int = 1) -> str:
+    """The LLM diagnoser's instructions: `LLM_SYSTEM`, asking for up to proposals - 1 alternatives when more than one
+    candidate correction is wanted."""
+    if proposals <= 1:
+        return LLM_SYSTEM
+    return (f"{LLM_SYSTEM} Also list up to {proposals - 1} alternative corrected actions for the same step, chosen "
+            'from its valid actions, each different from the correction and from each other, best first: '
+            '"alternatives": ["..."] (an empty list when the correction is null).')
+
+
 def render_trace(episode: EpisodeTrace, remove_grade_text: Callable[[str], str] = keep_text) -> str:
     """The trace as the LLM diagnoser reads it: goal, status, and each step's valid actions, action and result,
     every observation without the grade text its env prints (`remove_grade_text`, the env provider's)."""
@@ -261,16 +335,17 @@ def render_trace(episode: EpisodeTrace, remove_grade_text: Callable[[str], str] 
 
 
 def llm_diagnoses(episode: EpisodeTrace, trace: str, model: Any,
-                  remove_grade_text: Callable[[str], str] = keep_text) -> list[dict]:
+                  remove_grade_text: Callable[[str], str] = keep_text, proposals: int = 1) -> list[dict]:
     """One diagnosis from a chat model, asked for an object of `LLM_SCHEMA` (`ask_structured`); a reply with no
     JSON object or one breaking the schema is a record marked `unparseable_reply`, and a failed model call (an
     endpoint down, a trace longer than the model's context) one marked `model_error`, so both are counted among
     the rejected and the run goes on. The prompt's observations go through `remove_grade_text` (the env
-    provider's): no grade text reaches the model."""
-    messages = [{"role": "system", "content": LLM_SYSTEM},
-                {"role": "user", "content": render_trace(episode, remove_grade_text)}]
-    reply = ask_structured(model, LLM_ROLE, messages[0]["content"], messages[1]["content"], LLM_SCHEMA,
-                           max_tokens=512)
+    provider's): no grade text reaches the model.
+
+    With `proposals` > 1 the same reply also lists alternatives (`llm_schema`): the record's `candidates` are the
+    correction then the alternatives, checked one by one in `diagnose_run` (`check_candidates`)."""
+    reply = ask_structured(model, LLM_ROLE, llm_system(proposals), render_trace(episode, remove_grade_text),
+                           llm_schema(proposals), max_tokens=512)
     if reply.problem == "call_failed":
         return [{"trace": trace, "producer": "llm", "model_error": str(reply.error).removeprefix(f"{CALL_FAILED}: ")}]
     parsed = reply.value
@@ -285,7 +360,17 @@ def llm_diagnoses(episode: EpisodeTrace, trace: str, model: Any,
              "responsible": parsed.get("responsible"),
              "explanation": parsed.get("explanation"), "quotations": parsed.get("quotations"),
              "correction": parsed.get("correction"), "correction_reason": parsed.get("correction_reason"),
-             "producer": "llm", "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}]
+             "producer": "llm", "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+             **({"candidates": _llm_candidates(parsed, proposals)} if proposals > 1 else {})}]
+
+
+def _llm_candidates(parsed: dict, proposals: int) -> list:
+    """The candidates of a parsed reply: its correction, then its alternatives (none when the correction is null),
+    at most `proposals`; not yet checked."""
+    correction = parsed.get("correction")
+    if correction is None:
+        return []
+    return [correction, *(parsed.get("alternatives") or [])][:proposals]
 
 
 # --- a run ----------------------------------------------------------------------------------------------------
@@ -318,10 +403,12 @@ def failed_episodes(run_dir: str | Path, counts: Counter) -> Iterator[tuple[str,
 
 
 def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None,
-                 remove_grade_text: Callable[[str], str] = keep_text) -> dict:
+                 remove_grade_text: Callable[[str], str] = keep_text, proposals: int = 1) -> dict:
     """Diagnose every failed episode of a run; write RUN_DIR/aed/diagnoses.jsonl (kept records),
     rejected.jsonl (with reasons) and diagnose.json (counts); return the counts. `remove_grade_text` (the run's
     env provider's, `EnvProvider.remove_grade_text`) cleans every observation the LLM producer's prompt shows.
+    With `proposals` > 1 every record also holds up to that many distinct checked candidate corrections
+    (`candidates`, the first being `correction`); with 1 the records are those of a single proposal.
 
     Both files are rewritten after every episode and `aed/diagnose.partial.json` lists the traces
     done, so a diagnosis stopped part-way (an LLM producer takes minutes) resumes where it stopped
@@ -334,7 +421,7 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None,
     kept: list[dict] = []
     rejected: list[dict] = []
     progress = json.loads(partial.read_text()) if partial.exists() else {}
-    if progress.get("producer") == producer:
+    if (progress.get("producer"), progress.get("proposals", 1)) == (producer, proposals):
         done = set(progress["traces"])
         kept = [r for r in read_jsonl_file(out / "diagnoses.jsonl") if r.get("trace") in done]
         rejected = [r for r in read_jsonl_file(out / "rejected.jsonl") if r.get("trace") in done]
@@ -342,8 +429,8 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None,
     for relative, episode in failed_episodes(run_dir, counts):
         if relative in done:
             continue
-        produced = (rule_diagnoses(episode, relative) if producer == "rule"
-                    else llm_diagnoses(episode, relative, model, remove_grade_text))
+        produced = (rule_diagnoses(episode, relative, proposals) if producer == "rule"
+                    else llm_diagnoses(episode, relative, model, remove_grade_text, proposals))
         texts = trace_texts(episode)
         for record in produced:
             reason = ("model_error" if "model_error" in record else
@@ -353,13 +440,15 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None,
             record["status"] = episode.status
             record["id"] = record_id(record)
             if reason is None:
+                if proposals > 1:
+                    check_candidates(record, episode, texts)
                 kept.append(record)
             else:
                 rejected.append({**record, "rejected": reason})
         done.add(relative)
         write_jsonl(out / "diagnoses.jsonl", kept)
         write_jsonl(out / "rejected.jsonl", rejected)
-        write_json(partial, {"producer": producer, "traces": sorted(done)})
+        write_json(partial, {"producer": producer, "proposals": proposals, "traces": sorted(done)})
     write_jsonl(out / "diagnoses.jsonl", kept)
     write_jsonl(out / "rejected.jsonl", rejected)
     reasons = Counter(str(r["rejected"]) for r in rejected)
@@ -372,25 +461,31 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None,
                # the producer's yield: records produced, usable (a reply of the schema; every rule record is),
                # checked (kept by check_record), and with a correction to replay
                "yield": {"produced": total, "usable": total - unusable, "checked": len(kept),
-                         "with_correction": sum(r["correction"] is not None for r in kept)}}
+                         "with_correction": sum(r["correction"] is not None for r in kept)},
+               # candidate corrections per pair (`--proposals`): kept (checked, distinct) and dropped, by reason
+               "proposals": proposals,
+               "candidates": {"kept": sum(len(r.get("candidates", [] if r["correction"] is None else [r["correction"]]))
+                                          for r in kept),
+                              "dropped": dict(sorted(Counter(d["reason"] for r in kept
+                                                             for d in r.get("candidates_dropped", [])).items()))}}
     write_json(out / "diagnose.json", summary)
     partial.unlink(missing_ok=True)
     return summary
 
 
 def write_json(path: Path, value: Any) -> None:
-    from playground.run.files import atomic_write_text
+    from playground.api import atomic_write_text
 
     atomic_write_text(path, json.dumps(value, indent=2) + "\n")
 
 
 def write_jsonl(path: Path, records: Iterable[dict]) -> None:
-    from playground.run.files import atomic_write_text
+    from playground.api import atomic_write_text
 
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
 def read_jsonl_file(path: Path) -> list[dict]:
-    from playground.run.traces import read_jsonl
+    from playground.api import read_jsonl
 
     return list(read_jsonl(path)) if path.exists() else []

@@ -13,6 +13,12 @@ Evidence grade of a pair:
 - `E1`: at least one trial per arm, every treatment won and every control did not, but
   fewer than two trials on some arm;
 - `none`: not replayed, or the outcomes do not separate the arms.
+
+Search-selected proposals: a diagnosis with several candidate corrections (`aed diagnose --proposals N`) has each
+candidate replayed as a treatment arm of its own, in the same trials (same rebuilt state, continuation and seed)
+against the same control. Its first candidate is the first proposal (the `treatment` arm); the search-selected
+candidate is the one whose replay is best (`select_candidate`): highest grade, then most trials won, ties to the
+earliest. The selection uses replay evidence only, that is the env's verdict on each replayed continuation.
 """
 
 from __future__ import annotations
@@ -20,10 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from playground.host.manager import Host
+from playground.api import ForkError, Host, confined, fork, load_episode
 from playground.plugins.aed.diagnose import read_jsonl_file, write_jsonl
-from playground.run.files import confined
-from playground.run.forks import ForkError, fork, load_episode
 
 GRADES = ("none", "E1", "E2")
 
@@ -33,6 +37,16 @@ def evidence_grade(treatment: list[bool], control: list[bool]) -> str:
     if not treatment or not control or not all(treatment) or any(control):
         return "none"
     return "E2" if min(len(treatment), len(control)) >= 2 else "E1"
+
+
+def select_candidate(candidates: list[dict]) -> int:
+    """The index of the search-selected candidate among replayed ones (`{"won": [...], "grade": ...}` each): the
+    highest evidence grade, then the largest share of its trials won; ties go to the earliest candidate."""
+    def rank(index: int) -> tuple[int, float, int]:
+        won = candidates[index]["won"]
+        return GRADES.index(candidates[index]["grade"]), sum(won) / len(won) if won else 0.0, -index
+
+    return max(range(len(candidates)), key=rank)
 
 
 def continuation_of(host: Host, header: dict, agent: str | None, agent_options: dict | None) -> dict:
@@ -57,35 +71,45 @@ def continuation_of(host: Host, header: dict, agent: str | None, agent_options: 
 def replay_pair(host: Host, run_dir: Path, record: dict, *, agent: str | None, agent_options: dict | None,
                 trials: int, seed: int) -> dict:
     """Replay one diagnosis `trials` times per arm; return its replay record (outcomes, grade, lineage, and
-    the continuation: by default the diagnosed episode's own agent and options)."""
+    the continuation: by default the diagnosed episode's own agent and options). Every candidate correction of
+    the record (`candidates`; else its one correction) is an arm of its own: the first is `treatment`, candidate k
+    (k >= 1) arm `candidate` with its index; `candidates` and `selected` report each one's outcome and the best."""
     episode = load_episode(confined(run_dir, record["trace"], what="diagnosed trace"))
     policy = continuation_of(host, episode.header, agent, agent_options)
     agent, agent_options = policy["agent"], policy["agent_options"]
     position = int(record["step"])
     folder = Path("forks") / "aed" / record["id"]
-    outcomes: dict[str, list[bool]] = {"treatment": [], "control": []}
+    candidates = list(record.get("candidates") or [record["correction"]])
+    arms = [("treatment", 0, candidates[0]), ("control", None, record.get("attributed_action") or None),
+            *(("candidate", k, action) for k, action in enumerate(candidates[1:], start=1))]
+    won: dict[int, list[bool]] = {k: [] for k in range(len(candidates))}
+    control: list[bool] = []
     transcripts: list[dict] = []
     for trial in range(trials):
-        starts = {}
-        for arm in ("treatment", "control"):
-            action = record["correction"] if arm == "treatment" else (record.get("attributed_action") or None)
+        starts = set()
+        for arm, index, action in arms:
             finish = arm == "control" and action is None
-            out = confined(run_dir, folder / f"{arm}.{trial}.jsonl", what="replay trace")
+            name = f"candidate{index}.{trial}.jsonl" if arm == "candidate" else f"{arm}.{trial}.jsonl"
+            out = confined(run_dir, folder / name, what="replay trace")
+            lineage = {"diagnosis": record["id"], "arm": arm, "trial": trial,
+                       **({"candidate": index} if arm == "candidate" else {})}
             result = fork(host, episode, position, out, agent=agent, agent_options=agent_options, action=action,
-                          seed=seed + trial, finish=finish,
-                          lineage={"diagnosis": record["id"], "arm": arm, "trial": trial})
-            starts[arm] = result["start_observation"]
-            outcomes[arm].append(bool(result["won"]))
-            transcripts.append({"arm": arm, "trial": trial, "seed": seed + trial, "action": action, "finish": finish,
-                                "won": result["won"], "status": result["status"], "steps": result["steps"],
+                          seed=seed + trial, finish=finish, lineage=lineage)
+            starts.add(result["start_observation"])
+            (control if index is None else won[index]).append(bool(result["won"]))
+            transcripts.append({"arm": arm, **({"candidate": index} if arm == "candidate" else {}), "trial": trial,
+                                "seed": seed + trial, "action": action, "finish": finish, "won": result["won"],
+                                "status": result["status"], "steps": result["steps"],
                                 "trace": str(out.relative_to(run_dir)), "restored": result["restored"]})
-        if starts["treatment"] != starts["control"]:
-            raise ForkError(f"diagnosis {record['id']}: the two arms of trial {trial} started from different states")
+        if len(starts) != 1:
+            raise ForkError(f"diagnosis {record['id']}: the arms of trial {trial} started from different states")
+    replayed = [{"index": k, "action": action, "won": won[k], "grade": evidence_grade(won[k], control)}
+                for k, action in enumerate(candidates)]
     return {"id": record["id"], "trace": record["trace"], "step": position, "task_id": record.get("task_id"),
             "correction": record["correction"], "original": record.get("attributed_action"),
             **policy, "trials": trials, "seed": seed,
-            "treatment_won": outcomes["treatment"], "control_won": outcomes["control"],
-            "grade": evidence_grade(outcomes["treatment"], outcomes["control"]),
+            "treatment_won": won[0], "control_won": control, "grade": replayed[0]["grade"],
+            "candidates": replayed, "selected": replayed[select_candidate(replayed)],
             "restored_state_check": all(t["restored"]["observation_equal"] for t in transcripts),
             "same_start": True, "transcripts": transcripts}
 
@@ -114,4 +138,6 @@ def replay_run(host: Host, run_dir: str | Path, *, agent: str | None = None, age
     grades = {grade: sum(r["grade"] == grade for r in replays) for grade in GRADES}
     return {"pairs": len(records), "with_correction": len(correctable), "not_chosen": len(correctable) - len(chosen),
             "replayed": len(replays), "not_replayable": failed, "grades": grades,
-            "oracle_continuation": sum(r["oracle"] for r in replays)}
+            "oracle_continuation": sum(r["oracle"] for r in replays),
+            "candidates_replayed": sum(len(r["candidates"]) for r in replays),
+            "selected_not_first": sum(r["selected"]["index"] != 0 for r in replays)}

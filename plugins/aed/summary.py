@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from playground.api import bootstrap_ci, sign_flip_p
 from playground.plugins.aed.diagnose import read_jsonl_file
 from playground.plugins.aed.replay import GRADES
-from playground.run.stats import bootstrap_ci, sign_flip_p
 
 
 def summarise(run_dir: str | Path, resamples: int = 10_000, seed: int = 0) -> dict:
@@ -37,8 +37,32 @@ def summarise(run_dir: str | Path, resamples: int = 10_000, seed: int = 0) -> di
               "difference": sum(diffs) / len(diffs) if diffs else None,
               "difference_ci95": list(bootstrap_ci(diffs, resamples=resamples, seed=seed)) if diffs else None,
               "p_value": sign_flip_p(diffs, resamples=resamples, seed=seed) if diffs else None,
-              "grades": {grade: sum(r["grade"] == grade for r in replays) for grade in GRADES}}
+              "grades": {grade: sum(r["grade"] == grade for r in replays) for grade in GRADES},
+              "proposals": diagnosed.get("proposals", 1), "search": search_figures(replays)}
     return result
+
+
+def _outcomes(chosen: list[dict]) -> dict:
+    """Pass rate (the mean over pairs of the share of trials won), trials won and played, and grades of one
+    proposal per pair."""
+    shares = [sum(c["won"]) / len(c["won"]) for c in chosen if c["won"]]
+    return {"pass_rate": sum(shares) / len(shares) if shares else None,
+            "won": sum(sum(c["won"]) for c in chosen), "trials": sum(len(c["won"]) for c in chosen),
+            "grades": {grade: sum(c["grade"] == grade for c in chosen) for grade in GRADES}}
+
+
+def search_figures(replays: list[dict]) -> dict:
+    """The first proposal against the search-selected one over the replayed pairs: pairs, pairs with more than one
+    candidate, candidates replayed, pairs whose selected candidate is not the first, and each one's outcomes.
+    A replay made before candidates were replayed counts as one candidate, the first."""
+    first = [{"index": 0, "action": r["correction"], "won": r["treatment_won"], "grade": r["grade"]}
+             for r in replays]
+    candidates = [r.get("candidates") or [f] for r, f in zip(replays, first)]
+    selected = [r.get("selected") or f for r, f in zip(replays, first)]
+    return {"pairs": len(replays), "with_candidates": sum(len(c) > 1 for c in candidates),
+            "candidates_replayed": sum(len(c) for c in candidates),
+            "selected_not_first": sum(s["index"] != 0 for s in selected),
+            "first": _outcomes(first), "selected": _outcomes(selected)}
 
 
 CONTINUATION_LABELS = {"run_agent": "the diagnosed episode's own agent", "substituted": "a substituted agent"}
@@ -70,4 +94,15 @@ def format_summary(result: dict) -> str:
              (f"difference: {rate(result['difference'])}  95% CI: "
              f"{'-' if ci is None else f'[{ci[0]:+.3f}, {ci[1]:+.3f}]'}  p: {rate(result['p_value'])}"),
              "evidence grades: " + ", ".join(f"{k} {v}" for k, v in result["grades"].items())]
+    search = result["search"]
+    if search["pairs"]:
+        def side(figures: dict) -> str:
+            grades = ", ".join(f"{k} {v}" for k, v in figures["grades"].items())
+            return f"{rate(figures['pass_rate'])} ({figures['won']}/{figures['trials']} trials; {grades})"
+
+        lines += [(f"proposals: first vs search-selected ({search['pairs']} pairs, {search['with_candidates']} with "
+                   f"more than one candidate, {search['candidates_replayed']} candidates replayed, selected not the "
+                   f"first: {search['selected_not_first']})"),
+                  f"  first proposal pass rate:   {side(search['first'])}",
+                  f"  search-selected pass rate:  {side(search['selected'])}"]
     return "\n".join(lines)
