@@ -285,7 +285,7 @@ MAX_ACTIONS = 40
 LLM_ROLE = "aed.diagnoser"  # as its model calls are counted
 # The reply's schema. Loose where `check_record` says more (a quotation too short or not in the trace, a step out of
 # range, a null correction without a reason are rejected by it, by name); strings bounded so a small model ends.
-LLM_SCHEMA = {"type": "object", "properties": {
+LLM_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
     "step": {"type": "integer"},
     "responsible": {"enum": ["agent", "environment"]},  # the paper's responsible agent; one agent here, or the env
     "explanation": {"type": "string", "maxLength": 400},
