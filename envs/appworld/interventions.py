@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from playground.api import TextIndex, built_once
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import (
     Decision,
@@ -35,7 +36,6 @@ from playground.core.payloads import (
     invalid_streak,
 )
 from playground.envs.appworld.schema import signature
-from playground.text_index import TextIndex, built_once
 
 FAILURE_TYPE = "procedure"
 # what `classify_error` reads from a failed cell, and `unknown_argument` (a keyword the API does not take, which

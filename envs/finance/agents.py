@@ -24,7 +24,7 @@ import math
 import random
 from typing import Any
 
-from playground.agents.base import expert_action, parse_options
+from playground.api import expert_action, parse_options
 from playground.core.payloads import AgentView, Proposal
 from playground.envs.finance.demos import count_demos
 from playground.envs.finance.format_check import AnswerFormat, expected_format

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from playground.cli.options import CLIError, parse_pairs
+from playground.api import CLIError, parse_pairs
 from playground.core.payloads import keep_text
 
 
@@ -33,15 +33,14 @@ def diagnose_command(run_dir: str, producer: str | None, llm_base_url: str | Non
     """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
     if producer is None:
         producer = "llm" if (llm_base_url or model or llm_local) else "rule"
-    from playground.agents.client import ChatModel
-    from playground.agents.response_cache import default_cache_dir
+    from playground.api import ChatModel, default_cache_dir
     from playground.plugins.aed.diagnose import diagnose_run
 
     chat: ChatModel | None = None
     if producer != "llm" and (llm_base_url or model or llm_local):
         raise CLIError("--llm-base-url, --model and --llm-local need --producer llm")
     if producer == "llm":
-        from playground.agents.client import HTTPChatModel, LLMError, LocalChatModel
+        from playground.api import HTTPChatModel, LLMError, LocalChatModel
 
         if llm_local and (llm_base_url or model):
             raise CLIError("--llm-local and --llm-base-url/--model name two models; give one")
@@ -64,8 +63,7 @@ def _grade_text_remover(run_dir: str):
     the LLM producer's prompt shows no grade text the env prints."""
     from pathlib import Path
 
-    from playground.host.manager import get_host
-    from playground.run.rundir import RunDirError, read_config
+    from playground.api import RunDirError, get_host, read_config
 
     try:
         env = str(read_config(Path(run_dir) / "config.json").get("env", ""))
@@ -92,7 +90,7 @@ def _grade_text_remover(run_dir: str):
 def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], trials: int, seed: int,
                    limit: int | None) -> None:
     """Run each correction against a retry of the original action from the same rebuilt state."""
-    from playground.host.manager import get_host
+    from playground.api import get_host
     from playground.plugins.aed.replay import replay_run
 
     options = parse_pairs(agent_options, "--agent-option")
@@ -124,8 +122,8 @@ def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], tri
 @click.option("--force", is_flag=True, help="replace OUT if it exists")
 def export_command(run_dir: str, view: str, out: str, min_grade: str | None, proposal: str, force: bool) -> None:
     """Export a training view, every record validated against its shipped JSON Schema."""
+    from playground.api import check_output
     from playground.plugins.aed.views import DEFAULT_MIN_GRADE, ExportError, below_grade, export
-    from playground.run.files import check_output
 
     check_output(out, force=force, runs=[run_dir], what="export file (--out)")
     try:
@@ -161,7 +159,7 @@ def summary_command(run_dir: str, as_json: bool) -> None:
 @click.option("--force", is_flag=True, help="write a new split over an existing dataset (its holdout changes)")
 def dataset_command(run_dirs: tuple[str, ...], out: str, holdout: float, seed: int, force: bool) -> None:
     """A diagnosis dataset from runs (noisy ground truth, kept diagnoses), split by task into a frozen holdout."""
-    from playground.host.manager import get_host
+    from playground.api import get_host
     from playground.plugins.aed.train import build_dataset
 
     host = get_host()
@@ -214,8 +212,8 @@ def train_command(dataset: str, out: str, model: str | None, steps: int, lr: flo
 def eval_command(dataset: str, adapter: str | None, model: str | None, limit: int | None, threads: int,
                  max_new_tokens: int, out: str | None) -> None:
     """Exact-step agreement and correction exact match on a dataset's frozen holdout (extra 'train')."""
+    from playground.api import atomic_write_text, check_output
     from playground.plugins.aed.train import evaluate
-    from playground.run.files import atomic_write_text, check_output
 
     if out is not None:
         check_output(out, force=True, runs=[], what="eval file (--out)")

@@ -37,11 +37,17 @@ from typing import Any, Callable
 
 from rapidfuzz import fuzz
 
-from playground.agents.structured import CALL_FAILED, ask_structured
+from playground.api import (
+    CALL_FAILED,
+    EpisodeTrace,
+    RecordedStep,
+    ask_structured,
+    load_episode,
+    load_records,
+    record_trace,
+)
 from playground.core.env import is_admissible
 from playground.core.payloads import keep_text
-from playground.run.forks import EpisodeTrace, RecordedStep, load_episode
-from playground.run.rundir import load_records, record_trace
 
 MIN_QUOTE = 4
 MAX_PAIRS_PER_EPISODE = 3
@@ -468,18 +474,18 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None,
 
 
 def write_json(path: Path, value: Any) -> None:
-    from playground.run.files import atomic_write_text
+    from playground.api import atomic_write_text
 
     atomic_write_text(path, json.dumps(value, indent=2) + "\n")
 
 
 def write_jsonl(path: Path, records: Iterable[dict]) -> None:
-    from playground.run.files import atomic_write_text
+    from playground.api import atomic_write_text
 
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
 def read_jsonl_file(path: Path) -> list[dict]:
-    from playground.run.traces import read_jsonl
+    from playground.api import read_jsonl
 
     return list(read_jsonl(path)) if path.exists() else []

@@ -26,10 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from playground.host.manager import Host
+from playground.api import ForkError, Host, confined, fork, load_episode
 from playground.plugins.aed.diagnose import read_jsonl_file, write_jsonl
-from playground.run.files import confined
-from playground.run.forks import ForkError, fork, load_episode
 
 GRADES = ("none", "E1", "E2")
 

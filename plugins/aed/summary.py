@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from playground.api import bootstrap_ci, sign_flip_p
 from playground.plugins.aed.diagnose import read_jsonl_file
 from playground.plugins.aed.replay import GRADES
-from playground.run.stats import bootstrap_ci, sign_flip_p
 
 
 def summarise(run_dir: str | Path, resamples: int = 10_000, seed: int = 0) -> dict:

@@ -35,12 +35,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from playground.api import EpisodeTrace, RunDirError, confined, load_episode, read_config
 from playground.core.errors import MissingExtra, PlaygroundError
 from playground.core.payloads import keep_text
 from playground.plugins.aed.diagnose import failed_episodes, read_jsonl_file, write_json, write_jsonl
-from playground.run.files import confined
-from playground.run.forks import EpisodeTrace, load_episode
-from playground.run.rundir import RunDirError, read_config
 
 SYSTEM = ("You diagnose why an agent failed a task in a text environment. Read the trace of one failed episode and "
           "answer with one JSON object: the step whose action caused the failure, the action that should have been "
@@ -206,7 +204,7 @@ def model_source(model: str | None) -> tuple[str, str | None]:
     """(folder, gguf file name or None) of a model: a GGUF file, a Hugging Face model folder, or (None) the
     embedded SmolLM2 GGUF."""
     if model is None:
-        from playground.agents.client import default_gguf_path
+        from playground.api import default_gguf_path
 
         path = default_gguf_path()
     else:

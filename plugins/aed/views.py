@@ -27,10 +27,8 @@ from typing import Any
 
 import jsonschema
 
+from playground.api import EpisodeTrace, atomic_write_text, confined, load_episode, load_records, record_trace
 from playground.plugins.aed.diagnose import read_jsonl_file
-from playground.run.files import atomic_write_text, confined
-from playground.run.forks import EpisodeTrace, load_episode
-from playground.run.rundir import load_records, record_trace
 
 VIEWS = ("diagnosis", "actor", "adp")
 GRADE_ORDER = {"none": 0, "E1": 1, "E2": 2}

@@ -136,7 +136,7 @@ class AcePlaybook:
 
     def save(self, path: Path) -> None:
         """Write the playbook to `path` (replaced whole)."""
-        from playground.run.files import atomic_write_text
+        from playground.api import atomic_write_text
 
         atomic_write_text(path, self.text())
 

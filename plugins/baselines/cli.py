@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from playground.cli.options import CLIError, nonempty
-from playground.host.manager import get_host
+from playground.api import CLIError, get_host, nonempty
 
 
 @click.group("baselines")
@@ -55,8 +54,8 @@ def optimise_command(optimizer, env_name, split, train, val, llm_base_url, model
                      max_obs_chars, max_tokens, out) -> None:
     """Optimise the agent's prompt on a dev split with MIPROv2 or GEPA (DSPy; extra `prompt-opt`), then deploy it
     frozen with `playground run --agent llm ... --harness prompt-opt:OUT`."""
+    from playground.api import RunConfigError, resolve_tasks
     from playground.plugins.baselines.prompt_search import Budget, Grader, PromptSearchError, load_tasks, optimise
-    from playground.run.runner import RunConfigError, resolve_tasks
 
     nonempty(out, "--out")
     if "test" in split.lower():

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
-from playground.agents.response_cache import default_cache_dir
-from playground.agents.structured import ask_structured
+from playground.api import ChatModel, HTTPChatModel, LLMError, LocalChatModel, ask_structured, default_cache_dir
 
 
 class Judge:

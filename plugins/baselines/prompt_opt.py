@@ -82,7 +82,7 @@ def read_prompt(path: str | Path) -> tuple[dict[str, Any], str]:
 
 def prompt_harness(name: str, rest: str):
     """The harness `prompt-opt:PATH`: the optimised prompt at PATH shown as a standing note every step."""
-    from playground.host.registry import HarnessSpec
+    from playground.api import HarnessSpec
 
     if not rest:
         raise PromptFileError(f"harness {name!r}: name the prompt file (prompt-opt:PATH)")

@@ -24,10 +24,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from playground import PlaygroundError
-from playground.agents.llm import parse_reply, render_prompt
+from playground.api import parse_reply, redact_url, render_prompt
 from playground.core.payloads import AgentView
 from playground.plugins.baselines.prompt_opt import FORMAT, render_note
-from playground.run.secrets import redact_url
 
 OPTIMIZERS = ("miprov2", "gepa")
 SEED_INSTRUCTIONS = "Read the goal and the question, then give the answer exactly as the goal asks."

@@ -108,7 +108,7 @@ def retrieve(records: list[dict], goal: str, k: int) -> list[dict]:
     items = [r for r in records if all(isinstance(r.get(f), str) for f in FIELDS)]
     if not items or k <= 0:
         return []
-    from playground.text_index import TextIndex
+    from playground.api import TextIndex
 
     index = TextIndex([" ".join([str(r.get("query", "")), *(r[f] for f in FIELDS)]) for r in items])
     return [items[position] for position, score in index.search(goal, k) if score > 0]

@@ -131,7 +131,7 @@ class ReflexionPlugin(MemoryBaseline):
 
 def trials_harness(name: str, rest: str):
     """The harness `reflexion:N`: a cascade of N Reflexion trials (1 to MAX_TRIALS)."""
-    from playground.host.registry import HarnessSpec
+    from playground.api import HarnessSpec
 
     if not rest.isdigit() or not 1 <= int(rest) <= MAX_TRIALS:
         raise ValueError(f"harness {name!r}: reflexion:N takes a number of trials from 1 to {MAX_TRIALS}, "

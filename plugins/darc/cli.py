@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from playground.cli.options import CLIError, default_env, episode_options, make_config, nonempty
-from playground.host.manager import get_host
+from playground.api import CLIError, default_env, episode_options, get_host, make_config, nonempty
 
 
 @click.group("darc")
@@ -134,9 +133,9 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
                     interventions: str | None, count_only: bool, top: int, plot_path: str | None, out: str | None,
                     force: bool, verifier: str) -> None:
     """Score every short-circuit chain on the evidence, print the best, freeze the winner to policy.json."""
+    from playground.api import OutputError, check_output
     from playground.plugins.darc.distill import count_chains, distill, policy_dict, save_policy
     from playground.plugins.darc.evidence import base_tau_free, evidence_meta, load_evidence
-    from playground.run.files import OutputError, check_output
 
     names = [n.strip() for n in interventions.split(",") if n.strip()] if interventions else None
     if max_len < 1:
@@ -356,10 +355,9 @@ def efficiency_command(run_dir: str, harnesses: tuple[str, ...], budgets: str, p
                        as_json: bool) -> None:
     """Env steps, invalid actions per episode and success per 100 steps by harness (Table 10's shape), and
     episodes solved by step budget (Figure 3's shape), e.g. base against darc:POLICY in one run."""
+    from playground.api import check_output, load_records
     from playground.plugins.darc.efficiency import efficiency, plot_solved_by_budget, table
     from playground.plugins.darc.frontier import PlotUnavailable
-    from playground.run.files import check_output
-    from playground.run.rundir import load_records
 
     try:
         steps = [int(b) for b in budgets.split(",") if b.strip()]

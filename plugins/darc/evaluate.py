@@ -23,14 +23,20 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from playground.host.manager import Host
-from playground.host.registry import HarnessSpec
+from playground.api import (
+    HarnessSpec,
+    Host,
+    RunConfig,
+    atomic_write_text,
+    attempt_cost,
+    check_finished,
+    identity_mismatch,
+    load_records,
+    read_config,
+    run,
+)
 from playground.plugins.darc.evidence import BASE_FILE, META_FILE, write_evidence
 from playground.plugins.darc.profile import PROFILE_HARNESS, library
-from playground.run.costs import attempt_cost
-from playground.run.files import atomic_write_text
-from playground.run.rundir import identity_mismatch, load_records, read_config
-from playground.run.runner import RunConfig, check_finished, run
 
 EVAL_PREFIX = "darc-eval:"
 

@@ -17,9 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from playground.host.manager import Host
-from playground.host.registry import HarnessSpec
-from playground.run.runner import RunConfig, check_finished, run
+from playground.api import HarnessSpec, Host, RunConfig, check_finished, run
 
 PREFIX = "darc-factorial:"
 # (row, view, recovery prompt)

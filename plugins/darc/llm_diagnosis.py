@@ -18,9 +18,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
-from playground.agents.response_cache import default_cache_dir
-from playground.agents.structured import CALL_FAILED, ask_structured, json_object_in
+from playground.api import (
+    CALL_FAILED,
+    ChatModel,
+    HTTPChatModel,
+    LLMError,
+    LocalChatModel,
+    ask_structured,
+    default_cache_dir,
+    json_object_in,
+)
 from playground.core.labels import LabelRegistry
 from playground.core.payloads import keep_text
 from playground.plugins.darc.profile import NO_DOMINANT, mode_order

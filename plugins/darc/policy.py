@@ -17,8 +17,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from playground.api import HarnessSpec
 from playground.core.errors import PlaygroundError
-from playground.host.registry import HarnessSpec
 
 # The verifiers a policy may stop on: the benchmark's grade, or the deployment verifiers DARC registers.
 VERIFIERS = ("env:won", "agent:done", "agent:self-check")

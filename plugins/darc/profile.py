@@ -21,13 +21,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from playground.api import (
+    HarnessSpec,
+    Host,
+    InterventionSpec,
+    RunConfig,
+    atomic_write_text,
+    check_finished,
+    load_records,
+    read_trace,
+    record_trace,
+    run,
+)
 from playground.core.hookspecs import hookimpl
-from playground.host.manager import Host
-from playground.host.registry import HarnessSpec, InterventionSpec
-from playground.run.files import atomic_write_text
-from playground.run.rundir import load_records, record_trace
-from playground.run.runner import RunConfig, check_finished, run
-from playground.run.traces import read_trace
 
 # The failure modes in the order ties are listed (the paper's three, then Sentry's progress and grounding); any
 # other mode a failure type or an intervention declares comes after them, by name.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from playground.agents.structured import ask_structured, shared_agent_model
+from playground.api import ask_structured, shared_agent_model
 from playground.core.payloads import AttemptVerdict, AttemptView
 
 SELF_CHECK_ROLE = "self_check"

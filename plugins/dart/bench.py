@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.agents.base import bind_env
+from playground.api import bind_env
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.plugins.dart import ABLATIONS, BASELINES, graph, latency, sidecar

@@ -38,11 +38,9 @@ def bench_command(domains: tuple[str, ...], harnesses: tuple[str, ...], agent: s
                   max_steps: int, repeats: int) -> None:
     """Print one table per workflow domain: DART, its ablations and the baselines on the same cases, then the
     paired latency tests of DART against the others."""
-    from playground.cli.options import parse_pairs
-    from playground.host.manager import get_host
+    from playground.api import ScriptedAgent, get_host, parse_pairs
     from playground.plugins.dart import graph
     from playground.plugins.dart.bench import GRAPH, HARNESSES, bench, format_tables
-    from playground.testing import ScriptedAgent
 
     provider = get_host().envs.get("workflow").provider
     known = [*HARNESSES, GRAPH]
@@ -66,7 +64,7 @@ def bench_command(domains: tuple[str, ...], harnesses: tuple[str, ...], agent: s
     make_agent: Callable[[], Any] = ScriptedAgent
     note = None
     if agent == "noisy":
-        from playground.agents.noisy import NoisyAgent
+        from playground.api import NoisyAgent
 
         make_agent = NoisyAgent
     elif agent in MODEL_AGENTS:  # the agent as `playground run --agent` builds it, with its default options

@@ -42,8 +42,8 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from playground.api import default_labels
 from playground.core.labels import LabelRegistry
-from playground.host.manager import default_labels
 from playground.plugins.playbook.io import (
     ImportReport,
     PlaybookError,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from playground.host.manager import Host
+from playground.api import Host
 from playground.plugins.sentry.detectors import (
     GROUNDING_DETECTORS,
     PROGRESS_DETECTORS,

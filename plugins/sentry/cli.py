@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from playground.cli.options import CLIError, episode_options, make_config
-from playground.host.manager import get_host
+from playground.api import CLIError, episode_options, get_host, make_config
 from playground.plugins.sentry.heldout import CONDITIONS, DEFAULT_REFERENCE, INIT_HARNESS
 
 
@@ -35,7 +34,7 @@ def heldout_command(init_split: str, eval_split: str, reference: str, out: str, 
                     **options) -> None:
     """Grow a playbook under `sentry` on N init tasks, then score retrieval off, frozen, frozen + persistent
     exposure and evolving (each from its own copy of that playbook) on N disjoint eval tasks."""
-    from playground.cli.main import run_with_progress
+    from playground.api import run_with_progress
     from playground.plugins.sentry.heldout import HeldoutError, check_protocol, format_report, heldout
 
     host = get_host()
@@ -72,7 +71,7 @@ def paired_forks_command(run_dir: str, harness: str, points: int | None, horizon
                          agent_options: tuple[str, ...], trials: int, seed: int, as_json: bool) -> None:
     """From each step where Sentry intervened in RUN_DIR, fork with its repair and with the agent's original
     proposal instead, play on under the same policy, and score local recovery (blind) and final success."""
-    from playground.cli.options import parse_pairs
+    from playground.api import parse_pairs
     from playground.plugins.sentry.paired import PairedForkError, format_report, paired_forks
 
     options = parse_pairs(agent_options, "--agent-option") if agent_options else None
@@ -99,8 +98,8 @@ def paired_forks_command(run_dir: str, harness: str, points: int | None, horizon
 def table_command(run_dir: str, reference: str, as_json: bool) -> None:
     """Each harness of RUN_DIR against a reference: success [95% CI], paired McNemar, resolved repairs, soft
     repairs and need-check declines per episode, agent and judge tokens per episode, usable judge replies."""
+    from playground.api import RunDirError
     from playground.plugins.sentry.table import format_table, harness_table, table_json
-    from playground.run.rundir import RunDirError
 
     try:
         rows = harness_table(run_dir, reference)

@@ -29,12 +29,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from playground.api import (
+    Host,
+    RunConfig,
+    atomic_write_text,
+    check_finished,
+    load_records,
+    playbook_path,
+    run,
+    summarise_harness,
+)
 from playground.core.errors import PlaygroundError
-from playground.host.manager import Host
-from playground.run.files import atomic_write_text
-from playground.run.report import summarise_harness
-from playground.run.rundir import load_records
-from playground.run.runner import RunConfig, check_finished, playbook_path, run
 
 
 @dataclass(frozen=True)
@@ -147,7 +152,7 @@ def _with_score_ratio(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
 def report(init: RunConfig, evaluation: RunConfig, copies: Mapping[str, Path],
            reference: str = DEFAULT_REFERENCE) -> dict[str, Any]:
     """The held-out report, from the two run directories and the conditions' playbooks."""
-    from playground.run.stats import Metric, compare  # numpy: only when a report is made
+    from playground.api import Metric, compare  # numpy: only when a report is made
 
     tasks = set(evaluation.tasks)
     by_harness: dict[str, list[dict[str, Any]]] = {c.harness: [] for c in CONDITIONS}

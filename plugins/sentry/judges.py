@@ -14,12 +14,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
-from playground.agents.response_cache import default_cache_dir
-from playground.agents.structured import ask_structured, shared_agent_model
+from playground.api import (
+    ChatModel,
+    HTTPChatModel,
+    LLMError,
+    LocalChatModel,
+    ask_structured,
+    default_cache_dir,
+    default_labels,
+    shared_agent_model,
+)
 from playground.core.labels import UnknownFailure
 from playground.core.payloads import Detection, Proposal
-from playground.host.manager import default_labels
 from playground.plugins.sentry.blind import BlindOutcome, BlindView
 from playground.plugins.sentry.detectors import Window
 from playground.plugins.sentry.labels import label_text

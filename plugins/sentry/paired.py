@@ -35,16 +35,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from playground.api import (
+    EpisodeTrace,
+    ForkError,
+    Host,
+    RecordedStep,
+    RunDirError,
+    atomic_write_text,
+    bootstrap_ci,
+    confined,
+    fork,
+    fork_path,
+    load_episode,
+    load_records,
+    record_trace,
+    safe_file_name,
+    sign_flip_p,
+)
 from playground.core.errors import PlaygroundError
 from playground.core.payloads import Detection
-from playground.host.manager import Host
 from playground.plugins.sentry.blind import BlindTurn, GradeTextRemover
 from playground.plugins.sentry.harness import NAME, OWN_DETECTORS
 from playground.plugins.sentry.recovery_judge import LocalRecoveryJudge
-from playground.run.files import atomic_write_text, confined, safe_file_name
-from playground.run.forks import EpisodeTrace, ForkError, RecordedStep, fork, fork_path, load_episode
-from playground.run.rundir import RunDirError, load_records, record_trace
-from playground.run.stats import bootstrap_ci, sign_flip_p
 
 ARMS = ("repair", "original")
 

@@ -17,11 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from playground.api import load_records, mcnemar_exact, merge_judge_replies, read_trace, record_trace, wilson_interval
 from playground.plugins.sentry.harness import OWN_DETECTORS
-from playground.run.report import merge_judge_replies, wilson_interval
-from playground.run.rundir import load_records, record_trace
-from playground.run.stats import mcnemar_exact
-from playground.run.traces import read_trace
 
 
 @dataclass

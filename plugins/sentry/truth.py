@@ -23,15 +23,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from playground.api import (
+    EpisodeTrace,
+    ForkError,
+    Host,
+    RecordedStep,
+    RunDirError,
+    load_episode,
+    load_records,
+    record_trace,
+    replay_contexts,
+)
 from playground.core.errors import PlaygroundError
 from playground.core.payloads import Proposal
-from playground.host.manager import Host
 from playground.plugins.sentry.blind import BlindView, GradeTextRemover, blind_view
 from playground.plugins.sentry.detectors import make_window, named_detections
 from playground.plugins.sentry.harness import DEFAULTS
 from playground.plugins.sentry.measure import Hit, Matcher, StepTruth
-from playground.run.forks import EpisodeTrace, ForkError, RecordedStep, load_episode, replay_contexts
-from playground.run.rundir import RunDirError, load_records, record_trace
 
 ALL_RULES = "sentry"  # the name of all of Sentry's rules together, as Sentry runs them
 JUDGE = "llm-judge"
