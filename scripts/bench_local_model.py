@@ -18,6 +18,10 @@ time the tokens it must process take at llama.cpp's own speed; "over limit" is i
 least any cache can evaluate.
 
     python scripts/bench_local_model.py [--games 2] [--steps 15] [--threads 2] [--out FILE.json]
+
+`--threads 1,2` instead plays the default configuration once per thread count, side by side: seconds and CPU
+seconds per step, each against the limit at that thread count's raw rates (the default `threads` is chosen from
+this, not from the core count).
 """
 
 from __future__ import annotations
@@ -93,21 +97,24 @@ def child(args: argparse.Namespace) -> None:
                                              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
-def measure(name: str, extra: list[str], args: argparse.Namespace, folder: Path) -> dict:
-    """Play one configuration in a child process; return its figures per step."""
+def measure(name: str, extra: list[str], args: argparse.Namespace, folder: Path, threads: int) -> dict:
+    """Play one configuration in a child process with `threads` threads; return its figures per step."""
     counts, run = folder / f"{len(os.listdir(folder))}.json", folder / f"run-{len(os.listdir(folder))}"
-    start = time.perf_counter()
+    start, cpu_before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([sys.executable, __file__, "--child", "--counts", str(counts), "--run", str(run),
-                    "--games", str(args.games), "--steps", str(args.steps), "--threads", str(args.threads),
+                    "--games", str(args.games), "--steps", str(args.steps), "--threads", str(threads),
                     "--", *extra], check=True)
     wall = time.perf_counter() - start
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     data = json.loads(counts.read_text())
     records = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
     steps = sum(r["steps"] for r in records)
     seconds = sum(r["seconds"] for r in records)
     calls = data["calls"]
     total = {key: sum(c[key] for c in calls) for key in ("prompt", "evaluated", "must", "completion")}
-    return {"config": name, "wall_s": wall, "steps": steps, "episodes": len(records),
+    return {"config": name, "threads": threads, "wall_s": wall, "cpu_s": cpu,
+            "cpu_seconds_per_step": cpu / max(steps, 1), "steps": steps, "episodes": len(records),
             "won": sum(bool(r["won"]) for r in records), "seconds_per_step": seconds / max(steps, 1),
             "calls_per_step": len(calls) / max(steps, 1), "peak_rss_mb": data["peak_rss_mb"],
             **{f"{key}_tokens_per_step": value / max(steps, 1) for key, value in total.items()},
@@ -121,7 +128,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=2)
     parser.add_argument("--steps", type=int, default=15)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", default="2", help="llama.cpp threads; several (1,2): compare them")
     parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--counts", help=argparse.SUPPRESS)
@@ -131,13 +138,18 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    counts = [int(t) for t in str(args.threads).split(",") if t.strip()]
+    if len(counts) > 1:
+        compare_threads(args, counts)
+        return
+    args.threads = counts[0]
     rates = raw_throughput(args.threads)
     print(f"llama.cpp raw: prompt eval {rates['prompt_eval_tokens_per_s']:.0f} tokens/s, "
           f"generation {rates['generation_tokens_per_s']:.1f} tokens/s ({args.threads} threads)")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in CONFIGS.items():
-            row = measure(name, extra, args, Path(tmp))
+            row = measure(name, extra, args, Path(tmp), args.threads)
             per_step = lambda tokens: (row[f"{tokens}_tokens_per_step"] / rates["prompt_eval_tokens_per_s"]  # noqa: E731
                                        + row["completion_tokens_per_step"] / rates["generation_tokens_per_s"])
             row["limit_seconds_per_step"] = per_step("evaluated")
@@ -162,6 +174,33 @@ def main() -> None:
     if args.out:
         Path(args.out).write_text(json.dumps({"raw": rates, "rows": rows, "games": args.games, "steps": args.steps,
                                               "threads": args.threads}, indent=2))
+
+
+def compare_threads(args: argparse.Namespace, counts: list[int]) -> None:
+    """The default configuration at each thread count, side by side, each against its own raw-rate limit."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for threads in counts:
+            rates = raw_throughput(threads)
+            row = measure(f"{threads} threads", [], args, Path(tmp), threads)
+            row["raw"] = rates
+            row["limit_seconds_per_step"] = (row["evaluated_tokens_per_step"] / rates["prompt_eval_tokens_per_s"]
+                                             + row["completion_tokens_per_step"] / rates["generation_tokens_per_s"])
+            rows.append(row)
+    print(f"{'threads':>7} {'raw eval t/s':>12} {'raw gen t/s':>11} {'s/step':>7} {'CPU s/step':>10} {'limit':>6} "
+          f"{'over limit':>10} {'won':>5}")
+    for row in rows:
+        print(f"{row['threads']:>7} {row['raw']['prompt_eval_tokens_per_s']:>12.0f} "
+              f"{row['raw']['generation_tokens_per_s']:>11.1f} {row['seconds_per_step']:>7.2f} "
+              f"{row['cpu_seconds_per_step']:>10.2f} {row['limit_seconds_per_step']:>6.2f} "
+              f"{row['seconds_per_step'] / row['limit_seconds_per_step']:>9.2f}x {row['won']:>2}/{row['episodes']:<2}")
+    first = rows[0]
+    for row in rows[1:]:
+        print(f"{row['threads']} threads / {first['threads']}: seconds per step "
+              f"{row['seconds_per_step'] / first['seconds_per_step']:.2f}, CPU per step "
+              f"{row['cpu_seconds_per_step'] / first['cpu_seconds_per_step']:.2f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"rows": rows, "games": args.games, "steps": args.steps}, indent=2))
 
 
 if __name__ == "__main__":
