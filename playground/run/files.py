@@ -5,13 +5,15 @@ Every file a command writes to a path the user named goes through `check_output`
 folder) and is then written by `atomic_write`: to a temporary file in the same folder,
 flushed and renamed over the target only once it is complete, the temporary file removed
 when anything fails. A path built from user input under a root folder (a harness or task
-name used as a file name) goes through `safe_file_name` and `confined`.
+name used as a file name) goes through `safe_file_name` and `confined`. A small JSON file the user names (a
+policy, a prompt) is read into an object by `json_object`, with a size bound.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import secrets
 import stat
@@ -172,3 +174,25 @@ def confined(root: str | os.PathLike, relative: str | os.PathLike, what: str = "
     if Path(relative).is_absolute() or not resolved.is_relative_to(root_path):
         raise PathEscapeError(f"{what} {str(relative)!r} is outside {str(root)!r}; refusing to use it")
     return candidate
+
+
+class JSONFileError(PlaygroundError, ValueError):
+    """A file that is not one JSON object; the message names the file (`where`) and what is wrong."""
+
+
+def json_object(data: bytes, where: str, max_bytes: int) -> dict:
+    """The JSON object in `data` (the bytes of the file `where` names); JSONFileError when it is larger than
+    `max_bytes`, not UTF-8, not JSON, or not an object."""
+    if len(data) > max_bytes:
+        raise JSONFileError(f"{where} is {len(data):,} bytes, more than {max_bytes:,}")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise JSONFileError(f"{where} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise JSONFileError(f"{where} is not JSON: {exc.msg} (line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise JSONFileError(f"{where} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise JSONFileError(f"{where} must be a JSON object, got {type(value).__name__}")
+    return value

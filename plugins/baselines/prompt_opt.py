@@ -13,11 +13,11 @@ the file still has that hash.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
 from playground import PlaygroundError, StepContext, hookimpl
+from playground.api import JSONFileError, json_object
 
 NAME = "prompt-opt"
 PREFIX = "prompt-opt:"
@@ -44,18 +44,10 @@ def render_note(instructions: str, demos: list[Mapping[str, str]]) -> str:
 def parse_prompt(data: bytes, path: str | Path) -> dict[str, Any]:
     """Check the bytes of the prompt file `path`; return its object, or raise PromptFileError naming the file."""
     where = f"prompt file {str(path)!r}"
-    if len(data) > MAX_PROMPT_BYTES:
-        raise PromptFileError(f"{where} is {len(data):,} bytes, more than {MAX_PROMPT_BYTES:,}")
     try:
-        prompt = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise PromptFileError(f"{where} is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise PromptFileError(f"{where} is not JSON: {exc.msg} (line {exc.lineno})") from None
-    except (ValueError, RecursionError) as exc:
-        raise PromptFileError(f"{where} is not JSON: {exc}") from None
-    if not isinstance(prompt, dict):
-        raise PromptFileError(f"{where} must be a JSON object, got {type(prompt).__name__}")
+        prompt = json_object(data, where, MAX_PROMPT_BYTES)
+    except JSONFileError as exc:
+        raise PromptFileError(str(exc)) from None
     if prompt.get("format") != FORMAT:
         raise PromptFileError(f"{where}: 'format' must be {FORMAT!r} (written by `playground baselines optimise`), "
                               f"got {prompt.get('format')!r}")

@@ -14,10 +14,9 @@ description carries the file's SHA-256, so a resumed run notices a policy that c
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
-from playground.api import HarnessSpec
+from playground.api import HarnessSpec, JSONFileError, json_object
 from playground.core.errors import PlaygroundError
 
 # The verifiers a policy may stop on: the benchmark's grade, or the deployment verifiers DARC registers.
@@ -51,18 +50,10 @@ def _read_bytes(path: str | Path) -> bytes:
 def parse_policy(data: bytes, path: str | Path) -> dict:
     """Check the bytes of the policy file `path`; return the policy, or raise PolicyError."""
     where = f"DARC policy {str(path)!r}"
-    if len(data) > MAX_POLICY_BYTES:
-        raise PolicyError(f"{where} is {len(data):,} bytes, more than {MAX_POLICY_BYTES:,}")
     try:
-        policy = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise PolicyError(f"{where} is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise PolicyError(f"{where} is not JSON: {exc.msg} (line {exc.lineno})") from None
-    except (ValueError, RecursionError) as exc:
-        raise PolicyError(f"{where} is not JSON: {exc}") from None
-    if not isinstance(policy, dict):
-        raise PolicyError(f"{where} must be a JSON object, got {type(policy).__name__}")
+        policy = json_object(data, where, MAX_POLICY_BYTES)
+    except JSONFileError as exc:
+        raise PolicyError(str(exc)) from None
     chain = policy.get("chain")
     if not isinstance(chain, list) or not chain or not all(isinstance(n, str) and n for n in chain):
         raise PolicyError(f"{where} needs a non-empty 'chain' list of intervention names")
