@@ -279,7 +279,7 @@ class VerifierPlugin:
         register("test:pass-first", factory)
 
 
-def test_a_deployment_verifier_decides_the_retries_from_what_the_agent_saw(tmp_path):
+def test_a_deployment_verifier_decides_the_retries_from_what_the_agent_saw(tmp_path, capsys):
     """Issue 37: a cascade can stop on a grade-blind verifier; it sees goal, actions and observations, no grade."""
     VIEWS.clear()
     host = Host(strict=True).load(extra={"cascade-test": CascadePlugin(), "verifier-test": VerifierPlugin()})
@@ -297,6 +297,10 @@ def test_a_deployment_verifier_decides_the_retries_from_what_the_agent_saw(tmp_p
     assert {f.name for f in fields(view.steps[0])} == {"action", "observation", "valid_action"}
     verdicts = [e for e in read_trace(out / records[0]["trace"]) if e["type"] == "attempt_verdict"]
     assert [(v["verifier"], v["passed"], v["why"]) for v in verdicts] == [("test:pass-first", True, "looks done to me")]
+    # `view` shows the verdict in the episode's steps
+    capsys.readouterr()
+    assert main(["view", str(out), "--episode", "1", "--no-pager"]) == 0
+    assert "attempt passed by the deployment verifier test:pass-first" in capsys.readouterr().out
 
 
 def test_what_the_verifier_sees_passes_through_the_envs_grade_text_remover():

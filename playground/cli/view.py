@@ -179,6 +179,12 @@ def render_events(console: Console, events: Sequence[dict], full: bool = False) 
                                         (f" on the repair of {event.get('failure_type')} at step "
                                          f"{event.get('repair_step')} ({event.get('plugin')})", "dim")),
                  _short(event.get("evidence"), full))
+        elif kind == "attempt_verdict":
+            passed = bool(event.get("passed"))
+            _say(console, Text.assemble((f"{'✓' if passed else '✗'} attempt {'passed' if passed else 'failed'}",
+                                         "bold green" if passed else "bold red"),
+                                        (f" by the deployment verifier {event.get('verifier')}", "dim")),
+                 _short(event.get("why"), full))
         elif kind == "lesson":
             _say(console, Text.assemble(("★ lesson stored ", "bold magenta"),
                                         (f"#{event.get('id')} {event.get('failure_type')} "

@@ -75,6 +75,11 @@ def render_event(event: dict) -> str:
                 f'<b>{mark} verdict {_text(verdict)}</b> <span class="dim">on the repair of '
                 f'{_text(event.get("failure_type"))} at step {_text(event.get("repair_step"))} by '
                 f'{_text(event.get("plugin"))}</span>{_block(event.get("evidence"))}</div>')
+    if kind == "attempt_verdict":
+        passed = bool(event.get("passed"))
+        return (f'<div class="ev verification {"resolved" if passed else "unresolved"}"><b>{"✓" if passed else "✗"} '
+                f'attempt {"passed" if passed else "failed"}</b> <span class="dim">by the deployment verifier '
+                f'{_text(event.get("verifier"))}</span>{_block(event.get("why"))}</div>')
     if kind == "lesson":
         labels = ", ".join(map(str, event.get("labels") or ()))
         return (f'<div class="ev lesson"><b>★ lesson stored</b> #{_text(event.get("id"))} '
