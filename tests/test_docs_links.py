@@ -52,3 +52,11 @@ def test_relative_links_resolve(page):
 def test_no_reference_outside_the_repository(page):
     text = page.read_text()
     assert "../shared" not in text and "shared/DESIGN" not in text and "/work/" not in text
+
+
+def test_every_hook_is_in_the_plugin_guide():
+    """docs/writing-plugins.md names every hook the host specifies (pluggy's hookspecs)."""
+    specs = (ROOT / "playground" / "core" / "hookspecs.py").read_text()
+    hooks = re.findall(r"@hookspec(?:\([^)]*\))?\ndef (\w+)", specs)
+    guide = (ROOT / "docs" / "writing-plugins.md").read_text()
+    assert len(hooks) > 10 and not [h for h in hooks if f"`{h}" not in guide]
