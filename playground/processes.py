@@ -30,6 +30,26 @@ from pathlib import Path
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
+RUN_PROCESSES_ENV = "PLAYGROUND_RUN_PROCESSES"  # how many worker processes of one run share this machine's cores
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the system says, else the machine's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def cores_per_process() -> int:
+    """This process's fair share of the usable cores: all of them, divided by the run's worker processes when it is
+    one of several (a worker process is told their number through `RUN_PROCESSES_ENV`); at least 1."""
+    try:
+        processes = max(1, int(os.environ.get(RUN_PROCESSES_ENV, "1")))
+    except ValueError:
+        processes = 1
+    return max(1, usable_cores() // processes)
+
+
 def die_with_parent(parent_pid: int | None = None) -> bool:
     """Have the kernel SIGKILL this process when its parent dies (Linux; elsewhere nothing, False).
 

@@ -21,11 +21,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from playground.agents.base import parse_options
+from playground.agents.base import AgentConfigError, parse_options
 from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
 from playground.agents.response_cache import OFF_WORDS, default_cache_dir
 from playground.core.env import is_admissible, is_template
 from playground.core.payloads import AgentView, Proposal
+from playground.processes import cores_per_process
 
 SYSTEM_PROMPT = (
     "You are an agent acting in a text environment to reach a goal. Each turn, answer in exactly this format:\n"
@@ -156,7 +157,7 @@ HTTP_DEFAULTS: dict[str, Any] = {
     "history": "blocks",
 }
 LOCAL_DEFAULTS: dict[str, Any] = {
-    "gguf": "", "temperature": 0.0, "seed": 0, "max_tokens": 64, "threads": 2, "n_ctx": 8192,
+    "gguf": "", "temperature": 0.0, "seed": 0, "max_tokens": 64, "threads": "auto", "n_ctx": 8192,
     "constrained": False, "cache_dir": "", "contexts": 4,
     "window": 5, "max_obs_chars": 600, "history": "blocks",
 }
@@ -168,6 +169,23 @@ def _cache_dir(option: str) -> Path | None:
     if option.strip().lower() in OFF_WORDS:
         return None
     return Path(option).expanduser() if option else default_cache_dir()
+
+
+def local_threads(option: Any) -> int:
+    """The llama.cpp threads from the `local` agent's `threads` option: a count of at least 1, or "auto": this
+    process's share of the usable cores (all of them alone; one each for two workers on 2 cores), which is what
+    measured fastest (docs/results.md, "Threads: chosen by measurement")."""
+    text = str(option).strip().lower()
+    if text == "auto":
+        return cores_per_process()
+    try:
+        threads = int(text)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise AgentConfigError(f"agent 'local' option 'threads' expects 'auto' or a whole number of at least 1, "
+                               f"got {option!r}")
+    return threads
 
 
 def make_llm_agent(**options: Any) -> LLMAgent:
@@ -185,8 +203,8 @@ def make_local_agent(**options: Any) -> LLMAgent:
     o = parse_options(LOCAL_DEFAULTS, options, "local")
     try:
         model = LocalChatModel(o["gguf"] or None, o["temperature"], o["seed"], o["max_tokens"],
-                               n_ctx=o["n_ctx"], threads=o["threads"], cache_dir=_cache_dir(o["cache_dir"]),
-                               contexts=o["contexts"])
+                               n_ctx=o["n_ctx"], threads=local_threads(o["threads"]),
+                               cache_dir=_cache_dir(o["cache_dir"]), contexts=o["contexts"])
     except LLMError as exc:
         raise ValueError(f"agent 'local': {exc}") from None
     return LLMAgent(model, o["window"], o["max_obs_chars"], constrained=o["constrained"], history=o["history"])

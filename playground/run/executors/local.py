@@ -26,7 +26,7 @@ import traceback
 from typing import Any, Iterator, Sequence
 
 from playground.host.manager import Host
-from playground.processes import die_with_parent
+from playground.processes import RUN_PROCESSES_ENV, die_with_parent
 from playground.run.executors.base import Executor, ExecutorError, Job, JobQueue, Work
 from playground.run.progress import StepListener, StepNote, steps_reported
 
@@ -131,9 +131,10 @@ class _Worker:
     """A worker process and the parent's end of its pipe; `job` is the episode it is playing (None: idle), `ready`
     whether it has loaded the plugins and built its player."""
 
-    def __init__(self, context: Any, strict: bool, work: Work, report_steps: bool) -> None:
+    def __init__(self, context: Any, strict: bool, work: Work, report_steps: bool, siblings: int = 1) -> None:
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child, strict, os.getpid(), work, report_steps))
+        self.process = context.Process(target=_worker_main,
+                                       args=(child, strict, os.getpid(), work, report_steps, siblings))
         self.process.start()
         child.close()  # the worker holds the other end: its death reads as end of file here
         self.job: Job | None = None
@@ -206,7 +207,7 @@ class _Pool:
             except OSError:
                 queue.give_back(worker, job)
                 worker.stop(now=True)
-        worker = _Worker(self.context, self.strict, self.work, self.on_step is not None)
+        worker = _Worker(self.context, self.strict, self.work, self.on_step is not None, self.size)
         worker.give(queue.next_for(worker))
         return worker
 
@@ -243,10 +244,13 @@ class _Pool:
         return value
 
 
-def _worker_main(conn: Any, strict: bool, parent_pid: int, work: Work, report_steps: bool = False) -> None:
+def _worker_main(conn: Any, strict: bool, parent_pid: int, work: Work, report_steps: bool = False,
+                 siblings: int = 1) -> None:
     """A worker: die with the run, load the plugins and build the player (then say "ready"), then play each job the
-    parent sends (None: close the player and end), sending each step note as it comes when `report_steps`."""
+    parent sends (None: close the player and end), sending each step note as it comes when `report_steps`.
+    `siblings` (the pool's size) tells what it builds how many processes share the cores (`cores_per_process`)."""
     die_with_parent(parent_pid)
+    os.environ[RUN_PROCESSES_ENV] = str(siblings)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         player = work.player(Host(strict=strict).load())
