@@ -41,7 +41,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "bootstrap_ci", "compare", "holm", "mcnemar_exact", "Metric", "sign_flip_p", "split_by_harness",
     ),
     # Models and structured replies
-    "playground.agents.client": ("ChatModel", "default_gguf_path", "HTTPChatModel", "LLMError", "LocalChatModel",),
+    "playground.agents.chat": ("ChatModel", "LLMError",),
+    "playground.agents.http_model": ("HTTPChatModel",),
+    "playground.agents.local_model": ("default_gguf_path", "LocalChatModel",),
     "playground.agents.structured": ("ask_structured", "CALL_FAILED", "json_object_in", "shared_agent_model",),
     "playground.agents.response_cache": ("default_cache_dir",),
     "playground.agents.llm": ("parse_reply", "render_prompt",),
@@ -63,8 +65,10 @@ __all__ = sorted(_WHERE)
 
 if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this file in pyproject.toml)
     from playground.agents.base import bind_env, expert_action, parse_options
-    from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel, default_gguf_path
+    from playground.agents.chat import ChatModel, LLMError
+    from playground.agents.http_model import HTTPChatModel
     from playground.agents.llm import parse_reply, render_prompt
+    from playground.agents.local_model import LocalChatModel, default_gguf_path
     from playground.agents.noisy import NoisyAgent
     from playground.agents.response_cache import default_cache_dir
     from playground.agents.structured import CALL_FAILED, ask_structured, json_object_in, shared_agent_model

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 IMPORTS = {
-    "project": "from playground.agents.client import HTTPChatModel",
+    "project": "from playground.agents.http_model import HTTPChatModel",
     "openai SDK": "import openai",
 }
 
@@ -64,7 +64,7 @@ def sender(client: str, url: str):
     """A function sending one chat request with `client` to `url` and returning the reply text."""
     messages = [{"role": "user", "content": "Valid actions: look, go east\nWhat now?"}]
     if client == "project":
-        from playground.agents.client import HTTPChatModel
+        from playground.agents.http_model import HTTPChatModel
 
         model = HTTPChatModel(url, "m", retries=0, cache_dir=None)
         return lambda: model.complete(messages).text

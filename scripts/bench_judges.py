@@ -41,7 +41,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from playground.agents.client import HTTPChatModel, LocalChatModel, default_gguf_path, judge_calls_reported
+from playground.agents.http_model import HTTPChatModel
+from playground.agents.judge_calls import judge_calls_reported
+from playground.agents.local_model import LocalChatModel, default_gguf_path
 from playground.host.manager import Host
 from playground.plugins.aed.diagnose import llm_diagnoses
 from playground.plugins.darc.llm_diagnosis import LLMDiagnoser

@@ -46,7 +46,7 @@ def raw_throughput(threads: int) -> dict[str, float]:
     """llama.cpp's prompt-eval and generation rates (tokens/s) for the embedded model on these cores."""
     from llama_cpp import Llama
 
-    from playground.agents.client import default_gguf_path
+    from playground.agents.local_model import default_gguf_path
 
     llm = Llama(model_path=str(default_gguf_path()), n_ctx=2048, n_threads=threads, n_threads_batch=threads,
                 verbose=False, seed=0)

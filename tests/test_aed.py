@@ -12,7 +12,7 @@ from playground.plugins.aed.diagnose import check_record, diagnose_run, llm_diag
 from playground.plugins.aed.replay import evidence_grade
 from playground.plugins.aed.views import ExportError, build_view, export, read_export, validate
 
-from playground.agents.client import Completion
+from playground.agents.chat import Completion
 from playground.agents.llm import SYSTEM_PROMPT, LLMAgent
 from playground.cli.main import main
 from playground.core.hookspecs import hookimpl
@@ -231,7 +231,7 @@ def test_llm_diagnoser_against_the_scripted_server(tiny_run):
     invented = json.dumps({"step": rule["step"], "responsible": "agent", "explanation": "x",
                            "quotations": ["a dragon ate the key"],
                            "correction": rule["correction"], "correction_reason": ""})
-    from playground.agents.client import HTTPChatModel
+    from playground.agents.http_model import HTTPChatModel
 
     with ScriptedChatServer([f"Here you go:\n```json\n{good}\n```", invented, "no idea"]) as server:
         model = HTTPChatModel(server.base_url, "test-model", retries=0)
@@ -264,7 +264,7 @@ def test_a_failed_model_call_costs_one_episode_not_the_diagnosis(tmp_path):
     failed_count = sum(1 for _ in failed(run))
     assert failed_count >= 2
     unparseable = "I cannot tell."
-    from playground.agents.client import HTTPChatModel
+    from playground.agents.http_model import HTTPChatModel
 
     with ScriptedChatServer([Reply(status=500, raw='{"error": "overloaded"}')] + [unparseable] * failed_count) as server:
         summary = diagnose_run(run, "llm", HTTPChatModel(server.base_url, "test-model", retries=0))
@@ -279,7 +279,7 @@ def test_a_stopped_llm_diagnosis_resumes_without_asking_again(tmp_path):
     asks only about the episodes not done, ending with every failed episode diagnosed once."""
     run = make_run(tmp_path / "run", episodes=6, harnesses=("base",), max_steps=4)
     failed_count = sum(1 for _ in failed(run))
-    from playground.agents.client import HTTPChatModel
+    from playground.agents.http_model import HTTPChatModel
 
     class StopsAtSecondCall:
         def __init__(self, model):

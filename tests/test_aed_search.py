@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.agents.client import HTTPChatModel
+from playground.agents.http_model import HTTPChatModel
 from playground.cli.main import main
 from playground.plugins.aed.diagnose import (
     check_candidates,

@@ -11,12 +11,8 @@ import time
 
 import pytest
 
-from playground.agents.client import (
-    HTTPChatModel,
-    LLMError,
-    _parse_completion,
-    retry_after_seconds,
-)
+from playground.agents.chat import LLMError, parse_completion
+from playground.agents.http_model import HTTPChatModel, retry_after_seconds
 from playground.testing.openai_server import Reply, ScriptedChatServer, chat_response
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -128,10 +124,10 @@ def test_replies_of_the_wrong_shape_are_named_errors(payload):
 
 
 def test_odd_usage_and_content_parts_are_read_leniently():
-    reply = _parse_completion({"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"text": "b"}]}}],
+    reply = parse_completion({"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"text": "b"}]}}],
                                "usage": {"prompt_tokens": "x", "completion_tokens": -3}}, "here")
     assert reply.text == "ab" and reply.prompt_tokens == 0 and reply.completion_tokens == 0
-    assert _parse_completion({"choices": [{"message": {"content": None}}], "usage": []}, "here").text == ""
+    assert parse_completion({"choices": [{"message": {"content": None}}], "usage": []}, "here").text == ""
 
 
 def test_a_non_utf8_body_is_a_named_error():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.agents.client import HTTPChatModel
+from playground.agents.http_model import HTTPChatModel
 from playground.testing.openai_server import FirstActionModel, Reply, ScriptedChatServer
 from tests.conftest import run_cli
 

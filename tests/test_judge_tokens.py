@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from playground.agents.client import HTTPChatModel
+from playground.agents.http_model import HTTPChatModel
 from playground.agents.structured import ask_structured
 from playground.host.manager import Host
 from playground.plugins.baselines.ace import AcePlugin

@@ -8,7 +8,8 @@ import pytest
 
 from playground.host.manager import Host
 from playground.agents.llm import LLMAgent, parse_reply
-from playground.agents.client import HTTPChatModel, LLMError
+from playground.agents.chat import LLMError
+from playground.agents.http_model import HTTPChatModel
 from playground.plugins.playbook.store import Playbook
 from playground.run.runner import RunConfig, run
 from playground.testing import play, tiny_env
@@ -195,7 +196,7 @@ def test_llm_judge_without_a_model_is_refused_before_the_run(tmp_path):
 
 def test_template_actions_parse_and_constrain():
     from playground.agents.llm import parse_reply, render_prompt
-    from playground.agents.client import _grammar_alternative
+    from playground.agents.local_model import _grammar_alternative
     from playground.core.payloads import AgentView
 
     assert parse_reply("search[red running shoes]", ("search[...]",)) == ("", "search[red running shoes]")

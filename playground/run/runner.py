@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from playground.agents.base import bind_env
-from playground.agents.client import judge_calls_reported
+from playground.agents.judge_calls import judge_calls_reported
 from playground.agents.response_cache import cache_use_counted
 from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks

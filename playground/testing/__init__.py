@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from playground.agents.base import bind_env
-from playground.agents.client import judge_calls_reported
+from playground.agents.judge_calls import judge_calls_reported
 from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, EpisodeResult, run_episode

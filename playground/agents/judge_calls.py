@@ -1,0 +1,41 @@
+"""Counting the model calls made for a plugin's roles apart from the agent's.
+
+A plugin's model roles (judges, reflectors, curators, summarisers) ask through
+`playground.agents.structured.ask_structured`; their calls are not the agent's: while a runner plays an episode
+inside `judge_calls_reported(emit)`, each such call is reported as a `judge_call` event with its role, token counts,
+whether its reply was usable and its mode, so the episode's record counts them apart from the agent's tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from playground.agents.chat import Completion
+
+JUDGE_CALL = "judge_call"  # the trace event of a model call made for a plugin's role, not for the agent
+_judge_listener: ContextVar[Callable[[dict], None] | None] = ContextVar("judge_listener", default=None)
+
+
+def report_judge_call(completion: Completion, *, role: str = "unknown", usable: bool = True,
+                      mode: str = "") -> None:
+    """Count a model call made for a plugin's role (not the agent's) in the episode being played, if any:
+    its role, tokens, whether its reply was usable and how it was constrained (`mode`, else the completion's)."""
+    listener = _judge_listener.get()
+    if listener is not None:
+        listener({"role": role, "prompt_tokens": completion.prompt_tokens,
+                  "completion_tokens": completion.completion_tokens, "usable": bool(usable),
+                  "mode": mode or completion.mode or "prompt"})
+
+
+@contextmanager
+def judge_calls_reported(emit: Callable[[str, dict], Any]) -> Iterator[None]:
+    """While the block runs, report each judge call made in it (`ask_structured`, `report_judge_call`) to `emit`
+    as an event `judge_call` with its `role`, `prompt_tokens`, `completion_tokens`, `usable` and `mode`."""
+    token = _judge_listener.set(lambda data: emit(JUDGE_CALL, data))
+    try:
+        yield
+    finally:
+        _judge_listener.reset(token)
