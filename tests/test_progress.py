@@ -111,3 +111,13 @@ def test_the_run_commands_display_counts_the_steps_and_episodes_played(tmp_path)
     assert display.tally.done == 2 * len(TASKS) and display.tally.steps == steps
     assert display.text().startswith(f"steps {steps} · model calls 0 · ")
     assert display.last.endswith(("won", "lost"))
+
+
+def test_without_a_terminal_each_finished_episode_is_one_line_and_no_bar_is_drawn(tmp_path, capsys):
+    from playground.cli.progress import ProgressDisplay
+
+    with ProgressDisplay(episodes=2 * len(TASKS), max_steps=12, hidden=False, terminal=False) as display:
+        run(Host().load(), _config(tmp_path / "run"), display.progress, on_step=display.on_step)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 * len(TASKS)  # no bare "episodes" label above them, no redrawn bar
+    assert lines[0].startswith(f"episode 1/{2 * len(TASKS)} · steps ") and lines[-1].endswith(("won", "lost"))

@@ -16,14 +16,16 @@ REDRAW_EVERY = 0.25  # seconds between redraws for steps (a scripted agent plays
 class ProgressDisplay:
     """A click progress bar over a run's episodes whose text says steps and model calls played and the ETA from
     the step rate (`playground.run.progress.RunProgress`); use it as a context manager and hand its `progress`
-    and `on_step` to `playground.run.runner.run`."""
+    and `on_step` to `playground.run.runner.run`. When stderr is not a terminal (a log file, a pipe) it prints one
+    line per finished episode instead of a bar, which a log could not redraw."""
 
-    def __init__(self, episodes: int, max_steps: int, hidden: bool) -> None:
+    def __init__(self, episodes: int, max_steps: int, hidden: bool, terminal: bool | None = None) -> None:
         self.tally = RunProgress(episodes, max_steps)
         self.last = ""  # the last episode finished, and how
         self._drawn = 0.0
+        self.lines = not hidden and not (sys.stderr.isatty() if terminal is None else terminal)
         self._bar = click.progressbar(length=episodes, label="episodes", file=sys.stderr, show_pos=True,
-                                      show_eta=False, item_show_func=lambda text: text, hidden=hidden)
+                                      show_eta=False, item_show_func=lambda text: text, hidden=hidden or self.lines)
 
     def __enter__(self) -> ProgressDisplay:
         self._bar.__enter__()
@@ -43,6 +45,8 @@ class ProgressDisplay:
             return
         self.tally.finished(record)
         self.last = f"{message}: {record['status']}"
+        if self.lines:
+            click.echo(f"episode {self.tally.done}/{self.tally.episodes} · {self.text()}", err=True)
         self._bar.update(1, self.text())
         self._drawn = time.monotonic()
 
@@ -50,7 +54,7 @@ class ProgressDisplay:
         """The runner's step callback: count the step and redraw the bar (at most every REDRAW_EVERY seconds)."""
         now = time.monotonic()
         self.tally.step(note, now)
-        if now - self._drawn >= REDRAW_EVERY:
+        if not self.lines and now - self._drawn >= REDRAW_EVERY:
             self._drawn = now
             self._bar.current_item = self.text()
             self._bar.render_progress()
