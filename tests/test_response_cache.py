@@ -166,3 +166,31 @@ def test_ctrl_c_then_the_same_command_resumes(tmp_path):
     keys = [json.loads(line)["key"] for line in (run / "episodes.jsonl").read_text().splitlines()]
     assert len(keys) == 6 == len(set(keys))
     assert list((tmp_path / "runs").iterdir()) == [run]
+
+
+def test_cache_info_and_clear_count_and_delete_entries_only(tmp_path):
+    import os
+
+    from click.testing import CliRunner
+
+    from playground.agents.response_cache import ResponseCache, cache_contents, clear_cache
+    from playground.cli.main import cli
+
+    cache = ResponseCache(tmp_path / "c")
+    for n in range(3):
+        cache.put({"n": n}, {"text": f"reply {n}"})
+    (tmp_path / "c" / "notes.txt").write_text("not an entry")
+    old = cache._path({"n": 0})
+    os.utime(old, (1_000_000, 1_000_000))  # written long ago
+    contents = cache_contents(tmp_path / "c")
+    assert contents.entries == 3 and contents.bytes > 0 and contents.oldest == 1_000_000
+
+    out = CliRunner().invoke(cli, ["cache", "info", "--folder", str(tmp_path / "c")])
+    assert out.exit_code == 0 and "entries: 3" in out.output
+
+    assert clear_cache(tmp_path / "c", older_than=86400) == 1 and not old.exists()
+    assert cache.get({"n": 1}) == {"text": "reply 1"}
+    out = CliRunner().invoke(cli, ["cache", "clear", "--folder", str(tmp_path / "c"), "--yes"])
+    assert out.exit_code == 0 and "removed 2 entries" in out.output
+    assert cache.get({"n": 1}) is None and (tmp_path / "c" / "notes.txt").exists()
+    assert cache_contents(tmp_path / "c").entries == 0

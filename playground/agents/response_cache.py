@@ -18,10 +18,12 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,47 @@ class ResponseCache:
         except OSError:
             with suppress(OSError):
                 tmp.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class CacheContents:
+    """What a response cache folder holds: its entries, their total bytes, and the oldest and newest entry's
+    modification time (seconds since the epoch; None when empty)."""
+
+    folder: Path
+    entries: int
+    bytes: int
+    oldest: float | None
+    newest: float | None
+
+
+def cache_entries(folder: str | os.PathLike) -> list[Path]:
+    """The entry files of a response cache folder (`XX/KEY.json`), none when it does not exist."""
+    return sorted(Path(folder).glob("[0-9a-f][0-9a-f]/*.json"))
+
+
+def cache_contents(folder: str | os.PathLike) -> CacheContents:
+    """Count what the response cache in `folder` holds."""
+    stats = [path.stat() for path in cache_entries(folder)]
+    times = [stat.st_mtime for stat in stats]
+    return CacheContents(Path(folder), len(stats), sum(stat.st_size for stat in stats),
+                         min(times, default=None), max(times, default=None))
+
+
+def clear_cache(folder: str | os.PathLike, older_than: float | None = None, now: float | None = None) -> int:
+    """Delete the response cache's entries in `folder` (only those not written for `older_than` seconds, when
+    given), and the subfolders left empty; return how many entries went. Nothing but entry files is touched."""
+    cutoff = None if older_than is None else (time.time() if now is None else now) - older_than
+    removed = 0
+    for path in cache_entries(folder):
+        with suppress(OSError):
+            if cutoff is None or path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+    for sub in Path(folder).glob("[0-9a-f][0-9a-f]"):
+        with suppress(OSError):
+            sub.rmdir()  # only when empty
+    return removed
 
 
 def cache_for(cache_dir: str | os.PathLike | None) -> ResponseCache | None:

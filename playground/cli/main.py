@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from playground.cli.cache import cache_command
 from playground.cli.compare import compare_command
 from playground.cli.fork import fork_command
 from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
@@ -228,6 +229,7 @@ def new_plugin_command(name: str, parent: str, kind: str) -> None:
 
 
 
+cli.add_command(cache_command)
 cli.add_command(compare_command)
 cli.add_command(fork_command)
 cli.add_command(report_command)
