@@ -18,9 +18,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.host.manager": ("default_labels", "get_host", "Host",),
     "playground.host.registry": ("HarnessSpec", "InterventionSpec",),
     # Running episodes and sub-runs (what methods that drive whole runs need)
-    "playground.run.runner": (
-        "check_finished", "playbook_path", "resolve_tasks", "run", "RunConfig", "RunConfigError",
-    ),
+    "playground.run.config": ("playbook_path", "RunConfig", "RunConfigError",),
+    "playground.run.runner": ("check_finished", "run",),
+    "playground.run.validation": ("resolve_tasks",),
     "playground.run.costs": ("attempt_cost",),
     "playground.cli.main": ("run_with_progress",),
     # Run folders, records and traces
@@ -78,6 +78,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.host.manager import Host, default_labels, get_host
     from playground.host.registry import HarnessSpec, InterventionSpec
     from playground.processes import die_with_parent, is_running, process_start_time, stop_process_group
+    from playground.run.config import RunConfig, RunConfigError, playbook_path
     from playground.run.costs import attempt_cost
     from playground.run.files import (
         JSONFileError,
@@ -100,10 +101,11 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     )
     from playground.run.report import merge_judge_replies, summarise_harness, wilson_interval
     from playground.run.rundir import RunDirError, identity_mismatch, load_records, read_config, record_trace
-    from playground.run.runner import RunConfig, RunConfigError, check_finished, playbook_path, resolve_tasks, run
+    from playground.run.runner import check_finished, run
     from playground.run.secrets import redact_url
     from playground.run.stats import Metric, bootstrap_ci, compare, holm, mcnemar_exact, sign_flip_p, split_by_harness
     from playground.run.traces import read_jsonl, read_trace
+    from playground.run.validation import resolve_tasks
     from playground.testing import ScriptedAgent
     from playground.text_index import TextIndex, built_once
 

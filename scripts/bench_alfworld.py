@@ -32,7 +32,8 @@ from playground.envs.alfworld.guard import NO_PRIORS, Guard
 from playground.envs.alfworld.priors import PRIOR_GAMES, load_priors
 from playground.envs.alfworld.provider import AlfWorldProvider
 from playground.host.manager import Host
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 
 TOP_K = 12
 

@@ -24,7 +24,8 @@ from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.env import AppWorldEnv
 from playground.envs.appworld.server import AppWorldServer
 from playground.host.manager import Host
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 
 HARNESSES = ["base", "sentry", "local_induction", "auto_knowledge", "retrieval_fallback"]
 

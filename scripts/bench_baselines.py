@@ -24,7 +24,9 @@ import tempfile
 from pathlib import Path
 
 from playground.host.manager import Host
-from playground.run.runner import RunConfig, resolve_tasks, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
+from playground.run.validation import resolve_tasks
 
 HARNESSES = ["base", "sentry", "ace", "reflexion", "awm", "reasoningbank", "monitor", "ace-sentry"]
 STRESSED = {"invalid": 0.15, "repeat": 0.1, "stall": 0.1, "drift": 0.1, "stop": 0.08}

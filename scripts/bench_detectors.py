@@ -25,7 +25,9 @@ from pathlib import Path
 from playground.host.manager import Host
 from playground.plugins.sentry.bench import measure_run, tables
 from playground.run.files import safe_file_name
-from playground.run.runner import RunConfig, resolve_tasks, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
+from playground.run.validation import resolve_tasks
 
 ENVS = "textworld:custom,alfworld:generated,webshop:generated"
 

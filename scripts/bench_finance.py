@@ -33,7 +33,8 @@ from playground.envs.finance import data, demos
 from playground.envs.finance.agents import MODE_LABELS, NUMBER_MODES, TAG_MODES, break_answer
 from playground.envs.finance.format_check import LABELS, check, expected_format
 from playground.host.manager import Host
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 
 BUDGETS = (0, 1, 2, 4, 8, 16)
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/finance"

@@ -53,7 +53,9 @@ from playground.plugins.sentry.judges import LLMDetector, LLMNeedCheck, LLMSumma
 from playground.plugins.sentry.truth import ReplayedStep, replay_rules, traces
 from playground.plugins.sentry.verifier import Verdict, Watch
 from playground.run.forks import EpisodeTrace, load_episode
-from playground.run.runner import RunConfig, resolve_tasks, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
+from playground.run.validation import resolve_tasks
 from playground.run.traces import read_jsonl
 
 ROLES = ("sentry.detector", "sentry.need_check", "sentry.verifier", "sentry.summariser", "darc.diagnoser",

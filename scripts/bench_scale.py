@@ -26,7 +26,9 @@ import time
 from pathlib import Path
 
 from playground.host.manager import Host
-from playground.run.runner import DEFAULT_MAX_STEPS, RunConfig, resolve_tasks, run
+from playground.run.config import DEFAULT_MAX_STEPS, RunConfig
+from playground.run.runner import run
+from playground.run.validation import resolve_tasks
 
 
 def cpu_seconds() -> float:

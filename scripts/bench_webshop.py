@@ -27,7 +27,8 @@ from playground.envs.webshop.catalogue import generate_catalogue
 from playground.envs.webshop.env import WebShopEnv, expert_query
 from playground.envs.webshop.search import build_index
 from playground.host.manager import Host
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 
 STRESSED = {"invalid": 0.15, "repeat": 0.1, "stall": 0.1, "drift": 0.1, "stop": 0.08}
 

@@ -16,7 +16,8 @@ from playground.core.payloads import SchemaProblem
 from playground.host.manager import Host
 from playground.plugins.baselines.monitor import MonitorPlugin
 from playground.plugins.sentry.harness import SentryPlugin
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 from playground.testing import ScriptedAgent, play
 from playground.testing.check_env import check_env
 from playground.testing.tiny import TinyEnv, TinyProvider

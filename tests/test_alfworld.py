@@ -21,7 +21,8 @@ require_extra("alfworld", "alfworld")  # skips for users without the extra; fail
 
 from playground.envs.alfworld.data import LAYOUT_DIR, TASK_TYPES, is_playable, list_tasks, parse_task_folder  # noqa: E402
 from playground.host.manager import Host  # noqa: E402
-from playground.run.runner import RunConfig, run  # noqa: E402
+from playground.run.config import RunConfig  # noqa: E402
+from playground.run.runner import run  # noqa: E402
 from playground.testing import ScriptedAgent, play  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld"
@@ -307,7 +308,7 @@ def test_run_on_generated_games_with_every_harness(cache, tmp_path):
 
 
 def test_run_on_official_layout_data(fake_data, tmp_path):
-    from playground.run.runner import resolve_tasks
+    from playground.run.validation import resolve_tasks
 
     host = load_host()
     task_set, split, tasks = resolve_tasks(host, "alfworld", None, "valid_unseen", 2)

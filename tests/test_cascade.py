@@ -18,7 +18,9 @@ from playground.core.hookspecs import hookimpl
 from playground.core.payloads import AttemptVerdict, Decision
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
-from playground.run.runner import RunConfig, RunConfigError, SeenByAgent, episode_seed, run
+from playground.run.attempts import SeenByAgent
+from playground.run.config import RunConfig, RunConfigError, episode_seed
+from playground.run.runner import run
 from playground.run.traces import read_trace
 from playground.testing.openai_server import Reply, ScriptedChatServer, chat_response
 

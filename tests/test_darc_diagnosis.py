@@ -221,7 +221,7 @@ class NagPlugin:
 
 def test_profiling_detectors_never_intervene_and_a_streak_counts_once(tmp_path):
     from playground.plugins.darc.profile import profile
-    from playground.run.runner import RunConfig
+    from playground.run.config import RunConfig
 
     host = Host(strict=True).load(extra={"nag": NagPlugin()})
     tasks = [f"tiny-{i}" for i in range(100, 104)]

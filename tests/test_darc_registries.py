@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from playground.host.manager import Host
-from playground.run.runner import RunConfig
+from playground.run.config import RunConfig
 
 
 def names(host: Host) -> tuple[list[str], list[str]]:
@@ -37,7 +37,7 @@ def test_profile_and_evaluate_leave_the_host_registries_unchanged(tmp_path):
 def test_the_loaders_build_what_darc_used_to_register():
     from playground.plugins.darc.factorial import cell_harness, register_cells
     from playground.plugins.darc.profile import DetectOnly, profile_harness_name
-    from playground.run.runner import resolve_harness, resolve_intervention
+    from playground.run.harnesses import resolve_harness, resolve_intervention
 
     host = Host(strict=True).load()
     before = names(host)

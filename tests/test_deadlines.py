@@ -13,7 +13,8 @@ from playground.core.deadlines import DeadlineExceeded, watch
 from playground.core.hookspecs import hookimpl
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 
 
 class Spin:

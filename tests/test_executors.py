@@ -26,7 +26,9 @@ from playground.host.manager import Host
 from playground.processes import Reaper, is_running, marked_processes, process_start_time
 from playground.run.executors import EXECUTORS, Job, make_executor
 from playground.run.executors.base import JobQueue
-from playground.run.runner import RunConfig, RunWork, run
+from playground.run.config import RunConfig
+from playground.run.episodes import RunWork
+from playground.run.runner import run
 from playground.run.traces import read_trace
 from tests.conftest import cli, needs_extra, run_cli, write_plugin_dist
 from tests.test_orphans import MARKER, kill_and_check, needs_linux, records, start_run, wait_for_record
@@ -131,7 +133,7 @@ def _play(host: Host, config: RunConfig, jobs: list[Job], keep: bool) -> list[tu
 ])
 def test_a_player_that_keeps_its_env_and_agent_plays_each_episode_as_fresh_ones_do(tmp_path, env, task_set,
                                                                                     harnesses, tasks):
-    from playground.run.runner import resolve_tasks
+    from playground.run.validation import resolve_tasks
 
     host = Host().load()
     task_set, split, found = resolve_tasks(host, env, task_set, None, 3 if tasks is None else len(tasks))

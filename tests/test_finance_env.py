@@ -20,7 +20,8 @@ from playground.envs.finance.formulas import FORMULAS, benchmark_round, formula_
 from playground.envs.finance.scoring import score_answer
 from playground.envs.finance.tagging import TAGS, tagging_task
 from playground.host.manager import Host
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 from playground.testing import ScriptedAgent, play
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared/data/finance"

@@ -370,7 +370,8 @@ def banner_run(tmp_path, monkeypatch, harnesses: list[str], episodes: int = 8):
     `remove_grade_text` takes away); the patch stays for the test, so forks and replays rebuild the same text.
     Sentry screens with its rules (`detector=rules`), the detectors the offline replay runs."""
     from playground.host.manager import get_host
-    from playground.run.runner import RunConfig, run
+    from playground.run.config import RunConfig
+    from playground.run.runner import run
 
     describe = TinyEnv._describe
     monkeypatch.setattr(TinyEnv, "_describe", lambda self: describe(self) + BANNER)

@@ -84,7 +84,8 @@ def test_empty_env_and_out_are_errors(capsys, tmp_path, monkeypatch):
 
 def test_zero_tasks_is_an_error(tmp_path):
     from playground.host.manager import Host
-    from playground.run.runner import RunConfig, RunConfigError, run
+    from playground.run.config import RunConfig, RunConfigError
+    from playground.run.runner import run
 
     config = RunConfig(env="tiny", task_set="default", split="test", tasks=[], agent="noisy", harnesses=["base"],
                        out=str(tmp_path / "r"))
@@ -110,7 +111,8 @@ class BreaksOnPlaybooks:
 def test_check_playbook_lets_any_plugin_refuse_a_playbook_before_the_run(tmp_path):
     from playground.core.episode_hooks import PluginError
     from playground.host.manager import Host
-    from playground.run.runner import RunConfig, RunConfigError, run
+    from playground.run.config import RunConfig, RunConfigError
+    from playground.run.runner import run
 
     def config(name):
         return RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-20000"], agent="noisy",

@@ -19,7 +19,8 @@ import pytest
 from playground.plugins.playbook.store import Playbook
 
 from playground.host.manager import Host
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 
 TASKS = [f"tiny-{i}" for i in range(20_000, 20_026)]  # the last one stores two lessons
 NOISE = {"stop": 0.04, "repeat": 0.08, "stall": 0.08}

@@ -12,7 +12,8 @@ from playground.host.manager import Host
 from playground.plugins.baselines.ace import AcePlugin
 from playground.plugins.baselines.judge import Judge
 from playground.run.report import format_table
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 from playground.testing import ScriptedAgent, play, tiny_env
 from playground.testing.openai_server import Reply, ScriptedChatServer, chat_response
 

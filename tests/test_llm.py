@@ -11,7 +11,8 @@ from playground.agents.llm import LLMAgent, parse_reply
 from playground.agents.chat import LLMError
 from playground.agents.http_model import HTTPChatModel
 from playground.plugins.playbook.store import Playbook
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 from playground.testing import play, tiny_env
 from playground.testing.openai_server import Reply, ScriptedChatServer
 
@@ -186,7 +187,8 @@ def test_llm_judges_replace_the_rule_parts_of_sentry(tmp_path):
 
 
 def test_llm_judge_without_a_model_is_refused_before_the_run(tmp_path):
-    from playground.run.runner import RunConfigError, check_config
+    from playground.run.config import RunConfigError
+    from playground.run.validation import check_config
 
     config = RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-1"], agent="noisy",
                        harnesses=["sentry-llm"], out=str(tmp_path / "run"))

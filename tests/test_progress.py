@@ -11,7 +11,8 @@ import pytest
 from playground.agents.response_cache import RESPONSE_CACHE_VARIABLE
 from playground.host.manager import Host
 from playground.run.progress import RunProgress, StepNote, format_seconds
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 from playground.testing.openai_server import FirstActionModel, ScriptedChatServer
 
 TASKS = [f"tiny-{i}" for i in range(20_000, 20_004)]

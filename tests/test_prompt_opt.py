@@ -10,7 +10,7 @@ import pytest
 
 from playground.agents.llm import SYSTEM_PROMPT
 from playground.host.manager import get_host
-from playground.run.runner import resolve_tasks
+from playground.run.validation import resolve_tasks
 from playground.testing.openai_server import ScriptedChatServer
 from tests.conftest import require_extra, run_cli
 

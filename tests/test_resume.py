@@ -121,7 +121,8 @@ def test_workers_play_every_episode_once_and_match_the_sequential_run(tmp_path):
     import json as _json
 
     from playground.host.manager import Host
-    from playground.run.runner import RunConfig, run
+    from playground.run.config import RunConfig
+    from playground.run.runner import run
 
     tasks = [f"tiny-{i}" for i in range(20_000, 20_008)]
 

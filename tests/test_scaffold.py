@@ -12,7 +12,8 @@ import pytest
 
 from playground.cli.main import main
 from playground.host.manager import Host
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 
 
 def test_new_plugin_project_loads_runs_and_passes_its_test(tmp_path, monkeypatch, capsys):

@@ -12,7 +12,8 @@ from playground.host.manager import Host
 from playground.plugins.playbook.store import Playbook
 from playground.plugins.sentry import ABLATIONS
 from playground.plugins.sentry.harness import SentryPlugin
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 from playground.testing import ScriptedAgent, play, tiny_env
 from tests.conftest import run_cli
 

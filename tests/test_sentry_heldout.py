@@ -10,7 +10,7 @@ import pytest
 from playground.plugins.playbook.store import Playbook
 from playground.plugins.sentry.heldout import CONDITIONS
 from playground.run.rundir import load_records
-from playground.run.runner import episode_seed
+from playground.run.config import episode_seed
 from tests.conftest import cli
 
 STRESSED = ("invalid=0.15", "repeat=0.15", "stall=0.15", "stop=0.08", "drift=0.08")

@@ -8,7 +8,8 @@ from pathlib import Path
 from playground.host.manager import Host
 from playground.plugins.playbook.store import Playbook
 from playground.plugins.sentry.harness import SentryPlugin
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 from playground.testing import ScriptedAgent, play, tiny_env
 
 TASKS = [f"tiny-{i}" for i in range(20_000, 20_040)]

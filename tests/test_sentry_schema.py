@@ -112,7 +112,7 @@ def test_an_agent_that_insists_gets_its_action_sent_after_the_reasks(fallback):
 
 def test_summaries_count_schema_invalid_actions_only_where_the_env_checks_a_schema():
     from playground.run.report import format_table, summarise_harness
-    from playground.run.runner import _merge_attempts
+    from playground.run.attempts import merge_attempts
 
     checked = summarise_harness([{"won": True, "schema_invalid_steps": 1}, {"won": False, "schema_invalid_steps": 2}])
     assert checked["schema_invalid_per_episode"] == 1.5
@@ -126,6 +126,6 @@ def test_summaries_count_schema_invalid_actions_only_where_the_env_checks_a_sche
 
     attempt = {"interventions": {}, "won": False, "status": "lost", "steps": 2, "cost": 1.0, "trace": "t",
                "schema_invalid_steps": 1}
-    assert _merge_attempts([attempt, {**attempt, "won": True}], Spec())["schema_invalid_steps"] == 2
+    assert merge_attempts([attempt, {**attempt, "won": True}], Spec())["schema_invalid_steps"] == 2
     unchecked = {k: v for k, v in attempt.items() if k != "schema_invalid_steps"}
-    assert "schema_invalid_steps" not in _merge_attempts([unchecked, unchecked], Spec())
+    assert "schema_invalid_steps" not in merge_attempts([unchecked, unchecked], Spec())

@@ -22,7 +22,8 @@ from playground.plugins.sentry.bench import measure_run, mode_matcher, verifier_
 from playground.plugins.sentry.harness import SentryPlugin
 from playground.plugins.sentry.measure import Hit, Injection, Matcher, cohen_kappa, confusions, score
 from playground.plugins.sentry.truth import ALL_RULES, TruthError, replay_rules, traces, verdict_truths
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 from playground.testing import ScriptedAgent, play, tiny_env
 from tests.conftest import cli
 

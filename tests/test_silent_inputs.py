@@ -89,7 +89,8 @@ class CountedEnv:
 
 
 def test_more_episodes_than_a_task_set_has_is_one_clear_error_before_anything_is_generated():
-    from playground.run.runner import RunConfigError, resolve_tasks
+    from playground.run.config import RunConfigError
+    from playground.run.validation import resolve_tasks
 
     plugin = CountedEnv()
     host = Host().load(extra={"counted": plugin})

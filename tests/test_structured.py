@@ -20,7 +20,8 @@ from playground.agents.structured import (
 )
 from playground.core.hookspecs import hookimpl
 from playground.host.manager import Host
-from playground.run.runner import RunConfig, run
+from playground.run.config import RunConfig
+from playground.run.runner import run
 from playground.testing.openai_server import Reply, ScriptedChatServer, chat_response
 
 VERDICT = {"type": "object", "properties": {"resolved": {"type": "boolean"},

@@ -22,10 +22,11 @@ from playground.cli.terminal import visible
 from playground.cli.view import view_command
 from playground.core.errors import PlaygroundError
 from playground.host.manager import get_host
+from playground.run.config import RunConfig, RunConfigError
 from playground.run.executors import EXECUTORS
 from playground.run.report import format_table
 from playground.run.rundir import RunDirError
-from playground.run.runner import RunConfig, RunConfigError, run
+from playground.run.runner import run
 
 
 @click.group()

@@ -12,15 +12,9 @@ import click
 
 from playground.core.errors import PlaygroundError
 from playground.host.registry import AgentSpec
+from playground.run.config import DEFAULT_MAX_STEPS, AgentUnavailable, RunConfig, RunConfigError
 from playground.run.files import safe_file_name
-from playground.run.runner import (
-    DEFAULT_MAX_STEPS,
-    AgentUnavailable,
-    RunConfig,
-    RunConfigError,
-    check_config,
-    resolve_tasks,
-)
+from playground.run.validation import check_config, resolve_tasks
 
 MODEL_FREE_AGENT = "noisy"  # suggested when the default agent cannot start (it needs no model)
 

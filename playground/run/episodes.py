@@ -1,0 +1,190 @@
+"""Plays a run's episodes in one process: `EpisodePlayer` keeps one env and one agent across them (built once,
+reset by each episode; an episode that errors leaves them behind) and plays each episode's attempts in turn.
+
+Episodes share nothing else in memory (a playbook is shared only through its SQLite file), so an executor
+(`playground.run.executors`: this process, worker processes, a Ray cluster) can play them anywhere with the run's
+`RunWork`; the parent alone writes the run directory's episode records.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from playground.agents.base import bind_env
+from playground.host.manager import Host
+from playground.run.attempts import AttemptRecorder, merge_attempts, play_attempt
+from playground.run.config import RunConfig, episode_seed
+from playground.run.costs import attempt_cost
+from playground.run.executors import Job
+from playground.run.harnesses import resolve_harness, resolve_intervention
+from playground.run.rundir import episode_key, trace_path
+
+
+@dataclass(frozen=True)
+class RunWork:
+    """What every episode of a run shares (the executors' `Work`): picklable, sent once to each worker."""
+
+    config: RunConfig
+    run_id: str
+    run_path: str
+    header_base: dict
+
+    @property
+    def strict(self) -> bool:
+        """The run's --strict."""
+        return self.config.strict
+
+    def player(self, host: Host) -> EpisodePlayer:
+        """A player of this run's episodes in this process."""
+        return EpisodePlayer(host, self)
+
+    def failed(self, job: Job, why: str) -> dict:
+        """The error record of `job`, whose worker died while playing it: a trace holding its header, the error and
+        the end replaces whatever the worker had written."""
+        config = self.config
+        seed = episode_seed(config.seed, job.task_id, job.trial)
+        path = trace_path(Path(self.run_path), job.harness, job.task_id, 1, job.trial)
+        attempt = AttemptRecorder(path, self.header_base, config, self.run_id, job.harness, job.task_id, seed,
+                                  job.trial, dict(config.params), (), 1)
+        attempt.emit("error", {"message": why})
+        attempt.emit("end", {"status": "error", "won": False, "steps": 0, "error": why})
+        record = attempt.record("error", False, 0, why, None, None)
+        record["key"] = episode_key(job.harness, job.task_id, job.trial)
+        return record
+
+    def problem_here(self) -> str | None:
+        """Why episodes cannot be played in this process (a worker on another machine that does not see the run
+        directory at the same path), or None."""
+        path = Path(self.run_path) / "config.json"
+        try:
+            run_id = json.loads(path.read_text()).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            run_id = None
+        if run_id != self.run_id:
+            return (f"the run directory {self.run_path} (run {self.run_id}) is not visible here: every worker must "
+                    "see it at the same path (a shared filesystem)")
+        return None
+
+
+class EpisodePlayer:
+    """Plays a run's episodes one at a time in one process, keeping one env and one agent across them.
+
+    Building them once (an engine's imports, a model, a server) is what makes long-lived
+    workers pay off; every episode still resets both (`env.reset(seed, task)`,
+    `agent.reset(task, seed)`) and gets fresh intervention and observer objects, so an
+    episode plays the same whichever episodes came before. An episode that errors leaves
+    its env and agent behind (the env is closed): the next one gets new ones, so a fault never
+    carries over.
+    """
+
+    def __init__(self, host: Host, work: RunWork) -> None:
+        self.host, self.work = host, work
+        self._env: Any = None
+        self._agent: Any = None
+
+    def play(self, job: Job) -> dict:
+        """Play `job` (every attempt of a cascade) and return its record."""
+        work = self.work
+        return run_one_episode(self.host, work.config, work.run_id, Path(work.run_path), work.header_base,
+                               job.harness, job.task_id, job.trial, player=self)
+
+    def instances(self) -> tuple[Any, Any]:
+        """The env and agent, built on first use (and after an episode that errored)."""
+        config = self.work.config
+        if self._env is None:
+            agent_spec = self.host.agents.get(config.agent)
+            provider = self.host.envs.get(config.env).provider
+            env: Any
+            with engine_lock(provider):  # building one may touch the engine's shared state too
+                env = provider.make(config.task_set, expert=agent_spec.needs_expert)
+            if not getattr(provider, "thread_safe", True):
+                env = SerializedEnv(env, engine_lock(provider))
+            try:
+                agent = agent_spec.factory(**config.agent_options)
+                bind_env(agent, env)
+            except BaseException:
+                _close_env(env)
+                raise
+            self._env, self._agent = env, agent
+        return self._env, self._agent
+
+    def discard(self) -> None:
+        """Close the env and forget both: the next episode builds new ones."""
+        env, self._env, self._agent = self._env, None, None
+        if env is not None:
+            _close_env(env)
+
+    def close(self) -> None:
+        """Release the env (at the end of the run, or of the worker)."""
+        self.discard()
+
+
+_engine_locks: dict[type, threading.RLock] = {}
+
+
+def engine_lock(provider: Any) -> Any:
+    """The lock of an env provider whose engine is not thread-safe (`EnvProvider.thread_safe = False`), one per
+    provider class in this process; a context that does nothing for a thread-safe one."""
+    if getattr(provider, "thread_safe", True):
+        return nullcontext()
+    return _engine_locks.setdefault(type(provider), threading.RLock())
+
+
+class SerializedEnv:
+    """An env whose engine is not thread-safe: every method is called under its provider's lock, so episodes in
+    flight in threads (`--in-flight`) take turns in the engine while their model calls still overlap."""
+
+    def __init__(self, env: Any, lock: Any) -> None:
+        self._env, self._lock = env, lock
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._env, name)
+        if not callable(value):
+            return value
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return value(*args, **kwargs)
+        return locked
+
+
+def _close_env(env: Any) -> None:
+    """Close `env`, ignoring its errors."""
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 - closing a broken env must not hide the result
+        pass
+
+
+def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, header_base: dict,
+                    harness: str, task_id: str, trial: int = 1, player: EpisodePlayer | None = None) -> dict:
+    """Play one trial of a task under a harness (each attempt of a cascade in turn) and return its record.
+
+    The env and agent come from `player` (kept for its next episode); without one, they are built for this
+    episode alone and closed after it.
+    """
+    own = player is None
+    if player is None:
+        player = EpisodePlayer(host, RunWork(config, run_id, str(run_path), header_base))
+    try:
+        spec = resolve_harness(host, harness)
+        attempts = []
+        for number, names in enumerate(spec.attempts, start=1):
+            record = play_attempt(host, config, run_id, trace_path(run_path, harness, task_id, number, trial),
+                                   header_base, harness, spec, names, task_id, number, trial, player)
+            if spec.cascade:
+                record["cost"] = attempt_cost([resolve_intervention(host, n) for n in names], record)
+            attempts.append(record)
+            if record.get("verified", record["won"]):  # the deployment verifier's verdict; else the env's grade
+                break
+    finally:
+        if own:
+            player.close()
+    record = merge_attempts(attempts, spec) if spec.cascade else attempts[0]
+    record["key"] = episode_key(harness, task_id, trial)
+    return record
