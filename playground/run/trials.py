@@ -1,7 +1,7 @@
 """Repeated trials (`playground run --trials N`): pass^k, each task's flip rate and the noise floor.
 
 A run with trials N plays every task N times per harness, trial t with its own derived
-seed (`runner.episode_seed`). From the episode records of one harness:
+seed (`config.episode_seed`). From the episode records of one harness:
 
 - pass^k: the chance that k trials of a task drawn at random all succeed, averaged over
   tasks: for a task with n trials and c successes, C(c, k) / C(n, k) (the unbiased

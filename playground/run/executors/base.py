@@ -7,7 +7,7 @@ alone writes records to the run directory, so resuming is the same whatever play
 
 A worker loads the plugins once (`Host(strict).load()`, as the CLI does), asks the work
 for a `Player` and keeps it for every episode it is given: the player keeps one env and
-one agent across episodes (see `playground.run.runner.EpisodePlayer`). A worker that dies
+one agent across episodes (see `playground.run.episodes.EpisodePlayer`). A worker that dies
 mid-episode (a crash in an engine, the kernel's OOM killer) costs only that episode: the
 executor asks the work for its error record (`Work.failed`) and starts another worker,
 unless the run is strict.
