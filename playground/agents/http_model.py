@@ -26,14 +26,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from playground.agents.chat import (
-    Completion,
-    LLMError,
-    cache_entry,
-    from_cache_entry,
-    grammar_schema,
-    parse_completion,
-)
+from playground.agents.chat import Completion, LLMError, cache_entry, from_cache_entry, grammar_schema, parse_completion
 from playground.agents.response_cache import cache_for, is_deterministic
 
 MAX_CONNECTIONS_VARIABLE = "PLAYGROUND_MAX_CONNECTIONS"  # at most this many requests at once per endpoint

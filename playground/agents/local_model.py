@@ -18,14 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from playground.agents.chat import (
-    Completion,
-    LLMError,
-    cache_entry,
-    from_cache_entry,
-    grammar_schema,
-    parse_completion,
-)
+from playground.agents.chat import Completion, LLMError, cache_entry, from_cache_entry, grammar_schema, parse_completion
 from playground.agents.response_cache import cache_for, file_sha256
 from playground.core.env import TEMPLATE_ARGUMENT, is_template
 
