@@ -10,8 +10,9 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(retrieval distill verifier)
 for target in "${targets[@]}"; do
     case "$target" in
-        retrieval) python scripts/mutation.py plugins/playbook/store.py \
-                       --functions Playbook.retrieve,_pick,_rank,_unseen_newest,_newest,_retrieved \
+        retrieval) python scripts/mutation.py plugins/playbook/retrieval.py \
+                       --functions pick,_pick,_rank,_unseen_newest,_newest,_retrieved -- tests/test_playbook.py
+                   python scripts/mutation.py plugins/playbook/store.py --functions Playbook.retrieve \
                        -- tests/test_playbook.py ;;
         distill)   python scripts/mutation.py plugins/darc/distill.py -- tests/test_darc_distill.py ;;
         verifier)  python scripts/mutation.py plugins/sentry/verifier.py -- -m "not slow" \

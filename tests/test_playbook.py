@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from playground.plugins.playbook import io as playbook_io, store as playbook
+from playground.plugins.playbook import io as playbook_io, retrieval, schema, store
 from playground.core.labels import UnknownFailure
-from playground.plugins.playbook.store import Playbook, PlaybookError, PlaybookImportError
+from playground.plugins.playbook.io import PlaybookError, PlaybookImportError
+from playground.plugins.playbook.store import Playbook
 
 ACE_SAMPLE = Path(__file__).resolve().parents[2] / "shared/data/playbooks/ace_appworld_online_trained_playbook.txt"
 
@@ -103,8 +104,8 @@ def reference_pick(lessons, failure_type: str, query: set[str], k: int) -> list[
 @pytest.mark.parametrize("repeats_check, groups_limit", [(128, 1_000), (4, 1_000), (4, 2)])
 def test_retrieve_matches_the_rules_written_plainly(book, monkeypatch, repeats_check, groups_limit):
     # Small thresholds make retrieval take its shortcut past runs of repeats (or refuse it).
-    monkeypatch.setattr(playbook, "REPEATS_CHECK", repeats_check)
-    monkeypatch.setattr(playbook, "GROUPS_CHECK_LIMIT", groups_limit)
+    monkeypatch.setattr(retrieval, "REPEATS_CHECK", repeats_check)
+    monkeypatch.setattr(retrieval, "GROUPS_CHECK_LIMIT", groups_limit)
     rng = random.Random(repeats_check + groups_limit)
     labels = [LOOP, STALL, EXPLORE, STOP]
     book.add_many({"failure_type": "progress" if i % 7 else "grounding",
@@ -210,13 +211,13 @@ def test_a_replay_keeps_a_lesson_another_episode_used(book):
 
 def test_discarding_touches_no_file_it_need_not(tmp_path):
     missing = tmp_path / "none.sqlite"
-    assert playbook.discard_episodes(missing, "r", ["r:sentry:a"]) == (0, 0)
+    assert store.discard_episodes(missing, "r", ["r:sentry:a"]) == (0, 0)
     assert not missing.exists()
     path = tmp_path / "pb.sqlite"
     with Playbook(path) as book:
         book.add("progress", [LOOP], "t", "p", provenance={"run": "other", "episode": "e", "step": 1})
     before = path.read_bytes()
-    assert playbook.discard_episodes(path, "r", ["r:sentry:a"]) == (0, 0)
+    assert store.discard_episodes(path, "r", ["r:sentry:a"]) == (0, 0)
     assert path.read_bytes() == before
 
 
@@ -621,21 +622,19 @@ def test_a_playbook_is_created_complete_or_not_at_all(tmp_path, monkeypatch):
     'not a playbook'), no temporary file either, and the next open creates it whole."""
     import sqlite3
 
-    import playground.plugins.playbook.store as store
-
     path = tmp_path / "pb.sqlite"
-    real = store._create_schema
+    real = schema.create_schema
 
     def disk_full(db):
-        db.execute(store.SCHEMA[0])
+        db.execute(schema.SCHEMA[0])
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(store, "_create_schema", disk_full)
-    with pytest.raises(store.PlaybookError, match="disk is full.*nothing was written"):
-        store.Playbook(path)
+    monkeypatch.setattr(schema, "create_schema", disk_full)
+    with pytest.raises(PlaybookError, match="disk is full.*nothing was written"):
+        Playbook(path)
     assert list(tmp_path.iterdir()) == []
-    monkeypatch.setattr(store, "_create_schema", real)
-    with store.Playbook(path) as playbook:
+    monkeypatch.setattr(schema, "create_schema", real)
+    with Playbook(path) as playbook:
         assert len(playbook) == 0
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("pb.sqlite")) == []
 
@@ -675,7 +674,7 @@ def test_a_playbook_with_a_valid_header_and_damaged_pages_is_refused_up_front(tm
     for page in (10, 20):
         data[(page - 1) * 4096:(page - 1) * 4096 + 12] = b"\xab" * 12  # the b-tree page headers
     path.write_bytes(bytes(data))
-    problem = playbook.playbook_problem(path, read_pages=True)  # the check before a run reads every page
+    problem = schema.playbook_problem(path, read_pages=True)  # the check before a run reads every page
     assert problem is not None and "restore it from a copy" in problem and "\n" not in problem
     code, _, err = cli(capsys, "run", "--env", "tiny", "--agent", "noisy", "--harness", "sentry", "--episodes", "1",
                        "--playbook", str(path), "--quiet", "--out", str(tmp_path / "run"))

@@ -1,11 +1,13 @@
 """The playbook: the external store of recovery lessons (SQLite), its file formats and its CLI.
 
-`store` holds the database, `io` the JSONL import/export and validation, `cli` the
-`playground playbook ...` commands, added through `register_commands`. Declares the
-failure type `procedure` (lessons without a diagnosed failure, e.g. imported ACE
-playbooks) with one label per ACE section. For runs, it checks each playbook file before
-the first episode (`check_playbook`) and, before unfinished episodes are played again,
-takes back what they wrote to it (`discard_episodes`).
+`store` holds the `Playbook` object, composed of `schema` (tables, creating, migrating and
+checking files), `retrieval` (Sentry's retrieval rules), `provenance` (exactly-once writes,
+the change log) and `maintenance` (merge, prune, import, export, copy); `io` holds the JSONL
+and ACE file formats and validation, `cli` the `playground playbook ...` commands, added
+through `register_commands`. Declares the failure type `procedure` (lessons without a
+diagnosed failure, e.g. imported ACE playbooks) with one label per ACE section. For runs, it
+checks each playbook file before the first episode (`check_playbook`) and, before unfinished
+episodes are played again, takes back what they wrote to it (`discard_episodes`).
 """
 
 from playground.core.hookspecs import hookimpl
@@ -32,7 +34,7 @@ def register_commands(cli) -> None:
 def check_playbook(path: str) -> str | None:
     """Refuse a file that cannot be a playbook: a folder, a file that is not SQLite, another program's SQLite
     database, a playbook of a newer schema or with damaged pages (a missing or empty file becomes a new playbook)."""
-    from playground.plugins.playbook.store import playbook_problem
+    from playground.plugins.playbook.schema import playbook_problem
 
     return playbook_problem(path, read_pages=True)
 
@@ -40,7 +42,7 @@ def check_playbook(path: str) -> str | None:
 @hookimpl
 def playbook_digest(path: str) -> str | None:
     """A hash of an SQLite playbook's content (a read-only dump of its tables), None for a file that is not SQLite."""
-    from playground.plugins.playbook.store import content_digest
+    from playground.plugins.playbook.schema import content_digest
 
     return content_digest(path)
 

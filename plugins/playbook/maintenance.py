@@ -1,0 +1,182 @@
+"""Playbook upkeep: merging near-duplicate lessons, pruning, importing lesson files, and writing exports and
+whole copies. The functions that touch the database work inside the caller's transaction."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import tempfile
+import time
+from collections import defaultdict
+from difflib import SequenceMatcher
+from pathlib import Path
+from typing import Callable, Iterable
+
+from playground.plugins.playbook.io import PlaybookError, label_key, write_ace, write_jsonl
+from playground.plugins.playbook.provenance import insert, log
+from playground.plugins.playbook.schema import COLUMNS, ID, lesson_from_row
+
+MERGE_ROWS = ("SELECT id, failure_type, label_key, created_at, trigger_pattern, principle FROM lessons "
+              "WHERE id > ? ORDER BY id LIMIT ?")  # keyset-paged: what `merge_plan` compares
+MOVE_USES = """INSERT INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, retrieved, verified, helped)
+    SELECT run, episode, attempt, step, ?, kind, retrieved, verified, helped FROM lesson_uses WHERE lesson_id = ?
+    ON CONFLICT (run, episode, attempt, step, lesson_id, kind) DO UPDATE SET retrieved = retrieved + excluded.retrieved,
+        verified = verified + excluded.verified, helped = helped + excluded.helped"""
+
+
+# ---- merging ------------------------------------------------------------------------------
+
+def merge_plan(rows: Iterable[tuple], similarity: float) -> list[tuple[int, int, float]]:
+    """Return (duplicate id, id to keep, ratio) for each near-duplicate among (id, type, key, created_at,
+    trigger, principle) rows."""
+    groups: dict[tuple[str, str], list[tuple[float, int, str]]] = defaultdict(list)
+    for lesson_id, failure_type, key, created_at, trigger, principle in rows:
+        groups[failure_type, key].append((created_at, lesson_id, _merge_text(trigger, principle)))
+    plan = []
+    for members in groups.values():
+        kept: list[tuple[int, str]] = []
+        exact: dict[str, int] = {}
+        for _, lesson_id, text in sorted(members):
+            if text in exact:
+                plan.append((lesson_id, exact[text], 1.0))
+                continue
+            match = next(((keep, ratio) for keep, other in kept
+                          if (ratio := _similarity(text, other, similarity)) >= similarity), None)
+            if match:
+                plan.append((lesson_id, *match))
+            else:
+                kept.append((lesson_id, text))
+                exact[text] = lesson_id
+    return plan
+
+
+def _merge_text(trigger: str, principle: str) -> str:
+    return re.sub(r"\s+", " ", f"{trigger}\n{principle}".lower()).strip()
+
+
+def _similarity(a: str, b: str, threshold: float) -> float:
+    """SequenceMatcher ratio of two texts, or 0.0 as soon as a cheap upper bound is below threshold."""
+    if 2 * min(len(a), len(b)) / (len(a) + len(b)) < threshold:
+        return 0.0
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
+        return 0.0
+    return matcher.ratio()
+
+
+def apply_merge(db: sqlite3.Connection, plan: list[tuple[int, int, float]]) -> int:
+    """Merge each planned duplicate into the lesson kept (counters, origins and uses move there); return how many
+    were removed. Pairs of which either lesson is gone meanwhile are passed over."""
+    removed = 0
+    for duplicate, keep, ratio in plan:
+        row = db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id = ?", (duplicate,)).fetchone()
+        if row is None or db.execute("SELECT 1 FROM lessons WHERE id = ?", (keep,)).fetchone() is None:
+            continue  # removed meanwhile by another process
+        lesson = lesson_from_row(row)
+        db.execute("UPDATE lessons SET retrieved = retrieved + ?, verified = verified + ?, "
+                   "helped = helped + ? WHERE id = ?", (lesson.retrieved, lesson.verified, lesson.helped, keep))
+        db.execute("UPDATE lesson_origins SET lesson_id = ? WHERE lesson_id = ?", (keep, duplicate))
+        db.execute(MOVE_USES, (keep, duplicate))  # the kept lesson now holds what they counted
+        db.execute("DELETE FROM lessons WHERE id = ?", (duplicate,))
+        log(db, "merge", duplicate, {"into": keep, "similarity": round(ratio, 4), "lesson": lesson.to_dict()})
+        removed += 1
+    return removed
+
+
+# ---- pruning ------------------------------------------------------------------------------
+
+def pruner(max_age_days: float | None, min_helped: int | None,
+           max_count: int | None) -> Callable[[sqlite3.Connection], int]:
+    """Check `Playbook.prune`'s limits (ValueError for a negative one) and return the work that removes lessons
+    by them in a transaction, returning how many it removed (the age limit is measured from now)."""
+    for name, value in (("max_age_days", max_age_days), ("min_helped", min_helped), ("max_count", max_count)):
+        if value is not None and value < 0:
+            raise ValueError(f"{name} must be >= 0, not {value}")
+    conditions, params = [], []
+    if max_age_days is not None:
+        conditions.append("created_at < ?")
+        params.append(time.time() - max_age_days * 86_400)
+    if min_helped is not None:
+        conditions.append("helped < ?")
+        params.append(min_helped)
+
+    def delete(db: sqlite3.Connection, rows: list[tuple], reason: dict) -> int:
+        for row in rows:
+            db.execute("DELETE FROM lessons WHERE id = ?", (row[ID],))
+            log(db, "prune", row[ID], {**reason, "lesson": lesson_from_row(row).to_dict()})
+        return len(rows)
+
+    def apply(db: sqlite3.Connection) -> int:
+        removed = 0
+        if conditions:
+            rows = db.execute(f"SELECT {COLUMNS} FROM lessons WHERE {' AND '.join(conditions)}", params).fetchall()
+            removed += delete(db, rows, {"max_age_days": max_age_days, "min_helped": min_helped})
+        if max_count is not None:
+            excess = db.execute("SELECT COUNT(*) FROM lessons").fetchone()[0] - max_count
+            if excess > 0:
+                rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY helped, created_at, id LIMIT ?",
+                                  (excess,)).fetchall()
+                removed += delete(db, rows, {"max_count": max_count})
+        return removed
+    return apply
+
+
+# ---- importing and exporting --------------------------------------------------------------
+
+def import_new(db: sqlite3.Connection, path: str | Path, records: list[dict], kind: str) -> tuple[list[int], list[int]]:
+    """Insert the checked records read from file `path` (format `kind`) that the playbook does not hold yet (the
+    same text and provenance); return (the new ids, the line numbers of records already there)."""
+    already: list[int] = []
+    ids = []
+    for record in records:  # a lesson the playbook already holds (same text and provenance) is not added again
+        same = db.execute(
+            "SELECT id FROM lessons WHERE failure_type = ? AND label_key = ? AND subtype = ? AND "
+            "trigger_pattern = ? AND principle = ? AND provenance = ? LIMIT 1",
+            (record["failure_type"], label_key(record["labels"]), record["subtype"], record["trigger"],
+             record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str))
+        ).fetchone()
+        if same is not None:
+            already.append(record["line"])
+            continue
+        ids.append(insert(db, record, "import", {"source": str(path), "format": kind, "line": record["line"],
+                                                 "source_id": record.get("source_id")}))
+    return ids, already
+
+
+def export_jsonl(db: sqlite3.Connection, path: str | Path) -> int:
+    """Write every lesson to a JSONL file (`io.write_jsonl`) and return the count."""
+    rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY id")
+    return write_jsonl(path, (lesson_from_row(row).to_dict() for row in rows))
+
+
+def export_ace(db: sqlite3.Connection, path: str | Path) -> int:
+    """Write every lesson to an ACE playbook text file (`io.write_ace`) and return the count."""
+    rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY id").fetchall()
+    return write_ace(path, (lesson_from_row(row).to_dict() for row in rows))
+
+
+def copy_whole(source: Path, path: str | Path, backup: Callable[[sqlite3.Connection], None]) -> Path:
+    """Write a copy of the playbook file `source` to the new file `path` through `backup` (which fills the
+    connection to the copy it is given), made beside `path` and renamed into place once complete, with the
+    source's file mode. PlaybookError if `path` (or a side file of it) already exists."""
+    target = Path(path)
+    for existing in (target, *(target.with_name(target.name + s) for s in ("-wal", "-shm", "-journal"))):
+        if existing.exists():
+            raise PlaybookError(f"{existing}: already exists; a playbook copy is only made to a new file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        copy = sqlite3.connect(temporary)
+        try:
+            backup(copy)
+        finally:
+            copy.close()
+        os.chmod(temporary, source.stat().st_mode & 0o777)  # mkstemp makes it private; keep the source's mode
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target

@@ -1,0 +1,181 @@
+"""Provenance: where a playbook's lessons and counter updates came from, and the audit trail of every write.
+
+Every add, import, outcome, merge, prune and discard appends a row to the change log (`log`,
+read back as `Change` rows), so a playbook's growth can be audited.
+
+Exactly once across kills and resumes: what an episode writes is keyed by its provenance
+(run, episode, attempt, step). A lesson stored again under the same provenance returns the
+stored one (`lesson_origins`); a counter update under a provenance counts once per lesson
+(`lesson_uses`: one row per (provenance, lesson, kind), counters raised only when the row is
+new). Before an unfinished episode is played again, `discard_episodes` removes the lessons it
+stored and takes back the counter updates it made, so the replay starts from the playbook an
+uninterrupted run would have had and may take another path.
+
+The functions here work inside the caller's transaction on an open connection.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from playground.plugins.playbook.io import label_key
+from playground.plugins.playbook.schema import COLUMNS, INSERT, KEYED_TABLES, PROVENANCE, lesson_from_row, trigger_group
+
+ORIGIN_KEYS = ("run", "episode", "attempt", "step")
+CHANGES = "SELECT id, at, op, lesson_id, details FROM changes WHERE id > ? ORDER BY id LIMIT ?"  # keyset-paged
+
+
+@dataclass(frozen=True)
+class Change:
+    """One row of a playbook's append-only change log."""
+
+    id: int
+    at: float
+    op: str  # "add", "import", "outcome", "merge", "prune" or "discard"
+    lesson_id: int | None
+    details: dict[str, Any]
+
+
+def change_from_row(row: tuple) -> Change:
+    """The Change a row of the CHANGES query holds."""
+    return Change(row[0], row[1], row[2], row[3], json.loads(row[4]))
+
+
+def log(db: sqlite3.Connection, op: str, lesson_id: int | None, details: dict) -> None:
+    """Append a row to the change log."""
+    db.execute("INSERT INTO changes (at, op, lesson_id, details) VALUES (?, ?, ?, ?)",
+               (time.time(), op, lesson_id, json.dumps(details, ensure_ascii=False, default=str)))
+
+
+def origin_key(provenance: dict[str, Any]) -> tuple[str, str, str, str] | None:
+    """The identity of a lesson stored by an episode: (run, episode, attempt, step) from its provenance,
+    as text; None unless run, episode and step are all there (`attempt` is optional: "" when missing)."""
+    if not all(provenance.get(name) not in (None, "") for name in ("run", "episode", "step")):
+        return None
+    return tuple(origin_part(provenance.get(name, "")) for name in ORIGIN_KEYS)  # type: ignore[return-value]
+
+
+def origin_part(value: Any) -> str:
+    """One part of an origin key as stored: the value as JSON text."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+# ---- writing lessons ----------------------------------------------------------------------
+
+def insert(db: sqlite3.Connection, record: dict, op: str, details: dict) -> int:
+    """Insert a checked lesson record, log it as `op` with `details`, and return its id."""
+    lesson_id = db.execute(INSERT, (
+        record["failure_type"], label_key(record["labels"]), record["subtype"], record["trigger"],
+        record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str),
+        record["created_at"], record["retrieved"], record["verified"], record["helped"],
+        trigger_group(record["subtype"], record["trigger"]))).lastrowid
+    assert lesson_id is not None  # set by an INSERT
+    log(db, op, lesson_id, {"failure_type": record["failure_type"], "labels": list(record["labels"]), **details})
+    return lesson_id
+
+
+def insert_once(db: sqlite3.Connection, record: dict) -> int:
+    """Insert a lesson unless its provenance (run, episode, attempt, step) already stored one; return the id."""
+    origin = origin_key(record["provenance"])
+    if origin is not None:
+        found = db.execute("SELECT lesson_id FROM lesson_origins WHERE run = ? AND episode = ? AND attempt = ? "
+                           "AND step = ?", origin).fetchone()
+        if found is not None:
+            return found[0]
+    lesson_id = insert(db, record, "add", {})
+    if origin is not None:
+        db.execute("INSERT INTO lesson_origins (run, episode, attempt, step, lesson_id) VALUES (?, ?, ?, ?, ?)",
+                   (*origin, lesson_id))
+    return lesson_id
+
+
+# ---- counting uses ------------------------------------------------------------------------
+
+def first_use(db: sqlite3.Connection, key: tuple[str, str, str, str] | None, lesson_id: int, kind: str,
+              added: tuple[int, int, int]) -> bool:
+    """True when a counter update of `kind` for the lesson is to be counted: the lesson exists and, for an
+    update with an origin `key`, that origin has not counted it before (the update is then recorded with what
+    it adds to (retrieved, verified, helped))."""
+    if db.execute("SELECT 1 FROM lessons WHERE id = ?", (lesson_id,)).fetchone() is None:
+        return False
+    if key is None:
+        return True
+    inserted = db.execute("INSERT OR IGNORE INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, "
+                          "retrieved, verified, helped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          (*key, lesson_id, kind, *added)).rowcount
+    return inserted == 1
+
+
+def count_retrieved(db: sqlite3.Connection, lesson_ids: list[int], key: tuple[str, str, str, str] | None) -> None:
+    """Raise the `retrieved` counter of each lesson whose retrieval under origin `key` is a first use."""
+    for lesson_id in lesson_ids:
+        if first_use(db, key, lesson_id, "retrieved", (1, 0, 0)):
+            db.execute("UPDATE lessons SET retrieved = retrieved + 1 WHERE id = ?", (lesson_id,))
+
+
+def count_outcome(db: sqlite3.Connection, path: Path, lesson_id: int, key: tuple[str, str, str, str] | None,
+                  verified: bool, helped: bool) -> None:
+    """Count a lesson's outcome unless origin `key` counted it before; KeyError when there is no such lesson."""
+    added = (0, int(bool(verified)), int(bool(helped)))
+    if db.execute("SELECT 1 FROM lessons WHERE id = ?", (lesson_id,)).fetchone() is None:
+        raise KeyError(f"no lesson {lesson_id} in {path}")
+    if not first_use(db, key, lesson_id, "outcome", added):
+        return  # counted before, under the same origin
+    db.execute("UPDATE lessons SET verified = verified + ?, helped = helped + ? WHERE id = ?",
+               (added[1], added[2], lesson_id))
+    log(db, "outcome", lesson_id, {"verified": bool(verified), "helped": bool(helped),
+                                   **({"origin": dict(zip(ORIGIN_KEYS, key))} if key else {})})
+
+
+# ---- taking back an episode's writes ------------------------------------------------------
+
+def discard(db: sqlite3.Connection, run_id: str, episodes: list[str]) -> tuple[int, int]:
+    """Take back what these episodes of run `run_id` wrote (see `Playbook.discard_episodes`); return (lessons
+    removed, counter updates taken back)."""
+    run = origin_part(run_id)
+    removed = undone = 0
+    for episode_id in episodes:  # first every discarded episode's counter updates: their uses do not count
+        episode = origin_part(episode_id)
+        uses = db.execute("SELECT lesson_id, retrieved, verified, helped FROM lesson_uses "
+                          "WHERE run = ? AND episode = ?", (run, episode)).fetchall()
+        for lesson_id, retrieved, verified, helped in uses:
+            db.execute("UPDATE lessons SET retrieved = MAX(retrieved - ?, 0), verified = MAX(verified - ?, 0), "
+                       "helped = MAX(helped - ?, 0) WHERE id = ?", (retrieved, verified, helped, lesson_id))
+        db.execute("DELETE FROM lesson_uses WHERE run = ? AND episode = ?", (run, episode))
+        if uses:
+            log(db, "discard", None, {"run": run_id, "episode": episode_id, "counter_updates": len(uses)})
+        undone += len(uses)
+    for episode_id in episodes:  # then the lessons they stored
+        episode = origin_part(episode_id)
+        for attempt, step, lesson_id in db.execute(
+                "SELECT attempt, step, lesson_id FROM lesson_origins WHERE run = ? AND episode = ?",
+                (run, episode)).fetchall():
+            row = db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
+            # a lesson merged into another moved its origin there: the kept lesson is not this episode's
+            if row is None or origin_key(json.loads(row[PROVENANCE])) != (run, episode, attempt, step):
+                db.execute("DELETE FROM lesson_origins WHERE run = ? AND episode = ? AND attempt = ? "
+                           "AND step = ?", (run, episode, attempt, step))
+                continue
+            users = db.execute("SELECT COUNT(DISTINCT run || ' ' || episode) FROM lesson_uses "
+                               "WHERE lesson_id = ?", (lesson_id,)).fetchone()[0]
+            if users:
+                log(db, "replay_kept", lesson_id, {"run": run_id, "episode": episode_id,
+                                                   "used_by_episodes": users})
+                continue
+            db.execute("DELETE FROM lessons WHERE id = ?", (lesson_id,))  # its origin goes with it
+            log(db, "discard", lesson_id, {"run": run_id, "episode": episode_id,
+                                           "lesson": lesson_from_row(row).to_dict()})
+            removed += 1
+    return removed, undone
+
+
+def has_writes(db: sqlite3.Connection, keys: list[tuple[str, str]]) -> bool:
+    """True when one of these (run, episode) origin keys stored a lesson or a counter update here."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return any(db.execute(f"SELECT 1 FROM {table} WHERE run = ? AND episode = ? LIMIT 1", key).fetchone()
+               for table in KEYED_TABLES if table in tables for key in keys)

@@ -1,0 +1,163 @@
+"""Retrieval: which lessons of a playbook answer a detected failure, and in what order.
+
+Retrieval (`Playbook.retrieve`) follows Sentry: candidates are the lessons of the same
+failure type that share at least one label with the failure; they are ranked by the number
+of shared labels, then by recency (newer `created_at`, then higher id); a diversity cap
+takes at most one lesson per (subtype, trigger) until no other candidate is left (then
+such repeats fill up, in rank order); at most k are returned; when no lesson of the type
+shares a label, the most recent lessons of the type are returned instead (ranked and capped
+the same way). Other retrieval modes exist for
+ablations (`RETRIEVAL_MODES`): by type only, over any type, or at random.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterator
+
+from playground.plugins.playbook.schema import COLUMNS, CREATED_AT, GROUP, ID, Lesson, lesson_from_row
+
+REPEATS_CHECK = 128  # rows retrieval reads at one overlap level before it looks up the unseen triggers
+GROUPS_CHECK_LIMIT = 1_000  # ... provided the level has at most this many distinct (subtype, trigger)
+RETRIEVAL_MODES = ("labels", "type", "any", "random")  # `Playbook.retrieve(mode=...)`; all but "labels" are ablations
+
+NEWEST = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
+          "ORDER BY created_at DESC, id DESC LIMIT ?")
+NEWEST_BEFORE = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
+                 "AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?")
+NEWEST_OF_GROUP = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? AND trigger_group = ? "
+                   "ORDER BY created_at DESC, id DESC LIMIT 1")
+GROUPS_OF_KEY = """WITH RECURSIVE groups (trigger_group) AS (
+        SELECT MIN(trigger_group) FROM lessons WHERE failure_type = :type AND label_key = :key
+        UNION ALL
+        SELECT (SELECT MIN(trigger_group) FROM lessons WHERE failure_type = :type AND label_key = :key
+                AND trigger_group > groups.trigger_group)
+        FROM groups WHERE groups.trigger_group IS NOT NULL LIMIT :limit)
+    SELECT trigger_group FROM groups WHERE trigger_group IS NOT NULL"""
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """A lesson picked by `Playbook.retrieve`, the query labels it shares, and why it was picked."""
+
+    lesson: Lesson
+    shared_labels: tuple[str, ...]
+    reason: str
+
+
+def pick(db: sqlite3.Connection, mode: str, failure_type: str, query: set[str], k: int,
+         rng: random.Random | None) -> list[Retrieved]:
+    """Return the at most k lessons retrieval `mode` (one of RETRIEVAL_MODES) picks for a failure."""
+    if mode == "labels":
+        return _pick(db, failure_type, query, k)
+    if mode == "type":
+        return _pick(db, failure_type, set(), k, reason="type only: most recent of type")
+    if mode == "any":
+        return _pick_any(db, query, k)
+    return _pick_random(db, query, k, rng or random.Random())
+
+
+def _pick(db: sqlite3.Connection, failure_type: str, query: set[str], k: int,
+          reason: str = "fallback: most recent of type") -> list[Retrieved]:
+    """Return the lessons Sentry's rules pick (see the module doc)."""
+    by_overlap: dict[int, list[str]] = defaultdict(list)
+    for (key,) in db.execute("SELECT label_key FROM label_keys WHERE failure_type = ?", (failure_type,)):
+        by_overlap[len(query.intersection(key.split(",")))].append(key)
+    levels = sorted((n for n in by_overlap if n > 0), reverse=True) or [0]  # [0]: the fallback
+    picked: list[tuple[int, tuple]] = []
+    repeats: list[tuple[int, tuple]] = []  # candidates passed over by the diversity cap, in rank order
+    seen: set[int] = set()  # trigger groups picked
+    for overlap in levels:
+        keys = by_overlap[overlap]
+        streams = [_newest(db, failure_type, key, k) for key in keys]
+        check_at = max(REPEATS_CHECK, 2 * k)
+        for scanned, row in enumerate(heapq.merge(*streams, key=_rank), start=1):
+            if row[GROUP] in seen:
+                repeats.append((overlap, row))
+            else:
+                seen.add(row[GROUP])
+                picked.append((overlap, row))
+            if len(picked) == k:
+                break
+            if scanned == check_at:
+                # Mostly repeats so far (and >= k of them kept): rather than read on through them,
+                # take the newest lesson of each trigger group of this level not seen yet.
+                unseen = _unseen_newest(db, failure_type, keys, seen)
+                if unseen is not None:
+                    picked += [(overlap, row) for row in unseen[:k - len(picked)]]
+                    seen.update(row[GROUP] for row in unseen)
+                    break
+                check_at *= 2
+        if len(picked) == k:
+            break
+    picked += repeats[:k - len(picked)]
+    return [_retrieved(overlap, row, query, reason) for overlap, row in picked]
+
+
+def _pick_any(db: sqlite3.Connection, query: set[str], k: int) -> list[Retrieved]:
+    """Retrieval mode "any": the most recent lessons of every type, under the same diversity cap."""
+    picked: list[tuple] = []
+    repeats: list[tuple] = []
+    seen: set[int] = set()
+    for row in db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY created_at DESC, id DESC"):
+        (repeats if row[GROUP] in seen else picked).append(row)
+        seen.add(row[GROUP])
+        if len(picked) == k or len(repeats) >= k and len(picked) + len(repeats) >= max(REPEATS_CHECK, 2 * k):
+            break
+    picked += repeats[:k - len(picked)]
+    return [_retrieved(0, row, query, "unfiltered: most recent of any type") for row in picked]
+
+
+def _pick_random(db: sqlite3.Connection, query: set[str], k: int, rng: random.Random) -> list[Retrieved]:
+    """Retrieval mode "random": k lessons of any type drawn uniformly."""
+    ids = [row[0] for row in db.execute("SELECT id FROM lessons ORDER BY id")]
+    chosen = rng.sample(ids, min(k, len(ids)))
+    rows = [db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id = ?", (lesson_id,)).fetchone() for lesson_id in chosen]
+    return [_retrieved(0, row, query, "random draw") for row in rows]
+
+
+def _rank(row: tuple) -> tuple[float, int]:
+    return -row[CREATED_AT], -row[ID]
+
+
+def _unseen_newest(db: sqlite3.Connection, failure_type: str, keys: list[str], seen: set[int]) -> list[tuple] | None:
+    """Return the newest lesson of each trigger group not in `seen` among lessons with these label
+    sets, in rank order; None when the label sets hold more than GROUPS_CHECK_LIMIT groups."""
+    groups: set[tuple[str, int]] = set()
+    for key in keys:
+        found = db.execute(GROUPS_OF_KEY, {"type": failure_type, "key": key, "limit": GROUPS_CHECK_LIMIT + 1})
+        groups.update((key, group) for (group,) in found)
+        if len(groups) > GROUPS_CHECK_LIMIT:
+            return None
+    newest: dict[int, tuple] = {}
+    for key, group in groups:
+        if group not in seen:
+            row = db.execute(NEWEST_OF_GROUP, (failure_type, key, group)).fetchone()
+            if group not in newest or _rank(row) < _rank(newest[group]):
+                newest[group] = row
+    return sorted(newest.values(), key=_rank)
+
+
+def _newest(db: sqlite3.Connection, failure_type: str, key: str, page: int) -> Iterator[tuple]:
+    """Yield the lessons with exactly this label set, newest first, reading larger pages as it goes."""
+    rows = db.execute(NEWEST, (failure_type, key, page)).fetchall()
+    while True:
+        yield from rows
+        if len(rows) < page:
+            return
+        page *= 4
+        rows = db.execute(NEWEST_BEFORE, (failure_type, key, rows[-1][CREATED_AT], rows[-1][ID], page)).fetchall()
+
+
+def _retrieved(overlap: int, row: tuple, query: set[str], fallback: str = "fallback: most recent of type") -> Retrieved:
+    lesson = lesson_from_row(row)
+    shared = tuple(sorted(query.intersection(lesson.labels)))
+    if overlap:
+        reason = f"shares {overlap} label{'s' if overlap > 1 else ''}: {', '.join(shared)}"
+    else:
+        reason = fallback
+    return Retrieved(lesson, shared, reason)
