@@ -25,6 +25,7 @@ from playground.core.env import cache_root, path_from_env
 
 APPWORLD_REQUIREMENT = "appworld==0.1.3.post1"
 BUILDER = Path(__file__).with_name("build_tasks.py")
+BUILDER_FILES = (BUILDER, BUILDER.with_name("catalogue.yaml"), BUILDER.with_name("evaluation.py.txt"))
 MARKER = ".playground-built.json"
 SETUP_COMMAND = "playground envs setup appworld"
 
@@ -45,8 +46,11 @@ def embedded_root() -> Path:
 
 
 def builder_hash() -> str:
-    """A hash of the task builder: a changed builder means the task set must be rebuilt."""
-    return hashlib.sha256(BUILDER.read_bytes()).hexdigest()[:12]
+    """A hash of the task builder and its data: a change to either means the task set must be rebuilt."""
+    digest = hashlib.sha256()
+    for path in BUILDER_FILES:
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:12]
 
 
 def is_set_up() -> bool:
