@@ -61,17 +61,23 @@ def register_envs(register) -> None:
 
 @hookimpl
 def register_interventions(register) -> None:
-    """Register the guard's interventions (DARC chooses among them, with Sentry's hard repair)."""
+    """Register the guard's interventions (DARC chooses among them, with Sentry's hard repair), with the parameters
+    they read (`params`)."""
+    from playground.envs.alfworld.params import GuardParams, ProceduralParams
+
     register("action_pruning", _action_pruning, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
+             params_model=GuardParams,
              description="the DARC guard's top-12 admissible actions as the agent's view, a phase prompt every step, "
                          "and a re-ask with the top 12 after an invalid action")
     register("type_saturation", _type_saturation, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
+             params_model=GuardParams,
              description="invalid or off-task action: re-ask with only the commands relevant to the task type")
     register("loop_fallback", _loop_fallback, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
+             params_model=GuardParams,
              description="looping action: replace it with the best-ranked unexplored command")
     for name, description in PROCEDURAL.items():  # DARC's procedure-breadth family on ALFWorld
         register(name, _procedural(name), modes=("procedure_breadth",), cost_unit="steps", envs=("alfworld",),
-                 description=description)
+                 params_model=ProceduralParams, description=description)
 
 
 @hookimpl

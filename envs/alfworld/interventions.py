@@ -38,24 +38,14 @@ from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext
 from playground.envs.alfworld.goals import Goal
-from playground.envs.alfworld.guard import NO_PRIORS, TOP_K, Guard, Priors, relevant_to
-from playground.envs.alfworld.priors import PRIOR_GAMES
+from playground.envs.alfworld.guard import NO_PRIORS, Guard, Priors, relevant_to
+from playground.envs.alfworld.params import GuardParams
 
 MAX_ACTION_WORDS = 12
 FALLBACKS = ("best", "reask", "give_up")
 VIEWS = ("full", "top", "random")  # the whole admissible list; the guard's top `top_actions`; as many at random
 RECOVERY_PROMPTS = ("repair", "always", "off")
-DEFAULTS: dict[str, Any] = {
-    "top_actions": TOP_K,        # commands offered by a repair
-    "max_reasks_per_step": 2,
-    "fallback": "best",          # still invalid after the re-asks: "best" | "reask" | "give_up"
-    "prune_every_step": False,   # action_pruning: also show the ranked view as a note every step (a hint only)
-    "view": "top",               # action_pruning: the actions the agent is shown: "full" | "top" | "random"
-    "recovery_prompt": "always",  # the phase prompt: "always" (every step) | "repair" (in re-asks only) | "off"
-    "repair": True,              # action_pruning: repair invalid actions (false: only the view and prompt act)
-    "prior_games": PRIOR_GAMES,  # generated train games the priors come from (0: no priors)
-    "loop_window": 6,            # loop_fallback: steps looked back
-}
+DEFAULTS: dict[str, Any] = GuardParams().model_dump()  # declared in params.py: types, ranges, meanings
 
 
 class GuardConfigError(PlaygroundError, ValueError):

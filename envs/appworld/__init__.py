@@ -47,10 +47,13 @@ def _procedural(source: str):
 
 @hookimpl
 def register_interventions(register) -> None:
-    """Register the three procedural interventions; an attempt under one costs its env steps (code cells run)."""
+    """Register the three procedural interventions; an attempt under one costs its env steps (code cells run). They
+    read the parameters `params.ProceduralParams` declares."""
+    from playground.envs.appworld.params import ProceduralParams
+
     for name, description in PROCEDURAL.items():
         register(name, _procedural(name), modes=("procedure_breadth",), cost_unit="steps", envs=("appworld",),
-                 description=description)
+                 params_model=ProceduralParams, description=description)
 
 
 @hookimpl

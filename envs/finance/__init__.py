@@ -59,11 +59,16 @@ def _demos(k: int):
 
 @hookimpl
 def register_interventions(register) -> None:
-    """Register `format-guard` and the retrieval-demonstration interventions `demos-k1` ... `demos-k16`."""
+    """Register `format-guard` and the retrieval-demonstration interventions `demos-k1` ... `demos-k16`, with the
+    parameters they read (`params`)."""
+    from playground.envs.finance.params import DemosParams, FormatGuardParams
+
     register("format-guard", _format_guard, modes=("format_precision",), cost_unit="reasks", envs=("finance",),
+             params_model=FormatGuardParams,
              description="Finance answer-format detector, re-ask with the exact format, format verifier")
     for k in DEMO_BUDGETS:
         register(f"demos-k{k}", _demos(k), modes=("format_precision",), cost_unit="k", cost=k, envs=("finance",),
+                 params_model=DemosParams,
                  description=f"Finance: {k} BM25-retrieved solved train question{'s' if k > 1 else ''} "
                              "shown before answering")
 

@@ -24,6 +24,7 @@ from playground.core.errors import PlaygroundError
 from playground.host.manager import get_host
 from playground.run.config import RunConfig, RunConfigError
 from playground.run.executors import EXECUTORS
+from playground.run.parameters import describe_params
 from playground.run.report import format_table
 from playground.run.rundir import RunDirError
 from playground.run.runner import run
@@ -163,9 +164,21 @@ def agents_command() -> None:
 
 
 @cli.command("harnesses")
-def harnesses_command() -> None:
-    """List harnesses and the interventions each uses, the harness prefixes, the interventions and their prefixes."""
+@click.option("--params", "params_of", metavar="NAME", default=None,
+              help="list harness NAME's parameters (--param keys): type, default, range and meaning of each")
+def harnesses_command(params_of: str | None) -> None:
+    """List harnesses and the interventions each uses, the harness prefixes, the interventions and their prefixes;
+    with --params NAME, the parameters harness NAME takes."""
     host = get_host()
+    if params_of is not None:
+        try:
+            lines = describe_params(host, params_of)
+        except KeyError as exc:
+            raise CLIError(exc.args[0]) from None
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+        click.echo("\n".join(lines))
+        return
     harnesses = list(host.harnesses)
     width = max((len(spec.name) for spec in harnesses), default=0)
     click.echo("harnesses:")

@@ -79,9 +79,12 @@ def register_interventions(register) -> None:
     """Register interventions: the building blocks of harnesses.
 
     Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=(),
-    candidate=True)`.
+    candidate=True, params_model=None)`.
     `factory(params)` gets the harness parameters (a dict) and returns an episode
     plugin: an object whose methods implement runtime hooks with `@hookimpl`.
+    `params_model` declares the parameters it reads: a pydantic model class whose fields are the
+    keys, with their types, ranges and defaults; a run checks its parameters against it before
+    anything is played. Without one the intervention is opaque (any key is accepted).
     `modes` names the failure modes the intervention is admissible for (used by methods that diagnose before choosing);
     `cost_unit` says what its cost is counted in: "steps" (env steps of the attempt),
     "tokens" (prompt + completion tokens), "reasks" (interventions made), or any unit

@@ -41,6 +41,13 @@ ENTRY_POINT_GROUP = "playground"
 DISTRIBUTION = "playground"
 
 
+def _is_model_class(value: Any) -> bool:
+    """Whether `value` is a pydantic model class (pydantic imported only when a plugin declares parameters)."""
+    from pydantic import BaseModel
+
+    return isinstance(value, type) and issubclass(value, BaseModel)
+
+
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
     """The plugins' entry points: playground's own built-ins first (in pyproject order), then the rest."""
     found = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
@@ -169,10 +176,13 @@ class Host:
                                             default_options=dict(default_options or {})))
 
         def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=(),
-                         candidate=True) -> None:
+                         candidate=True, params_model=None) -> None:
+            if params_model is not None and not _is_model_class(params_model):
+                raise RegistrationError(f"intervention {name!r}: params_model must be a pydantic model class, "
+                                        f"got {params_model!r}")
             self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin,
                                                           None if cost is None else float(cost), tuple(envs),
-                                                          bool(candidate)))
+                                                          bool(candidate), params_model))
 
         def harness(name, interventions=(), params=None, description="", default=False, cascade=(),
                     verifier="env:won") -> None:

@@ -39,6 +39,8 @@ class InterventionSpec:
     cost: float | None = None  # a fixed cost per attempt (e.g. a retrieval budget k), else derived from the unit
     envs: tuple[str, ...] = ()  # the envs it works with; empty: any env
     candidate: bool = True  # False: a point of comparison, left out of the libraries methods choose interventions from
+    # The parameters it reads, declared: a pydantic model (names, types, ranges, defaults); None: undeclared (opaque)
+    params_model: Any = None
 
     def works_with(self, env: str) -> bool:
         """True when the intervention can be used on `env`."""

@@ -1,5 +1,6 @@
-"""Checks a run's configuration before anything is played: its tasks, agent, harnesses, verifiers, parameters and
-playbooks; RunConfigError names what is wrong and lists the choices."""
+"""Checks a run's configuration before anything is played: its tasks, agent, harnesses, verifiers, parameters
+(against their declarations, `playground.run.parameters`) and playbooks; RunConfigError names what is wrong and
+lists the choices."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from playground.host.manager import Host
 from playground.host.registry import GRADE_VERIFIER
 from playground.run.config import AgentUnavailable, RunConfig, RunConfigError, playbook_path
 from playground.run.harnesses import attempt_verifier, resolve_harness, resolve_intervention
+from playground.run.parameters import check_params
 
 
 def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None, count: int | None):
@@ -63,7 +65,6 @@ def check_config(host: Host, config: RunConfig) -> None:
     except (PlaygroundError, ValueError) as exc:  # a TypeError is a bug in the factory, not bad config
         raise AgentUnavailable(str(exc)) from None
     for harness, spec in zip(config.harnesses, specs):
-        check_loop_params({**spec.params, **config.params}, harness)
         if spec.cascade and spec.verifier != GRADE_VERIFIER:
             try:
                 attempt_verifier(host, spec, {**spec.params, **config.params})
@@ -72,28 +73,21 @@ def check_config(host: Host, config: RunConfig) -> None:
                                      f"{', '.join([GRADE_VERIFIER, *host.attempt_verifiers.names()])}") from None
             except (PlaygroundError, ValueError) as exc:
                 raise RunConfigError(f"harness {harness!r}: verifier {spec.verifier!r}: {exc}") from None
-    known: set[str] = set(LOOP_PARAMS)
-    opaque = False
+    try:
+        check_params(host, list(zip(config.harnesses, specs)), config.params)
+    except KeyError as exc:  # an intervention that does not resolve
+        raise RunConfigError(exc.args[0]) from None
+    except ValueError as exc:  # ... or that its loader cannot build
+        if isinstance(exc, RunConfigError):
+            raise
+        raise RunConfigError(str(exc)) from None
     built: dict[str, list[tuple[str, Any]]] = {}  # harness -> its interventions, built with the run's parameters
     try:
         for harness, spec in zip(config.harnesses, specs):
-            built[harness] = []
-            for name in sorted({n for attempt in spec.attempts for n in attempt}):
-                probe = _ParamProbe({**spec.params, **config.params})
-                plugin = resolve_intervention(host, name).factory(probe)
-                built[harness].append((name, plugin))
-                keys = _declared_params(plugin)
-                if keys is not None:
-                    known |= keys
-                elif probe.iterated:
-                    opaque = True
-                known |= probe.read if not probe.iterated else set()
+            built[harness] = [(name, resolve_intervention(host, name).factory({**spec.params, **config.params}))
+                              for name in sorted({n for attempt in spec.attempts for n in attempt})]
     except (PlaygroundError, ValueError) as exc:  # a TypeError is a bug in the factory, not bad config
         raise RunConfigError(str(exc)) from None
-    unknown = sorted(set(config.params) - known)
-    if unknown and not opaque:
-        raise RunConfigError(f"unknown --param {', '.join(map(repr, unknown))} for harness(es) "
-                             f"{', '.join(config.harnesses)}; known: {', '.join(sorted(known))}")
     check_playbooks(host, config, built)
 
 
@@ -112,80 +106,3 @@ def check_playbooks(host: Host, config: RunConfig, built: dict[str, list[tuple[s
                     problems.append(f"{where}: {text}")
     if problems:
         raise RunConfigError("; ".join(problems))
-
-
-# Parameters the episode loop itself reads.
-LOOP_PARAMS = ("max_reasks_per_step",)
-
-
-MAX_REASKS_LIMIT = 100
-
-
-def check_loop_params(params: dict, harness: str) -> None:
-    """RunConfigError unless the loop's own parameters hold: `max_reasks_per_step` a whole number 0..100."""
-    value = params.get("max_reasks_per_step", 2)
-    try:
-        number = float(value)
-        whole = number.is_integer()
-    except (TypeError, ValueError, OverflowError):
-        whole = False
-    if not whole or not 0 <= number <= MAX_REASKS_LIMIT:
-        raise RunConfigError(f"harness {harness!r}: max_reasks_per_step must be a whole number from 0 to "
-                             f"{MAX_REASKS_LIMIT}, got {value!r}")
-
-
-class _ParamProbe(dict):
-    """The parameters handed to an intervention factory while checking a run: records the keys it reads.
-
-    A factory that iterates over the parameters (copies them, filters them) reveals nothing by
-    its reads; then the keys of its plugin's parameter mapping count (`_declared_params`).
-    """
-
-    def __init__(self, data: dict) -> None:
-        super().__init__(data)
-        self.read: set[str] = set()
-        self.iterated = False
-
-    def __getitem__(self, key):
-        if not self.iterated:
-            self.read.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key, default=None):
-        if not self.iterated:
-            self.read.add(key)
-        return super().get(key, default)
-
-    def __contains__(self, key) -> bool:
-        if not self.iterated:
-            self.read.add(key)
-        return super().__contains__(key)
-
-    def _iterating(self):
-        self.iterated = True
-        return self
-
-    def __iter__(self):
-        return dict.__iter__(self._iterating())
-
-    def keys(self):
-        return dict.keys(self._iterating())
-
-    def items(self):
-        return dict.items(self._iterating())
-
-    def values(self):
-        return dict.values(self._iterating())
-
-    def copy(self):
-        return dict(dict.items(self._iterating()))
-
-
-def _declared_params(plugin: Any) -> set[str] | None:
-    """The parameter names an intervention plugin declares: the keys of its resolved-parameters mapping
-    (an attribute `params` or `p` holding every parameter it knows, defaults included), else None."""
-    for attribute in ("params", "p"):
-        value = getattr(plugin, attribute, None)
-        if isinstance(value, dict) and not isinstance(value, _ParamProbe) and value:
-            return {str(key) for key in value}
-    return None

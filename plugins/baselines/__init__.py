@@ -55,18 +55,27 @@ def _monitor(params):
 @hookimpl
 def register_interventions(register):
     """Register the baselines' interventions as points of comparison (`candidate=False`, no failure modes): methods
-    that choose among interventions (DARC's library) leave them out."""
-    register("ace", _ace, cost_unit="steps", candidate=False,
+    that choose among interventions (DARC's library) leave them out. Each declares its parameters (`params`)."""
+    from playground.plugins.baselines.params import (
+        AceParams,
+        AwmParams,
+        MonitorParams,
+        PromptOptParams,
+        ReasoningBankParams,
+        ReflexionParams,
+    )
+
+    register("ace", _ace, cost_unit="steps", candidate=False, params_model=AceParams,
              description="ACE: itemised playbook in context; reflector and curator grow it by delta updates")
-    register("reflexion", _reflexion, cost_unit="steps", candidate=False,
+    register("reflexion", _reflexion, cost_unit="steps", candidate=False, params_model=ReflexionParams,
              description="Reflexion: the reflections on earlier failed trials of the task in context")
-    register("awm", _awm, cost_unit="steps", candidate=False,
+    register("awm", _awm, cost_unit="steps", candidate=False, params_model=AwmParams,
              description="AWM: workflows induced from successful episodes in context")
-    register("reasoningbank", _reasoningbank, cost_unit="steps", candidate=False,
+    register("reasoningbank", _reasoningbank, cost_unit="steps", candidate=False, params_model=ReasoningBankParams,
              description="ReasoningBank: memory items from successes and failures, retrieved by BM25 similarity")
-    register("monitor", _monitor, cost_unit="reasks", candidate=False,
+    register("monitor", _monitor, cost_unit="reasks", candidate=False, params_model=MonitorParams,
              description="runtime monitor: corrective feedback when a repeat, invalid-action or stall rule fires")
-    register("prompt-opt", _prompt_note, cost_unit="steps", candidate=False,
+    register("prompt-opt", _prompt_note, cost_unit="steps", candidate=False, params_model=PromptOptParams,
              description="MIPROv2 / GEPA: an optimised prompt's instructions and demos as a standing note "
                          "(--harness prompt-opt:PROMPT.json)")
 

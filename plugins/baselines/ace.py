@@ -30,22 +30,13 @@ from typing import Any
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
-from playground.plugins.baselines.params import JUDGE_DEFAULTS
+from playground.plugins.baselines.params import AceParams, defaults_of
 from playground.plugins.baselines.store import append_record, episode_key, locked, memory_path, written_before
 from playground.plugins.baselines.trajectory import Trajectory, abstract_action, approx_tokens, verb_of, words
 from playground.plugins.playbook.io import ACE_FAILURE_TYPE, ACE_SECTIONS, ace_text, read_ace
 
 NAME = "ace"
-DEFAULTS: dict[str, Any] = {
-    "ace_mode": "online",       # "online": update after every episode | "frozen": read, never update
-    "ace_feedback": "trajectory",  # the reflector reads the trajectory | "outcome": also the env's won/lost
-    "ace_budget": 1000,         # tokens of playbook in the agent's context at most
-    "ace_dedupe": 0.85,         # word-set similarity at which a new bullet counts as a repeat
-    "ace_prune_harmful": 3,     # harmful tags (and more than helpful) at which a bullet is removed
-    "ace_max_insights": 4,      # insights the rule reflector writes per episode at most
-    "ace_playbook": "",         # the playbook file (default: DIR/playbooks/<harness>.ace.txt)
-    **JUDGE_DEFAULTS,
-}
+DEFAULTS: dict[str, Any] = defaults_of(AceParams)  # declared in params.py: types, ranges, meanings
 CHOICES = {"ace_mode": ("online", "frozen"), "ace_feedback": ("trajectory", "outcome")}
 SECTIONS = tuple(ACE_SECTIONS)  # ACE's canonical sections, in its order
 SLUGS = {"STRATEGIES AND HARD RULES": "shr", "APIS TO USE FOR SPECIFIC INFORMATION": "api",

@@ -21,19 +21,13 @@ from typing import Any
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
-from playground.plugins.baselines.params import JUDGE_DEFAULTS
+from playground.plugins.baselines.params import AwmParams, defaults_of
 from playground.plugins.baselines.store import append_once, episode_key, memory_path, read_records
 from playground.plugins.baselines.success import MODES, succeeded
 from playground.plugins.baselines.trajectory import Trajectory, approx_tokens, goal_gist
 
 NAME = "awm"
-DEFAULTS: dict[str, Any] = {
-    "awm_success": "auto",   # how an episode counts as successful: auto | observed | judge | env (success.py)
-    "awm_budget": 800,       # tokens of workflows in the agent's context at most
-    "awm_max_steps": 15,     # steps of a workflow at most
-    "awm_memory": "",        # the memory file (default: DIR/playbooks/<harness>.workflows.jsonl)
-    **JUDGE_DEFAULTS,
-}
+DEFAULTS: dict[str, Any] = defaults_of(AwmParams)  # declared in params.py: types, ranges, meanings
 CHOICES = {"awm_success": MODES}
 
 

@@ -20,13 +20,10 @@ from typing import Any
 
 from playground import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext, hookimpl
 from playground.core.env import env_accepts
-from playground.plugins.baselines.params import parse_params
+from playground.plugins.baselines.params import MonitorParams, defaults_of, parse_params
 
 NAME = "monitor"
-DEFAULTS: dict[str, Any] = {
-    "monitor_window": 5,   # steps back the repeat rule looks
-    "monitor_stall": 3,    # steps without anything new before the stall rule fires (0: off)
-}
+DEFAULTS: dict[str, Any] = defaults_of(MonitorParams)  # declared in params.py: types, ranges, meanings
 RULES = {  # rule -> (failure type, label)
     "invalid": ("action_validity", "invalid_action"),
     "repeat": ("progress", "repetition_or_looping"),

@@ -7,15 +7,92 @@ are shared with Sentry's LLM judges (`judge_base_url` + `judge_model`, or `judge
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, Field
 
 from playground import PlaygroundError
 
-JUDGE_DEFAULTS: dict[str, Any] = {
-    "judge_base_url": "",   # an OpenAI-compatible endpoint for the roles a model plays ...
-    "judge_model": "",
-    "judge_local": False,   # ... or the embedded GGUF model (extra `local`)
-}
+SuccessMode = Literal["auto", "observed", "judge", "env"]  # how a memory baseline tells a success (success.MODES)
+
+
+class JudgeParams(BaseModel):
+    """The judge options every memory baseline reads (shared with Sentry's LLM judges)."""
+
+    judge_base_url: str = Field(default="", description="an OpenAI-compatible endpoint for the roles a model plays ...")
+    judge_model: str = Field(default="", description="... and its model name")
+    judge_local: bool = Field(default=False, description="... or the embedded GGUF model (extra `local`)")
+
+
+JUDGE_DEFAULTS: dict[str, Any] = JudgeParams().model_dump()
+
+
+class AceParams(JudgeParams):
+    """The parameters `ace` reads."""
+
+    ace_mode: Literal["online", "frozen"] = Field(default="online",
+                                                  description="online: update after every episode; frozen: read, never"
+                                                              " update")
+    ace_feedback: Literal["trajectory", "outcome"] = Field(default="trajectory",
+                                                           description="the reflector reads the trajectory; outcome: "
+                                                                       "also the env's won/lost")
+    ace_budget: float = Field(default=1000, ge=0, description="tokens of playbook in the agent's context at most")
+    ace_dedupe: float = Field(default=0.85, ge=0,
+                              description="word-set similarity at which a new bullet counts as a repeat")
+    ace_prune_harmful: float = Field(default=3, ge=0,
+                                     description="harmful tags (and more than helpful) at which a bullet is removed")
+    ace_max_insights: float = Field(default=4, ge=0,
+                                    description="insights the rule reflector writes per episode at most")
+    ace_playbook: str = Field(default="", description="the playbook file (default: DIR/playbooks/<harness>.ace.txt)")
+
+
+class ReflexionParams(JudgeParams):
+    """The parameters `reflexion` reads."""
+
+    reflexion_memory: float = Field(default=3, ge=0,
+                                    description="reflections shown at most (the paper's memory of 1-3)")
+
+
+class AwmParams(JudgeParams):
+    """The parameters `awm` reads."""
+
+    awm_success: SuccessMode = Field(default="auto", description="how an episode counts as successful (success.py)")
+    awm_budget: float = Field(default=800, ge=0, description="tokens of workflows in the agent's context at most")
+    awm_max_steps: float = Field(default=15, ge=0, description="steps of a workflow at most")
+    awm_memory: str = Field(default="",
+                            description="the memory file (default: DIR/playbooks/<harness>.workflows.jsonl)")
+
+
+class ReasoningBankParams(JudgeParams):
+    """The parameters `reasoningbank` reads."""
+
+    rb_k: float = Field(default=1, ge=0, description="memory items retrieved per task (the paper's top-1)")
+    rb_items: float = Field(default=3, ge=0, description="memory items distilled per episode at most")
+    rb_success: SuccessMode = Field(default="auto", description="how an episode counts as successful (success.py)")
+    rb_memory: str = Field(default="", description="the memory file (default: DIR/playbooks/<harness>.memory.jsonl)")
+
+
+class MonitorParams(BaseModel):
+    """The parameters `monitor` reads."""
+
+    monitor_window: float = Field(default=5, ge=0, description="steps back the repeat rule looks")
+    monitor_stall: float = Field(default=3, ge=0,
+                                 description="steps without anything new before the stall rule fires (0: off)")
+
+
+class PromptOptParams(BaseModel):
+    """The parameters `prompt-opt` reads (the harness `prompt-opt:PATH` sets both)."""
+
+    prompt_file: str = Field(default="", description="the optimised prompt's file")
+    prompt_sha256: str = Field(default="",
+                               description="its content hash when the run started (a changed file is refused)")
+
+
+def defaults_of(model: type[BaseModel]) -> dict[str, Any]:
+    """A declaration's defaults: the baseline's own parameters first, then the judge options."""
+    values = model().model_dump()
+    return {**{key: value for key, value in values.items() if key not in JUDGE_DEFAULTS},
+            **{key: values[key] for key in JUDGE_DEFAULTS if key in values}}
 
 
 class BaselineConfigError(PlaygroundError, ValueError):

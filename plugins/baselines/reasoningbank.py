@@ -22,19 +22,13 @@ from typing import Any
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
-from playground.plugins.baselines.params import JUDGE_DEFAULTS
+from playground.plugins.baselines.params import ReasoningBankParams, defaults_of
 from playground.plugins.baselines.store import append_once, episode_key, memory_path, read_records
 from playground.plugins.baselines.success import MODES, succeeded
 from playground.plugins.baselines.trajectory import Trajectory, goal_gist
 
 NAME = "reasoningbank"
-DEFAULTS: dict[str, Any] = {
-    "rb_k": 1,              # memory items retrieved per task (the paper's default top-1)
-    "rb_items": 3,          # memory items distilled per episode at most
-    "rb_success": "auto",   # how an episode counts as successful: auto | observed | judge | env (success.py)
-    "rb_memory": "",        # the memory file (default: DIR/playbooks/<harness>.memory.jsonl)
-    **JUDGE_DEFAULTS,
-}
+DEFAULTS: dict[str, Any] = defaults_of(ReasoningBankParams)  # declared in params.py: types, ranges, meanings
 CHOICES = {"rb_success": MODES}
 FIELDS = ("title", "description", "content")
 

@@ -19,15 +19,12 @@ from typing import Any
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, object_schema, string_schema
-from playground.plugins.baselines.params import JUDGE_DEFAULTS
+from playground.plugins.baselines.params import ReflexionParams, defaults_of
 from playground.plugins.baselines.store import append_record, episode_key, locked, memory_path, read_records
 from playground.plugins.baselines.trajectory import Trajectory, words
 
 NAME = "reflexion"
-DEFAULTS: dict[str, Any] = {
-    "reflexion_memory": 3,   # reflections shown at most (the paper's memory Omega of 1-3)
-    **JUDGE_DEFAULTS,
-}
+DEFAULTS: dict[str, Any] = defaults_of(ReflexionParams)  # declared in params.py: types, ranges, meanings
 TRIALS = 3  # the `reflexion` harness's trials
 MAX_TRIALS = 20
 

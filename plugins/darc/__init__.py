@@ -36,10 +36,11 @@ def register_harness_loaders(register) -> None:
 def register_interventions(register) -> None:
     """The notes of the matched-information controls (points of comparison, not in the library)."""
     from playground.plugins.darc.controls import LABEL_NOTE, METADATA_NOTE, DiagnosisNote, MetadataNote
+    from playground.plugins.darc.params import DiagnosisNoteParams, MetadataNoteParams
 
-    register(LABEL_NOTE, DiagnosisNote, cost_unit="steps", candidate=False,
+    register(LABEL_NOTE, DiagnosisNote, cost_unit="steps", candidate=False, params_model=DiagnosisNoteParams,
              description="a standing note naming the diagnosed failure mode (parameter mode), nothing else")
-    register(METADATA_NOTE, MetadataNote, cost_unit="steps", candidate=False,
+    register(METADATA_NOTE, MetadataNote, cost_unit="steps", candidate=False, params_model=MetadataNoteParams,
              description="a standing note with the task facts of the env's reset info named by the parameter keys")
 
 

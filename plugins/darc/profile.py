@@ -79,7 +79,7 @@ def detect_only_intervention(name: str, rest: str, lookup: Callable[[str], Inter
         raise ValueError(f"{name!r}: name the intervention after {DETECT_ONLY_PREFIX!r}")
     spec = lookup(rest)
     return InterventionSpec(name, lambda params: DetectOnly(spec.factory(params)), f"{rest}, detecting only",
-                            (), spec.cost_unit, "darc")
+                            (), spec.cost_unit, "darc", params_model=spec.params_model)  # NAME's parameters
 
 
 def detect_only(detectors: list[str]) -> list[str]:

@@ -40,11 +40,14 @@ def _factory(class_name: str) -> Callable[[Mapping[str, Any]], Any]:
 
 @hookimpl
 def register_interventions(register) -> None:
-    """Register `dart` and the baselines."""
-    register("dart", _factory("Dart"), cost_unit="steps", envs=("workflow",),
+    """Register `dart` and the baselines, with the parameters they read (`params`)."""
+    from playground.plugins.dart.params import DartParams, SidecarParams
+
+    register("dart", _factory("Dart"), cost_unit="steps", envs=("workflow",), params_model=DartParams,
              description="DART: localise, certify, align checkpoints, admit a rollback or rerun the whole task")
     for name, class_name, description in BASELINES:
-        register(name, _factory(class_name), cost_unit="steps", envs=("workflow",), description=description)
+        register(name, _factory(class_name), cost_unit="steps", envs=("workflow",), params_model=SidecarParams,
+                 description=description)
 
 
 @hookimpl

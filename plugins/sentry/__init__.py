@@ -38,12 +38,15 @@ def register_failure_labels(register):
 
 @hookimpl
 def register_interventions(register):
-    """Register Sentry's interventions."""
+    """Register Sentry's interventions, with the parameters they read (`params.SentryParams`)."""
+    from playground.plugins.sentry.params import SentryParams, ValidityGuardParams
+
     # The full Sentry is a progress/grounding intervention (its soft repair and lessons); only its hard repair,
     # registered alone as `validity-guard` (the admissibility guard), is admissible for action validity.
-    register("sentry", _sentry, modes=("progress", "grounding"), cost_unit="steps",
+    register("sentry", _sentry, modes=("progress", "grounding"), cost_unit="steps", params_model=SentryParams,
              description="detectors, hard and soft repair, lesson retrieval, recovery verifier, verified lessons")
     register("validity-guard", _validity_guard, modes=("action_validity",), cost_unit="steps",
+             params_model=ValidityGuardParams,
              description="hard repair of invalid actions only: ranked valid actions, rewrite, fallback")
 
 

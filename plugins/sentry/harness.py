@@ -56,53 +56,17 @@ from playground.plugins.sentry.blind import BlindView, blind_outcome, blind_prop
 from playground.plugins.sentry.detectors import DETECTOR, make_window, run_detectors
 from playground.plugins.sentry.lessons import summarise
 from playground.plugins.sentry.need_check import DetectionMemory, need_score
+from playground.plugins.sentry.params import SentryParams
 from playground.plugins.sentry.repair import fresh_actions, hard_repair_message, rank_actions, soft_repair_message
 from playground.plugins.sentry.verifier import ADMISSIONS, RecoveryVerifier, Verdict
 
 if TYPE_CHECKING:
     from playground.plugins.playbook.store import Playbook
 
-DEFAULTS: dict[str, Any] = {
-    "window": 5,              # W: steps of local evidence
-    "k": 5,                   # lessons retrieved at most
-    "horizon": 10,            # H: cycles the verifier watches before it admits a lesson
-    "admission": "window",    # "window": judge when the H cycles close | "early": quiet_steps rule
-                              # | "none": no verification
-    "quiet_steps": 3,         # admission=early: steps without the failure before a repair counts as resolved
-    "threshold": 0.6,         # minimum detection confidence for a soft repair
-    "cooldown": 2,            # steps after a soft repair with no new soft repair
-    "need_check": True,       # the intervention-need check (threshold on the need score, cooldown); off: every
-                              # detection is repaired
-    "need_judge": "auto",     # who decides the need: "llm" (the judge model) | "rules" (need_check.py) | "auto"
-    "retrieval": "labels",    # "labels" (type + shared labels) | "type" (type only) | "any" (any type) | "random"
-                              # | "off" (no lesson retrieved)
-    "bar_loops": 0,           # steps after a progress repair during which the looped actions are barred
-    "follow_up": 0,           # steps after a soft repair that keep offering the actions not tried recently
-    "max_repairs": 10,        # soft repairs per episode at most
-    "top_actions": 12,        # actions offered by a hard repair
-    "shortlist": False,       # a variant, not the paper's: a progress repair lists the actions not tried recently,
-                              # and hard and soft repairs restrict the agent to the actions they offer
-    "hard_rank": "goal",      # the hard repair's order: "goal" (goal terms first) | "closest" (most like the
-                              # rejected action first, then goal terms)
-    "fallback": "reask",      # still invalid after the re-asks: "reask" (send it) | "best" (the top-ranked action,
-                              # a shortlist variant's) | "give_up"
-    "max_reasks_per_step": 2,
-    "hard_repair": True,
-    "screen": True,           # run the progress and grounding detectors
-    "soft_repair": True,
-    "update_playbook": True,  # store verified lessons
-    "playbook_read_only": False,  # open the playbook read-only (e.g. a shipped one): retrieve, never write
-    "persistent": False,      # exposure control: the whole playbook in context every step
-    "block_early_stop": True, # an agent that insists on stopping early is offered concrete actions
-    # The LLM roles. "auto" (the paper's configuration): the judge model when there is one (an explicit
-    # judge below, else the agent's own model), else the rules / the template (scripted agents).
-    "detector": "auto",       # progress/grounding detection: "rules" | "llm" | "both" | "auto" (validity: rules)
-    "verifier": "auto",       # "rules" | "llm" | "auto"
-    "summariser": "auto",     # "template" | "llm" | "auto"
-    "judge_base_url": "",     # the judge model for the LLM parts: an OpenAI-compatible endpoint ...
-    "judge_model": "",
-    "judge_local": False,     # ... or the embedded GGUF model (default: the agent's model, where it has one)
-}
+# The defaults of the declared parameters (`params.SentryParams`: types, ranges and meanings); the LLM roles'
+# "auto" (the paper's configuration) is the judge model when there is one (an explicit judge, else the agent's own
+# model), else the rules / the template (scripted agents).
+DEFAULTS: dict[str, Any] = SentryParams().model_dump()
 CHOICES = {"fallback": ("best", "reask", "give_up"), "detector": ("rules", "llm", "both", "auto"),
            "verifier": ("rules", "llm", "auto"), "summariser": ("template", "llm", "auto"),
            "need_judge": ("rules", "llm", "auto"), "admission": ADMISSIONS,
