@@ -9,7 +9,7 @@ contract, failure labels, errors) and `playground.agents.base` (the agent protoc
 """
 
 from playground.agents.base import Agent
-from playground.core.env import EnvProvider, TaskSet, TextEnv
+from playground.core.env import EnvProvider, TextEnv
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
 from playground.core.labels import FailureLabel, FailureType
@@ -29,6 +29,7 @@ from playground.core.payloads import (
     Turn,
     Verification,
 )
+from playground.core.task_sets import TaskSet
 
 __version__ = "0.1.0"
 

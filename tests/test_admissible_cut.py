@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.core.env import env_accepts
+from playground.core.actions import env_accepts
 from playground.core.payloads import SchemaProblem
 from playground.host.manager import Host
 from playground.plugins.baselines.monitor import MonitorPlugin

@@ -6,7 +6,7 @@ import pytest
 
 from playground.agents.base import ExpertAgent, RandomAgent
 from playground.agents.noisy import FAILURE_LABELS, NoisyAgent
-from playground.core.env import command_kinds
+from playground.core.actions import command_kinds
 from playground.core.payloads import AgentView, InterventionMessage
 from playground.testing import play, tiny_env
 

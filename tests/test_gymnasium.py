@@ -28,7 +28,8 @@ from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory
 
 import playground
 import playground.envs  # registers the playground/* ids
-from playground.core.env import MAX_TEXT, TaskSet, TextEnv, UnknownTaskError, seed_range
+from playground.core.env import MAX_TEXT, TextEnv, UnknownTaskError
+from playground.core.task_sets import TaskSet, seed_range
 from playground.envs.appworld import setup as appworld_setup
 from playground.envs.gymnasium_registry import IDS, env_id, register_envs
 from playground.host.manager import get_host

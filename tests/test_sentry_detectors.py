@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from playground.core.env import command_kinds
+from playground.core.actions import command_kinds
 from playground.core.payloads import Detection, EpisodeIds, Proposal, StepContext, StepOutcome, Turn
 from playground.plugins.sentry.blind import blind_outcome, blind_view
 from playground.plugins.sentry.detectors import run_detectors

@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 import pytest
 
-from playground.core.env import command_kinds
+from playground.core.actions import command_kinds
 from playground.core.payloads import Detection
 from playground.plugins.sentry.blind import BlindOutcome, BlindView
 from playground.plugins.sentry.verifier import ADMISSIONS, RecoveryVerifier, Verdict, Watch

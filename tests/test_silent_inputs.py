@@ -72,7 +72,8 @@ class CountedEnv:
 
     @hookimpl
     def register_envs(self, register):
-        from playground.core.env import EnvProvider, TaskSet
+        from playground.core.env import EnvProvider
+        from playground.core.task_sets import TaskSet
 
         plugin = self
 

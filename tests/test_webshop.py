@@ -13,7 +13,8 @@ from playground.envs.webshop import data
 from playground.envs.webshop.catalogue import Catalogue, Goal, Product, generate_catalogue, goal_for, price_upper_for
 from playground.envs.webshop.env import WebShopEnv, WebShopProvider, expert_query
 from playground.envs.webshop.reward import normalize_color, purchase_reward, title_nouns
-from playground.core.env import UnknownTaskError, fill_template, is_admissible, kind_of, match_admissible
+from playground.core.actions import fill_template, is_admissible, kind_of, match_admissible
+from playground.core.env import UnknownTaskError
 from playground.core.payloads import EpisodeIds, Proposal, StepContext, Turn
 from playground.plugins.sentry.detectors import run_detectors
 

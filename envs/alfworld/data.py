@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from playground.core.env import path_from_env
 from playground.core.errors import PlaygroundError
+from playground.core.task_sets import path_from_env
 
 LAYOUT_DIR = "json_2.1.1"
 SPLITS = ("train", "valid_seen", "valid_unseen")

@@ -21,7 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from playground.core.env import EnvInfo, TaskSet, TextEnv, command_kinds, match_admissible
+from playground.core.actions import command_kinds, match_admissible
+from playground.core.env import EnvInfo, TextEnv
+from playground.core.task_sets import TaskSet
 from playground.envs.alfworld.data import task_type_of
 from playground.envs.alfworld.engine import IsolatedRandom, alfworld_module
 

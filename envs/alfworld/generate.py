@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from playground.core.env import cache_root
+from playground.core.task_sets import cache_root
 from playground.envs.alfworld.data import GAME_FILE, LAYOUT_DIR, PROBLEM_FILE, SPLITS, TRAJ_FILE, AlfWorldDataError
 from playground.envs.alfworld.engine import IsolatedRandom, alfworld_module, domain_and_grammar
 from playground.envs.alfworld.problems import GENERATOR_VERSION, SEED_STARTS, SPLIT_SIZE, Problem, sample_problem

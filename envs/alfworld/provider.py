@@ -16,7 +16,8 @@ import importlib.metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from playground.core.env import EnvProvider, TaskSet, TextEnv
+from playground.core.env import EnvProvider, TextEnv
+from playground.core.task_sets import TaskSet
 from playground.envs.alfworld.data import (
     GAME_FILE,
     SPLITS,

@@ -48,8 +48,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from playground.core.env import EnvInfo, EnvProvider, FailureVariant, TaskSet, TextEnv, path_from_env
+from playground.core.env import EnvInfo, EnvProvider, FailureVariant, TextEnv
 from playground.core.payloads import SchemaProblem
+from playground.core.task_sets import TaskSet, path_from_env
 from playground.envs.appworld import setup as appworld_setup
 from playground.envs.appworld.cells import bindings, blamed
 from playground.envs.appworld.effects import IRREVERSIBLE, REVERSIBLE, Routes

@@ -21,7 +21,7 @@ import venv
 from pathlib import Path
 from typing import Callable
 
-from playground.core.env import cache_root, path_from_env
+from playground.core.task_sets import cache_root, path_from_env
 
 APPWORLD_REQUIREMENT = "appworld==0.1.3.post1"
 BUILDER = Path(__file__).with_name("build_tasks.py")

@@ -24,8 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from playground.core.env import TaskSet, seed_range
 from playground.core.errors import PlaygroundError
+from playground.core.task_sets import TaskSet, seed_range
 
 DATA_VARIABLE = "FINANCE_DATA"
 FAMILIES = ("formula", "finer")

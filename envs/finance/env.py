@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv, cut_grade_text, grade_text_pattern
+from playground.core.env import EnvInfo, EnvProvider, TextEnv, cut_grade_text, grade_text_pattern
+from playground.core.task_sets import TaskSet
 from playground.envs.finance import data
 from playground.envs.finance.format_check import check
 from playground.envs.finance.scoring import score_answer

@@ -11,8 +11,9 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any, Callable, Mapping
 
-from playground.core.env import EnvProvider, TaskSet, TextEnv
+from playground.core.env import EnvProvider, TextEnv
 from playground.core.hookspecs import hookimpl
+from playground.core.task_sets import TaskSet
 from playground.envs.scienceworld.tasks import ALL, TASK_SETS
 
 

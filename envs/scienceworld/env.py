@@ -33,8 +33,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from playground.core.env import EnvInfo, TaskSet, TextEnv, command_kinds
+from playground.core.actions import command_kinds
+from playground.core.env import EnvInfo, TextEnv
 from playground.core.payloads import SchemaProblem
+from playground.core.task_sets import TaskSet
 from playground.envs.scienceworld import engine as engines
 from playground.envs.scienceworld.tasks import parse_task_id
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from playground.core.env import TaskSet
+from playground.core.task_sets import TaskSet
 
 SPLITS = ("train", "dev", "test")
 DEFAULT_SPLIT = "test"

@@ -19,7 +19,9 @@ from typing import Any
 import textworld
 from textworld import EnvInfos
 
-from playground.core.env import EnvInfo, TaskSet, TextEnv, command_kinds, match_admissible
+from playground.core.actions import command_kinds, match_admissible
+from playground.core.env import EnvInfo, TextEnv
+from playground.core.task_sets import TaskSet
 from playground.envs.textworld.games import ensure_game
 from playground.envs.textworld.grades import without_grade_text
 

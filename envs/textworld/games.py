@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from playground.core.env import TaskSet, cache_root
+from playground.core.task_sets import TaskSet, cache_root
 from playground.envs.textworld.tasks import generator_params, get_task_set, params_hash, task_seed
 
 GENERATE_SCRIPT = Path(__file__).with_name("generate.py")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any, Callable, Mapping
 
-from playground.core.env import EnvProvider, TaskSet, TextEnv
+from playground.core.env import EnvProvider, TextEnv
+from playground.core.task_sets import TaskSet
 from playground.envs.textworld.grades import without_grade_text
 from playground.envs.textworld.tasks import COOKING_SPLITS, SEEDS_TEXT, TASK_SETS, get_task_set, params_hash, task_seed
 

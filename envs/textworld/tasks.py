@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from playground.core.env import TaskSet, seed_range
+from playground.core.task_sets import TaskSet, seed_range
 
 SPLIT_STARTS = {"train": 0, "dev": 10_000, "test": 20_000}
 SPLIT_SIZE = 10_000

@@ -22,8 +22,8 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
 
-from playground.core.env import path_from_env
 from playground.core.errors import PlaygroundError
+from playground.core.task_sets import path_from_env
 from playground.envs.webshop.catalogue import (
     Catalogue,
     Goal,

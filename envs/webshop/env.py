@@ -30,7 +30,8 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
-from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv, cut_grade_text, grade_text_pattern, seed_range
+from playground.core.env import EnvInfo, EnvProvider, TextEnv, cut_grade_text, grade_text_pattern
+from playground.core.task_sets import TaskSet, seed_range
 from playground.envs.webshop import data
 from playground.envs.webshop.catalogue import Catalogue, Goal, Product
 from playground.envs.webshop.reward import MATCH_THRESHOLD, match_score, normalize_color, noun_tagger, purchase_reward

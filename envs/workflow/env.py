@@ -16,7 +16,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from playground.core.env import EnvInfo, EnvProvider, TaskSet, TextEnv
+from playground.core.env import EnvInfo, EnvProvider, TextEnv
+from playground.core.task_sets import TaskSet
 from playground.envs.workflow.domains import DOMAINS, Domain, Fault, Skeleton
 
 TASKS_PER_VARIANT = {"test": range(3), "dev": range(3, 6)}

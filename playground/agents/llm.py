@@ -26,7 +26,7 @@ from playground.agents.chat import ChatModel, LLMError
 from playground.agents.http_model import HTTPChatModel
 from playground.agents.local_model import LocalChatModel
 from playground.agents.response_cache import OFF_WORDS, default_cache_dir
-from playground.core.env import is_admissible, is_template
+from playground.core.actions import is_admissible, is_template
 from playground.core.payloads import AgentView, Proposal
 from playground.processes import cores_per_process
 

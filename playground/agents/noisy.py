@@ -42,7 +42,7 @@ from dataclasses import replace
 from typing import Any
 
 from playground.agents.base import expert_action, parse_options
-from playground.core.env import is_template, kind_of
+from playground.core.actions import is_template, kind_of
 from playground.core.payloads import AgentView, Proposal
 
 # failure mode -> (failure type, retrieval label) a correct detector would report; both are names the

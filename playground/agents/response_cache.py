@@ -33,7 +33,7 @@ OFF_WORDS = {"off", "0", "false", "no", "none"}
 
 def default_cache_dir() -> Path | None:
     """The folder of the shared response cache, or None when `$PLAYGROUND_RESPONSE_CACHE` turns it off."""
-    from playground.core.env import cache_root
+    from playground.core.task_sets import cache_root
 
     value = os.environ.get(RESPONSE_CACHE_VARIABLE, "").strip()
     if value.lower() in OFF_WORDS:

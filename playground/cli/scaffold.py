@@ -95,8 +95,9 @@ ENV_MODULE = '''\
 import copy
 import random
 
-from playground.core.env import EnvProvider, TaskSet, TextEnv, seed_range
+from playground.core.env import EnvProvider, TextEnv
 from playground.core.hookspecs import hookimpl
+from playground.core.task_sets import TaskSet, seed_range
 
 KINDS = {{"look": "look", "turn dial up": "use", "turn dial down": "use", "open lock": "finish"}}
 

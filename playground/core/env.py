@@ -1,15 +1,15 @@
 """What an environment plugin provides: a text gymnasium env and a provider of task sets.
 
 An env plugin registers an `EnvProvider` (via the `register_envs` hook). The provider
-lists task sets and their splits, names the tasks of a split, and builds a fresh
-`TextEnv` per episode. The env follows gymnasium's API with text observations and
-text actions; `reset(seed=..., options={"task": task_id})` puts it in that task's
-initial state, the same every time. `reset(seed=k)` without a task plays a task of the
-env's split (by default its task set's default split): the `k % n`-th of its `n` tasks
-(for an open-ended generated split, of its first `default_count`); `reset()` with no seed
-draws one from the env's seeded random generator, as gymnasium envs do. An unknown task
-raises `UnknownTaskError`. Observations and actions are Unicode text (`UnicodeText`), so
-gymnasium's `check_env` and vector envs work on every env.
+lists task sets and their splits (`TaskSet`, in `playground.core.task_sets`), names the
+tasks of a split, and builds a fresh `TextEnv` per episode. The env follows gymnasium's
+API with text observations and text actions; `reset(seed=..., options={"task": task_id})`
+puts it in that task's initial state, the same every time. `reset(seed=k)` without a task
+plays a task of the env's split (by default its task set's default split): the `k % n`-th
+of its `n` tasks (for an open-ended generated split, of its first `default_count`);
+`reset()` with no seed draws one from the env's seeded random generator, as gymnasium envs
+do. An unknown task raises `UnknownTaskError`. Observations and actions are Unicode text
+(`UnicodeText`), so gymnasium's `check_env` and vector envs work on every env.
 
 The `info` contract (`EnvInfo`, a TypedDict; every key optional to the type checker):
 
@@ -50,7 +50,8 @@ An admissible action may be a template `verb[...]`: any `verb[<argument>]` with 
 non-empty argument is admissible (a web search, `search[...]`).
 
 `action_kinds` maps admissible actions (or templates) to what they do, so env-agnostic
-plugins understand an env's actions without knowing its verbs (`kind_of` looks one up):
+plugins understand an env's actions without knowing its verbs (`kind_of` of
+`playground.core.actions` looks one up; matching actions to the list is there too):
 - "look": reads without changing anything (look, inventory, examine, a sub-page);
 - "move": navigates (go east, go to the fridge, back to the results);
 - "access": opens, closes, locks or unlocks a container or door (instrumental);
@@ -64,8 +65,8 @@ plugins understand an env's actions without knowing its verbs (`kind_of` looks o
 Every admissible action has a kind. Where `admissible_actions` is None (free-text
 answers, code cells) no action can be named in advance, so `action_kinds` is `{}`: no
 action has a kind, and rules keyed on kinds (idle looks, wandering, finishing with
-choices open) never fire there. `command_kinds` gives the kinds of text-adventure
-commands by their verb.
+choices open) never fire there. `command_kinds` (`playground.core.actions`) gives the
+kinds of text-adventure commands by their verb.
 
 An env whose actions are calls to named tools (code cells calling APIs, tool calls) has no
 admissible list, but it may still say whether an action fits its schema before it runs:
@@ -80,8 +81,8 @@ its engine parses many more) says so with `info["admissible_complete"] = False` 
 own verdict on a proposed action through the same `check_action`: `[]` when the engine
 would accept the command, problems when it would not. The verdict is what the agent would
 learn by sending the command (whether the engine parses it), never a grade. Rules that judge
-validity (`env_accepts`) take membership in the list as the verdict only where the list is
-complete, and the env's check where it is a cut.
+validity (`env_accepts`, `playground.core.actions`) take membership in the list as the verdict
+only where the list is complete, and the env's check where it is a cut.
 
 Failure-injection agents (the `noisy` instrument) may ask an env how a failure looks
 there: an env that knows sets `failure_variants()` (see `TextEnv.failure_variants`);
@@ -98,16 +99,14 @@ keeps the text). The loop hands the method to plugins as `EpisodeStart.remove_gr
 
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Mapping, TypedDict, cast
+from typing import Any, Callable, Mapping, TypedDict
 
 import gymnasium
 
 from playground.core.errors import PlaygroundError
 from playground.core.payloads import SchemaProblem
+from playground.core.task_sets import TaskSet
 from playground.core.text_space import UnicodeText
 
 MAX_TEXT = 1_000_000
@@ -117,7 +116,7 @@ RESET_OPTIONS = ("task",)
 class UnknownTaskError(PlaygroundError, ValueError):
     """`reset(options={"task": ...})` named a task its env's task set does not have."""
 
-    def __init__(self, env: str, task: str, task_set: "TaskSet") -> None:
+    def __init__(self, env: str, task: str, task_set: TaskSet) -> None:
         self.env, self.task, self.task_set = env, task, task_set.name
         super().__init__(f"{env}: unknown task {task!r} in task set {task_set.name!r}; "
                          f"expected {task_set.expected_ids()}")
@@ -205,7 +204,7 @@ class TextEnv(gymnasium.Env):
     can_snapshot: bool = False
     env_name: str = ""  # used in error messages; default: the class name
 
-    def __init__(self, task_set: "TaskSet | None" = None, *, split: str | None = None,
+    def __init__(self, task_set: TaskSet | None = None, *, split: str | None = None,
                  render_mode: str | None = None) -> None:
         if render_mode is not None:
             raise ValueError(f"{self._name()}: no render modes (text envs return their text as observations); "
@@ -298,243 +297,6 @@ class TextEnv(gymnasium.Env):
         return {}
 
 
-@dataclass(frozen=True)
-class TaskSet:
-    """A named set of tasks with disjoint splits.
-
-    `splits` maps a split name to its task ids, or to a function `count -> ids` for
-    generated sets whose splits are open-ended ranges of seeds (`seed_range`). Which ids
-    belong to the set (`has_task`) is known for listed ids and seed ranges; a split given
-    as another function needs `is_task` (task id -> bool) and `task_form` (the expected
-    ids, in words, for error messages), else any id is taken as the set's.
-
-    How many tasks a split has (`available`): listed ids are counted, a seed range has its
-    size; a split given as another function declares its cap in `max_counts` (e.g. the
-    seeds a generator may use), else it is known only once listed. The runner refuses a
-    count beyond it before anything is generated or played.
-    """
-
-    name: str
-    description: str
-    splits: Mapping[str, tuple[str, ...] | Callable[[int], list[str]]]
-    default_split: str = "test"
-    default_count: int = 10
-    params: Mapping[str, Any] = field(default_factory=dict)
-    is_task: Callable[[str], bool] | None = None
-    task_form: str = ""
-    default_max_steps: int | None = None  # a step budget that fits the tasks (`playground run` without --max-steps)
-    max_counts: Mapping[str, int] = field(default_factory=dict)  # split -> at most this many tasks (a function's cap)
-
-    def exact_count(self, split: str) -> bool:
-        """True when `available(split)` is the split's exact count (listed ids, a seed range), not a cap."""
-        source = self.splits[split]
-        return isinstance(source, SeedRange) or not callable(source)
-
-    def available(self, split: str) -> int | None:
-        """How many tasks `split` has (at most, for a generated split); None when only listing them tells."""
-        source = self.splits[split]
-        if isinstance(source, SeedRange):
-            return source.size
-        if not callable(source):
-            return len(source)
-        return self.max_counts.get(split)
-
-    def has_task(self, task_id: str) -> bool:
-        """True when `task_id` is a task of one of the splits."""
-        if self.is_task is not None:
-            return bool(self.is_task(task_id))
-        sources = list(self.splits.values())
-        if any(callable(s) and not isinstance(s, SeedRange) for s in sources):
-            return True  # an opaque split function: the env finds out
-        # the other callables returned above: what is left are tuples and seed ranges
-        return any(task_id in cast("tuple[str, ...] | SeedRange", source) for source in sources)
-
-    def expected_ids(self) -> str:
-        """The task ids of this set, in words (for error messages)."""
-        if self.task_form:
-            return self.task_form
-        ranges: dict[str, list[str]] = {}
-        parts = []
-        for split, source in self.splits.items():
-            if isinstance(source, SeedRange):
-                ranges.setdefault(source.prefix, []).append(
-                    f"{source.start}-{source.start + source.size - 1} ({split})")
-            elif not callable(source):
-                examples = ", ".join(repr(t) for t in list(source)[:2])
-                parts.append(f"one of the {len(source)} ids of {split} "
-                             f"({examples}{', ...' if len(source) > 2 else ''})")
-        parts[:0] = [f"'{prefix}-<n>' with n in {', '.join(spans)}" for prefix, spans in ranges.items()]
-        return "; ".join(parts) or "a task id of one of its splits"
-
-    def tasks(self, split: str, count: int | None = None) -> list[str]:
-        """Return the ids of the first `count` tasks of `split` (all for a fixed split)."""
-        if split not in self.splits:
-            raise KeyError(split)
-        source = self.splits[split]
-        if callable(source):
-            return list(source(count if count is not None else self.default_count))
-        ids = list(source)
-        return ids if count is None else ids[:count]
-
-
-def cache_root() -> Path:
-    """Return the playground cache folder (`$PLAYGROUND_CACHE`, else ~/.cache/playground)."""
-    return Path(os.environ.get("PLAYGROUND_CACHE") or Path.home() / ".cache" / "playground")
-
-
-def path_from_env(variable: str) -> Path | None:
-    """The path an environment variable names (`~` expanded), or None when it is unset or empty."""
-    value = os.environ.get(variable, "").strip()
-    return Path(value).expanduser() if value else None
-
-
-def grade_text_pattern(*phrases: str) -> re.Pattern[str]:
-    """One pattern for an env's grade text: any of the regular expressions `phrases` (each matching
-    within one line), with the spaces before it, for `cut_grade_text`."""
-    return re.compile(r"[ \t]*(?:" + "|".join(f"(?:{phrase})" for phrase in phrases) + ")")
-
-
-def cut_grade_text(text: str, pattern: re.Pattern[str]) -> str:
-    """`text` without every match of `pattern` (an env's grade text, `grade_text_pattern`), tidied.
-
-    A line left empty by the cut goes, and with it a blank line that would double another
-    (or that would open or close the text); a line cut in part keeps its indentation and
-    loses the spaces the cut left at its ends. Lines without a match stay as they are, and
-    text with no match comes back unchanged (so cutting twice is cutting once).
-    """
-    if pattern.search(text) is None:
-        return text
-    kept: list[str] = []
-    dropped = False  # the last line looked at was cut away whole
-    for line in text.split("\n"):
-        cut = pattern.sub("", line)
-        if cut == line:
-            if dropped and not line.strip() and (not kept or not kept[-1].strip()):
-                continue  # a blank line next to another one (or at the start) once the cut line is gone
-            kept.append(line)
-            dropped = False
-        elif cut.strip():
-            kept.append(line[: len(line) - len(line.lstrip())] + cut.strip())
-            dropped = False
-        else:
-            dropped = True
-    while dropped and kept and not kept[-1].strip():
-        kept.pop()
-    return "\n".join(kept)
-
-
-TEMPLATE_ARGUMENT = "[...]"
-
-
-def _key(text: str) -> str:
-    return " ".join(str(text).split()).lower()
-
-
-def match_admissible(action: str, admissible) -> str | None:
-    """Return the admissible command `action` names, ignoring case and extra spaces, or None.
-
-    An action that fills a template `verb[...]` is returned as written.
-    """
-    found = {_key(a): a for a in admissible}.get(_key(action))
-    if found is not None and not is_template(found):
-        return found
-    return action if any(fills_template(action, a) for a in admissible if is_template(a)) else None
-
-
-def is_admissible(action: str, admissible) -> bool:
-    """True when `action` is one of `admissible` or fills one of its templates."""
-    return match_admissible(action, admissible) is not None
-
-
-def env_accepts(action: str, admissible, schema_problems, admissible_complete: bool = True) -> bool | None:
-    """Whether the env will accept `action`, as far as what it tells the agent says; None where it cannot say.
-
-    False when the env's check (`check_action`) found problems with it; True when it is
-    admissible, or when the env's check passed it and there is no complete list to contradict
-    it (no list, or a cut: `admissible_complete` False); False when a complete list leaves it
-    out; None where the env has neither a complete list nor a check.
-    """
-    if schema_problems:
-        return False
-    if admissible is not None and is_admissible(action, admissible):
-        return True
-    if schema_problems is not None and (admissible is None or not admissible_complete):
-        return True
-    if admissible is not None and admissible_complete:
-        return False
-    return None
-
-
-def is_template(action: str) -> bool:
-    """True for a template action such as `search[...]`."""
-    return action.endswith(TEMPLATE_ARGUMENT) and len(action) > len(TEMPLATE_ARGUMENT)
-
-
-def fills_template(action: str, template: str) -> bool:
-    """True when `action` is `template`'s verb with a non-empty argument in brackets."""
-    verb = _key(template[: -len(TEMPLATE_ARGUMENT)])
-    text = " ".join(action.split())
-    return (text.lower().startswith(verb + "[") and text.endswith("]")
-            and bool(text[len(verb) + 1:-1].strip()) and text[len(verb) + 1:-1].strip() != "...")
-
-
-def kind_of(action: str, action_kinds: Mapping[str, str]) -> str:
-    """The kind the env's `action_kinds` gives `action` (directly or through a template), or ""."""
-    for admissible, kind in action_kinds.items():
-        if _key(admissible) == _key(action) or (is_template(admissible) and fills_template(action, admissible)):
-            return kind
-    return ""
-
-
-COMMAND_VERB_KINDS: dict[str, str] = {
-    **dict.fromkeys(("look", "l", "inventory", "i", "examine", "x", "check", "read"), "look"),
-    "go": "move",
-    **dict.fromkeys(("open", "close", "lock", "unlock"), "access"),
-    "take": "take",
-    **dict.fromkeys(("eat", "drink"), "consume"),
-    **dict.fromkeys(("drop", "put", "insert", "move", "use", "cook", "heat", "cool", "clean", "slice", "chop", "dice",
-                     "toggle", "prepare"), "use"),
-}
-
-
-def command_kinds(actions, verbs: Mapping[str, str] = COMMAND_VERB_KINDS, default: str = "other") -> dict[str, str]:
-    """Kinds of text-adventure commands by their first word ("go east" -> "move"); `default` for other verbs."""
-    return {a: verbs.get(a.strip().lower().split(" ", 1)[0], default) for a in actions}
-
-
-def fill_template(template: str, argument: str) -> str:
-    """`template` with its `...` replaced by `argument` (one line, brackets removed)."""
-    clean = " ".join(argument.replace("[", " ").replace("]", " ").split())
-    return template[: -len(TEMPLATE_ARGUMENT)] + f"[{clean}]"
-
-
-@dataclass(frozen=True)
-class SeedRange:
-    """A generated split: called with `count`, the ids `<prefix>-<start>`, `<prefix>-<start+1>`, ...
-    (at most `size`); `task_id in split` says whether an id is one of its `size` ids."""
-
-    prefix: str
-    start: int
-    size: int = 10_000
-
-    def __call__(self, count: int) -> list[str]:
-        if count > self.size:
-            raise ValueError(f"{self.prefix}: at most {self.size} tasks per split, asked for {count}")
-        return [f"{self.prefix}-{self.start + i}" for i in range(count)]
-
-    def __contains__(self, task_id: object) -> bool:
-        match = re.fullmatch(rf"{re.escape(self.prefix)}-(0|[1-9][0-9]*)", str(task_id))
-        return match is not None and self.start <= int(match.group(1)) < self.start + self.size
-
-
-
-def seed_range(prefix: str, start: int, size: int = 10_000) -> SeedRange:
-    """A generated split: `count -> ["<prefix>-<start>", "<prefix>-<start+1>", ...]`, at most `size` ids.
-
-    Splits built with disjoint `start`s of the same `size` never share a task.
-    """
-    return SeedRange(prefix, start, size)
-
 
 class EnvProvider:
     """Base class for what an env plugin registers: task sets plus an env factory."""
@@ -591,3 +353,39 @@ class EnvProvider:
         lock.json records each file's SHA-256, so a changed data file is caught. Default: none (a generated task
         set is pinned by `describe` and the task ids)."""
         return {}
+
+
+def grade_text_pattern(*phrases: str) -> re.Pattern[str]:
+    """One pattern for an env's grade text: any of the regular expressions `phrases` (each matching
+    within one line), with the spaces before it, for `cut_grade_text`."""
+    return re.compile(r"[ \t]*(?:" + "|".join(f"(?:{phrase})" for phrase in phrases) + ")")
+
+
+def cut_grade_text(text: str, pattern: re.Pattern[str]) -> str:
+    """`text` without every match of `pattern` (an env's grade text, `grade_text_pattern`), tidied.
+
+    A line left empty by the cut goes, and with it a blank line that would double another
+    (or that would open or close the text); a line cut in part keeps its indentation and
+    loses the spaces the cut left at its ends. Lines without a match stay as they are, and
+    text with no match comes back unchanged (so cutting twice is cutting once).
+    """
+    if pattern.search(text) is None:
+        return text
+    kept: list[str] = []
+    dropped = False  # the last line looked at was cut away whole
+    for line in text.split("\n"):
+        cut = pattern.sub("", line)
+        if cut == line:
+            if dropped and not line.strip() and (not kept or not kept[-1].strip()):
+                continue  # a blank line next to another one (or at the start) once the cut line is gone
+            kept.append(line)
+            dropped = False
+        elif cut.strip():
+            kept.append(line[: len(line) - len(line.lstrip())] + cut.strip())
+            dropped = False
+        else:
+            dropped = True
+    while dropped and kept and not kept[-1].strip():
+        kept.pop()
+    return "\n".join(kept)
+

@@ -26,8 +26,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+from playground.core.actions import kind_of
 from playground.core.deadlines import EpisodeDeadlineExceeded, watch
-from playground.core.env import ObservableFailure, kind_of
+from playground.core.env import ObservableFailure
 from playground.core.episode_hooks import EpisodeHooks, PluginError
 from playground.core.errors import PlaygroundError, format_exception
 from playground.core.payloads import (

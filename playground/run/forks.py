@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from playground.agents.base import bind_env
-from playground.core.env import kind_of
+from playground.core.actions import kind_of
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.errors import PlaygroundError
 from playground.core.loop import EpisodeConfig, run_episode

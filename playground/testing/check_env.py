@@ -36,16 +36,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from playground.core.env import (
-    ACTION_FORMATS,
-    ACTION_KINDS,
-    FAILURE_KINDS,
-    REQUIRED_INFO,
-    EnvProvider,
-    TextEnv,
-    is_admissible,
-    is_template,
-)
+from playground.core.actions import is_admissible, is_template
+from playground.core.env import ACTION_FORMATS, ACTION_KINDS, FAILURE_KINDS, REQUIRED_INFO, EnvProvider, TextEnv
 from playground.core.payloads import SchemaProblem
 
 INVALID_ACTION = "xyzzy plugh frobnicate"  # no env's command

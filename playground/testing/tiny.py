@@ -15,17 +15,10 @@ import copy
 import random
 from typing import Any
 
-from playground.core.env import (
-    EnvInfo,
-    EnvProvider,
-    TaskSet,
-    TextEnv,
-    command_kinds,
-    cut_grade_text,
-    grade_text_pattern,
-    seed_range,
-)
+from playground.core.actions import command_kinds
+from playground.core.env import EnvInfo, EnvProvider, TextEnv, cut_grade_text, grade_text_pattern
 from playground.core.hookspecs import hookimpl
+from playground.core.task_sets import TaskSet, seed_range
 
 ROOMS = ["hall", "kitchen", "study", "garden", "cellar", "attic"]
 OBJECTS = ["red key", "blue mug", "old map", "silver coin", "green apple", "brass lamp", "paper note"]

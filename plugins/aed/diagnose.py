@@ -46,7 +46,7 @@ from playground.api import (
     load_records,
     record_trace,
 )
-from playground.core.env import is_admissible
+from playground.core.actions import is_admissible
 from playground.core.payloads import keep_text
 
 MIN_QUOTE = 4

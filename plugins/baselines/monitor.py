@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from playground import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext, hookimpl
-from playground.core.env import env_accepts
+from playground.core.actions import env_accepts
 from playground.plugins.baselines.params import MonitorParams, defaults_of, parse_params
 
 NAME = "monitor"

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from playground import EpisodeEnd, EpisodeStart, StepOutcome
-from playground.core.env import kind_of
+from playground.core.actions import kind_of
 from playground.core.payloads import keep_text
 
 # What a page says back when the agent's own finishing action went through: WebShop's purchase confirmation

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from playground.core.env import env_accepts, kind_of
+from playground.core.actions import env_accepts, kind_of
 from playground.core.payloads import Detection, Proposal, StepContext
 from playground.plugins.sentry.blind import BlindTurn, BlindView, blind_view
 

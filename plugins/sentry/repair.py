@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rapidfuzz import fuzz
 
-from playground.core.env import fill_template, is_template
+from playground.core.actions import fill_template, is_template
 from playground.core.payloads import Detection, InterventionMessage, SchemaProblem, StepContext
 from playground.plugins.sentry.blind import BlindView, blind_view
 from playground.plugins.sentry.detectors import action_kind, object_words, words
