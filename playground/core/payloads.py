@@ -215,7 +215,7 @@ class StepContext:
     # () when it passes, None where the env has no schema check (or the proposal finishes the episode)
     schema_problems: tuple[SchemaProblem, ...] | None = None
     # False where `admissible_actions` is a cut of what the env accepts: validity is then the env's check
-    # (`schema_problems`), not membership in the list (`playground.core.env.env_accepts`)
+    # (`schema_problems`), not membership in the list (`playground.core.actions.env_accepts`)
     admissible_complete: bool = True
 
     def __post_init__(self) -> None:
