@@ -101,7 +101,7 @@ def setup(progress: Callable[[str], None], force: bool = False) -> None:
     check = subprocess.run([str(python), "-c", "import appworld"], capture_output=True)
     if check.returncode != 0:
         progress(f"appworld: installing {APPWORLD_REQUIREMENT} (pydantic 1, SQLAlchemy 1.4, FastAPI) into its venv")
-        # AppWorld's venv has its own pins (pydantic 1): a constraint file meant for playground's venv must not reach it.
+        # AppWorld's venv has its own pins (pydantic 1): a constraint file for playground's venv must not reach it.
         own_pins = {k: v for k, v in os.environ.items() if k not in ("PIP_CONSTRAINT", "PIP_REQUIREMENT")}
         _run([str(python), "-m", "pip", "install", "--quiet", APPWORLD_REQUIREMENT, "uvicorn"], progress, env=own_pins)
     progress("appworld: unpacking AppWorld's apps (appworld install)")
