@@ -25,7 +25,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.cli.main": ("run_with_progress",),
     # Run folders, records and traces
     "playground.run.rundir": ("identity_mismatch", "load_records", "read_config", "record_trace", "RunDirError",),
-    "playground.run.traces": ("read_jsonl", "read_trace",),
+    "playground.run.traces": ("read_events", "read_header", "read_jsonl", "read_trace", "TraceError",),
     "playground.run.forks": (
         "EpisodeTrace", "fork", "fork_path", "ForkError", "load_episode", "RecordedStep", "replay_contexts",
     ),
@@ -104,7 +104,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.run.runner import check_finished, run
     from playground.run.secrets import redact_url
     from playground.run.stats import Metric, bootstrap_ci, compare, holm, mcnemar_exact, sign_flip_p, split_by_harness
-    from playground.run.traces import read_jsonl, read_trace
+    from playground.run.traces import TraceError, read_events, read_header, read_jsonl, read_trace
     from playground.run.validation import resolve_tasks
     from playground.testing import ScriptedAgent
     from playground.text_index import TextIndex, built_once

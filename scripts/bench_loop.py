@@ -23,6 +23,7 @@ from playground.agents.base import ExpertAgent
 from playground.envs.textworld.games import ensure_game
 from playground.envs.textworld.provider import TextWorldProvider
 from playground.core.episode_hooks import EpisodeHooks
+from playground.core.events import HeaderEvent
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.run.traces import TraceWriter
 
@@ -46,7 +47,7 @@ def host_episode(provider: TextWorldProvider, task_set: str, task: str, trace: P
     """Play one game with the expert through the host loop (harness base); return (steps, seconds)."""
     started = time.perf_counter()
     env = provider.make(task_set, expert=True)
-    writer = TraceWriter(trace, {"env": "textworld", "task_id": task})
+    writer = TraceWriter(trace, HeaderEvent(env="textworld", task_set=task_set, task_id=task, seed=0))
     config = EpisodeConfig("bench", f"bench:{task}", "textworld", task, "base", "expert", 0, max_steps)
     result = run_episode(env, ExpertAgent(), EpisodeHooks(), config, writer.emit)
     writer.close()

@@ -15,6 +15,7 @@ from playground.plugins.aed.views import ExportError, build_view, export, read_e
 from playground.agents.chat import Completion
 from playground.agents.llm import SYSTEM_PROMPT, LLMAgent
 from playground.cli.main import main
+from playground.core.events import HeaderEvent
 from playground.core.hookspecs import hookimpl
 from playground.host.manager import get_host
 from playground.run.forks import ForkError, fork, load_episode, prefix_turns, rebuild
@@ -132,10 +133,10 @@ def test_fork_rebuilds_a_step_whose_view_a_plugin_narrowed(tmp_path):
     played = play(tiny_env(), ScriptedAgent(), [Narrow()], task="tiny-3", max_steps=6)
     proposal = played.of("proposal")[1]
     assert len(proposal["admissible_actions"]) == 2 < len(proposal["env_admissible_actions"])
-    trace = TraceWriter(tmp_path / "t.jsonl", {"env": "tiny", "task_set": "default", "task_id": "tiny-3", "seed": 0,
-                                               "max_steps": 6})
-    for kind, data in played.events:
-        trace.emit(kind, data)
+    trace = TraceWriter(tmp_path / "t.jsonl", HeaderEvent(env="tiny", task_set="default", task_id="tiny-3", seed=0,
+                                                          max_steps=6))
+    for event in played.trace:
+        trace.emit(event)
     trace.close()
     episode = load_episode(tmp_path / "t.jsonl")
     env, observation, info = rebuild(get_host(), episode, 1)  # checked against the env's whole list, not the view
@@ -179,7 +180,7 @@ def test_fork_observers_watch_but_cannot_intervene(tiny_run, tmp_path):
 
 def test_fork_command(tiny_run, capsys):
     episode = load_episode(traces(tiny_run)[0])
-    key = f"{episode.header['harness']}/{episode.header['task_id']}"
+    key = f"{episode.header.harness}/{episode.header.task_id}"
     assert main(["fork", str(tiny_run), "--episode", key, "--step", "1", "--agent", "expert"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["restored"]["observation_equal"] and Path(out["trace"]).parent.parent.name == "forks"
@@ -383,7 +384,7 @@ def test_replay_continues_with_the_diagnosed_episodes_own_agent_by_default(repla
     assert main(["aed", "replay", str(run), "--trials", "1", "--limit", "1"]) == 0
     replay = json.loads((run / "aed" / "replays.jsonl").read_text().splitlines()[0])
     header = load_episode(run / replay["trace"]).header
-    assert (replay["agent"], replay["agent_options"]) == (header["agent"], header["agent_options"])
+    assert (replay["agent"], replay["agent_options"]) == (header.agent, header.agent_options)
     assert replay["agent_options"] == {"invalid": 0.3, "stop": 0.05} and replay["continuation"] == "run_agent"
     assert all(read_trace(run / t["trace"])[0]["agent"] == "noisy" for t in replay["transcripts"])
     assert main(["aed", "replay", str(run), "--agent-option", "invalid=0"]) == 2  # options need --agent

@@ -40,13 +40,13 @@ def test_labels_are_the_first_injected_failure_and_the_action_it_replaced(noisy_
         episode = load_episode(trace)
         label = injected_label(episode)
         steps = [*episode.steps, *([episode.tail] if episode.tail else [])]
-        marks = [s.position for s in steps if s.proposals and s.proposals[-1].get("injected")]
+        marks = [s.position for s in steps if s.proposals and s.proposals[-1].injected]
         assert (label is None) == (not marks)
         if label is not None:
             labelled += 1
             assert label["step"] == marks[0]
             first = steps[marks[0]]
-            assert label["correction"] == first.proposals[-1]["injected"]["planned"]
+            assert label["correction"] == first.proposals[-1].injected["planned"]
             assert label["correction"] != (first.action or None)
     assert labelled >= 10
 

@@ -14,6 +14,7 @@ import pytest
 
 from playground.agents.base import ExpertAgent
 from playground.cli.main import main
+from playground.core.events import ProposalEvent, ResetEvent, RollbackEvent, StepEvent
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import AttemptVerdict, Decision
 from playground.host.manager import Host
@@ -307,13 +308,13 @@ def test_a_deployment_verifier_decides_the_retries_from_what_the_agent_saw(tmp_p
 
 def test_what_the_verifier_sees_passes_through_the_envs_grade_text_remover():
     seen = SeenByAgent()
-    seen.add("reset", {"goal": "Put the mug away. Your score: 0"})
-    seen.add("proposal", {"finish": False})
-    seen.add("step", {"step": 0, "action": "go east", "observation": "Kitchen. Your score: 1", "valid_action": True,
-                      "won": True, "score": 1.0, "reward": 1.0})
-    seen.add("step", {"step": 1, "action": "drop mug", "observation": "Dropped.", "valid_action": False})
-    seen.add("rollback", {"to_step": 1})
-    seen.add("proposal", {"finish": True})
+    seen.add(ResetEvent(goal="Put the mug away. Your score: 0", observation=""))
+    seen.add(ProposalEvent(step=0, finish=False))
+    seen.add(StepEvent(step=0, action="go east", observation="Kitchen. Your score: 1", valid_action=True, won=True,
+                       score=1.0, reward=1.0))
+    seen.add(StepEvent(step=1, action="drop mug", observation="Dropped.", valid_action=False))
+    seen.add(RollbackEvent(to_step=1))
+    seen.add(ProposalEvent(step=1, finish=True))
     view = seen.view(None, 10, lambda text: text.replace(" Your score: 1", "").replace(" Your score: 0", ""))
     assert view.goal == "Put the mug away." and [(s.action, s.observation) for s in view.steps] == [
         ("go east", "Kitchen.")]

@@ -79,7 +79,7 @@ def test_guard_reasks_with_the_exact_format_and_verifies_the_fix():
     agent = ScriptedAgent(["The answer is probably 5"])
     result = play(FinanceEnv("formula", expert=True), agent, plugins=[FormatGuard({})], task="formula-20000")
     (detection,) = result.of("detection")
-    assert detection["failure_type"] == "format_precision" and detection["labels"] == ("prose_around_answer",)
+    assert detection["failure_type"] == "format_precision" and detection["labels"] == ["prose_around_answer"]
     assert "'The answer is probably 5'" in detection["evidence"]
     message = agent.views[1].message
     assert message.kind == "format_repair" and message.labels == ("prose_around_answer",)

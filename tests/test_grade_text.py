@@ -207,14 +207,15 @@ def test_a_fork_hands_its_observers_the_envs_remove_grade_text(tmp_path):
     """`playground fork` plays through the same loop: the env it rebuilt gives its own `remove_grade_text`."""
     from playground.host.manager import get_host
     from playground.run.forks import fork, load_episode
+    from playground.core.events import HeaderEvent
     from playground.run.traces import TraceWriter
 
     path = tmp_path / "trace.jsonl"
-    trace = TraceWriter(path, {"env": "tiny", "task_set": "default", "task_id": "tiny-20003", "seed": 0,
-                               "max_steps": 10, "episode_id": "e", "run_id": "r", "harness": "base"})
+    trace = TraceWriter(path, HeaderEvent(env="tiny", task_set="default", task_id="tiny-20003", seed=0, max_steps=10,
+                                          episode_id="e", run_id="r", harness="base"))
     played = play(tiny_env(), ScriptedAgent(["look"]), task="tiny-20003", max_steps=1)
-    for kind, data in played.events:
-        trace.emit(kind, data)
+    for event in played.trace:
+        trace.emit(event)
     trace.close()
     recorder = StartRecorder()
     result = fork(get_host(), load_episode(path), 1, tmp_path / "fork.jsonl", agent="expert",
@@ -302,16 +303,17 @@ def test_aed_llm_prompt_carries_no_grade_text(tmp_path, capsys):
 def test_aed_render_trace_cleans_every_observation(tmp_path):
     from playground.plugins.aed.diagnose import render_trace
     from playground.run.forks import load_episode
+    from playground.core.events import EndEvent, HeaderEvent, ProposalEvent, ResetEvent, StepEvent
     from playground.run.traces import TraceWriter
 
     path = tmp_path / "trace.jsonl"
-    trace = TraceWriter(path, {"env": "textworld", "task_set": "easy", "task_id": "easy-1", "seed": 0})
-    trace.emit("reset", {"goal": "drop it", "observation": "-= Garage =-\nA garage.\n\n" + POINT.split("\n\n")[1],
-                         "admissible_actions": ["drop it"]})
-    trace.emit("proposal", {"step": 0, "attempt": 0, "thought": "", "action": "drop it", "finish": False,
-                            "admissible_actions": ["drop it"]})
-    trace.emit("step", {"step": 0, "action": "drop it", "observation": WON, "valid_action": True})
-    trace.emit("end", {"status": "truncated", "won": False, "steps": 1})
+    trace = TraceWriter(path, HeaderEvent(env="textworld", task_set="easy", task_id="easy-1", seed=0))
+    trace.emit(ResetEvent(goal="drop it", observation="-= Garage =-\nA garage.\n\n" + POINT.split("\n\n")[1],
+                          admissible_actions=["drop it"]))
+    trace.emit(ProposalEvent(step=0, attempt=0, thought="", action="drop it", finish=False,
+                             admissible_actions=["drop it"]))
+    trace.emit(StepEvent(step=0, action="drop it", observation=WON, valid_action=True))
+    trace.emit(EndEvent(status="truncated", won=False, steps=1))
     trace.close()
     prompt = render_trace(load_episode(path), textworld_grade_free)
     assert not GRADE.search(prompt.replace("Episode status", ""))
@@ -476,14 +478,15 @@ def test_the_offline_replay_reads_no_grade_text_and_gives_the_live_detections(tm
     """`sentry detectors` replays Sentry's rules over the traces (`truth.replay_rules`) through the env provider's
     `remove_grade_text`: with tiny's win banner planted into every description, no replayed view carries it and
     the replayed detections are the ones Sentry made live. Without the filter the views carry it."""
+    from playground.core.events import DetectionEvent
     from playground.plugins.sentry import truth
     from playground.plugins.sentry.bench import measure_run
 
     host, out = banner_run(tmp_path, monkeypatch, ["base", "sentry"])
     compared = 0
     for episode in truth.traces(out, "sentry"):
-        live = {(e["step"], label) for e in episode.events if e["type"] == "detection" and e["attempt"] == 0
-                for label in e["labels"]}
+        live = {(e.step, label) for e in episode.events if isinstance(e, DetectionEvent) and e.attempt == 0
+                for label in e.labels}
         replayed = truth.replay_rules(host, episode)
         assert {(h.step, h.label) for h in replayed.hits if h.detector == truth.ALL_RULES} == live, episode.path
         texts = [text for step in replayed.steps for text in [*_texts(step.view), step.first_observation]]

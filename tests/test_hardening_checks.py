@@ -155,13 +155,14 @@ def test_sys_exit_in_a_hook_is_a_plugin_fault_naming_the_plugin():
 def test_a_lone_surrogate_in_an_event_is_written_and_read_back(tmp_path):
     """A model reply or an env's text holding a lone surrogate (not encodable as UTF-8) does not error the episode:
     the trace keeps it as its JSON escape and reads it back unchanged."""
-    from playground.run.traces import TraceWriter, read_trace
+    from playground.core.events import HeaderEvent, StepEvent
+    from playground.run.traces import TraceWriter, read_events
 
     text = "You see a \ud800 broken glyph."
-    writer = TraceWriter(tmp_path / "t.jsonl", {"env": "tiny"})
-    writer.emit("step", {"observation": text})
+    writer = TraceWriter(tmp_path / "t.jsonl", HeaderEvent(env="tiny", task_set="", task_id="", seed=0))
+    writer.emit(StepEvent(step=0, action="look", observation=text))
     writer.close()
-    assert read_trace(tmp_path / "t.jsonl")[1]["observation"] == text
+    assert read_events(tmp_path / "t.jsonl")[1].observation == text
 
 
 def test_an_output_name_too_long_for_the_file_system_is_a_named_error(tmp_path):

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from playground.core.episode_hooks import EpisodeHooks, PluginError
+from playground.core.events import EndEvent, ErrorEvent
 from playground.core.hookspecs import hookimpl
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.core.payloads import Decision, Detection, InterventionMessage, Proposal, StepContext
@@ -142,18 +143,18 @@ def test_plugin_error_names_plugin_and_hook_and_is_recorded():
     events = []
     hooks = EpisodeHooks([("exploder", Exploding())])
     config = EpisodeConfig("r", "e", "tiny", "tiny-1", "h", "scripted", 0, 10)
-    result = run_episode(tiny_env(), ScriptedAgent(), hooks, config, lambda k, d: events.append((k, d)))
+    result = run_episode(tiny_env(), ScriptedAgent(), hooks, config, events.append)
     assert result.status == "error"
     assert "exploder" in result.error and "step_completed" in result.error and "boom" in result.error
-    error = [d for k, d in events if k == "error"][0]
-    assert error["plugin"] == "exploder" and error["hook"] == "step_completed"
-    assert events[-1][0] == "end"
+    error = [e for e in events if isinstance(e, ErrorEvent)][0]
+    assert error.plugin == "exploder" and error.hook == "step_completed"
+    assert isinstance(events[-1], EndEvent)
 
 
 def test_plugin_error_is_raised_in_strict_mode():
     with pytest.raises(PluginError, match="exploder"):
         run_episode(tiny_env(), ScriptedAgent(), EpisodeHooks([("exploder", Exploding())]),
-                    EpisodeConfig("r", "e", "tiny", "tiny-1", "h", "scripted", 0, 10, strict=True), lambda k, d: None)
+                    EpisodeConfig("r", "e", "tiny", "tiny-1", "h", "scripted", 0, 10, strict=True), lambda event: None)
 
 
 class BrokenEnv:

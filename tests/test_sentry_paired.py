@@ -53,8 +53,8 @@ def test_points_are_the_steps_where_sentry_intervened(sentry_run):
     for point in points:
         episode = load_episode(sentry_run / point.trace)
         step = episode.at(point.position)
-        assert any(i["plugin"] == "sentry" for i in step.interventions)
-        assert point.original == ("" if step.proposals[0]["finish"] else step.proposals[0]["action"])
+        assert any(i.plugin == "sentry" for i in step.interventions)
+        assert point.original == ("" if step.proposals[0].finish else step.proposals[0].action)
         assert point.repaired == step.action
     assert not intervention_points(sentry_run, "base")[0]  # base never intervenes
 

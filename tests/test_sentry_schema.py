@@ -48,8 +48,8 @@ class Seen:
 
 def tally(result) -> dict:
     counts = EpisodeTally()
-    for kind, data in result.events:
-        counts.add(kind, data)
+    for event in result.trace:
+        counts.add(event)
     return counts.as_record()
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from playground.agents.noisy import FAILURE_LABELS, NoisyAgent
+from playground.core.events import DetectionEvent
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Detection, Proposal
 from playground.host.manager import Host
@@ -229,8 +230,8 @@ def noisy_run(host, tmp_path_factory):
 def test_the_offline_replay_gives_the_detections_sentry_made_live(host, noisy_run):
     compared = 0
     for episode in traces(noisy_run, "sentry"):
-        live = {(e["step"], label) for e in episode.events if e["type"] == "detection" and e["attempt"] == 0
-                for label in e["labels"]}
+        live = {(e.step, label) for e in episode.events if isinstance(e, DetectionEvent) and e.attempt == 0
+                for label in e.labels}
         replayed = {(h.step, h.label) for h in replay_rules(host, episode).hits if h.detector == ALL_RULES}
         assert replayed == live, episode.path
         compared += len(live)
@@ -290,8 +291,7 @@ def test_a_rule_reading_the_injection_is_caught(host, noisy_run, monkeypatch):
 
     # the check has power: a replay that handed the detectors the recorded proposal event whole is caught
     monkeypatch.setattr(truth, "detector_proposal",
-                        lambda event: Proposal(event["thought"], event["action"], event["finish"],
-                                               injected=event.get("injected")))
+                        lambda event: Proposal(event.thought, event.action, event.finish, injected=event.injected))
     assert any(h.detector == "leak" for e in traces(noisy_run, "base") for h in replay_rules(host, e).hits)
 
 

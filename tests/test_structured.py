@@ -11,6 +11,7 @@ import pytest
 
 from playground.agents.http_model import HTTPChatModel
 from playground.agents.judge_calls import judge_calls_reported
+from playground.core.events import fields_of, to_record
 from playground.agents.structured import (
     StructuredReply,
     agent_model_shared,
@@ -54,7 +55,7 @@ def refusing(refused: set[str]):
 def asked(model, role: str = "sentry.verifier", schema: dict = VERDICT) -> tuple[StructuredReply, list[dict]]:
     """One `ask_structured` call and the judge_call events it reported."""
     events: list[dict] = []
-    with judge_calls_reported(lambda kind, data: events.append({"type": kind, **data})):
+    with judge_calls_reported(lambda event: events.append(to_record(event))):
         reply = ask_structured(model, role, "You check whether an agent recovered.", "Steps: open door", schema)
     return reply, events
 
@@ -288,7 +289,7 @@ def test_smollm2_gives_a_usable_reply_for_every_sentry_role(smollm2):
 
     view, proposal, detection, window = _kitchen()
     events: list[dict] = []
-    with judge_calls_reported(lambda kind, data: events.append(data)):
+    with judge_calls_reported(lambda event: events.append(fields_of(event))):
         LLMDetector(smollm2).detect(view, proposal, window)
         intervene, why = LLMNeedCheck(smollm2).decide(view, detection, proposal, window)
         verifier = LLMVerifier(smollm2)

@@ -14,9 +14,9 @@ from contextvars import ContextVar
 from typing import Any
 
 from playground.agents.chat import Completion
+from playground.core.events import Event, JudgeCallEvent
 
-JUDGE_CALL = "judge_call"  # the trace event of a model call made for a plugin's role, not for the agent
-_judge_listener: ContextVar[Callable[[dict], None] | None] = ContextVar("judge_listener", default=None)
+_judge_listener: ContextVar[Callable[[JudgeCallEvent], None] | None] = ContextVar("judge_listener", default=None)
 
 
 def report_judge_call(completion: Completion, *, role: str = "unknown", usable: bool = True,
@@ -25,16 +25,16 @@ def report_judge_call(completion: Completion, *, role: str = "unknown", usable: 
     its role, tokens, whether its reply was usable and how it was constrained (`mode`, else the completion's)."""
     listener = _judge_listener.get()
     if listener is not None:
-        listener({"role": role, "prompt_tokens": completion.prompt_tokens,
-                  "completion_tokens": completion.completion_tokens, "usable": bool(usable),
-                  "mode": mode or completion.mode or "prompt"})
+        listener(JudgeCallEvent(role=role, prompt_tokens=completion.prompt_tokens,
+                                completion_tokens=completion.completion_tokens, usable=bool(usable),
+                                mode=mode or completion.mode or "prompt"))
 
 
 @contextmanager
-def judge_calls_reported(emit: Callable[[str, dict], Any]) -> Iterator[None]:
+def judge_calls_reported(emit: Callable[[Event], Any]) -> Iterator[None]:
     """While the block runs, report each judge call made in it (`ask_structured`, `report_judge_call`) to `emit`
-    as an event `judge_call` with its `role`, `prompt_tokens`, `completion_tokens`, `usable` and `mode`."""
-    token = _judge_listener.set(lambda data: emit(JUDGE_CALL, data))
+    as a `JudgeCallEvent` with its `role`, `prompt_tokens`, `completion_tokens`, `usable` and `mode`."""
+    token = _judge_listener.set(emit)
     try:
         yield
     finally:

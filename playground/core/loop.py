@@ -2,7 +2,7 @@
 
 The loop holds no policy. Detection, repair, rollback and verification all come from the
 episode's plugins through the runtime hooks; the loop only calls them in order and
-reports what happened as typed events through `emit(type, data)`.
+reports what happened as typed events (`playground.core.events`) through `emit(event)`.
 
 Steps, budget and rollback. `context.step` is the position on the current branch: a
 rollback rewinds it (and the history) to the restored checkpoint's step. The step budget
@@ -31,6 +31,20 @@ from playground.core.deadlines import EpisodeDeadlineExceeded, watch
 from playground.core.env import ObservableFailure
 from playground.core.episode_hooks import EpisodeHooks, PluginError
 from playground.core.errors import PlaygroundError, format_exception
+from playground.core.events import (
+    CheckpointEvent,
+    DetectionEvent,
+    EndEvent,
+    ErrorEvent,
+    Event,
+    InterventionEvent,
+    LessonEvent,
+    ProposalEvent,
+    ResetEvent,
+    RollbackEvent,
+    StepEvent,
+    VerificationEvent,
+)
 from playground.core.payloads import (
     AgentView,
     EpisodeEnd,
@@ -46,7 +60,7 @@ from playground.core.payloads import (
 )
 from playground.core.view_record import ViewRecorder
 
-Emit = Callable[[str, dict], None]
+Emit = Callable[[Event], None]
 
 
 @dataclass(frozen=True)
@@ -184,7 +198,7 @@ def run_episode(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Em
                                ) from None
     except (PluginError, EpisodeError) as exc:
         state.status, state.error = "error", str(exc)
-        emit("error", {"message": str(exc), "plugin": getattr(exc, "plugin", None), "hook": getattr(exc, "hook", None)})
+        emit(ErrorEvent(message=str(exc), plugin=getattr(exc, "plugin", None), hook=getattr(exc, "hook", None)))
         if config.strict:
             _finish(hooks, config, emit, state)
             raise
@@ -213,17 +227,17 @@ def _finish(hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _Epis
             _verdicts(hooks.collect("verify_at_end", end=end), emit)
         except PluginError as exc:
             failed, state.status, state.error = exc, "error", str(exc)
-            emit("error", {"message": str(exc), "plugin": exc.plugin, "hook": exc.hook})
+            emit(ErrorEvent(message=str(exc), plugin=exc.plugin, hook=exc.hook))
     if state.started:
         try:
             hooks.call("episode_finished",
                        end=EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error))
         except PluginError as exc:  # the episode's record must not hide it: it ends as an error
-            emit("error", {"message": str(exc), "plugin": exc.plugin, "hook": exc.hook})
+            emit(ErrorEvent(message=str(exc), plugin=exc.plugin, hook=exc.hook))
             failed = failed or exc
             state.status, state.error = "error", state.error or str(exc)
-    emit("end", {"status": state.status, "won": state.won, "steps": state.steps, "error": state.error,
-                 "score": state.score, "max_score": state.max_score})
+    emit(EndEvent(status=state.status, won=state.won, steps=state.steps, error=state.error, score=state.score,
+                  max_score=state.max_score))
     if failed is not None and config.strict:
         raise failed
 
@@ -233,8 +247,8 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     _call("agent reset", agent.reset, task_id=config.task_id, seed=config.seed)
     goal = str(info.get("goal", ""))
     state.score, state.max_score = info.get("score"), info.get("max_score")
-    emit("reset", {"goal": goal, "observation": observation, "admissible_actions": _admissible(info),
-                   "max_score": info.get("max_score")})
+    emit(ResetEvent(goal=goal, observation=observation, admissible_actions=_admissible(info),
+                    max_score=info.get("max_score")))
     state.started = True
     hooks.call("episode_started", start=EpisodeStart(
         config.ids, config.agent, config.seed, goal, observation, config.max_steps, config.playbook, config.params,
@@ -256,8 +270,8 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         if can_checkpoint and not restored and hooks.call("want_checkpoint", context=context):
             point, dropped = tree.add(state.position, _call("env snapshot", env.snapshot), len(history), observation,
                                       dict(info))
-            emit("checkpoint", {"step": state.position, "id": point.id, "branch": point.branch, "parent": point.parent,
-                                **({"dropped": dropped} if dropped else {})})
+            emit(CheckpointEvent(step=state.position, id=point.id, branch=point.branch, parent=point.parent,
+                                 dropped=dropped or None))
             context = replace(context, checkpoints=tree.steps())
         restored = False
 
@@ -288,11 +302,10 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         structure = info.get("structure")
         outcome = StepOutcome(context, proposal, observation, float(reward), bool(terminated), bool(truncated),
                               valid, state.won, info.get("score"), _admissible(info), failure, structure)
-        emit("step", {"step": context.step, "action": proposal.action, "observation": observation,
-                      "reward": float(reward), "score": info.get("score"), "valid_action": valid,
-                      "won": state.won, "terminated": bool(terminated), "truncated": bool(truncated),
-                      **({"kind": kind} if kind else {}), **({"failure": to_dict(failure)} if failure else {}),
-                      **({"structure": to_dict(structure)} if structure else {})})
+        emit(StepEvent(step=context.step, action=proposal.action, observation=observation, reward=float(reward),
+                       score=info.get("score"), valid_action=valid, won=state.won, terminated=bool(terminated),
+                       truncated=bool(truncated), kind=kind or None, failure=to_dict(failure) if failure else None,
+                       structure=to_dict(structure) if structure else None))
         hooks.call("step_completed", outcome=outcome)
         _verdicts(hooks.collect("verify_recovery", outcome=outcome), emit)
         if terminated:
@@ -340,8 +353,8 @@ def _grade_text_remover(env, config: EpisodeConfig, emit: Emit) -> Callable[[str
                 raise EpisodeError(message) from exc
             if not reported:
                 reported.append(True)
-                emit("error", {"message": message + " (the observation was withheld from the plugin that asked; "
-                                           "the episode goes on)", "fatal": False})
+                emit(ErrorEvent(message=message + " (the observation was withheld from the plugin that asked; "
+                                                  "the episode goes on)", fatal=False))
             return ""
 
     return remove_grade_text
@@ -350,9 +363,9 @@ def _grade_text_remover(env, config: EpisodeConfig, emit: Emit) -> Callable[[str
 def _verdicts(verdicts: list, emit: Emit) -> None:
     """Record verifiers' verdicts (event `verification`) and the lesson each stored (event `lesson`)."""
     for verdict in verdicts:
-        emit("verification", to_dict(verdict))
+        emit(VerificationEvent.from_fields(to_dict(verdict)))
         if verdict.lesson:
-            emit("lesson", to_dict(verdict.lesson))
+            emit(LessonEvent.from_fields(to_dict(verdict.lesson)))
 
 
 def _rollback(env, decision, tree: _CheckpointTree, config: EpisodeConfig, emit: Emit,
@@ -371,8 +384,8 @@ def _rollback(env, decision, tree: _CheckpointTree, config: EpisodeConfig, emit:
             f"rollback to step {decision.rollback_to}, which has no checkpoint (checkpoints: {list(tree.steps())})"))
     _call("env restore", env.restore, point.snapshot)
     branch = tree.fork(point)
-    emit("rollback", {"to_step": decision.rollback_to, "restored": True, "checkpoint": point.id, "branch": branch,
-                      "from_step": state.position})
+    emit(RollbackEvent(to_step=decision.rollback_to, restored=True, checkpoint=point.id, branch=branch,
+                       from_step=state.position))
     return point
 
 
@@ -398,22 +411,22 @@ def _decide(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, 
         proposal: Proposal = _call("agent propose", agent.propose, view)
         seconds = round(time.perf_counter() - started, 6)
         problems = _schema_problems(env, proposal)
-        emit("proposal", {"step": context.step, "attempt": attempt, "thought": proposal.thought,
-                          "action": proposal.action, "finish": proposal.finish,
-                          "prompt_tokens": proposal.prompt_tokens, "completion_tokens": proposal.completion_tokens,
-                          "intervention_chars": sum(map(len, notes)) + (len(message.text) if message else 0),
-                          "seconds": seconds, **recorder.fields(view, proposal), **listed,
-                          **({"schema_problems": [to_dict(p) for p in problems]} if problems is not None else {}),
-                          **({"injected": to_dict(proposal.injected)} if proposal.injected is not None else {})})
+        emit(ProposalEvent(step=context.step, attempt=attempt, thought=proposal.thought, action=proposal.action,
+                           finish=proposal.finish, prompt_tokens=proposal.prompt_tokens,
+                           completion_tokens=proposal.completion_tokens,
+                           intervention_chars=sum(map(len, notes)) + (len(message.text) if message else 0),
+                           seconds=seconds, **recorder.fields(view, proposal), **listed,
+                           schema_problems=[to_dict(p) for p in problems] if problems is not None else None,
+                           injected=to_dict(proposal.injected) if proposal.injected is not None else None))
         proposal = replace(proposal, injected=None)  # ground truth for measurement only: never shown to a plugin
         context = replace(context, attempt=attempt, schema_problems=problems)
         detections = hooks.collect("detect_failures", context=context, proposal=proposal)
         for detection in detections:
-            emit("detection", {"step": context.step, "attempt": attempt, **to_dict(detection)})
+            emit(DetectionEvent.from_fields(to_dict(detection), step=context.step, attempt=attempt))
         decision = hooks.call("decide_intervention", context=context, proposal=proposal, detections=detections)
         if decision is None:
             return proposal, None
-        emit("intervention", {"step": context.step, "attempt": attempt, **to_dict(decision)})
+        emit(InterventionEvent.from_fields(to_dict(decision), step=context.step, attempt=attempt))
         if decision.stop or decision.rollback_to is not None:
             return proposal, decision
         if decision.action is not None:

@@ -6,7 +6,8 @@ the chat messages (`Proposal.prompt`). Notes and prompt messages repeat from ste
 (a system prompt, a whole playbook shown as a note), so each distinct text is emitted
 once per episode as a `prompt` event `{"hash", "text"}` and the proposal refers to it by
 hash: `notes` is a list of hashes, `prompt` a list of `{"role", "hash"}`. A trace reader
-resolves them with the episode's `prompt` events (see `resolve_view`).
+resolves them with the episode's `prompt` events (see `resolve_view`). The events are
+`playground.core.events`' `ProposalEvent` and `PromptEvent`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from playground.core.events import Event, PromptEvent, ProposalEvent
 from playground.core.payloads import AgentView, Proposal, to_dict
 
 
@@ -26,7 +28,7 @@ def text_hash(text: str) -> str:
 class ViewRecorder:
     """Builds the view fields of an episode's proposal events, emitting each new text once (event `prompt`)."""
 
-    def __init__(self, emit: Callable[[str, dict], None]) -> None:
+    def __init__(self, emit: Callable[[Event], None]) -> None:
         self.emit = emit
         self.seen: set[str] = set()
 
@@ -35,7 +37,7 @@ class ViewRecorder:
         key = text_hash(text)
         if key not in self.seen:
             self.seen.add(key)
-            self.emit("prompt", {"hash": key, "text": text})
+            self.emit(PromptEvent(hash=key, text=text))
         return key
 
     def fields(self, view: AgentView, proposal: Proposal) -> dict[str, Any]:
@@ -49,10 +51,9 @@ class ViewRecorder:
                 "prompt": prompt or None}
 
 
-def resolve_view(proposal: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, Any]:
+def resolve_view(proposal: ProposalEvent, texts: Mapping[str, str]) -> dict[str, Any]:
     """The notes and prompt messages of a proposal event as text, from `texts` (hash -> text of `prompt` events)."""
-    notes = [texts.get(key, "") for key in proposal.get("notes") or ()]
-    prompt = [{"role": m.get("role", ""), "content": texts.get(m.get("hash", ""), "")}
-              for m in proposal.get("prompt") or ()]
-    return {"admissible_actions": proposal.get("admissible_actions"), "message": proposal.get("message"),
-            "notes": notes, "prompt": prompt or None}
+    notes = [texts.get(key, "") for key in proposal.notes]
+    prompt = [{"role": m.get("role", ""), "content": texts.get(m.get("hash", ""), "")} for m in proposal.prompt or ()]
+    return {"admissible_actions": proposal.admissible_actions, "message": proposal.message, "notes": notes,
+            "prompt": prompt or None}

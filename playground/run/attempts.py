@@ -14,6 +14,18 @@ from playground.agents.response_cache import cache_use_counted
 from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.errors import MissingExtra, format_exception
+from playground.core.events import (
+    AttemptVerdictEvent,
+    EndEvent,
+    ErrorEvent,
+    Event,
+    HeaderEvent,
+    ProposalEvent,
+    ResetEvent,
+    RollbackEvent,
+    StepEvent,
+    map_strings,
+)
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.core.payloads import AttemptStep, AttemptVerdict, AttemptView, EpisodeIds
 from playground.host.manager import Host
@@ -73,21 +85,20 @@ class AttemptRecorder:
         self.cache_use: Counter[str] = Counter()  # response-cache hits and misses of the episode's model calls
         self.seen = SeenByAgent()  # what a deployment verifier may see of the attempt
         self.started = time.perf_counter()
-        self.trace = TraceWriter(path, {**header_base, "task_id": task_id, "harness": harness, "seed": seed,
-                                        "episode_id": self.episode, "params": params, "interventions": list(names),
-                                        "agent_options": redact(dict(config.agent_options)),
-                                        "max_steps": config.max_steps,
-                                        "attempt": number, "trial": trial})
+        self.trace = TraceWriter(path, HeaderEvent.from_fields(
+            header_base, task_id=task_id, harness=harness, seed=seed, episode_id=self.episode, params=params,
+            interventions=list(names), agent_options=redact(dict(config.agent_options)), max_steps=config.max_steps,
+            attempt=number, trial=trial))
 
-    def emit(self, event_type: str, data: dict) -> None:
+    def emit(self, event: Event) -> None:
         """Write one event to the trace and count it (credentials in URLs of its texts masked: an error message
         quotes the endpoint's URL)."""
-        if any(isinstance(value, str) and "://" in value for value in data.values()):
-            data = {key: redact_text(value) if isinstance(value, str) else value for key, value in data.items()}
-        self.trace.emit(event_type, data)
-        self.tally.add(event_type, data)
-        self.seen.add(event_type, data)
-        self.steps.add(event_type, data)
+        if any(isinstance(value, str) and "://" in value for value in vars(event).values()):
+            event = map_strings(event, redact_text)
+        self.trace.emit(event)
+        self.tally.add(event)
+        self.seen.add(event)
+        self.steps.add(event)
 
     def record(self, status: str, won: bool, steps: int, error: str | None, score: Any, max_score: Any) -> dict:
         """Close the trace; return the attempt's record."""
@@ -140,8 +151,8 @@ def play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, h
             player.discard()
             status, won, steps, error = "error", False, 0, f"episode setup failed: {format_exception(exc)}"
             score = max_score = None
-            play.emit("error", {"message": error})
-            play.emit("end", {"status": status, "won": won, "steps": steps, "error": error})
+            play.emit(ErrorEvent(message=error))
+            play.emit(EndEvent(status=status, won=won, steps=steps, error=error))
     except BaseException:  # a strict run's error, or an interrupt: the run stops here
         play.trace.close()
         player.discard()
@@ -164,18 +175,17 @@ class SeenByAgent:
         self.steps: list[tuple[int, str, str, bool]] = []
         self.finished = False
 
-    def add(self, event_type: str, data: dict) -> None:
+    def add(self, event: Event) -> None:
         """Take what an event shows the agent."""
-        if event_type == "reset":
-            self.goal = str(data.get("goal") or "")
-        elif event_type == "proposal":
-            self.finished = bool(data.get("finish"))
-        elif event_type == "step":
-            self.steps.append((int(data["step"]), str(data.get("action", "")), str(data.get("observation", "")),
-                               bool(data.get("valid_action", True))))
+        if isinstance(event, ResetEvent):
+            self.goal = event.goal
+        elif isinstance(event, ProposalEvent):
+            self.finished = event.finish
+        elif isinstance(event, StepEvent):
+            self.steps.append((event.step, event.action, event.observation, event.valid_action))
             self.finished = False
-        elif event_type == "rollback":
-            self.steps = [s for s in self.steps if s[0] < int(data["to_step"])]
+        elif isinstance(event, RollbackEvent):
+            self.steps = [s for s in self.steps if s[0] < event.to_step]
 
     def view(self, ids: EpisodeIds, max_steps: int, remove_grade_text: Callable[[str], str]) -> AttemptView:
         """The frozen view a deployment verifier gets, every text through the env's `remove_grade_text`."""
@@ -198,7 +208,7 @@ def verify_attempt(host: Host, config: RunConfig, spec: HarnessSpec, params: dic
         if config.strict:
             raise
         verdict = AttemptVerdict(False, f"the verifier failed: {format_exception(exc)}")
-    play.emit("attempt_verdict", {"verifier": spec.verifier, "passed": verdict.passed, "why": verdict.why})
+    play.emit(AttemptVerdictEvent(verifier=spec.verifier, passed=verdict.passed, why=verdict.why))
     return verdict
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.agents.base import bind_env
+from playground.core.events import EndEvent, ErrorEvent
 from playground.host.manager import Host
 from playground.run.attempts import AttemptRecorder, merge_attempts, play_attempt
 from playground.run.config import RunConfig, episode_seed
@@ -51,8 +52,8 @@ class RunWork:
         path = trace_path(Path(self.run_path), job.harness, job.task_id, 1, job.trial)
         attempt = AttemptRecorder(path, self.header_base, config, self.run_id, job.harness, job.task_id, seed,
                                   job.trial, dict(config.params), (), 1)
-        attempt.emit("error", {"message": why})
-        attempt.emit("end", {"status": "error", "won": False, "steps": 0, "error": why})
+        attempt.emit(ErrorEvent(message=why))
+        attempt.emit(EndEvent(status="error", won=False, steps=0, error=why))
         record = attempt.record("error", False, 0, why, None, None)
         record["key"] = episode_key(job.harness, job.task_id, job.trial)
         return record

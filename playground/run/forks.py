@@ -28,15 +28,27 @@ from playground.agents.base import bind_env
 from playground.core.actions import kind_of
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.errors import PlaygroundError
+from playground.core.events import (
+    CheckpointEvent,
+    DetectionEvent,
+    EndEvent,
+    Event,
+    HeaderEvent,
+    InterventionEvent,
+    PromptEvent,
+    ProposalEvent,
+    ResetEvent,
+    RollbackEvent,
+    StepEvent,
+    shifted,
+)
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.core.payloads import AgentView, EpisodeIds, Proposal, StepContext, Turn
 from playground.core.view_record import resolve_view
 from playground.host.manager import Host
 from playground.run.files import confined, safe_file_name
 from playground.run.rundir import RunDirError, load_records, record_trace
-from playground.run.traces import TraceWriter, read_trace
-
-STEP_FIELDS = ("step", "to_step", "repair_step")  # event fields numbered by step, shifted by T in a fork's trace
+from playground.run.traces import TraceWriter, read_events
 
 
 class ForkError(PlaygroundError):
@@ -57,16 +69,16 @@ class RecordedStep:
     reward: float = 0.0
     score: float | None = None
     kind: str = ""  # the env's kind for the action, where the trace records one
-    proposals: list[dict] = field(default_factory=list)
-    detections: list[dict] = field(default_factory=list)
-    interventions: list[dict] = field(default_factory=list)
+    proposals: list[ProposalEvent] = field(default_factory=list)
+    detections: list[DetectionEvent] = field(default_factory=list)
+    interventions: list[InterventionEvent] = field(default_factory=list)
 
     @property
     def admissible(self) -> list[str] | None:
         """The admissible actions the agent was shown before this action (None where not recorded)."""
         for proposal in reversed(self.proposals):
-            if proposal.get("admissible_actions") is not None:
-                return list(proposal["admissible_actions"])
+            if proposal.admissible_actions is not None:
+                return list(proposal.admissible_actions)
         return None
 
     @property
@@ -74,8 +86,8 @@ class RecordedStep:
         """The env's admissible actions before this action: recorded apart where a plugin narrowed the agent's
         view (`agent_actions`), else the ones the agent was shown (None where not recorded)."""
         for proposal in reversed(self.proposals):
-            if proposal.get("env_admissible_actions") is not None:
-                return list(proposal["env_admissible_actions"])
+            if proposal.env_admissible_actions is not None:
+                return list(proposal.env_admissible_actions)
         return self.admissible
 
 
@@ -84,17 +96,18 @@ class EpisodeTrace:
     """An episode read from its trace: header, reset, the surviving path of actions, and how it ended."""
 
     path: Path
-    header: dict
-    reset: dict
+    header: HeaderEvent
+    reset: ResetEvent
     steps: list[RecordedStep]
-    end: dict
+    end: EndEvent | None  # None where the trace stops before the episode's end
     texts: dict[str, str]  # hash -> text of the `prompt` events
     tail: RecordedStep | None  # proposals after the last action (a finish, a stop), as a step with no action
-    events: list[dict]
+    events: list[Event]
 
     @property
     def status(self) -> str:
-        return str(self.end.get("status", "error"))
+        """How the episode ended ("error" where the trace has no end)."""
+        return self.end.status if self.end is not None else "error"
 
     def observation_before(self, position: int) -> str:
         """The observation the agent saw before action `position` (position len(steps) is after the last)."""
@@ -102,7 +115,7 @@ class EpisodeTrace:
             raise ForkError(f"{self.path}: no fork point {position}; the surviving path has {len(self.steps)} "
                             f"action(s), so choose 0..{len(self.steps)}")
         if position == 0:
-            return str(self.reset.get("observation", ""))
+            return self.reset.observation
         return self.steps[position - 1].observation
 
     def at(self, position: int) -> RecordedStep | None:
@@ -110,7 +123,7 @@ class EpisodeTrace:
         self.observation_before(position)
         return self.steps[position] if position < len(self.steps) else self.tail
 
-    def view(self, proposal: dict) -> dict:
+    def view(self, proposal: ProposalEvent) -> dict:
         """A proposal's view with its notes and prompt messages resolved to text."""
         return resolve_view(proposal, self.texts)
 
@@ -118,51 +131,55 @@ class EpisodeTrace:
 def load_episode(path: str | Path) -> EpisodeTrace:
     """Read an episode's trace into its surviving path (rollbacks applied); ForkError when it is not an episode."""
     path = Path(path)
-    events = read_trace(path)
-    if not events or events[0]["type"] != "header":
+    events = read_events(path)
+    header = events[0] if events else None
+    if not isinstance(header, HeaderEvent):
         raise ForkError(f"{path}: not an episode trace (no header)")
-    header = events[0]
-    reset = next((e for e in events if e["type"] == "reset"), None)
+    reset = next((e for e in events if isinstance(e, ResetEvent)), None)
     if reset is None:
         raise ForkError(f"{path}: the episode never started (no reset event)")
-    texts = {str(e.get("hash")): str(e.get("text", "")) for e in events if e["type"] == "prompt"}
+    texts = {e.hash: e.text for e in events if isinstance(e, PromptEvent)}
     steps: list[RecordedStep] = []
-    checkpoints: dict[Any, int] = {}
-    pending: dict[str, list[dict]] = {"proposals": [], "detections": [], "interventions": []}
-    end: dict = {}
+    checkpoints: dict[int, int] = {}
+    pending = _Pending()
+    end: EndEvent | None = None
     for event in events:
-        kind = event["type"]
-        if kind == "proposal":
-            pending["proposals"].append(event)
-        elif kind == "detection":
-            pending["detections"].append(event)
-        elif kind == "intervention":
-            pending["interventions"].append(event)
-        elif kind == "checkpoint":
-            checkpoints[event.get("step")] = len(steps)
-        elif kind == "rollback":
-            del steps[checkpoints.get(event.get("to_step"), len(steps)):]
-            pending = {"proposals": [], "detections": [], "interventions": []}
-        elif kind == "step":
-            before = steps[-1].observation if steps else str(reset.get("observation", ""))
-            proposals = pending["proposals"]
-            steps.append(RecordedStep(len(steps), int(event.get("step", len(steps))), str(event.get("action", "")),
-                                      str(proposals[-1].get("thought", "")) if proposals else "", before,
-                                      str(event.get("observation", "")), bool(event.get("valid_action", True)),
-                                      float(event.get("reward") or 0.0), event.get("score"),
-                                      str(event.get("kind") or ""), proposals, pending["detections"],
-                                      pending["interventions"]))
-            pending = {"proposals": [], "detections": [], "interventions": []}
-        elif kind == "end":
+        if isinstance(event, ProposalEvent):
+            pending.proposals.append(event)
+        elif isinstance(event, DetectionEvent):
+            pending.detections.append(event)
+        elif isinstance(event, InterventionEvent):
+            pending.interventions.append(event)
+        elif isinstance(event, CheckpointEvent):
+            checkpoints[event.step] = len(steps)
+        elif isinstance(event, RollbackEvent):
+            del steps[checkpoints.get(event.to_step, len(steps)):]
+            pending = _Pending()
+        elif isinstance(event, StepEvent):
+            before = steps[-1].observation if steps else reset.observation
+            proposals = pending.proposals
+            steps.append(RecordedStep(len(steps), event.step, event.action, proposals[-1].thought if proposals else "",
+                                      before, event.observation, event.valid_action, event.reward, event.score,
+                                      event.kind or "", proposals, pending.detections, pending.interventions))
+            pending = _Pending()
+        elif isinstance(event, EndEvent):
             end = event
     tail = None
-    if pending["proposals"]:
-        before = steps[-1].observation if steps else str(reset.get("observation", ""))
-        last = pending["proposals"][-1]
-        tail = RecordedStep(len(steps), int(last.get("step", len(steps))), "", str(last.get("thought", "")), before,
-                            "", True, proposals=pending["proposals"], detections=pending["detections"],
-                            interventions=pending["interventions"])
+    if pending.proposals:
+        before = steps[-1].observation if steps else reset.observation
+        last = pending.proposals[-1]
+        tail = RecordedStep(len(steps), last.step, "", last.thought, before, "", True, proposals=pending.proposals,
+                            detections=pending.detections, interventions=pending.interventions)
     return EpisodeTrace(path, header, reset, steps, end, texts, tail, events)
+
+
+@dataclass
+class _Pending:
+    """The proposals, detections and interventions read since the last action."""
+
+    proposals: list[ProposalEvent] = field(default_factory=list)
+    detections: list[DetectionEvent] = field(default_factory=list)
+    interventions: list[InterventionEvent] = field(default_factory=list)
 
 
 def find_episode(run_dir: str | Path, episode: str) -> Path:
@@ -183,8 +200,8 @@ def find_episode(run_dir: str | Path, episode: str) -> Path:
                     "or a trace path inside the run directory)")
 
 
-def _require(header: dict, path: Path, *keys: str) -> None:
-    missing = [key for key in keys if header.get(key) in (None, "")]
+def _require(header: HeaderEvent, path: Path, *keys: str) -> None:
+    missing = [key for key in keys if getattr(header, key) in (None, "")]
     if missing:
         raise ForkError(f"{path}: the trace header lacks {', '.join(missing)}, needed to rebuild the episode")
 
@@ -200,14 +217,14 @@ def rebuild(host: Host, episode: EpisodeTrace, position: int, *, expert: bool = 
     _require(header, episode.path, "env", "task_set", "task_id", "seed")
     expected = episode.observation_before(position)
     try:
-        provider = host.envs.get(header["env"]).provider
+        provider = host.envs.get(header.env).provider
     except KeyError as exc:
         raise ForkError(f"{episode.path}: {exc.args[0]}") from None
-    env = provider.make(header["task_set"], expert=expert)
+    env = provider.make(header.task_set, expert=expert)
     try:
-        observation, info = env.reset(seed=int(header["seed"]), options={"task": header["task_id"]})
-        if observation != episode.reset.get("observation"):
-            raise ForkError(_differs(episode.path, "reset", episode.reset.get("observation"), observation))
+        observation, info = env.reset(seed=header.seed, options={"task": header.task_id})
+        if observation != episode.reset.observation:
+            raise ForkError(_differs(episode.path, "reset", episode.reset.observation, observation))
         for recorded in episode.steps[:position]:
             observation, _, _, _, info = env.step(recorded.action)
             if observation != recorded.observation:
@@ -239,17 +256,17 @@ def replay_contexts(host: Host, episode: EpisodeTrace, *, expert: bool = False) 
     header = episode.header
     _require(header, episode.path, "env", "task_set", "task_id", "seed")
     try:
-        provider = host.envs.get(header["env"]).provider
+        provider = host.envs.get(header.env).provider
     except KeyError as exc:
         raise ForkError(f"{episode.path}: {exc.args[0]}") from None
-    ids = EpisodeIds(str(header.get("run_id", "")), str(header.get("episode_id", "")), str(header["env"]),
-                     str(header["task_id"]), str(header.get("harness", "")), str(header["task_set"]))
-    env = provider.make(header["task_set"], expert=expert)
+    ids = EpisodeIds(header.run_id or "", header.episode_id or "", header.env, header.task_id, header.harness,
+                     header.task_set)
+    env = provider.make(header.task_set, expert=expert)
     contexts: list[StepContext] = []
     try:
-        observation, info = env.reset(seed=int(header["seed"]), options={"task": header["task_id"]})
-        if observation != episode.reset.get("observation"):
-            raise ForkError(_differs(episode.path, "reset", episode.reset.get("observation"), observation))
+        observation, info = env.reset(seed=header.seed, options={"task": header.task_id})
+        if observation != episode.reset.observation:
+            raise ForkError(_differs(episode.path, "reset", episode.reset.observation, observation))
         goal = str(info.get("goal", ""))
         history: list[Turn] = []
         for recorded in [*episode.steps, *([episode.tail] if episode.tail is not None else [])]:
@@ -351,24 +368,24 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
     except (KeyError, ValueError) as exc:
         raise ForkError(exc.args[0]) from None
     header = episode.header
-    seed = int(header.get("seed", 0)) if seed is None else int(seed)
-    budget = int(max_steps if max_steps is not None else header.get("max_steps") or 40) - position
+    seed = (header.seed or 0) if seed is None else int(seed)
+    budget = int(max_steps if max_steps is not None else header.max_steps or 40) - position
     if budget < 1:
         raise ForkError(f"{episode.path}: no step budget left after fork point {position}")
     env, observation, info = rebuild(host, episode, position, expert=spec.needs_expert)
     restored = {"observation_equal": True, "observation": observation, "replayed_actions": position}
     out = Path(out)
-    fork_header = {key: header.get(key) for key in ("env", "task_set", "version", "task_id", "split", "run_id")}
-    fork_header.update(source_trace=str(episode.path), source_episode=header.get("episode_id"), fork_point=position,
-                       action=action, finish=finish, agent=agent, agent_options=dict(agent_options or {}), seed=seed,
-                       max_steps=budget + position, harness="fork", interventions=[],
-                       observers=[name for name, _ in observers], params={},
-                       restored=restored, lineage=dict(lineage or {}))
+    fork_header = HeaderEvent(env=header.env, task_set=header.task_set, version=header.version,
+                              task_id=header.task_id, split=header.split, run_id=header.run_id,
+                              source_trace=str(episode.path), source_episode=header.episode_id, fork_point=position,
+                              action=action, finish=finish, agent=agent, agent_options=dict(agent_options or {}),
+                              seed=seed, max_steps=budget + position, harness="fork", interventions=[],
+                              observers=[name for name, _ in observers], params={}, restored=restored,
+                              lineage=dict(lineage or {}))
     trace = TraceWriter(out, fork_header)
 
-    def emit(event_type: str, data: dict) -> None:
-        trace.emit(event_type, {k: (v + position if k in STEP_FIELDS and isinstance(v, int) else v)
-                                for k, v in data.items()})
+    def emit(event: Event) -> None:
+        trace.emit(shifted(event, position))
 
     started = time.perf_counter()
     try:
@@ -376,9 +393,8 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
         wrapped = _ForkAgent(inner, prefix_turns(episode, position), action, seed, finish)
         fork_env = _ForkEnv(env, observation, info)
         bind_env(wrapped, fork_env)
-        config = EpisodeConfig(str(header.get("run_id", "")), f"{header.get('episode_id', '')}:fork{position}",
-                               str(header["env"]), str(header["task_id"]), "fork", agent, seed, budget,
-                               task_set=str(header["task_set"]))
+        config = EpisodeConfig(header.run_id or "", f"{header.episode_id or ''}:fork{position}", header.env,
+                               header.task_id, "fork", agent, seed, budget, task_set=header.task_set)
         result = run_episode(fork_env, wrapped, hooks, config, emit)
     finally:
         trace.close()
@@ -392,6 +408,6 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
 def fork_path(run_dir: str | Path, episode: EpisodeTrace, position: int, name: str) -> Path:
     """Where a fork's trace goes: RUN_DIR/forks/<harness>/<task>.t<T>.<name>.jsonl (kept inside RUN_DIR)."""
     header = episode.header
-    relative = Path("forks") / safe_file_name(str(header.get("harness", "episode"))) / (
-        f"{safe_file_name(str(header.get('task_id', 'task')))}.t{position}.{safe_file_name(name)}.jsonl")
+    relative = Path("forks") / safe_file_name(header.harness or "episode") / (
+        f"{safe_file_name(header.task_id or 'task')}.t{position}.{safe_file_name(name)}.jsonl")
     return confined(run_dir, relative, what="fork trace")

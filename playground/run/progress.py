@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from playground.agents.judge_calls import JUDGE_CALL
+from playground.core.events import EndEvent, Event, JudgeCallEvent, ProposalEvent, StepEvent
 
 
 @dataclass(frozen=True)
@@ -56,19 +56,19 @@ class StepCounter:
         self.key = key
         self._calls = 0  # model calls since the last note
 
-    def add(self, event_type: str, data: dict) -> None:
+    def add(self, event: Event) -> None:
         """Count one event; report a step, or the end of the attempt."""
-        if event_type == JUDGE_CALL or (event_type == "proposal" and _asked_a_model(data)):
+        if isinstance(event, JudgeCallEvent) or (isinstance(event, ProposalEvent) and _asked_a_model(event)):
             self._calls += 1
-        elif event_type == "step" or (event_type == "end" and self._calls):
-            report_step(StepNote(self.key, int(event_type == "step"), self._calls))
+        elif isinstance(event, StepEvent) or (isinstance(event, EndEvent) and self._calls):
+            report_step(StepNote(self.key, int(isinstance(event, StepEvent)), self._calls))
             self._calls = 0
 
 
-def _asked_a_model(proposal: dict) -> bool:
+def _asked_a_model(proposal: ProposalEvent) -> bool:
     """Whether the agent's proposal came from a model (it has a prompt, or spent tokens); a scripted agent's has
     neither. A reply the response cache held counts too."""
-    return bool(proposal.get("prompt") or proposal.get("prompt_tokens") or proposal.get("completion_tokens"))
+    return bool(proposal.prompt or proposal.prompt_tokens or proposal.completion_tokens)
 
 
 class RunProgress:

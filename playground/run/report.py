@@ -11,7 +11,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from playground.run.traces import TraceError, read_jsonl
+from playground.core.events import (
+    DetectionEvent,
+    Event,
+    InterventionEvent,
+    JudgeCallEvent,
+    LessonEvent,
+    ProposalEvent,
+    StepEvent,
+    VerificationEvent,
+)
+from playground.run.traces import TraceError, read_events
 from playground.run.trials import trial_fields
 
 
@@ -24,11 +34,11 @@ def merge_failures(records: Iterable[dict]) -> dict[str, dict[str, int]]:
     return {key: dict(counts) for key, counts in sorted(total.items())}
 
 
-def tally_trace(events: Iterable[dict]) -> dict[str, Any]:
+def tally_trace(events: Iterable[Event]) -> dict[str, Any]:
     """The counts of one episode from its trace events (for records written before a count existed)."""
     tally = EpisodeTally()
     for event in events:
-        tally.add(str(event.get("type")), event)
+        tally.add(event)
     return tally.as_record()
 
 
@@ -76,7 +86,7 @@ def complete_record(run_path: Path, record: dict) -> dict:
     for trace in traces:
         if isinstance(trace, str) and (Path(run_path) / trace).is_file():
             try:
-                tallies.append(tally_trace(read_jsonl(Path(run_path) / trace)))
+                tallies.append(tally_trace(read_events(Path(run_path) / trace)))
             except TraceError:
                 continue
     return {**record, "failures": merge_failures(tallies),
@@ -121,50 +131,50 @@ class EpisodeTally:
         self._detected_at: dict[tuple[int, str], set[str]] = {}  # (step, failure type) -> failure keys detected
         self._lessons_at: set[int] = set()  # steps whose intervention showed lessons
 
-    def add(self, event_type: str, data: dict[str, Any]) -> None:
+    def add(self, event: Event) -> None:
         """Count one event."""
-        if event_type == "step":
-            self.invalid_actions += not data.get("valid_action", True)
-            self.schema_invalid_steps += self._proposed == (data.get("action"), True)
-        elif event_type == "detection":
+        if isinstance(event, StepEvent):
+            self.invalid_actions += not event.valid_action
+            self.schema_invalid_steps += self._proposed == (event.action, True)
+        elif isinstance(event, DetectionEvent):
             self.detected_failures += 1
-            failure_type = str(data.get("failure_type") or "?")
-            keys = [f"{failure_type}/{label}" for label in data.get("labels") or ()] or [failure_type]
+            failure_type = event.failure_type or "?"
+            keys = [f"{failure_type}/{label}" for label in event.labels] or [failure_type]
             for key in keys:
                 self.failures.setdefault(key, Counter())["detected"] += 1
-            self._detected_at.setdefault((int(data.get("step") or 0), failure_type), set()).update(keys)
-        elif event_type == "intervention":
-            self.interventions[str(data.get("kind", "?"))] += 1
-            lessons = (data.get("details") or {}).get("lessons")
+            self._detected_at.setdefault((event.step, failure_type), set()).update(keys)
+        elif isinstance(event, InterventionEvent):
+            self.interventions[event.kind or "?"] += 1
+            lessons = event.details.get("lessons")
             if isinstance(lessons, (list, tuple)) and lessons:
                 self.lessons_retrieved += len(lessons)
-                self._lessons_at.add(int(data.get("step") or 0))
-        elif event_type == "verification":
-            resolved = data.get("verdict") == "resolved"
+                self._lessons_at.add(event.step)
+        elif isinstance(event, VerificationEvent):
+            resolved = event.verdict == "resolved"
             if resolved:
                 self.verified_recoveries += 1
             else:
                 self.unresolved_recoveries += 1
-            step, failure_type = int(data.get("repair_step") or 0), str(data.get("failure_type") or "?")
+            step, failure_type = event.repair_step, event.failure_type or "?"
             for key in self._detected_at.get((step, failure_type), {failure_type}):
                 self.failures.setdefault(key, Counter())["resolved" if resolved else "unresolved"] += 1
             self.lessons_helped += resolved and step in self._lessons_at
-        elif event_type == "lesson":
+        elif isinstance(event, LessonEvent):
             self.lessons_added += 1
-        elif event_type == "judge_call":
-            self.judge_prompt_tokens += int(data.get("prompt_tokens") or 0)
-            self.judge_completion_tokens += int(data.get("completion_tokens") or 0)
-            entry = self.judge_replies.setdefault(str(data.get("role") or "unknown"),
+        elif isinstance(event, JudgeCallEvent):
+            self.judge_prompt_tokens += event.prompt_tokens
+            self.judge_completion_tokens += event.completion_tokens
+            entry = self.judge_replies.setdefault(event.role or "unknown",
                                                   {"calls": 0, "unusable": 0, "modes": Counter()})
             entry["calls"] += 1
-            entry["unusable"] += data.get("usable") is False
-            entry["modes"][str(data.get("mode") or "unknown")] += 1
-        elif event_type == "proposal":
-            self.prompt_tokens += int(data.get("prompt_tokens") or 0)
-            self.completion_tokens += int(data.get("completion_tokens") or 0)
-            checked = "schema_problems" in data
+            entry["unusable"] += event.usable is False
+            entry["modes"][event.mode or "unknown"] += 1
+        elif isinstance(event, ProposalEvent):
+            self.prompt_tokens += event.prompt_tokens
+            self.completion_tokens += event.completion_tokens
+            checked = event.schema_problems is not None
             self.schema_checked |= checked
-            self._proposed = (str(data.get("action")), bool(data["schema_problems"])) if checked else None
+            self._proposed = (event.action, bool(event.schema_problems)) if checked else None
 
     def as_record(self) -> dict[str, Any]:
         """Return the counts as a JSON-ready dict."""

@@ -32,7 +32,7 @@ from typing import Any
 
 from playground.core.errors import PlaygroundError
 from playground.run.files import atomic_write_text, confined, safe_file_name
-from playground.run.traces import json_line
+from playground.run.traces import TraceError, json_line, read_header
 
 QUARANTINE = "episodes.quarantine.jsonl"
 UNFINISHED = "unfinished.jsonl"  # episodes that ended in an error, left for the next run to play again
@@ -278,12 +278,11 @@ def run_id_in_files(run_path: Path) -> str | None:
                 return episode.split(":", 1)[0]
     for trace in sorted((run_path / "traces").glob("*/*.jsonl")):
         try:
-            with open(trace, encoding="utf-8") as handle:
-                header = json.loads(handle.readline() or "{}")
-        except (OSError, ValueError):
+            header = read_header(trace)
+        except TraceError:
             continue
-        if isinstance(header, dict) and isinstance(header.get("run_id"), str) and header["run_id"]:
-            return header["run_id"]
+        if header is not None and header.run_id:
+            return header.run_id
     return None
 
 

@@ -1,13 +1,14 @@
-"""Episode traces: one append-only JSONL stream of typed events per episode.
+"""Episode traces: one append-only JSONL stream of typed events per episode, written and read back.
 
-The first line is a `header` event naming the env, its package version, the task set's
-seeds or data hash, the task, harness and agent (with its options), the seed, the step
-budget and the parameters: enough to rebuild the episode's start state. Then come the
-loop's events: reset, checkpoint, proposal (with the view the agent saw), prompt (each
-long text of those views once, by hash), detection, intervention, rollback, step,
-verification, lesson, error, end; and `judge_call`, each model call a plugin's role made
-(`playground.agents.structured.ask_structured`): its role, token counts (apart from the
-agent's), whether its reply was usable and how it was constrained (`mode`).
+The first line is a `header` event naming the trace format version (`trace_version`), the env, its package
+version, the task set's seeds or data hash, the task, harness and agent (with its options), the seed, the step
+budget and the parameters: enough to rebuild the episode's start state. Then come the loop's events: reset,
+checkpoint, proposal (with the view the agent saw), prompt (each long text of those views once, by hash),
+detection, intervention, rollback, step, verification, lesson, error, end; and `judge_call`, each model call a
+plugin's role made (`playground.agents.structured.ask_structured`): its role, token counts (apart from the
+agent's), whether its reply was usable and how it was constrained (`mode`). Each type is a class of
+`playground.core.events`, which maps it to and from its JSON record; `TraceWriter` writes events and
+`read_events` reads them back (a version-1 trace upgraded, a newer version than this playground knows refused).
 """
 
 from __future__ import annotations
@@ -15,14 +16,21 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from playground.core.errors import PlaygroundError
+from playground.core.events import (
+    EVENT_CLASSES,
+    TRACE_VERSION,
+    Event,
+    EventError,
+    HeaderEvent,
+    fields_of,
+    from_record,
+    trace_version,
+)
 
-EVENT_TYPES = frozenset({
-    "header", "reset", "checkpoint", "proposal", "detection", "intervention", "rollback",
-    "step", "verification", "lesson", "error", "end", "prompt", "judge_call", "attempt_verdict",
-})
+EVENT_TYPES = frozenset(EVENT_CLASSES)
 
 
 def json_line(record: dict) -> str:
@@ -37,19 +45,22 @@ class TraceWriter:
     its start, so its partial trace is replaced rather than appended to.
     """
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+    def __init__(self, path: Path, header: HeaderEvent) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # A lone surrogate (from a model's reply or an env's bytes) is written as its JSON escape `\udXXX`, which
         # reads back as the same string: it must not error the episode.
         self._file = open(self.path, "w", encoding="utf-8", errors="backslashreplace")
-        self.emit("header", header)
+        if not isinstance(header, HeaderEvent) or header.trace_version != TRACE_VERSION:
+            self._file.close()
+            raise ValueError(f"a trace starts with a header of version {TRACE_VERSION}, not {header!r:.80}")
+        self.emit(header)
 
-    def emit(self, event_type: str, data: dict[str, Any]) -> None:
-        """Append one event of `event_type` with `data`."""
-        if event_type not in EVENT_TYPES:
-            raise ValueError(f"unknown trace event type {event_type!r}")
-        self._file.write(json_line({"type": event_type, "t": round(time.time(), 3), **data}))
+    def emit(self, event: Event) -> None:
+        """Append `event`, stamped with the time it is written."""
+        if not isinstance(event, Event) or type(event) is Event:
+            raise ValueError(f"not a trace event: {event!r:.80}")
+        self._file.write(json_line({"type": event.TYPE, "t": round(time.time(), 3), **fields_of(event)}))
         self._file.flush()
 
     def close(self) -> None:
@@ -67,6 +78,12 @@ def read_jsonl(path: Path) -> Iterator[dict]:
     TraceError names the file and line of anything else: bytes that are not UTF-8, a line
     that is not JSON, a line that is not a JSON object, or a file that cannot be read.
     """
+    for _, record in _numbered(path):
+        yield record
+
+
+def _numbered(path: Path) -> Iterator[tuple[int, dict]]:
+    """`read_jsonl`'s objects with their line numbers."""
     try:
         with open(path, "rb") as f:
             for number, raw in enumerate(f, start=1):
@@ -82,15 +99,62 @@ def read_jsonl(path: Path) -> Iterator[dict]:
                     raise TraceError(f"{path}:{number}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
                 if not isinstance(record, dict):
                     raise TraceError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-                yield record
+                yield number, record
     except OSError as exc:
         raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def read_trace(path: Path) -> list[dict]:
-    """Return all events of a trace file; TraceError names a line that is not an event."""
-    events = list(read_jsonl(path))
-    for number, event in enumerate(events, start=1):
-        if not isinstance(event.get("type"), str):
-            raise TraceError(f"{path}: event {number} has no 'type'")
+def read_events(path: Path) -> list[Event]:
+    """The events of a trace file, as `playground.core.events` classes (a version-1 trace upgraded on reading).
+
+    TraceError names the file (and line) of a trace that cannot be read: one whose header names a format version
+    newer than this playground reads, a line that is not an event of a known type, an event that lacks a field
+    or holds one of the wrong JSON type. A trace without a header line is read as version 1.
+    """
+    events: list[Event] = []
+    version = 1
+    for number, record in _numbered(path):
+        try:
+            if not events and record.get("type") == HeaderEvent.TYPE:
+                version = trace_version(record)
+            events.append(from_record(record, version))
+        except EventError as exc:
+            raise TraceError(f"{path}:{number}: {exc}") from None
     return events
+
+
+def read_header(path: Path) -> HeaderEvent | None:
+    """The header of a trace file, read from its first line alone (None for a file that starts with none);
+    TraceError as `read_events` gives it."""
+    try:
+        with open(path, "rb") as f:
+            line = f.readline()
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        record = json.loads(line.decode("utf-8")) if line.endswith(b"\n") else None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise TraceError(f"{path}:1: not a JSON line") from None
+    if not isinstance(record, dict) or record.get("type") != HeaderEvent.TYPE:
+        return None
+    try:
+        header = from_record(record, trace_version(record))
+    except EventError as exc:
+        raise TraceError(f"{path}:1: {exc}") from None
+    return header if isinstance(header, HeaderEvent) else None
+
+
+def read_trace(path: Path) -> list[dict]:
+    """The records of a trace file as written (plain JSON objects, not upgraded); TraceError names a line that is
+    not an event, or a header of a format version newer than this playground reads. Code that reads events uses
+    `read_events`."""
+    records = list(read_jsonl(path))
+    for number, record in enumerate(records, start=1):
+        if not isinstance(record.get("type"), str):
+            raise TraceError(f"{path}: event {number} has no 'type'")
+    if records and records[0].get("type") == HeaderEvent.TYPE:
+        try:
+            trace_version(records[0])
+        except EventError as exc:
+            raise TraceError(f"{path}:1: {exc}") from None
+    return records

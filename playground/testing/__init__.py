@@ -4,6 +4,7 @@
 
     result = play(tiny_env(), ScriptedAgent(["look", "go east"]), plugins=[MyGuard()])
     assert result.count("intervention") == 1
+    steps = result.events_of(StepEvent)  # the typed events (playground.core.events)
 
 `check_env(provider)` checks an env plugin against the env contract (see its module).
 
@@ -14,16 +15,19 @@ as soon as playground is installed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeVar
 
 from playground.agents.base import bind_env
 from playground.agents.judge_calls import judge_calls_reported
 from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks
+from playground.core.events import Event, event_class, fields_of
 from playground.core.loop import EpisodeConfig, EpisodeResult, run_episode
 from playground.core.payloads import AgentView, Proposal
 from playground.testing.check_env import check_env as check_env  # re-exported
 from playground.testing.tiny import TinyEnv
+
+E = TypeVar("E", bound=Event)
 
 
 def tiny_env(expert: bool = True) -> TinyEnv:
@@ -61,18 +65,30 @@ class ScriptedAgent:
 
 @dataclass
 class PlayResult:
-    """An episode played by `play()`: how it ended and every event it emitted."""
+    """An episode played by `play()`: how it ended and every event it emitted (`trace`, typed)."""
 
     result: EpisodeResult
-    events: list[tuple[str, dict]] = field(default_factory=list)
+    trace: list[Event] = field(default_factory=list)
 
-    def of(self, event_type: str) -> list[dict]:
-        """Return the data of every event of `event_type`, in order."""
-        return [data for kind, data in self.events if kind == event_type]
+    @property
+    def events(self) -> list[tuple[str, dict]]:
+        """Every event as (type name, its fields as written to a trace), in order."""
+        return [(event.TYPE, fields_of(event)) for event in self.trace]
 
-    def count(self, event_type: str) -> int:
-        """Return how many events of `event_type` were emitted."""
-        return len(self.of(event_type))
+    def events_of(self, kind: type[E]) -> list[E]:
+        """Every event of class `kind` (`StepEvent`, ...), in order."""
+        return [event for event in self.trace if isinstance(event, kind)]
+
+    def of(self, kind: str | type[Event]) -> list[dict]:
+        """The fields of every event of `kind` (a class, or its type name: "step"), in order, as written to a
+        trace."""
+        cls = event_class(kind) if isinstance(kind, str) else kind
+        return [fields_of(event) for event in self.events_of(cls)]
+
+    def count(self, kind: str | type[Event]) -> int:
+        """Return how many events of `kind` (a class, or its type name) were emitted."""
+        cls = event_class(kind) if isinstance(kind, str) else kind
+        return len(self.events_of(cls))
 
 
 def play(env, agent, plugins: Iterable[Any] = (), *, task: str = "tiny-0", max_steps: int = 20,
@@ -90,7 +106,7 @@ def play(env, agent, plugins: Iterable[Any] = (), *, task: str = "tiny-0", max_s
                            max_steps, playbook=playbook, params=dict(params or {}), strict=strict,
                            attempt=attempt)
     bind_env(agent, env)
-    emit = lambda kind, data: played.events.append((kind, data))  # noqa: E731
+    emit = played.trace.append
     with agent_model_shared(getattr(agent, "model", None)), judge_calls_reported(emit):
         played.result = run_episode(env, agent, hooks, config, emit)
     return played

@@ -47,6 +47,7 @@ from playground.api import (
     record_trace,
 )
 from playground.core.actions import is_admissible
+from playground.core.events import fields_of
 from playground.core.payloads import keep_text
 
 MIN_QUOTE = 4
@@ -74,7 +75,7 @@ def trace_texts(episode: EpisodeTrace) -> list[str]:
                 walk(item)
 
     for event in episode.events:
-        walk({k: v for k, v in event.items() if k not in ("type", "t")})
+        walk(fields_of(event))
     return found
 
 
@@ -151,12 +152,12 @@ def record_id(record: dict) -> str:
 
 def _failure(step: RecordedStep) -> dict | None:
     """The failure the trace shows at a step: detections on the executed proposal, else a rejected action."""
-    executed = max((int(p.get("attempt", 0)) for p in step.proposals), default=0)
-    detections = [d for d in step.detections if int(d.get("attempt", 0)) == executed]
+    executed = max((p.attempt for p in step.proposals), default=0)
+    detections = [d for d in step.detections if d.attempt == executed]
     if step.action and detections:
         first = detections[0]
-        return {"failure_type": str(first.get("failure_type", "")), "labels": list(first.get("labels") or []),
-                "evidence": str(first.get("evidence", "")), "detector": str(first.get("detector", ""))}
+        return {"failure_type": first.failure_type, "labels": list(first.labels), "evidence": first.evidence,
+                "detector": first.detector}
     if step.action and not step.valid:
         return {"failure_type": "action_validity", "labels": ["invalid_action"], "evidence": "", "detector": ""}
     return None
@@ -179,7 +180,7 @@ def _recovery_actions(episode: EpisodeTrace, position: int) -> list[str]:
 def _situation(episode: EpisodeTrace, position: int) -> tuple[str, tuple[str, ...] | None]:
     """What the trace says of the state before action `position`: the last observation of an accepted action
     (a rejected action changes nothing, so its feedback says nothing of the state) and the admissible actions."""
-    observation = str(episode.reset.get("observation", ""))
+    observation = episode.reset.observation
     for step in reversed(episode.steps[:position]):
         if step.valid:
             observation = step.observation
@@ -213,8 +214,8 @@ def rule_diagnoses(episode: EpisodeTrace, trace: str, proposals: int = 1) -> lis
             records.append(_rule_record(episode, trace, step, failure, proposals))
         previous = kind
     tail = episode.tail
-    if tail is not None and episode.status == "stopped" and any(p.get("finish") for p in tail.proposals[-1:]):
-        thought = str(tail.proposals[-1].get("thought", ""))
+    if tail is not None and episode.status == "stopped" and any(p.finish for p in tail.proposals[-1:]):
+        thought = tail.proposals[-1].thought
         quotes = [q for q in (thought, tail.observation_before) if len(q.strip()) >= MIN_QUOTE]
         records.append({"trace": trace, "step": tail.position, "attributed_action": None, "attributed_finish": True,
                         "failure_type": "progress", "labels": ["termination_miscalibration"],
@@ -319,8 +320,8 @@ def llm_system(proposals: int = 1) -> str:
 def render_trace(episode: EpisodeTrace, remove_grade_text: Callable[[str], str] = keep_text) -> str:
     """The trace as the LLM diagnoser reads it: goal, status, and each step's valid actions, action and result,
     every observation without the grade text its env prints (`remove_grade_text`, the env provider's)."""
-    start = remove_grade_text(str(episode.reset.get("observation", "")))
-    lines = [f"Goal: {episode.reset.get('goal', '')}", f"Episode status: {episode.status}",
+    start = remove_grade_text(episode.reset.observation)
+    lines = [f"Goal: {episode.reset.goal}", f"Episode status: {episode.status}",
              f"Start: {start[:MAX_OBS]}"]
     for step in [*episode.steps, *([episode.tail] if episode.tail else [])]:
         actions = step.admissible
@@ -435,8 +436,8 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None,
         for record in produced:
             reason = ("model_error" if "model_error" in record else
                       "unparseable_reply" if record.get("unparseable") else check_record(record, episode, texts))
-            record["task_id"] = episode.header.get("task_id")
-            record["harness"] = episode.header.get("harness")
+            record["task_id"] = episode.header.task_id
+            record["harness"] = episode.header.harness
             record["status"] = episode.status
             record["id"] = record_id(record)
             if reason is None:

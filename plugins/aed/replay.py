@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.api import ForkError, Host, confined, fork, load_episode
+from playground.core.events import HeaderEvent
 from playground.plugins.aed.diagnose import read_jsonl_file, write_jsonl
 
 GRADES = ("none", "E1", "E2")
@@ -49,11 +50,11 @@ def select_candidate(candidates: list[dict]) -> int:
     return max(range(len(candidates)), key=rank)
 
 
-def continuation_of(host: Host, header: dict, agent: str | None, agent_options: dict | None) -> dict:
+def continuation_of(host: Host, header: HeaderEvent, agent: str | None, agent_options: dict | None) -> dict:
     """The continuation policy of a replay: `agent` with `agent_options`, or (agent None) the agent and options
     the trace `header` names; labelled `run_agent` or `substituted`, and `oracle` when the agent follows the
     env's expert plan."""
-    run_agent, run_options = str(header.get("agent") or ""), dict(header.get("agent_options") or {})
+    run_agent, run_options = header.agent, dict(header.agent_options)
     if agent is None:
         if not run_agent:
             raise ForkError("the diagnosed trace names no agent to continue with; pass --agent")

@@ -58,12 +58,12 @@ class TrainingError(PlaygroundError):
 def compact_trace(episode: EpisodeTrace, remove_grade_text: Callable[[str], str] = keep_text) -> str:
     """The trace as the diagnosis model reads it: goal, start, and each step's action and result (cut to
     MAX_RESULT characters), grade text removed; a finish appears as the agent declaring the task done."""
-    start = remove_grade_text(str(episode.reset.get("observation", "")))
-    lines = [f"Goal: {episode.reset.get('goal', '')}", f"Start: {start[:MAX_RESULT * 2]}"]
+    start = remove_grade_text(episode.reset.observation)
+    lines = [f"Goal: {episode.reset.goal}", f"Start: {start[:MAX_RESULT * 2]}"]
     for step in episode.steps:
         result = remove_grade_text(step.observation).strip()[:MAX_RESULT]
         lines.append(f"Step {step.position}: > {step.action}{'' if step.valid else ' (rejected)'}\n  {result}")
-    if episode.tail is not None and any(p.get("finish") for p in episode.tail.proposals):
+    if episode.tail is not None and any(p.finish for p in episode.tail.proposals):
         lines.append(f"Step {episode.tail.position}: the agent declared the task done")
     lines.append(f"Episode status: {episode.status}")
     return "\n".join(lines)
@@ -75,7 +75,7 @@ def injected_label(episode: EpisodeTrace) -> dict | None:
     for step in [*episode.steps, *([episode.tail] if episode.tail is not None else [])]:
         if not step.proposals:
             continue
-        mark = step.proposals[-1].get("injected")
+        mark = step.proposals[-1].injected
         if isinstance(mark, dict):
             planned = mark.get("planned")
             return {"step": step.position, "correction": planned if isinstance(planned, str) and planned else None,
@@ -126,9 +126,9 @@ def _examples_of_run(run_dir: Path, remover: Callable[[str], str], counts: Count
 
 def _example(run_dir: Path, trace: str, episode: EpisodeTrace, label: dict, source: str,
              remover: Callable[[str], str]) -> dict:
-    task_id = str(episode.header.get("task_id", ""))
+    task_id = episode.header.task_id
     return {"id": f"{run_dir.name}/{trace}#{label['step']}", "task_id": task_id,
-            "env": str(episode.header.get("env", "")), "source": source,
+            "env": episode.header.env, "source": source,
             "messages": [{"role": "system", "content": SYSTEM},
                          {"role": "user", "content": compact_trace(episode, remover)}],
             "target": target_text(label), "label": {"step": int(label["step"]), "correction": label.get("correction")}}

@@ -84,11 +84,11 @@ def diagnosis_view(episode: EpisodeTrace, record: dict, grade: str, min_grade: s
               "observation": s.observation, "valid": s.valid} for s in episode.steps]
     if episode.tail is not None:
         steps.append({"step": episode.tail.position, "admissible_actions": episode.tail.admissible, "action": None,
-                      "finish": any(bool(p.get("finish")) for p in episode.tail.proposals), "observation": None,
+                      "finish": any(p.finish for p in episode.tail.proposals), "observation": None,
                       "valid": True})
     return {"id": record["id"],
-            "input": {"goal": str(episode.reset.get("goal", "")), "status": episode.status,
-                      "start": str(episode.reset.get("observation", "")), "steps": steps},
+            "input": {"goal": episode.reset.goal, "status": episode.status, "start": episode.reset.observation,
+                      "steps": steps},
             "output": {"step": int(record["step"]), "explanation": record["explanation"],
                        "quotations": list(record["quotations"]), "correction": record["correction"],
                        "correction_reason": record.get("correction_reason")},
@@ -114,7 +114,7 @@ def actor_views(episode: EpisodeTrace, record: dict, grade: str, min_grade: str 
     position = int(record["step"])
     at = episode.at(position)
     history = [{"action": s.action, "observation": s.observation, "valid": s.valid} for s in episode.steps[:position]]
-    base = {"goal": str(episode.reset.get("goal", "")), "history": history,
+    base = {"goal": episode.reset.goal, "history": history,
             "observation": episode.observation_before(position),
             "admissible_actions": at.admissible if at is not None else None,
             "target": {"action": record["correction"]},
@@ -130,20 +130,19 @@ def actor_views(episode: EpisodeTrace, record: dict, grade: str, min_grade: str 
 
 def adp_view(episode: EpisodeTrace, trace: str) -> dict:
     content: list[dict[str, Any]] = [{"class_": "text_observation", "source": "user",
-                                      "content": f"{episode.reset.get('goal', '')}\n\n"
-                                                 f"{episode.reset.get('observation', '')}"}]
+                                      "content": f"{episode.reset.goal}\n\n{episode.reset.observation}"}]
     for step in episode.steps:
         content.append({"class_": "message_action", "content": step.action, "description": step.thought})
         content.append({"class_": "text_observation", "source": "environment", "content": step.observation,
                         "reward": step.reward})
-    if episode.tail is not None and any(p.get("finish") for p in episode.tail.proposals):
+    if episode.tail is not None and any(p.finish for p in episode.tail.proposals):
         content.append({"class_": "message_action", "content": "finish",
-                        "description": str(episode.tail.proposals[-1].get("thought", ""))})
+                        "description": episode.tail.proposals[-1].thought})
     header = episode.header
-    return {"schema_version": ADP_VERSION, "id": str(header.get("episode_id") or trace), "content": content,
-            "details": {"env": str(header.get("env", "")), "task_id": str(header.get("task_id", "")),
-                        "status": episode.status, "won": episode.status == "won", "trace": trace,
-                        "agent": header.get("agent"), "harness": header.get("harness")}}
+    return {"schema_version": ADP_VERSION, "id": header.episode_id or trace, "content": content,
+            "details": {"env": header.env, "task_id": header.task_id, "status": episode.status,
+                        "won": episode.status == "won", "trace": trace, "agent": header.agent,
+                        "harness": header.harness}}
 
 
 def build_view(run_dir: str | Path, view: str, min_grade: str | None = None, proposal: str = "first") -> list[dict]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from playground.api import bind_env
 from playground.core.episode_hooks import EpisodeHooks
+from playground.core.events import Event, InterventionEvent, RollbackEvent, StepEvent
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.plugins.dart import ABLATIONS, BASELINES, graph, latency, sidecar
 
@@ -134,19 +135,19 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
         state = env.env.state
         return sum(state["done"][i.id] == len(i.skeleton.steps) for i in env.env.instances)
 
-    def emit(kind: str, data: dict) -> None:
+    def emit(event: Event) -> None:
         nonlocal position
-        if kind == "step":
-            position = data["step"] + 1
-            failure = data.get("failure") or {}
-            figures["agent_errors"] += not data["valid_action"] and (not failure or bool(failure.get("rejected")))
+        if isinstance(event, StepEvent):
+            position = event.step + 1
+            failure = event.failure or {}
+            figures["agent_errors"] += not event.valid_action and (not failure or bool(failure.get("rejected")))
             committed_at[position] = committed()
-        elif kind == "rollback":
-            figures["preserved"] += committed_at.get(data["to_step"], 0)
-            position = data["to_step"]
-        elif kind == "intervention" and data.get("details", {}).get("blocked"):
+        elif isinstance(event, RollbackEvent):
+            figures["preserved"] += committed_at.get(event.to_step, 0)
+            position = event.to_step
+        elif isinstance(event, InterventionEvent) and event.details.get("blocked"):
             figures["blocked"] += 1
-            candidate = data["details"].get("candidate")
+            candidate = event.details.get("candidate")
             if candidate is not None and not env.env.crosses_irreversible(candidate):
                 figures["false_blocks"] += 1
 
@@ -184,7 +185,7 @@ def _episode_step_seconds(provider: Any, task_set: str, task: str, harness: str,
     config = _config(task, harness, agent, max_steps, 0)
     bind_env(agent, env)
     results = []
-    seconds = _timed(lambda: results.append(run_episode(env, agent, hooks, config, lambda kind, data: None)))
+    seconds = _timed(lambda: results.append(run_episode(env, agent, hooks, config, lambda event: None)))
     return seconds / max(results[0].steps, 1)
 
 

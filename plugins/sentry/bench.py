@@ -90,7 +90,7 @@ def measure_run(host: Host, run_dir: str | Path, *, window: int = DEFAULT_WINDOW
         rows = score(injected, [h for h in hits if h.detector == rule], window, matcher)
         detectors[rule] = _rows({label: row for label, row in rows.items() if row.detections})
     report: dict[str, Any] = {
-        "env": f"{header.get('env')}:{header.get('task_set')}", "run_dir": str(run_dir), "agent": header.get("agent"),
+        "env": f"{header.env}:{header.task_set}", "run_dir": str(run_dir), "agent": header.agent,
         "episodes": len(episodes), "steps": sum(len(e.steps) for e in evidence), "window": window, "match": match,
         "injections": {label: sum(i.label == label for i in injected) for label in sorted({i.label for i in injected})},
         "detectors": detectors, "silent_rules": [name for name in RULES if name not in fired],
@@ -116,7 +116,7 @@ def verifier_agreement(episodes: list, window: int, matches: Matcher) -> dict[st
     ended within the horizon without recurring; Cohen's kappa over the verdicts about an injected failure."""
     verdicts = []
     for episode in episodes:
-        horizon = int((episode.header.get("params") or {}).get("horizon", DEFAULTS["horizon"]))
+        horizon = int(episode.header.params.get("horizon", DEFAULTS["horizon"]))
         verdicts += verdict_truths(episode, window, matches, horizon)
     judged = [(v.verdict == "resolved", bool(v.truth)) for v in verdicts if v.truth is not None]
     return {"verdicts": len(verdicts), "about_injected": len(judged),

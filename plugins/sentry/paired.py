@@ -53,6 +53,7 @@ from playground.api import (
     sign_flip_p,
 )
 from playground.core.errors import PlaygroundError
+from playground.core.events import InterventionEvent
 from playground.core.payloads import Detection
 from playground.plugins.sentry.blind import BlindTurn, GradeTextRemover
 from playground.plugins.sentry.harness import NAME, OWN_DETECTORS
@@ -96,16 +97,18 @@ class Point:
         return (None, True) if self.original_finish else (self.original, False)
 
 
-def _detection(step: RecordedStep, decision: dict) -> Detection | None:
+def _detection(step: RecordedStep, decision: InterventionEvent) -> Detection | None:
     """The failure Sentry acted on at a step: its decision's detection, else its own detections on the first
     proposal, else the labels of its message."""
-    found = list(decision.get("detections") or [])
-    found += [d for d in step.detections if d.get("detector") in OWN_DETECTORS and int(d.get("attempt", 0)) == 0]
-    if found:
-        d = found[0]
+    if decision.detections:
+        d = decision.detections[0]  # the Detection payload the decision carried
         return Detection(str(d.get("detector", NAME)), str(d.get("failure_type", "")), tuple(d.get("labels") or ()),
                          float(d.get("confidence", 1.0)), str(d.get("evidence", "")), str(d.get("subtype", "")))
-    message = decision.get("message") or {}
+    own = [d for d in step.detections if d.detector in OWN_DETECTORS and d.attempt == 0]
+    if own:
+        e = own[0]
+        return Detection(e.detector or NAME, e.failure_type, tuple(e.labels), e.confidence, e.evidence, e.subtype)
+    message = decision.message or {}
     if message.get("labels"):
         return Detection(NAME, str(message.get("failure_type", "")), tuple(message["labels"]))
     return None
@@ -116,7 +119,7 @@ def episode_points(episode: EpisodeTrace, trace: str, key: str, plugin: str = NA
     judge recurrence by (left out)."""
     points, undetected = [], 0
     for step in [*episode.steps, *([episode.tail] if episode.tail is not None else [])]:
-        decisions = [i for i in step.interventions if i.get("plugin") == plugin]
+        decisions = [i for i in step.interventions if i.plugin == plugin]
         if not decisions or not step.proposals:
             continue
         detection = _detection(step, decisions[0])
@@ -125,9 +128,8 @@ def episode_points(episode: EpisodeTrace, trace: str, key: str, plugin: str = NA
             continue
         first = step.proposals[0]
         repaired_finish = not step.action  # the tail: the episode ended at this step (a finish or a stop)
-        points.append(Point(trace, key, step.position, str(decisions[0].get("kind", "")), detection,
-                            "" if first.get("finish") else str(first.get("action", "")), bool(first.get("finish")),
-                            step.action, repaired_finish))
+        points.append(Point(trace, key, step.position, decisions[0].kind, detection,
+                            "" if first.finish else first.action, first.finish, step.action, repaired_finish))
     return points, undetected
 
 
@@ -169,7 +171,7 @@ def choose(points: list[Point], limit: int | None, seed: int) -> list[Point]:
 def grade_text_remover(host: Host, episode: EpisodeTrace) -> GradeTextRemover:
     """The `remove_grade_text` of the env the episode's trace header names (its provider's, through the host's
     registry); ForkError where the host has no such env (the episode could not be forked either)."""
-    env = str(episode.header.get("env") or "")
+    env = episode.header.env
     try:
         return host.grade_text_remover(env)
     except KeyError as exc:
@@ -183,10 +185,10 @@ def _judge(episode: EpisodeTrace, point: Point, horizon: int, window: int,
     point."""
     prefix = tuple(BlindTurn(s.position, s.thought, s.action, s.observation, s.valid, s.kind)
                    for s in episode.steps[:point.position])
-    offered = [*(episode.reset.get("admissible_actions") or ()),
+    offered = [*(episode.reset.admissible_actions or ()),
                *(a for s in episode.steps[:point.position] for a in (s.admissible or ()))]
-    return LocalRecoveryJudge(point.position, point.detection, prefix, str(episode.reset.get("goal", "")),
-                              str(episode.reset.get("observation", "")), tuple(offered), horizon, window,
+    return LocalRecoveryJudge(point.position, point.detection, prefix, episode.reset.goal,
+                              episode.reset.observation, tuple(offered), horizon, window,
                               remove_grade_text=remove_grade_text)
 
 
@@ -195,8 +197,8 @@ def play_point(host: Host, run_dir: Path, episode: EpisodeTrace, point: Point, *
     """Fork both arms of one point `trials` times; return the point's record (per arm and trial: the first
     action played, local recovery with the verifier's evidence, the env's grade at the end, the fork's trace)."""
     header = episode.header
-    agent = agent or str(header.get("agent") or "expert")
-    options = dict(header.get("agent_options") or {}) if agent_options is None else dict(agent_options)
+    agent = agent or header.agent or "expert"
+    options = dict(header.agent_options) if agent_options is None else dict(agent_options)
     arms: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     remove_grade_text = grade_text_remover(host, episode)
     for trial in range(trials):

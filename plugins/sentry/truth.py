@@ -35,6 +35,7 @@ from playground.api import (
     replay_contexts,
 )
 from playground.core.errors import PlaygroundError
+from playground.core.events import InterventionEvent, ProposalEvent, VerificationEvent
 from playground.core.payloads import Proposal
 from playground.plugins.sentry.blind import BlindView, GradeTextRemover, blind_view
 from playground.plugins.sentry.detectors import make_window, named_detections
@@ -98,12 +99,12 @@ def _path(episode: EpisodeTrace) -> list[RecordedStep]:
 
 
 def _episode_id(episode: EpisodeTrace) -> str:
-    return str(episode.header.get("episode_id") or episode.path)
+    return episode.header.episode_id or str(episode.path)
 
 
-def injected_at(proposal: Mapping[str, Any]) -> tuple[str, int] | None:
+def injected_at(proposal: ProposalEvent) -> tuple[str, int] | None:
     """(label, streak) a proposal event says was injected, or None (no injection, or an unusable record)."""
-    record = proposal.get("injected")
+    record = proposal.injected
     if not isinstance(record, Mapping) or not record.get("label"):
         return None
     return str(record["label"]), int(record.get("streak") or 0)
@@ -118,17 +119,17 @@ def injections(episode: EpisodeTrace) -> list[tuple[str, int, str, int]]:
     return found
 
 
-def detector_proposal(event: Mapping[str, Any]) -> Proposal:
+def detector_proposal(event: ProposalEvent) -> Proposal:
     """What a detector is given of a recorded proposal event: its thought, action and finish flag, never
     the injection."""
-    return Proposal(str(event.get("thought", "")), str(event.get("action", "")), bool(event.get("finish")))
+    return Proposal(event.thought, event.action, event.finish)
 
 
 def grade_text_remover(host: Host, episode: EpisodeTrace) -> GradeTextRemover:
     """The `remove_grade_text` of the env the episode's trace header names (its provider's, through the host's
     registry); `TruthError` for a trace that names none the host has."""
     try:
-        return host.grade_text_remover(str(episode.header.get("env") or ""))
+        return host.grade_text_remover(episode.header.env)
     except KeyError as exc:
         raise TruthError(f"{episode.path}: {exc.args[0]}") from None
 
@@ -143,7 +144,7 @@ def replay_rules(host: Host, episode: EpisodeTrace, window_size: int = int(DEFAU
     except ForkError as exc:
         raise TruthError(str(exc)) from None
     remove_grade_text = grade_text_remover(host, episode)
-    first = remove_grade_text(str(episode.reset.get("observation", "")))
+    first = remove_grade_text(episode.reset.observation)
     for recorded, context in zip(_path(episode), contexts):
         if not recorded.proposals:
             continue
@@ -221,15 +222,15 @@ def verdict_truths(episode: EpisodeTrace, window: int, matches: Matcher, horizon
     later step makes a new streak of the same label.
     """
     steps = {r.step: r.proposals for r in _path(episode)}
-    repairs = {int(e["step"]): tuple(e["detections"][0].get("labels") or ()) for e in episode.events
-               if e["type"] == "intervention" and e.get("kind") == "soft_repair" and e.get("detections")}
+    repairs = {e.step: tuple(e.detections[0].get("labels") or ()) for e in episode.events
+               if isinstance(e, InterventionEvent) and e.kind == "soft_repair" and e.detections}
     found = []
     for event in episode.events:
-        if event["type"] != "verification" or event.get("verdict") not in ("resolved", "unresolved"):
+        if not isinstance(event, VerificationEvent) or event.verdict not in ("resolved", "unresolved"):
             continue
-        r = int(event["repair_step"])
+        r = event.repair_step
         labels = repairs.get(r, ())
-        truth = VerdictTruth(_episode_id(episode), r, labels, str(event["verdict"]))
+        truth = VerdictTruth(_episode_id(episode), r, labels, event.verdict)
         made = [(at, *mark) for at in range(r - window, r + 1) for p in steps.get(at, ())
                 if (mark := injected_at(p)) is not None and any(matches(label, mark[0]) for label in labels)]
         if made:
