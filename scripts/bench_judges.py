@@ -44,6 +44,7 @@ from typing import Any
 from playground.agents.http_model import HTTPChatModel
 from playground.agents.judge_calls import judge_calls_reported
 from playground.agents.local_model import LocalChatModel, default_gguf_path
+from playground.core.events import EndEvent, JudgeCallEvent, StepEvent, to_record
 from playground.host.manager import Host
 from playground.plugins.aed.diagnose import llm_diagnoses
 from playground.plugins.darc.llm_diagnosis import LLMDiagnoser
@@ -56,7 +57,7 @@ from playground.run.forks import EpisodeTrace, load_episode
 from playground.run.config import RunConfig
 from playground.run.runner import run
 from playground.run.validation import resolve_tasks
-from playground.run.traces import read_jsonl
+from playground.run.traces import read_events
 
 ROLES = ("sentry.detector", "sentry.need_check", "sentry.verifier", "sentry.summariser", "darc.diagnoser",
          "aed.diagnoser")
@@ -123,15 +124,15 @@ def diagnoser_inputs(host: Host, run_dir: Path, episodes: list[EpisodeTrace], sc
     modes = sorted({host.labels.mode_of(t) for t in host.labels.types()})
     calls: dict[str, list[Call]] = {"darc.diagnoser": [], "aed.diagnoser": []}
     for number, episode in enumerate(episodes):
-        events = list(read_jsonl(Path(episode.path)))
-        positions = [i for i, e in enumerate(events) if e["type"] == "step"]
+        events = read_events(Path(episode.path))
+        positions = [i for i, e in enumerate(events) if isinstance(e, StepEvent)]
         for cut in range(3, len(positions) + 1):
-            kept = [e for e in events[: positions[cut - 1] + 1] if e["type"] != "end"]
-            kept.append({"type": "end", "status": "truncated", "won": False, "steps": cut})
+            kept = [e for e in events[: positions[cut - 1] + 1] if not isinstance(e, EndEvent)]
+            kept.append(EndEvent(status="truncated", won=False, steps=cut))
             calls["darc.diagnoser"].append(
                 lambda model, ev=kept: LLMDiagnoser(model, host.labels).diagnose_episode(modes, ev))
             path = scratch / f"{number}-{cut}.jsonl"
-            path.write_text("".join(json.dumps(e) + "\n" for e in kept), encoding="utf-8")
+            path.write_text("".join(json.dumps(to_record(e)) + "\n" for e in kept), encoding="utf-8")
             calls["aed.diagnoser"].append(
                 lambda model, p=path: llm_diagnoses(load_episode(p), p.name, model))
     return calls
@@ -141,18 +142,18 @@ def measure(model: Any, inputs: dict[str, list[Call]], roles: list[str], n: int,
     """Ask each role `n` times; per role: calls, usable replies, modes, seconds (from the judge_call events)."""
     results = {}
     for role in roles:
-        events: list[dict] = []
+        events: list[JudgeCallEvent] = []
         started = time.perf_counter()
         available = inputs.get(role) or []
-        with judge_calls_reported(lambda kind, data, sink=events: sink.append(data)):
+        with judge_calls_reported(events.append):
             for i in range(n if available else 0):
                 available[i % len(available)](model)
-        mine = [e for e in events if e["role"] == role]
-        usable = sum(1 for e in mine if e["usable"])
+        mine = [e for e in events if e.role == role]
+        usable = sum(1 for e in mine if e.usable)
         results[role] = {"calls": len(mine), "usable": usable, "rate": usable / len(mine) if mine else None,
-                         "modes": dict(Counter(e["mode"] for e in mine)), "inputs": len(available),
+                         "modes": dict(Counter(e.mode for e in mine)), "inputs": len(available),
                          "seconds": round(time.perf_counter() - started, 1),
-                         "completion_tokens": sum(e["completion_tokens"] for e in mine)}
+                         "completion_tokens": sum(e.completion_tokens for e in mine)}
         print(f"{label} {role}: {usable}/{len(mine)} usable in {results[role]['seconds']:.0f} s", file=sys.stderr)
     return results
 

@@ -16,12 +16,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground.run.rundir import load_records, record_trace  # noqa: E402
-from playground.run.traces import read_trace  # noqa: E402
+from playground.core.events import StepEvent  # noqa: E402
+from playground.run.traces import read_events  # noqa: E402
 
 
 def actions(run: Path, record: dict) -> list[str]:
     """The actions an episode sent to the env, in order."""
-    return [event["action"] for event in read_trace(record_trace(run, record)) if event["type"] == "step"]
+    return [event.action for event in read_events(record_trace(run, record)) if isinstance(event, StepEvent)]
 
 
 def main() -> None:

@@ -339,12 +339,12 @@ def test_darc_llm_prompt_carries_no_grade_text(tmp_path, monkeypatch, capsys):
 
 
 def test_darc_summary_cleans_every_observation():
+    from playground.core.events import ResetEvent, StepEvent
     from playground.plugins.darc.llm_diagnosis import summarise_trace
 
-    events = [{"type": "reset", "goal": "drop it", "observation": "A garage."},
-              {"type": "step", "step": 0, "action": "eat meal", "observation": LOST, "valid_action": True},
-              {"type": "step", "step": 1, "action": "take wing", "observation": POINT.split("\n\n")[1] + "\n\nA",
-               "valid_action": True}]
+    events = [ResetEvent(goal="drop it", observation="A garage."),
+              StepEvent(step=0, action="eat meal", observation=LOST, valid_action=True),
+              StepEvent(step=1, action="take wing", observation=POINT.split("\n\n")[1] + "\n\nA", valid_action=True)]
     summary = summarise_trace(events, textworld_grade_free)
     assert not GRADE.search(summary)
     assert "0. eat meal -> You eat the chicken wing. Not bad." in summary and "1. take wing -> A" in summary

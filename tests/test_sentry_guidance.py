@@ -9,6 +9,7 @@ import json
 import pytest
 
 from playground.agents.llm import LLMAgent
+from playground.core.events import DetectionEvent, InterventionEvent
 from playground.core.payloads import Detection
 from playground.plugins.sentry import VARIANTS
 from playground.plugins.sentry.harness import RULE_ROLES, SentryPlugin, judge_roles, parse_params
@@ -128,12 +129,12 @@ def test_a_model_agents_own_model_fills_every_judge_role():
 
 def test_declined_counts_detected_steps_with_no_intervention():
     events = [
-        {"type": "detection", "step": 1, "attempt": 0, "detector": "sentry", "failure_type": "progress"},
-        {"type": "detection", "step": 2, "attempt": 0, "detector": "sentry", "failure_type": "progress"},
-        {"type": "intervention", "step": 2, "attempt": 0, "kind": "soft_repair"},
-        {"type": "detection", "step": 3, "attempt": 0, "detector": "sentry", "failure_type": "action_validity"},
-        {"type": "detection", "step": 4, "attempt": 1, "detector": "sentry", "failure_type": "progress"},
-        {"type": "detection", "step": 5, "attempt": 0, "detector": "other", "failure_type": "progress"},
+        DetectionEvent(step=1, attempt=0, detector="sentry", failure_type="progress"),
+        DetectionEvent(step=2, attempt=0, detector="sentry", failure_type="progress"),
+        InterventionEvent(step=2, attempt=0, kind="soft_repair"),
+        DetectionEvent(step=3, attempt=0, detector="sentry", failure_type="action_validity"),
+        DetectionEvent(step=4, attempt=1, detector="sentry", failure_type="progress"),
+        DetectionEvent(step=5, attempt=0, detector="other", failure_type="progress"),
     ]
     assert declined_detections(events) == 1
 

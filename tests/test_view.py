@@ -96,9 +96,11 @@ def test_one_episode_is_shown_step_by_step(run_dir):
 
 
 def test_text_from_the_trace_is_shown_as_text_not_markup(run_dir, tmp_path):
-    events = [{"type": "header", "env": "tiny"}, {"type": "step", "action": "[bold]x[/bold]", "observation": "[red]y",
-                                                  "valid_action": False}]
     from playground.cli.view import render_events
+    from playground.core.events import HeaderEvent, StepEvent
+
+    events = [HeaderEvent(env="tiny", task_id="t", seed=0),
+              StepEvent(step=0, action="[bold]x[/bold]", observation="[red]y", valid_action=False)]
 
     screen = console()
     render_events(screen, events)

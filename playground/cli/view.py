@@ -26,10 +26,26 @@ from rich.table import Table
 from rich.text import Text
 
 from playground.cli.options import CLIError
-from playground.cli.terminal import visible_data
+from playground.cli.terminal import visible, visible_data
+from playground.core.events import (
+    AttemptVerdictEvent,
+    DetectionEvent,
+    EndEvent,
+    ErrorEvent,
+    Event,
+    HeaderEvent,
+    InterventionEvent,
+    LessonEvent,
+    ProposalEvent,
+    ResetEvent,
+    RollbackEvent,
+    StepEvent,
+    VerificationEvent,
+    map_strings,
+)
 from playground.run.report import complete_record, error_cause
 from playground.run.rundir import RunDirError, describe_problems, load_records, record_problem, record_trace
-from playground.run.traces import read_trace
+from playground.run.traces import read_events
 
 STATUS_STYLE = {"won": "bold green", "lost": "red", "error": "bold red", "truncated": "yellow", "stopped": "magenta"}
 SHORT = 400  # characters of a long text shown without --full
@@ -125,102 +141,114 @@ def _say(console: Console, head: Text, *body: str, style: str = "") -> None:
             console.print(Padding(Text(text, style=style), (0, 0, 0, 6), expand=False))
 
 
-def render_events(console: Console, events: Sequence[dict], full: bool = False) -> None:
-    """Print one trace's events step by step, each kind highlighted."""
+def render_events(console: Console, events: Sequence[Event], full: bool = False) -> None:
+    """Print one trace's events step by step, each kind highlighted (header, prompt, checkpoint and judge_call
+    events are not shown)."""
     for event in events:
-        kind = event.get("type")
-        if kind == "reset":
-            console.print(Panel(Text.assemble(("goal: ", "bold"), str(event.get("goal", "")), "\n",
-                                              _short(event.get("observation"), full)), title="start",
-                                title_align="left"))
-        elif kind == "proposal":
-            action = str(event.get("action") or ("finish" if event.get("finish") else ""))
-            line = Text.assemble((f"step {event.get('step')}", "bold"),
-                                 (f" · re-ask {event.get('attempt')}" if event.get("attempt") else "", "dim"),
-                                 "  propose ", (action, "bold cyan"))
-            if event.get("prompt_tokens") or event.get("completion_tokens"):
-                line.append(f"  ({event.get('prompt_tokens', 0)}+{event.get('completion_tokens', 0)} tokens)", "dim")
-            console.print(line)
-            problems = event.get("schema_problems") or ()
-            _say(console, Text("thought: " + _short(event.get("thought"), full), style="dim italic"),
-                 *(f"schema problem: {p.get('message')}" for p in problems), style="red")
-        elif kind == "detection":
-            labels = ", ".join(event.get("labels") or ())
+        if isinstance(event, ResetEvent):
+            console.print(Panel(Text.assemble(("goal: ", "bold"), event.goal, "\n", _short(event.observation, full)),
+                                title="start", title_align="left"))
+        elif isinstance(event, ProposalEvent):
+            _proposal(console, event, full)
+        elif isinstance(event, DetectionEvent):
+            labels = ", ".join(event.labels)
             _say(console, Text.assemble(("⚠ detected ", "bold red"),
-                                        (f"{event.get('failure_type')}" + (f" ({labels})" if labels else ""), "red"),
-                                        (f" by {event.get('detector')}, confidence {event.get('confidence')}", "dim")),
-                 _short(event.get("evidence"), full))
-        elif kind == "intervention":
-            message = event.get("message") or {}
-            if message:
-                effect = "re-ask"
-            elif event.get("action") is not None:
-                effect = f"replace the action with {event.get('action')!r}"
-            elif event.get("rollback_to") is not None:
-                effect = f"roll back to step {event.get('rollback_to')}"
-            else:
-                effect = "stop"
-            lessons = (event.get("details") or {}).get("lessons")
-            _say(console, Text.assemble(("↺ intervention ", "bold yellow"), (f"{event.get('kind')}", "yellow"),
-                                        (f" by {event.get('plugin')}: {effect}", "dim"),
-                                        (f", showing lessons {lessons}" if lessons else "", "magenta")),
-                 _short(message.get("text"), full))
-        elif kind == "rollback":
-            _say(console, Text(f"⟲ rolled back to step {event.get('to_step', event.get('step'))}", style="magenta"))
-        elif kind == "step":
-            valid = event.get("valid_action", True)
-            _say(console, Text.assemble(("→ ", "bold"), (str(event.get("action")), "cyan"),
-                                        ("" if valid else "  (rejected by the env)", "bold red")),
-                 _short(event.get("observation"), full))
-        elif kind == "verification":
-            resolved = event.get("verdict") == "resolved"
-            _say(console, Text.assemble((f"{'✓' if resolved else '✗'} verdict {event.get('verdict')}",
+                                        (f"{event.failure_type}" + (f" ({labels})" if labels else ""), "red"),
+                                        (f" by {event.detector}, confidence {event.confidence}", "dim")),
+                 _short(event.evidence, full))
+        elif isinstance(event, InterventionEvent):
+            _intervention(console, event, full)
+        elif isinstance(event, RollbackEvent):
+            _say(console, Text(f"⟲ rolled back to step {event.to_step}", style="magenta"))
+        elif isinstance(event, StepEvent):
+            _say(console, Text.assemble(("→ ", "bold"), (event.action, "cyan"),
+                                        ("" if event.valid_action else "  (rejected by the env)", "bold red")),
+                 _short(event.observation, full))
+        elif isinstance(event, VerificationEvent):
+            resolved = event.verdict == "resolved"
+            _say(console, Text.assemble((f"{'✓' if resolved else '✗'} verdict {event.verdict}",
                                          "bold green" if resolved else "bold red"),
-                                        (f" on the repair of {event.get('failure_type')} at step "
-                                         f"{event.get('repair_step')} ({event.get('plugin')})", "dim")),
-                 _short(event.get("evidence"), full))
-        elif kind == "attempt_verdict":
-            passed = bool(event.get("passed"))
+                                        (f" on the repair of {event.failure_type} at step "
+                                         f"{event.repair_step} ({event.plugin})", "dim")),
+                 _short(event.evidence, full))
+        elif isinstance(event, AttemptVerdictEvent):
+            passed = event.passed
             _say(console, Text.assemble((f"{'✓' if passed else '✗'} attempt {'passed' if passed else 'failed'}",
                                          "bold green" if passed else "bold red"),
-                                        (f" by the deployment verifier {event.get('verifier')}", "dim")),
-                 _short(event.get("why"), full))
-        elif kind == "lesson":
+                                        (f" by the deployment verifier {event.verifier}", "dim")),
+                 _short(event.why, full))
+        elif isinstance(event, LessonEvent):
             _say(console, Text.assemble(("★ lesson stored ", "bold magenta"),
-                                        (f"#{event.get('id')} {event.get('failure_type')} "
-                                         f"{', '.join(event.get('labels') or ())}", "magenta")),
-                 "when: " + _short(event.get("trigger"), full), "do: " + _short(event.get("principle"), full))
-        elif kind == "error":
-            _say(console, Text("error: " + _short(event.get("message"), full), style="bold red"))
-        elif kind == "end":
-            status = str(event.get("status"))
-            score = (f", score {event.get('score')} of {event.get('max_score')}"
-                     if event.get("score") is not None else "")
-            console.print(Panel(Text(f"{status} after {event.get('steps')} steps{score}"
-                                     + (f"\n{event.get('error')}" if event.get("error") else ""),
-                                     style=STATUS_STYLE.get(status, "bold")), title="end", title_align="left"))
+                                        (f"#{event.id} {event.failure_type} {', '.join(event.labels or ())}",
+                                         "magenta")),
+                 "when: " + _short(event.trigger, full), "do: " + _short(event.principle, full))
+        elif isinstance(event, ErrorEvent):
+            _say(console, Text("error: " + _short(event.message, full), style="bold red"))
+        elif isinstance(event, EndEvent):
+            score = f", score {event.score} of {event.max_score}" if event.score is not None else ""
+            console.print(Panel(Text(f"{event.status} after {event.steps} steps{score}"
+                                     + (f"\n{event.error}" if event.error else ""),
+                                     style=STATUS_STYLE.get(event.status, "bold")), title="end", title_align="left"))
+
+
+def _proposal(console: Console, event: ProposalEvent, full: bool) -> None:
+    action = event.action or ("finish" if event.finish else "")
+    line = Text.assemble((f"step {event.step}", "bold"), (f" · re-ask {event.attempt}" if event.attempt else "", "dim"),
+                         "  propose ", (action, "bold cyan"))
+    if event.prompt_tokens or event.completion_tokens:
+        line.append(f"  ({event.prompt_tokens}+{event.completion_tokens} tokens)", "dim")
+    console.print(line)
+    _say(console, Text("thought: " + _short(event.thought, full), style="dim italic"),
+         *(f"schema problem: {p.get('message')}" for p in event.schema_problems or ()), style="red")
+
+
+def _intervention(console: Console, event: InterventionEvent, full: bool) -> None:
+    message = event.message or {}
+    if message:
+        effect = "re-ask"
+    elif event.action is not None:
+        effect = f"replace the action with {event.action!r}"
+    elif event.rollback_to is not None:
+        effect = f"roll back to step {event.rollback_to}"
+    else:
+        effect = "stop"
+    lessons = event.details.get("lessons")
+    _say(console, Text.assemble(("↺ intervention ", "bold yellow"), (event.kind, "yellow"),
+                                (f" by {event.plugin}: {effect}", "dim"),
+                                (f", showing lessons {lessons}" if lessons else "", "magenta")),
+         _short(message.get("text"), full))
+
+
+def _visible_events(path: Path) -> list[Event]:
+    """A trace's events with every text made safe for the terminal (`visible`)."""
+    return [map_strings(event, visible) for event in read_events(path)]
 
 
 def render_episode(console: Console, run_path: Path, record: dict, full: bool = False) -> None:
     """Print an episode's summary and its trace (each attempt's, for a cascade) step by step."""
     traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
     record = visible_data(record)
-    first = visible_data(read_trace(record_trace(run_path, {**record, "trace": traces[0]})))
-    header = first[0] if first and first[0].get("type") == "header" else {}
+    first = _visible_events(record_trace(run_path, {**record, "trace": traces[0]}))
+    header = first[0] if first and isinstance(first[0], HeaderEvent) else None
     status = str(record.get("status"))
     console.print(Panel(Text.assemble(
         (f"{record.get('key')}  ", "bold"), (status, STATUS_STYLE.get(status, "")),
-        f"\nenv {header.get('env')}:{header.get('task_set')}  task {record.get('task_id')}  trial "
-        f"{record.get('trial') or 1}  seed {record.get('seed')}  agent {header.get('agent')}  "
-        f"interventions {', '.join(header.get('interventions') or []) or 'none'}",
+        f"\nenv {header.env if header else None}:{header.task_set if header else None}  task "
+        f"{record.get('task_id')}  trial {record.get('trial') or 1}  seed {record.get('seed')}  agent "
+        f"{header.agent if header else None}  interventions {_interventions(header) or 'none'}",
         f"\n{record.get('steps')} steps, {record.get('detected_failures', 0)} detected, "
         f"{record.get('verified_recoveries', 0)} verified, {record.get('lessons_added', 0)} lessons",
         ("\ntrace: " + ", ".join(str(t) for t in traces), "dim")), title="episode", title_align="left"))
     for number, trace in enumerate(traces, start=1):
-        events = first if number == 1 else visible_data(read_trace(record_trace(run_path, {**record, "trace": trace})))
+        events = first if number == 1 else _visible_events(record_trace(run_path, {**record, "trace": trace}))
         if len(traces) > 1:
-            console.rule(f"attempt {number}: {', '.join(events[0].get('interventions') or []) or 'base'}")
+            header = events[0] if events and isinstance(events[0], HeaderEvent) else None
+            console.rule(f"attempt {number}: {_interventions(header) or 'base'}")
         render_events(console, events, full)
+
+
+def _interventions(header: HeaderEvent | None) -> str:
+    return ", ".join(header.interventions) if header is not None else ""
 
 
 @click.command("view")

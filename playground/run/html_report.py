@@ -25,13 +25,14 @@ from html import escape
 from pathlib import Path
 from typing import Any, Sequence
 
+from playground.core.events import Event, HeaderEvent
 from playground.run import svg
 from playground.run.files import OutputError, PathEscapeError, atomic_write_text, confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, read_lock
 from playground.run.report import complete_record, error_cause, merge_failures, score_ratios, summarise_harness
 from playground.run.rundir import RunDirError, load_records, read_config
 from playground.run.stats import bootstrap_ci
-from playground.run.traces import TraceError, read_trace
+from playground.run.traces import TraceError, read_events
 from playground.run.transcript import render_transcript
 
 GROWTH = (("lessons_added", "lessons added", "#2ca02c"), ("lessons_retrieved", "lessons retrieved", "#1f77b4"),
@@ -112,22 +113,25 @@ class TranscriptPage:
 
     def write(self) -> None:
         """Render the traces and write the page (a trace that cannot be read is named on the page)."""
-        attempts: list[tuple[str, list[dict]]] = []
+        attempts: list[tuple[str, list[Event]]] = []
         problems: list[str] = []
+        headers: list[HeaderEvent | None] = []
         for number, trace in enumerate(self.traces, start=1):
             try:
-                events = read_trace(trace)
+                events = read_events(trace)
             except TraceError as exc:
                 events, problems = [], [*problems, str(exc)]
-            header = events[0] if events and events[0].get("type") == "header" else {}
-            heading = (f"attempt {number}: {', '.join(header.get('interventions') or []) or 'base'}"
+            header = events[0] if events and isinstance(events[0], HeaderEvent) else None
+            headers.append(header)
+            heading = (f"attempt {number}: {', '.join(header.interventions if header else []) or 'base'}"
                        if len(self.traces) > 1 else "")
             attempts.append((heading, events))
-        first = attempts[0][1][0] if attempts and attempts[0][1] else {}
+        first = headers[0] if headers else None
         r = self.record
         facts = [("run", f"{self.run.label} ({self.run.path})"), ("harness", r.get("harness")),
                  ("task", r.get("task_id")), ("trial", r.get("trial") or 1), ("seed", r.get("seed")),
-                 ("env", f"{first.get('env', '?')}:{first.get('task_set', '?')}"), ("agent", first.get("agent")),
+                 ("env", f"{first.env if first else '?'}:{first.task_set if first else '?'}"),
+                 ("agent", first.agent if first else None),
                  ("status", r.get("status")), ("steps", r.get("steps")),
                  ("detected", r.get("detected_failures", 0)),
                  ("interventions", sum((r.get("interventions") or {}).values())),

@@ -11,8 +11,20 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Sequence
 
-EVENT_CLASSES = ("reset", "proposal", "detection", "intervention", "rollback", "step", "verification", "lesson",
-                 "error", "end")  # the events a transcript shows; the others (header, prompt, checkpoint, ...) it skips
+from playground.core.events import (
+    AttemptVerdictEvent,
+    DetectionEvent,
+    EndEvent,
+    ErrorEvent,
+    Event,
+    InterventionEvent,
+    LessonEvent,
+    ProposalEvent,
+    ResetEvent,
+    RollbackEvent,
+    StepEvent,
+    VerificationEvent,
+)
 
 
 def _text(value: Any) -> str:
@@ -24,90 +36,89 @@ def _block(text: Any) -> str:
     return f"<pre>{_text(text)}</pre>" if text not in (None, "") else ""
 
 
-def render_event(event: dict) -> str:
-    """One trace event as an HTML fragment ("" for an event a transcript does not show)."""
-    kind = event.get("type")
-    if kind == "reset":
-        return (f'<div class="ev reset"><b>goal</b> {_text(event.get("goal"))}'
-                f'{_block(event.get("observation"))}</div>')
-    if kind == "proposal":
-        action = event.get("action") or ("finish" if event.get("finish") else "")
-        again = f' <span class="dim">re-ask {_text(event.get("attempt"))}</span>' if event.get("attempt") else ""
+def render_event(event: Event) -> str:
+    """One trace event as an HTML fragment ("" for an event a transcript does not show: header, prompt,
+    checkpoint, judge_call)."""
+    if isinstance(event, ResetEvent):
+        return f'<div class="ev reset"><b>goal</b> {_text(event.goal)}{_block(event.observation)}</div>'
+    if isinstance(event, ProposalEvent):
+        action = event.action or ("finish" if event.finish else "")
+        again = f' <span class="dim">re-ask {_text(event.attempt)}</span>' if event.attempt else ""
         tokens = ""
-        if event.get("prompt_tokens") or event.get("completion_tokens"):
-            tokens = (f' <span class="dim">({_text(event.get("prompt_tokens") or 0)}+'
-                      f'{_text(event.get("completion_tokens") or 0)} tokens)</span>')
+        if event.prompt_tokens or event.completion_tokens:
+            tokens = f' <span class="dim">({_text(event.prompt_tokens)}+{_text(event.completion_tokens)} tokens)</span>'
         problems = "".join(f'<div class="bad">schema problem: {_text(p.get("message"))}</div>'
-                           for p in event.get("schema_problems") or () if isinstance(p, dict))
-        thought = f'<div class="dim">thought:</div>{_block(event.get("thought"))}' if event.get("thought") else ""
+                           for p in event.schema_problems or () if isinstance(p, dict))
+        thought = f'<div class="dim">thought:</div>{_block(event.thought)}' if event.thought else ""
         return (f'<div class="ev proposal"><b>proposes</b> <code>{_text(action)}</code>{again}{tokens}'
                 f'{thought}{problems}</div>')
-    if kind == "detection":
-        labels = ", ".join(map(str, event.get("labels") or ()))
-        return (f'<div class="ev detection"><b>⚠ detected {_text(event.get("failure_type"))}</b>'
-                f'{f" ({_text(labels)})" if labels else ""} <span class="dim">by {_text(event.get("detector"))}, '
-                f'confidence {_text(event.get("confidence"))}</span>{_block(event.get("evidence"))}</div>')
-    if kind == "intervention":
-        message = event.get("message") or {}
-        if message:
-            effect = "re-asks the agent"
-        elif event.get("action") is not None:
-            effect = f"replaces the action with <code>{_text(event.get('action'))}</code>"
-        elif event.get("rollback_to") is not None:
-            effect = f"rolls back to step {_text(event.get('rollback_to'))}"
-        else:
-            effect = "stops the episode"
-        lessons = (event.get("details") or {}).get("lessons")
-        shown = f", showing lessons {_text(lessons)}" if lessons else ""
-        text = message.get("text") if isinstance(message, dict) else message
-        return (f'<div class="ev intervention"><b>↺ intervention {_text(event.get("kind"))}</b> '
-                f'<span class="dim">by {_text(event.get("plugin"))}:</span> {effect}{shown}{_block(text)}</div>')
-    if kind == "rollback":
-        return f'<div class="ev rollback">⟲ rolled back to step {_text(event.get("to_step", event.get("step")))}</div>'
-    if kind == "step":
-        rejected = "" if event.get("valid_action", True) else ' <span class="bad">rejected by the env</span>'
-        return (f'<div class="ev step"><b>→ does</b> <code>{_text(event.get("action"))}</code>{rejected}'
-                f'{_block(event.get("observation"))}</div>')
-    if kind == "verification":
-        verdict = str(event.get("verdict"))
-        mark = "✓" if verdict == "resolved" else "✗"
-        return (f'<div class="ev verification {"resolved" if verdict == "resolved" else "unresolved"}">'
-                f'<b>{mark} verdict {_text(verdict)}</b> <span class="dim">on the repair of '
-                f'{_text(event.get("failure_type"))} at step {_text(event.get("repair_step"))} by '
-                f'{_text(event.get("plugin"))}</span>{_block(event.get("evidence"))}</div>')
-    if kind == "attempt_verdict":
-        passed = bool(event.get("passed"))
+    if isinstance(event, DetectionEvent):
+        labels = ", ".join(map(str, event.labels))
+        return (f'<div class="ev detection"><b>⚠ detected {_text(event.failure_type)}</b>'
+                f'{f" ({_text(labels)})" if labels else ""} <span class="dim">by {_text(event.detector)}, '
+                f'confidence {_text(event.confidence)}</span>{_block(event.evidence)}</div>')
+    if isinstance(event, InterventionEvent):
+        return _render_intervention(event)
+    if isinstance(event, RollbackEvent):
+        return f'<div class="ev rollback">⟲ rolled back to step {_text(event.to_step)}</div>'
+    if isinstance(event, StepEvent):
+        rejected = "" if event.valid_action else ' <span class="bad">rejected by the env</span>'
+        return (f'<div class="ev step"><b>→ does</b> <code>{_text(event.action)}</code>{rejected}'
+                f'{_block(event.observation)}</div>')
+    if isinstance(event, VerificationEvent):
+        resolved = event.verdict == "resolved"
+        return (f'<div class="ev verification {"resolved" if resolved else "unresolved"}">'
+                f'<b>{"✓" if resolved else "✗"} verdict {_text(event.verdict)}</b> <span class="dim">on the repair of '
+                f'{_text(event.failure_type)} at step {_text(event.repair_step)} by '
+                f'{_text(event.plugin)}</span>{_block(event.evidence)}</div>')
+    if isinstance(event, AttemptVerdictEvent):
+        passed = event.passed
         return (f'<div class="ev verification {"resolved" if passed else "unresolved"}"><b>{"✓" if passed else "✗"} '
                 f'attempt {"passed" if passed else "failed"}</b> <span class="dim">by the deployment verifier '
-                f'{_text(event.get("verifier"))}</span>{_block(event.get("why"))}</div>')
-    if kind == "lesson":
-        labels = ", ".join(map(str, event.get("labels") or ()))
-        return (f'<div class="ev lesson"><b>★ lesson stored</b> #{_text(event.get("id"))} '
-                f'{_text(event.get("failure_type"))} {_text(labels)}<div>when: {_text(event.get("trigger"))}</div>'
-                f'<div>do: {_text(event.get("principle"))}</div></div>')
-    if kind == "error":
-        return f'<div class="ev error"><b>error</b>{_block(event.get("message"))}</div>'
-    if kind == "end":
-        status = str(event.get("status"))
-        score = (f", score {_text(event.get('score'))} of {_text(event.get('max_score'))}"
-                 if event.get("score") is not None else "")
-        return (f'<div class="ev end {_text(status)}"><b>{_text(status)}</b> after {_text(event.get("steps"))} '
-                f'steps{score}{_block(event.get("error"))}</div>')
+                f'{_text(event.verifier)}</span>{_block(event.why)}</div>')
+    if isinstance(event, LessonEvent):
+        labels = ", ".join(map(str, event.labels or ()))
+        return (f'<div class="ev lesson"><b>★ lesson stored</b> #{_text(event.id)} '
+                f'{_text(event.failure_type)} {_text(labels)}<div>when: {_text(event.trigger)}</div>'
+                f'<div>do: {_text(event.principle)}</div></div>')
+    if isinstance(event, ErrorEvent):
+        return f'<div class="ev error"><b>error</b>{_block(event.message)}</div>'
+    if isinstance(event, EndEvent):
+        score = f", score {_text(event.score)} of {_text(event.max_score)}" if event.score is not None else ""
+        return (f'<div class="ev end {_text(event.status)}"><b>{_text(event.status)}</b> after {_text(event.steps)} '
+                f'steps{score}{_block(event.error)}</div>')
     return ""
 
 
-def render_attempt(events: Sequence[dict]) -> str:
+def _render_intervention(event: InterventionEvent) -> str:
+    message = event.message or {}
+    if message:
+        effect = "re-asks the agent"
+    elif event.action is not None:
+        effect = f"replaces the action with <code>{_text(event.action)}</code>"
+    elif event.rollback_to is not None:
+        effect = f"rolls back to step {_text(event.rollback_to)}"
+    else:
+        effect = "stops the episode"
+    lessons = event.details.get("lessons")
+    shown = f", showing lessons {_text(lessons)}" if lessons else ""
+    return (f'<div class="ev intervention"><b>↺ intervention {_text(event.kind)}</b> '
+            f'<span class="dim">by {_text(event.plugin)}:</span> {effect}{shown}{_block(message.get("text"))}</div>')
+
+
+def render_attempt(events: Sequence[Event]) -> str:
     """One trace's events as HTML: a heading for each step the agent takes, its events under it."""
-    parts, step = [], None
+    parts: list[str] = []
+    step = None
     for event in events:
-        if event.get("type") == "proposal" and event.get("step") != step:
-            step = event.get("step")
+        if isinstance(event, ProposalEvent) and event.step != step:
+            step = event.step
             parts.append(f"<h3>step {_text(step)}</h3>")
         parts.append(render_event(event))
     return "".join(parts)
 
 
-def render_transcript(title: str, facts: Sequence[tuple[str, Any]], attempts: Sequence[tuple[str, Sequence[dict]]],
+def render_transcript(title: str, facts: Sequence[tuple[str, Any]], attempts: Sequence[tuple[str, Sequence[Event]]],
                       back: str) -> str:
     """A whole page: `title`, a list of `facts` (name, value), then each attempt (its heading, its events; a heading
     of "" for an episode of one attempt), and a link `back` to the report (a ./-relative path)."""

@@ -28,6 +28,7 @@ from playground.api import (
     default_cache_dir,
     json_object_in,
 )
+from playground.core.events import Event, ResetEvent, StepEvent
 from playground.core.labels import LabelRegistry
 from playground.core.payloads import keep_text
 from playground.plugins.darc.profile import NO_DOMINANT, mode_order
@@ -61,17 +62,17 @@ def make_model(base_url: str | None, model: str | None, local: bool) -> ChatMode
     raise ValueError("--diagnoser llm needs a judge: --judge-base-url URL --judge-model NAME, or --judge-local")
 
 
-def summarise_trace(events: list[dict], remove_grade_text: Callable[[str], str] = keep_text) -> str:
+def summarise_trace(events: list[Event], remove_grade_text: Callable[[str], str] = keep_text) -> str:
     """A blind summary of one episode's trace: goal, then action -> first line of the observation, read without
     the grade text its env prints (`remove_grade_text`, the env provider's)."""
-    goal = next((str(e.get("goal", "")) for e in events if e["type"] == "reset"), "")
-    steps = [e for e in events if e["type"] == "step"]
+    goal = next((e.goal for e in events if isinstance(e, ResetEvent)), "")
+    steps = [e for e in events if isinstance(e, StepEvent)]
     lines = []
     for e in steps:
-        observation = remove_grade_text(str(e.get("observation", ""))).strip()
+        observation = remove_grade_text(e.observation).strip()
         first = observation.splitlines()[0][:140] if observation else ""
-        flag = "  [rejected]" if not e.get("valid_action", True) else ""
-        lines.append(f"{e['step']}. {str(e.get('action', ''))[:120]!s} -> {first}{flag}")
+        flag = "  [rejected]" if not e.valid_action else ""
+        lines.append(f"{e.step}. {e.action[:120]!s} -> {first}{flag}")
     if len(lines) > HEAD_STEPS + TAIL_STEPS:
         lines = lines[:HEAD_STEPS] + [f"... ({len(lines) - HEAD_STEPS - TAIL_STEPS} steps left out) ..."] \
             + lines[-TAIL_STEPS:]
@@ -102,7 +103,7 @@ class LLMDiagnoser:
         self.name = name or getattr(model, "model", type(model).__name__)
         self.remove_grade_text = remove_grade_text  # the env provider's: no grade text reaches the judge
 
-    def diagnose_episode(self, modes: list[str], events: list[dict]) -> dict[str, Any]:
+    def diagnose_episode(self, modes: list[str], events: list[Event]) -> dict[str, Any]:
         """The judge's verdict on one episode: {"mode": a candidate or None, "reason": why it counts so,
         "why": the judge's own sentence}. The reply is asked for as an object of `diagnosis_schema` (the
         candidates an enum) by `ask_structured`. A failed call, a reply with no JSON object, "none", a mode
@@ -128,7 +129,7 @@ class LLMDiagnoser:
             return {"mode": None, "reason": f"named {mode!r}, not one of the candidate modes", "why": why}
         return {"mode": None, "reason": str(reply.error), "why": why}  # a candidate, in a reply breaking the schema
 
-    def diagnose_family(self, modes: list[str], failed: list[tuple[dict, list[dict]]]) -> dict[str, Any]:
+    def diagnose_family(self, modes: list[str], failed: list[tuple[dict, list[Event]]]) -> dict[str, Any]:
         """{"mode", "why", "per_episode"}: the judge's verdict per failed episode, and the family's majority."""
         per_episode = [self.diagnose_episode(modes, events) for _, events in failed]
         votes = Counter(v["mode"] for v in per_episode if v["mode"] is not None)

@@ -29,10 +29,11 @@ from playground.api import (
     atomic_write_text,
     check_finished,
     load_records,
-    read_trace,
+    read_events,
     record_trace,
     run,
 )
+from playground.core.events import DetectionEvent, Event
 from playground.core.hookspecs import hookimpl
 
 # The failure modes in the order ties are listed (the paper's three, then Sentry's progress and grounding); any
@@ -211,25 +212,25 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
     invalid = 0
     records = load_records(run_dir)
     episodes: list[dict[str, Any]] = []
-    traces: list[list[dict]] = []
+    traces: list[list[Event]] = []
     for record in records:
         invalid += int(record.get("invalid_actions", 0))
         previous: set[str] = set()  # labels detected at the previous step: a streak counts once
         current: set[str] = set()
         step = None
         onsets: Counter[str] = Counter()
-        events = read_trace(record_trace(run_dir, record))  # never a file outside the run directory
+        events = read_events(record_trace(run_dir, record))  # never a file outside the run directory
         for event in events:
-            if event["type"] != "detection":
+            if not isinstance(event, DetectionEvent):
                 continue
-            if event["step"] != step:  # a step without detections in between ends every streak
-                previous = current if step is not None and event["step"] == step + 1 else set()
-                current, step = set(), event["step"]
-            label = ",".join(event["labels"])
+            if event.step != step:  # a step without detections in between ends every streak
+                previous = current if step is not None and event.step == step + 1 else set()
+                current, step = set(), event.step
+            label = ",".join(event.labels)
             current.add(label)
             if label not in previous:
-                histogram.setdefault(event["failure_type"], Counter())[label] += 1
-                onsets[host.labels.mode_of(event["failure_type"])] += 1
+                histogram.setdefault(event.failure_type, Counter())[label] += 1
+                onsets[host.labels.mode_of(event.failure_type)] += 1
         episodes.append({"task_id": record["task_id"], "won": bool(record["won"]), "steps": record.get("steps", 0),
                          "onsets": dict(sorted(onsets.items())),
                          "rule": dominant({m: n for m, n in onsets.items() if allowed(m)})})

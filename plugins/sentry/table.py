@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground.api import load_records, mcnemar_exact, merge_judge_replies, read_trace, record_trace, wilson_interval
+from playground.api import load_records, mcnemar_exact, merge_judge_replies, read_events, record_trace, wilson_interval
+from playground.core.events import DetectionEvent, Event, InterventionEvent
 from playground.plugins.sentry.harness import OWN_DETECTORS
 
 
@@ -46,13 +47,12 @@ class HarnessRow:
         return self.won / self.episodes if self.episodes else 0.0
 
 
-def declined_detections(events: list[dict]) -> int:
+def declined_detections(events: list[Event]) -> int:
     """Steps where Sentry's progress or grounding detectors fired on the first proposal and no intervention followed."""
-    detected = {int(e.get("step") or 0) for e in events
-                if e.get("type") == "detection" and int(e.get("attempt") or 0) == 0
-                and e.get("detector") in OWN_DETECTORS and e.get("failure_type") != "action_validity"}
-    intervened = {int(e.get("step") or 0) for e in events
-                  if e.get("type") == "intervention" and int(e.get("attempt") or 0) == 0}
+    detected = {e.step for e in events
+                if isinstance(e, DetectionEvent) and e.attempt == 0 and e.detector in OWN_DETECTORS
+                and e.failure_type != "action_validity"}
+    intervened = {e.step for e in events if isinstance(e, InterventionEvent) and e.attempt == 0}
     return len(detected - intervened)
 
 
@@ -84,7 +84,7 @@ def harness_table(run_dir: str | Path, reference: str = "sentry") -> list[Harnes
             row.agent_tokens += int(record.get("prompt_tokens") or 0) + int(record.get("completion_tokens") or 0)
             row.judge_tokens += (int(record.get("judge_prompt_tokens") or 0)
                                  + int(record.get("judge_completion_tokens") or 0))
-            row.declined += declined_detections(read_trace(record_trace(run_dir, record)))
+            row.declined += declined_detections(read_events(record_trace(run_dir, record)))
         row.p = mcnemar_exact(row.b, row.c)
         row.judge_replies = merge_judge_replies(mine)
         rows.append(row)
