@@ -65,7 +65,7 @@ class Event:
             value = getattr(self, f.name)
             if isinstance(value, (list, tuple, Mapping)):
                 object.__setattr__(self, f.name, _plain(value))
-        clash = set(self.extra) & (_declared(type(self)) | {"type", "t"})
+        clash = set(self.extra) & {*_spec(type(self)).checks, "type", "t"}
         if clash:
             raise EventError(f"a {self.TYPE} event's extra fields repeat declared ones: {', '.join(sorted(clash))}")
 
@@ -73,11 +73,11 @@ class Event:
     def from_fields(cls, fields: Mapping[str, Any], **more: Any) -> Any:
         """An event of this class from a mapping (a payload's `to_dict`), keys it does not declare kept in
         `extra`."""
-        declared = _declared(cls)
+        declared = _spec(cls).checks
         given = {**fields, **more}
         known = {key: value for key, value in given.items() if key in declared}
         extra = {key: value for key, value in given.items() if key not in declared}
-        return cls(**known, **({"extra": extra} if extra else {}))
+        return cls(**known, extra=extra)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,8 +239,7 @@ class VerificationEvent(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class LessonEvent(Event):
-    """A lesson a verifier stored (its plugin's mapping: the fields below where it has them, the rest in
-    `extra`)."""
+    """A lesson a verifier stored: its plugin's mapping (the fields below where it has them, the rest in `extra`)."""
 
     TYPE: ClassVar[str] = "lesson"
     id: Any = _optional()
@@ -312,14 +311,6 @@ EVENT_CLASSES: dict[str, type[Event]] = {cls.TYPE: cls for cls in (
 STEP_FIELDS = ("step", "to_step", "repair_step")  # fields numbered by step (a fork's trace shifts them)
 
 _BASE = frozenset({"t", "extra"})
-_DECLARED: dict[type, frozenset[str]] = {}
-
-
-def _declared(cls: type) -> frozenset[str]:
-    """The record keys a class declares (not `t`, not `extra`)."""
-    if cls not in _DECLARED:
-        _DECLARED[cls] = frozenset(f.name for f in dataclasses.fields(cls)) - _BASE
-    return _DECLARED[cls]
 
 
 def event_class(name: str) -> type[Event]:
@@ -348,10 +339,7 @@ def to_record(event: Event) -> dict[str, Any]:
 
 def fields_of(event: Event) -> dict[str, Any]:
     """The record of `event` without its type and time: the data an emitter gave it."""
-    record = to_record(event)
-    record.pop("type")
-    record.pop("t", None)
-    return record
+    return {key: value for key, value in to_record(event).items() if key not in ("type", "t")}
 
 
 def trace_version(header: Mapping[str, Any]) -> int:
@@ -416,9 +404,7 @@ UPGRADES: dict[int, Callable[[Mapping[str, Any]], dict[str, Any]]] = {1: upgrade
 def from_record(record: Mapping[str, Any], version: int = TRACE_VERSION) -> Event:
     """The event a record of trace format `version` holds (upgraded to this version first); EventError says what
     is wrong with a record that is not one."""
-    if version > TRACE_VERSION:
-        raise EventError(f"trace format version {version} is newer than this playground reads (up to "
-                         f"{TRACE_VERSION})")
+    trace_version({"trace_version": version})  # EventError for a version this module cannot read
     kind = record.get("type")
     if not isinstance(kind, str):
         raise EventError("the record has no 'type'")
@@ -476,16 +462,10 @@ def map_strings(event: Event, fn: Callable[[str], str]) -> Event:
     return dataclasses.replace(event, **changes)
 
 
-_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "None": lambda v: v is None,
-    "str": lambda v: type(v) is str,
-    "int": lambda v: type(v) is int,
-    "float": lambda v: type(v) in (int, float),
-    "bool": lambda v: type(v) is bool,
-    "Any": lambda v: True,
-    "list": lambda v: type(v) is list,
-    "Mapping": lambda v: type(v) is dict,
-}
+_CHECKS: dict[str, Callable[[Any], bool]] = {  # by the annotation's outer name (JSON values: exact types)
+    "None": lambda v: v is None, "str": lambda v: type(v) is str, "int": lambda v: type(v) is int,
+    "float": lambda v: type(v) in (int, float), "bool": lambda v: type(v) is bool, "Any": lambda v: True,
+    "list": lambda v: type(v) is list, "Mapping": lambda v: type(v) is dict}
 
 
 def _test(annotation: str) -> Callable[[Any], bool]:
@@ -496,8 +476,7 @@ def _test(annotation: str) -> Callable[[Any], bool]:
 
 @dataclass(frozen=True)
 class _Spec:
-    """What reading a record of one class needs: each field's check, the fields a record must carry, and the
-    optional ones."""
+    """What reading a record of one class needs: each field's check, the fields a record must carry, the others."""
 
     checks: dict[str, tuple[str, Callable[[Any], bool]]]
     required: tuple[str, ...]
@@ -508,6 +487,7 @@ _SPECS: dict[type, _Spec] = {}
 
 
 def _spec(cls: type) -> _Spec:
+    """The `_Spec` of an event class, made on first use."""
     if cls not in _SPECS:
         declared = [f for f in dataclasses.fields(cls) if f.name not in _BASE]
         _SPECS[cls] = _Spec({f.name: (str(f.type), _test(str(f.type))) for f in declared},

@@ -247,8 +247,9 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
     _call("agent reset", agent.reset, task_id=config.task_id, seed=config.seed)
     goal = str(info.get("goal", ""))
     state.score, state.max_score = info.get("score"), info.get("max_score")
-    emit(ResetEvent(goal=goal, observation=observation, admissible_actions=_admissible(info),
-                    max_score=info.get("max_score")))
+    offered = _admissible(info)
+    emit(ResetEvent(goal=goal, observation=observation, max_score=info.get("max_score"),
+                    admissible_actions=list(offered) if offered is not None else None))
     state.started = True
     hooks.call("episode_started", start=EpisodeStart(
         config.ids, config.agent, config.seed, goal, observation, config.max_steps, config.playbook, config.params,
