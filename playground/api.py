@@ -50,7 +50,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     # Agents
     "playground.agents.base": ("bind_env", "expert_action", "parse_options",),
     "playground.agents.noisy": ("NoisyAgent",),
-    "playground.testing": ("ScriptedAgent",),
+    "playground.testing.play": ("ScriptedAgent",),
     # Command-line helpers for `register_commands`
     "playground.cli.options": (
         "CLIError", "default_env", "episode_options", "make_config", "nonempty", "parse_pairs",
@@ -106,7 +106,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.run.stats import Metric, bootstrap_ci, compare, holm, mcnemar_exact, sign_flip_p, split_by_harness
     from playground.run.traces import TraceError, read_events, read_header, read_jsonl, read_trace
     from playground.run.validation import resolve_tasks
-    from playground.testing import ScriptedAgent
+    from playground.testing.play import ScriptedAgent
     from playground.text_index import TextIndex, built_once
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from playground.testing import ScriptedAgent, play
-from playground.testing import tiny_env as make_tiny_env
+from playground.testing.play import ScriptedAgent, play
+from playground.testing.play import tiny_env as make_tiny_env
 
 
 @pytest.fixture

@@ -30,7 +30,8 @@ from playground.api import bind_env
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.events import Event, InterventionEvent, RollbackEvent, StepEvent
 from playground.core.loop import EpisodeConfig, run_episode
-from playground.plugins.dart import ABLATIONS, BASELINES, graph, latency, sidecar
+from playground.plugins.dart import graph, latency, sidecar
+from playground.plugins.dart.variants import ABLATIONS, BASELINES
 
 
 def _maker(class_name: str, params: dict[str, Any]) -> Callable[[], Any]:
