@@ -130,14 +130,16 @@ def model_file(agent: Any) -> dict[str, Any] | None:
 
 
 def build_lock(host, config, fingerprints: Mapping[str, str], playbooks: Mapping[str, str],
-               previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+               previous: Mapping[str, Any] | None = None, agent: Any = None) -> dict[str, Any]:
     """The lock of a run about to play `config` (a RunConfig): see the module docstring.
 
     `playbooks` maps each harness to its playbook file. With `previous` (the directory's
     lock from an earlier session), the playbooks' hashes before the run are kept from it.
+    `agent` is the run's agent as `check_config` built it (None: built here).
     """
     provider = host.envs.get(config.env).provider
-    agent = host.agents.get(config.agent).factory(**config.agent_options)
+    if agent is None:
+        agent = host.agents.get(config.agent).factory(**config.agent_options)
     data_files = {}
     for name, path in dict(provider.data_files(config.task_set)).items():
         data_files[str(name)] = file_sha256(path) if Path(path).is_file() else None

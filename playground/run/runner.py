@@ -11,7 +11,7 @@ import errno
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from playground.core.errors import PlaygroundError
 from playground.host.manager import Host
@@ -53,10 +53,10 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     if isinstance(config.trials, bool) or not isinstance(config.trials, int) or config.trials < 1:
         raise RunConfigError(f"trials must be a whole number of at least 1, got {config.trials!r}")
     chosen = executor if isinstance(executor, Executor) else make_executor(executor, workers, address, in_flight)
-    check_config(host, config)
+    agent = check_config(host, config)  # built once here: the lock reads its model file
     env_spec = host.envs.get(config.env)
     fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
-    lock, previous_lock = _start_lock(host, config, fingerprints)
+    lock, previous_lock = _start_lock(host, config, fingerprints, agent)
     if check_lock is not None:
         differences = lock_differences(check_lock, lock)
         if differences:
@@ -180,7 +180,8 @@ def discard_unfinished(host: Host, config: RunConfig, run_id: str, pending: list
         host.call_plugins("discard_episodes", run_id=run_id, episode_ids=ids, playbook=playbook_path(config, harness))
 
 
-def _start_lock(host: Host, config: RunConfig, fingerprints: dict[str, str]) -> tuple[dict, dict | None]:
+def _start_lock(host: Host, config: RunConfig, fingerprints: dict[str, str],
+                agent: Any = None) -> tuple[dict, dict | None]:
     """This run's lock (playbook hashes before it kept from an earlier session's lock in DIR), and that lock."""
     path = Path(config.out) / LOCK_FILE
     previous = None
@@ -191,7 +192,7 @@ def _start_lock(host: Host, config: RunConfig, fingerprints: dict[str, str]) -> 
             previous = None  # a damaged lock is rewritten; the run's own files are checked by RunDir
     playbooks = {harness: playbook_path(config, harness) for harness in config.harnesses}
     try:
-        lock = build_lock(host, config, fingerprints, playbooks, previous)
+        lock = build_lock(host, config, fingerprints, playbooks, previous, agent)
     except (OSError, ValueError) as exc:
         raise RunConfigError(f"cannot write the run's lock: {exc}") from None
     if previous is not None:  # harnesses of earlier sessions stay in the lock, as they stay in config.json

@@ -45,8 +45,9 @@ def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None,
     return task_set, split, tasks
 
 
-def check_config(host: Host, config: RunConfig) -> None:
-    """Raise RunConfigError naming the first unknown agent or harness, or a bad agent option or parameter."""
+def check_config(host: Host, config: RunConfig) -> Any:
+    """Raise RunConfigError naming the first unknown agent or harness, or a bad agent option or parameter; return
+    the agent built to check its options (the run's lock reads it too, so it is built once for both)."""
     try:
         host.agents.get(config.agent)
         specs = [resolve_harness(host, harness) for harness in config.harnesses]
@@ -61,7 +62,7 @@ def check_config(host: Host, config: RunConfig) -> None:
     if config.playbook is not None and not str(config.playbook).strip():
         raise RunConfigError("--playbook is empty")
     try:
-        host.agents.get(config.agent).factory(**config.agent_options)
+        agent = host.agents.get(config.agent).factory(**config.agent_options)
     except (PlaygroundError, ValueError) as exc:  # a TypeError is a bug in the factory, not bad config
         raise AgentUnavailable(str(exc)) from None
     for harness, spec in zip(config.harnesses, specs):
@@ -89,6 +90,7 @@ def check_config(host: Host, config: RunConfig) -> None:
     except (PlaygroundError, ValueError) as exc:  # a TypeError is a bug in the factory, not bad config
         raise RunConfigError(str(exc)) from None
     check_playbooks(host, config, built)
+    return agent
 
 
 def check_playbooks(host: Host, config: RunConfig, built: dict[str, list[tuple[str, Any]]]) -> None:
