@@ -72,6 +72,10 @@ def test_optimise_on_dev_then_deploy_the_prompt_frozen_as_a_harness(tmp_path, op
         assert written["optimizer"] == optimizer and written["split"] == "dev"
         assert all(t.startswith("formula-1") for t in written["train_tasks"] + written["val_tasks"])  # dev seeds
         assert written["lm_calls"] > 0 and written["proposer_calls"] > 0
+        # every call is capped as the agent's own client caps it (`max_tokens`): llama.cpp's server ignores
+        # `max_completion_tokens`, which litellm's `openai/` provider sends, and then generates to the context's end
+        assert server.requests and all(r.get("max_tokens") == 256 and "max_completion_tokens" not in r
+                                       for r in server.requests)
 
         listed = run_cli("harnesses")
         assert "prompt-opt:" in listed.stdout

@@ -109,8 +109,12 @@ def _dspy():
 
 
 def make_lm(dspy, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", max_tokens: int = 256):
-    """A DSPy LM on an OpenAI-compatible endpoint, with the agent's defaults (temperature 0, seed 0)."""
-    return dspy.LM(f"openai/{model}", api_base=base_url, api_key=os.environ.get(api_key_env) or "not-needed",
+    """A DSPy LM on an OpenAI-compatible endpoint, with the agent's defaults (temperature 0, seed 0).
+
+    litellm's provider for a generic OpenAI-compatible server (`hosted_vllm/`) sends the cap as `max_tokens`, as the
+    agent's own client does; its `openai/` provider sends `max_completion_tokens`, which llama.cpp's server ignores,
+    so a reply that never stops ran to the end of the context (minutes per call with SmolLM2)."""
+    return dspy.LM(f"hosted_vllm/{model}", api_base=base_url, api_key=os.environ.get(api_key_env) or "not-needed",
                    temperature=0.0, max_tokens=max_tokens, seed=0, num_retries=3)
 
 
