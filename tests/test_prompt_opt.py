@@ -145,18 +145,28 @@ def test_optimise_refuses_a_test_split(tmp_path):
 
 
 @pytest.mark.slow
-def test_miprov2_with_a_proposer_whose_replies_do_not_parse_stops_with_a_clear_error(tmp_path):
-    """SmolLM2-135M as MIPROv2's proposer answers in neither of DSPy's formats, and MIPROv2 does not catch that."""
+def test_miprov2_with_a_proposer_whose_replies_do_not_parse_stops_or_takes_them_raw(tmp_path):
+    """SmolLM2-135M as MIPROv2's proposer answers in neither of DSPy's formats, and MIPROv2 does not catch that:
+    the command stops with a clear error, or with `--raw-proposals` takes each such reply as the instruction."""
     require_extra("prompt-opt", "dspy")
     agent = ScriptedModel(formula_answers("dev", 4))
 
-    def model(body: dict) -> str:
-        return agent(body) if body["messages"][0]["content"] == SYSTEM_PROMPT else "Here is a Python script instead."
+    def model(body: dict) -> str:  # as the proposer: prose, in neither of DSPy's formats
+        return agent(body) if body["messages"][0]["content"] == SYSTEM_PROMPT else HINT
 
+    command = ["baselines", "optimise", "--optimizer", "miprov2", "--env", "finance:formula", "--train", "2", "--val",
+               "2", "--candidates", "2", "--trials", "3", "--demos", "0", "--model", "m",
+               "--out", str(tmp_path / "p.json")]
     with ScriptedChatServer(default=model) as server:
-        done = run_cli("baselines", "optimise", "--optimizer", "miprov2", "--env", "finance:formula", "--train", "2",
-                       "--val", "2", "--candidates", "2", "--trials", "1", "--llm-base-url", server.base_url,
-                       "--model", "m", "--out", str(tmp_path / "p.json"))
-    assert done.returncode == 2, done.stderr
-    assert "proposer (m) gave a reply DSPy cannot parse" in done.stderr and "Traceback" not in done.stderr
-    assert not (tmp_path / "p.json").exists()
+        done = run_cli(*command, "--llm-base-url", server.base_url)
+        assert done.returncode == 2, done.stderr
+        assert "proposer (m) gave a reply DSPy cannot parse" in done.stderr and "Traceback" not in done.stderr
+        assert "--raw-proposals" in done.stderr
+        assert not (tmp_path / "p.json").exists()
+
+        # the named deviation: each such reply is taken whole as the instruction, and the search then finds it
+        done = run_cli(*command, "--llm-base-url", server.base_url, "--raw-proposals")
+    assert done.returncode == 0, done.stderr
+    written = json.loads((tmp_path / "p.json").read_text())
+    assert written["instructions"] == HINT and written["dev_score"]["optimised"] == 1.0
+    assert written["raw_proposals_taken"] >= 1 and written["budget"]["raw_proposals"] is True

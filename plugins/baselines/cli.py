@@ -40,6 +40,9 @@ def baselines_group() -> None:
               help="MIPROv2: at most N bootstrapped and N labelled demos")
 @click.option("--lean-proposer", is_flag=True,
               help="MIPROv2: propose instructions without its dataset and program summaries (for a slow model)")
+@click.option("--raw-proposals", is_flag=True,
+              help="MIPROv2: take a proposer reply DSPy cannot parse, whole, as the instruction (a deviation, for a "
+                   "model that answers in prose)")
 @click.option("--metric-calls", type=click.IntRange(min=1), default=30, show_default=True,
               help="GEPA: the budget in metric calls")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="evaluation threads")
@@ -50,8 +53,8 @@ def baselines_group() -> None:
               help="reply cap: the llm agent's max_tokens")
 @click.option("--out", required=True, help="the prompt file to write (JSON)")
 def optimise_command(optimizer, env_name, split, train, val, llm_base_url, model, api_key_env, reflection_base_url,
-                     reflection_model, trials, candidates, demos, lean_proposer, metric_calls, threads, seed,
-                     max_obs_chars, max_tokens, out) -> None:
+                     reflection_model, trials, candidates, demos, lean_proposer, raw_proposals, metric_calls, threads,
+                     seed, max_obs_chars, max_tokens, out) -> None:
     """Optimise the agent's prompt on a dev split with MIPROv2 or GEPA (DSPy; extra `prompt-opt`), then deploy it
     frozen with `playground run --agent llm ... --harness prompt-opt:OUT`."""
     from playground.api import RunConfigError, resolve_tasks
@@ -73,7 +76,7 @@ def optimise_command(optimizer, env_name, split, train, val, llm_base_url, model
         raise CLIError(f"{env}:{task_set} split {split} has {len(task_ids)} tasks; --train {train} needs at least "
                        f"{train + 1} (one left for --val)")
     budget = Budget(trials=trials, candidates=candidates, demos=demos, metric_calls=metric_calls, threads=threads,
-                    lean_proposer=lean_proposer)
+                    lean_proposer=lean_proposer, raw_proposals=raw_proposals)
     try:
         provider.prepare(task_set, task_ids, click.echo)
         tasks = load_tasks(provider, task_set, task_ids)
