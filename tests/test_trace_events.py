@@ -226,6 +226,8 @@ def test_values_are_json_values():
 def test_shifted_moves_the_step_numbered_fields():
     assert shifted(StepEvent(step=1, action="a", observation="o"), 5).step == 6
     assert shifted(RollbackEvent(to_step=2), 5).to_step == 7
+    assert shifted(RollbackEvent(to_step=2, from_step=4), 5).from_step == 9  # where the rollback left from, too
+    assert shifted(RollbackEvent(to_step=2), 5).from_step is None
     assert shifted(VerificationEvent(repair_step=1), 5).repair_step == 6
     assert shifted(EVERY_EVENT[0], 5) == EVERY_EVENT[0]
 

@@ -308,7 +308,7 @@ EVENT_CLASSES: dict[str, type[Event]] = {cls.TYPE: cls for cls in (
     HeaderEvent, ResetEvent, CheckpointEvent, ProposalEvent, DetectionEvent, InterventionEvent, RollbackEvent,
     StepEvent, VerificationEvent, LessonEvent, ErrorEvent, EndEvent, PromptEvent, JudgeCallEvent,
     AttemptVerdictEvent)}
-STEP_FIELDS = ("step", "to_step", "repair_step")  # fields numbered by step (a fork's trace shifts them)
+STEP_FIELDS = ("step", "to_step", "from_step", "repair_step")  # fields numbered by step (a fork's trace shifts them)
 
 _BASE = frozenset({"t", "extra"})
 
