@@ -170,3 +170,28 @@ def test_miprov2_with_a_proposer_whose_replies_do_not_parse_stops_or_takes_them_
     written = json.loads((tmp_path / "p.json").read_text())
     assert written["instructions"] == HINT and written["dev_score"]["optimised"] == 1.0
     assert written["raw_proposals_taken"] >= 1 and written["budget"]["raw_proposals"] is True
+
+
+@pytest.mark.slow
+def test_gepa_with_a_reflector_in_prose_keeps_the_seed_unless_its_replies_are_taken_raw(tmp_path):
+    """GEPA skips a reflection DSPy cannot parse, so a reflector that answers in prose changes nothing; with
+    `--raw-proposals` its reply is the new instruction, which the search then scores."""
+    require_extra("prompt-opt", "dspy")
+    agent = ScriptedModel(formula_answers("dev", 6))
+
+    def model(body: dict) -> str:
+        return agent(body) if body["messages"][0]["content"] == SYSTEM_PROMPT else HINT
+
+    command = ["baselines", "optimise", "--optimizer", "gepa", "--env", "finance:formula", "--train", "3", "--val",
+               "3", "--metric-calls", "12", "--model", "m"]
+    with ScriptedChatServer(default=model) as server:
+        strict = run_cli(*command, "--llm-base-url", server.base_url, "--out", str(tmp_path / "strict.json"))
+        raw = run_cli(*command, "--llm-base-url", server.base_url, "--raw-proposals",
+                      "--out", str(tmp_path / "raw.json"))
+    assert strict.returncode == 0 and raw.returncode == 0, strict.stderr + raw.stderr
+    kept = json.loads((tmp_path / "strict.json").read_text())
+    found = json.loads((tmp_path / "raw.json").read_text())
+    assert kept["instructions"] == kept["seed_instructions"] and kept["dev_score"]["optimised"] == 0.0
+    assert kept["raw_proposals_taken"] == 0
+    assert found["instructions"] == HINT and found["dev_score"]["optimised"] == 1.0
+    assert found["raw_proposals_taken"] >= 1

@@ -41,8 +41,8 @@ def baselines_group() -> None:
 @click.option("--lean-proposer", is_flag=True,
               help="MIPROv2: propose instructions without its dataset and program summaries (for a slow model)")
 @click.option("--raw-proposals", is_flag=True,
-              help="MIPROv2: take a proposer reply DSPy cannot parse, whole, as the instruction (a deviation, for a "
-                   "model that answers in prose)")
+              help="take a reply of MIPROv2's proposer or GEPA's reflector that DSPy cannot parse, whole, as the "
+                   "instruction (a deviation, for a model that answers in prose)")
 @click.option("--metric-calls", type=click.IntRange(min=1), default=30, show_default=True,
               help="GEPA: the budget in metric calls")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="evaluation threads")

@@ -46,7 +46,7 @@ class Budget:
     metric_calls: int = 30  # GEPA: its whole budget, in metric calls (rollouts)
     threads: int = 1        # the optimisers' evaluation threads
     lean_proposer: bool = False  # MIPROv2: propose without its dataset and program summaries (two long LM calls)
-    raw_proposals: bool = False  # MIPROv2: a proposer reply DSPy cannot parse is taken whole as the instruction
+    raw_proposals: bool = False  # a proposer's or reflector's reply DSPy cannot parse is taken whole as the instruction
 
 
 @dataclass(frozen=True)
@@ -119,15 +119,14 @@ def make_lm(dspy, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY"
                    temperature=0.0, max_tokens=max_tokens, seed=0, num_retries=3)
 
 
-def raw_reply_adapter(dspy):
-    """DSPy's chat adapter, except that a reply it cannot parse for a one-field signature (MIPROv2's instruction
-    proposal, its summaries) is taken whole as that field; `taken` counts those replies. A deviation from MIPROv2
-    (`--raw-proposals`), for a proposer that answers in prose instead of DSPy's `[[ ## field ## ]]` format."""
+def raw_reply_adapter(dspy, base):
+    """DSPy's adapter `base`, except that a reply it cannot parse for a one-field signature (MIPROv2's instruction
+    proposal and summaries with the chat adapter, GEPA's reflection with the JSON adapter) is taken whole as that
+    field; `taken` counts those replies. A deviation from both optimisers (`--raw-proposals`), for a model that
+    answers in prose instead of DSPy's reply formats; the prompts are unchanged."""
 
-    class RawReplyAdapter(dspy.ChatAdapter):
-        def __init__(self) -> None:
-            super().__init__(use_json_adapter_fallback=False)
-            self.taken = 0
+    class RawReplyAdapter(base):
+        taken = 0
 
         def parse(self, signature, completion):
             try:
@@ -202,7 +201,11 @@ def optimise(optimizer: str, train: list[DevTask], val: list[DevTask], grader: G
     trainset, valset = [example(t) for t in train], [example(t) for t in val]
     program = build_program(dspy, max_obs_chars)
     started = time.monotonic()
-    with dspy.context(lm=lm):
+    # MIPROv2's proposer uses the default (chat) adapter: the program sets its own, so this one reaches only the
+    # proposer; GEPA's reflector (DSPy's InstructionProposer) takes its adapter, JSON by default, as an argument
+    raw = (raw_reply_adapter(dspy, dspy.ChatAdapter if optimizer == "miprov2" else dspy.JSONAdapter)
+           if budget.raw_proposals else None)
+    with dspy.context(lm=lm, adapter=raw if optimizer == "miprov2" else None):
         if optimizer == "miprov2":
             def score_metric(gold, pred, trace=None):
                 return grader.grade(by_id[gold.task_id], str(pred.answer))[0]
@@ -213,30 +216,29 @@ def optimise(optimizer: str, train: list[DevTask], val: list[DevTask], grader: G
                                  verbose=False, track_stats=False)
             progress(f"MIPROv2: {budget.candidates} candidates, {budget.trials} trials, "
                      f"{len(trainset)} train and {len(valset)} val tasks")
-            raw = raw_reply_adapter(dspy) if budget.raw_proposals else None
             try:
-                with dspy.context(adapter=raw):  # the program sets its own adapter: this one reaches the proposer
-                    best = tuner.compile(program, trainset=trainset, valset=valset, num_trials=budget.trials,
-                                         minibatch=False, seed=seed, data_aware_proposer=not budget.lean_proposer,
-                                         program_aware_proposer=not budget.lean_proposer)
+                best = tuner.compile(program, trainset=trainset, valset=valset, num_trials=budget.trials,
+                                     minibatch=False, seed=seed, data_aware_proposer=not budget.lean_proposer,
+                                     program_aware_proposer=not budget.lean_proposer)
             except dspy.utils.exceptions.AdapterParseError as exc:
                 # MIPROv2 does not catch a proposer reply it cannot parse (GEPA skips such a reflection)
                 raise PromptSearchError(f"MIPROv2's proposer ({reflection_model or model}) gave a reply DSPy cannot "
                                         f"parse ({str(exc).splitlines()[0]}); name a stronger proposer with "
                                         "--reflection-base-url and --reflection-model, or take its replies whole "
                                         "with --raw-proposals (a deviation)") from None
-            raw_taken = raw.taken if raw is not None else 0
         else:
+            from dspy.teleprompt.gepa import InstructionProposer
+
             def feedback_metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
                 score, feedback = grader.grade(by_id[gold.task_id], str(pred.answer))
                 return dspy.Prediction(score=score, feedback=feedback)
 
             tuner = dspy.GEPA(metric=feedback_metric, max_metric_calls=budget.metric_calls, reflection_lm=proposer,
                               reflection_minibatch_size=min(3, len(trainset)), num_threads=budget.threads,
-                              seed=seed, use_merge=False, track_stats=False)
+                              seed=seed, use_merge=False, track_stats=False,
+                              instruction_proposer=InstructionProposer(adapter=raw) if raw else None)
             progress(f"GEPA: {budget.metric_calls} metric calls, {len(trainset)} train and {len(valset)} val tasks")
             best = tuner.compile(program, trainset=trainset, valset=valset)
-            raw_taken = 0
         seconds = time.monotonic() - started
         before, after = mean_score(program, val, grader), mean_score(best, val, grader)
     predictor = best.answer
@@ -250,5 +252,6 @@ def optimise(optimizer: str, train: list[DevTask], val: list[DevTask], grader: G
             "reflection_model": reflection_model or model,
             "reflection_base_url": redact_url(reflection_base_url or base_url),
             "budget": asdict(budget), "seed": seed, "max_obs_chars": max_obs_chars, "max_tokens": max_tokens,
-            "lm_calls": len(lm.history), "proposer_calls": len(proposer.history), "raw_proposals_taken": raw_taken,
+            "lm_calls": len(lm.history), "proposer_calls": len(proposer.history),
+            "raw_proposals_taken": raw.taken if raw else 0,
             "seconds": round(seconds, 1), "dspy": getattr(dspy, "__version__", "")}
