@@ -12,7 +12,7 @@ README = (ROOT / "README.md").read_text()
 WRITING_PLUGINS = (ROOT / "docs" / "writing-plugins.md").read_text()
 QUICKSTART = [
     "pip install -e '.[local]' && playground run",
-    "pip install -e '.[test,local,alfworld,scienceworld,langgraph,ray]' && playground envs setup appworld && pytest -q",
+    "pip install -e '.[test,local,alfworld,scienceworld,langgraph,ray,prompt-opt]' && playground envs setup appworld && pytest -q",
 ]
 
 

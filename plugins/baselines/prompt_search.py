@@ -227,7 +227,7 @@ def optimise(optimizer: str, train: list[DevTask], val: list[DevTask], grader: G
                                         "--reflection-base-url and --reflection-model, or take its replies whole "
                                         "with --raw-proposals (a deviation)") from None
         else:
-            from dspy.teleprompt.gepa import InstructionProposer
+            InstructionProposer = importlib.import_module("dspy.teleprompt.gepa").InstructionProposer  # noqa: N806
 
             def feedback_metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
                 score, feedback = grader.grade(by_id[gold.task_id], str(pred.answer))
