@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from playground.agents.http_model import HTTPChatModel
-from playground.testing.openai_server import FirstActionModel, Reply, ScriptedChatServer
+from playground.testing.openai_server import FirstActionModel, HeldReplies, Reply, ScriptedChatServer
 from tests.conftest import run_cli
 
 TASKS = 16  # x 2 harnesses = 32 episodes
@@ -62,20 +62,23 @@ def test_max_connections_caps_requests_at_once_across_episodes(tmp_path):
 
 
 def test_kill_9_with_episodes_in_flight_resumes_exactly(tmp_path):
-    walker = FirstActionModel(delay=0.1)
-    with ScriptedChatServer(default=walker) as server:
+    records = tmp_path / "run" / "episodes.jsonl"
+    # once 3 episodes are recorded the server holds every request, so the kill surely lands with episodes in flight
+    held = HeldReplies(FirstActionModel(delay=0.1),
+                       hold_when=lambda: records.exists() and len(records.read_text().splitlines()) >= 3)
+    with ScriptedChatServer(default=held) as server:
         command = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "llm",
                    "--llm-base-url", server.base_url, "--model", "m", "--harness", "base", "--harness", "sentry",
                    "--episodes", str(TASKS), "--max-steps", "5", "--quiet", "--no-response-cache",
                    "--in-flight", "8", "--out", str(tmp_path / "run")]
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    env=os.environ.copy())
-        records = tmp_path / "run" / "episodes.jsonl"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and (not records.exists() or len(records.read_text().splitlines()) < 3):
-            time.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-        process.wait(30)
+        try:
+            held.wait_holding(gave_up=lambda: process.poll() is not None)
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+        finally:
+            held.release()
         before = len(records.read_text().splitlines())
         assert 3 <= before < 2 * TASKS
         resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -140,18 +143,20 @@ def test_a_playbook_whose_creation_was_cut_off_does_not_block_the_resume(tmp_pat
 
 @pytest.mark.parametrize("stop, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_and_sighup_stop_a_run_like_ctrl_c_and_it_resumes(tmp_path, stop, code):
-    with ScriptedChatServer(default=FirstActionModel(delay=0.1)) as server:
+    records = tmp_path / "run" / "episodes.jsonl"
+    held = HeldReplies(FirstActionModel(), hold_when=lambda: records.exists() and bool(records.read_text().strip()))
+    with ScriptedChatServer(default=held) as server:
         command = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "llm",
                    "--llm-base-url", server.base_url, "--model", "m", "--harness", "base", "--episodes", "8",
                    "--max-steps", "5", "--quiet", "--no-response-cache", "--out", str(tmp_path / "run")]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    env=os.environ.copy())
-        records = tmp_path / "run" / "episodes.jsonl"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (records.exists() and records.read_text().strip()):
-            time.sleep(0.05)
-        process.send_signal(stop)
-        _, err = process.communicate(timeout=60)
+        try:
+            held.wait_holding(gave_up=lambda: process.poll() is not None)  # the stop surely lands mid-run
+            process.send_signal(stop)
+            _, err = process.communicate(timeout=60)
+        finally:
+            held.release()
         assert process.returncode == code and "rerun the same command to resume" in err, err
         assert "Traceback" not in err
         resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)

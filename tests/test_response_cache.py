@@ -8,12 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from playground.agents.http_model import HTTPChatModel
 from playground.agents.response_cache import ResponseCache, cache_use_counted, default_cache_dir
-from playground.testing.openai_server import FirstActionModel, Reply, ScriptedChatServer
+from playground.testing.openai_server import FirstActionModel, HeldReplies, ScriptedChatServer
 from tests.conftest import require_extra, run_cli
 
 HI = [{"role": "user", "content": "hi"}]
@@ -145,35 +144,22 @@ def test_the_same_bare_command_resumes_its_run_and_other_settings_get_another(tm
 
 
 def test_ctrl_c_then_the_same_command_resumes(tmp_path):
-    import threading
-
     def recorded() -> int:  # the file exists from the run's start: count records, not the file
         return sum(len(p.read_text().splitlines()) for p in tmp_path.glob("runs/*/episodes.jsonl"))
 
-    held, interrupted = threading.Event(), threading.Event()
-
-    def reply(body: dict) -> Reply:
-        # once an episode is recorded, a request waits for the interrupt: the run is then surely in the middle of
-        # an episode when Ctrl-C comes, however loaded the machine is (no race with the clock)
-        if recorded() and not interrupted.is_set():
-            held.set()
-            interrupted.wait(120)
-        return Reply(content=FIRST_ACTION(body))
-
-    with ScriptedChatServer(default=reply) as server:
+    held = HeldReplies(FIRST_ACTION, hold_when=lambda: recorded() > 0)  # Ctrl-C surely lands mid-run
+    with ScriptedChatServer(default=held) as server:
         command = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "llm",
                    "--llm-base-url", server.base_url, "--model", "m", "--harness", "base", "--episodes", "6",
                    "--max-steps", "4", "--quiet"]
         process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    env=os.environ.copy())
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not held.is_set() and process.poll() is None:
-                time.sleep(0.05)
+            held.wait_holding(gave_up=lambda: process.poll() is not None)
             process.send_signal(signal.SIGINT)
             _, err = process.communicate(timeout=60)
         finally:
-            interrupted.set()
+            held.release()
         assert process.returncode != 0 and "rerun the same command to resume" in err, err
         (run,) = (tmp_path / "runs").iterdir()
         played = len((run / "episodes.jsonl").read_text().splitlines())

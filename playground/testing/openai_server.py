@@ -138,3 +138,33 @@ class FirstActionModel:
         text = body["messages"][-1]["content"]
         line = next((ln for ln in text.splitlines() if ln.startswith("Valid actions: ")), "")
         return f"Thought: go\nAction: {line.removeprefix('Valid actions: ').split(', ')[0] or 'look'}"
+
+
+class HeldReplies:
+    """A reply function for `ScriptedChatServer(default=...)` that answers with `inner` until `hold_when()` is true,
+    then holds each request until `release()` (or `timeout` seconds). A test that stops a run mid-episode waits for
+    `wait_holding()` and then sends its signal: the run is surely waiting on the model, however loaded the machine
+    (no race with the clock). Always `release()` afterwards (in a `finally`), so no server thread stays held."""
+
+    def __init__(self, inner: Callable[[dict], str | Reply], hold_when: Callable[[], bool],
+                 timeout: float = 120.0) -> None:
+        self.inner, self.hold_when, self.timeout = inner, hold_when, timeout
+        self._holding, self._released = threading.Event(), threading.Event()
+
+    def __call__(self, body: dict) -> str | Reply:
+        if not self._released.is_set() and self.hold_when():
+            self._holding.set()
+            self._released.wait(self.timeout)
+        return self.inner(body)
+
+    def wait_holding(self, timeout: float = 120.0, gave_up: Callable[[], bool] = lambda: False) -> bool:
+        """Wait until a request is held (True), `timeout` passes or `gave_up()` is true (e.g. the process ended)."""
+        deadline = time.monotonic() + timeout
+        while not self._holding.wait(0.05):
+            if time.monotonic() > deadline or gave_up():
+                return False
+        return True
+
+    def release(self) -> None:
+        """Answer the held requests and every later one at once."""
+        self._released.set()
