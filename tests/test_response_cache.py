@@ -152,8 +152,14 @@ def test_ctrl_c_then_the_same_command_resumes(tmp_path):
         command = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "llm",
                    "--llm-base-url", server.base_url, "--model", "m", "--harness", "base", "--episodes", "6",
                    "--max-steps", "4", "--quiet"]
-        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   env=os.environ.copy())
+        # a test run started in the background by a non-interactive shell ignores SIGINT, and a child inherits an
+        # ignored signal across exec: the run would be deaf to Ctrl-C. A handled one is reset to the default instead
+        inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True, env=os.environ.copy())
+        finally:
+            signal.signal(signal.SIGINT, inherited)
         try:
             held.wait_holding(gave_up=lambda: process.poll() is not None)
             process.send_signal(signal.SIGINT)
