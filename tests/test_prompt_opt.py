@@ -54,6 +54,12 @@ class ScriptedModel:
         return fields + "\n\n[[ ## completed ## ]]"
 
 
+def prose_proposer(agent: ScriptedModel):
+    """`agent` as the agent; as the optimisers' proposer or reflector, HINT in prose, in neither of DSPy's formats
+    (as SmolLM2-135M answers)."""
+    return lambda body: agent(body) if body["messages"][0]["content"] == SYSTEM_PROMPT else HINT
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("optimizer", ["miprov2", "gepa"])
 def test_optimise_on_dev_then_deploy_the_prompt_frozen_as_a_harness(tmp_path, optimizer):
@@ -149,11 +155,7 @@ def test_miprov2_with_a_proposer_whose_replies_do_not_parse_stops_or_takes_them_
     """SmolLM2-135M as MIPROv2's proposer answers in neither of DSPy's formats, and MIPROv2 does not catch that:
     the command stops with a clear error, or with `--raw-proposals` takes each such reply as the instruction."""
     require_extra("prompt-opt", "dspy")
-    agent = ScriptedModel(formula_answers("dev", 4))
-
-    def model(body: dict) -> str:  # as the proposer: prose, in neither of DSPy's formats
-        return agent(body) if body["messages"][0]["content"] == SYSTEM_PROMPT else HINT
-
+    model = prose_proposer(ScriptedModel(formula_answers("dev", 4)))
     command = ["baselines", "optimise", "--optimizer", "miprov2", "--env", "finance:formula", "--train", "2", "--val",
                "2", "--candidates", "2", "--trials", "3", "--demos", "0", "--model", "m",
                "--out", str(tmp_path / "p.json")]
@@ -177,11 +179,7 @@ def test_gepa_with_a_reflector_in_prose_keeps_the_seed_unless_its_replies_are_ta
     """GEPA skips a reflection DSPy cannot parse, so a reflector that answers in prose changes nothing; with
     `--raw-proposals` its reply is the new instruction, which the search then scores."""
     require_extra("prompt-opt", "dspy")
-    agent = ScriptedModel(formula_answers("dev", 6))
-
-    def model(body: dict) -> str:
-        return agent(body) if body["messages"][0]["content"] == SYSTEM_PROMPT else HINT
-
+    model = prose_proposer(ScriptedModel(formula_answers("dev", 6)))
     command = ["baselines", "optimise", "--optimizer", "gepa", "--env", "finance:formula", "--train", "3", "--val",
                "3", "--metric-calls", "12", "--model", "m"]
     with ScriptedChatServer(default=model) as server:
