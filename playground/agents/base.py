@@ -38,6 +38,14 @@ def bind_env(agent: Any, env: Any) -> None:
         bind(env)
 
 
+def bind_judges(agent: Any, judges: Any) -> None:
+    """Hand the registered instrument judges (`Host.instrument_judges`: role -> answerer) to `agent` when it asks
+    for them (an optional `bind_judges(mapping)` method: a failure-injection instrument playing the judges' model)."""
+    bind = getattr(agent, "bind_judges", None)
+    if callable(bind):
+        bind({spec.role: spec for spec in judges})
+
+
 class AgentConfigError(PlaygroundError, ValueError):
     """An agent option is unknown or has a bad value."""
 

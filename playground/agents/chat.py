@@ -11,7 +11,7 @@ constrains its decoding with a grammar compiled from the schema; the HTTP client
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from playground.core.errors import PlaygroundError
@@ -30,15 +30,20 @@ class Completion:
     completion_tokens: int = 0
     cached: bool = False
     mode: str = ""  # how a reply with a JSON schema was constrained: grammar, json_schema, json_object, prompt
+    # a failure-injection instrument's grade of this reply against its truth (`playground.agents.instrument_judge`):
+    # reported with the judge call into the trace, never handed to the role that asked
+    graded: Any = field(default=None, compare=False)
 
 
 class ChatModel(Protocol):
     """What agents and plugins need from a model."""
 
     def complete(self, messages: list[dict], *, choices: list[str] | None = None,
-                 max_tokens: int | None = None, json_schema: dict | None = None) -> Completion:
+                 max_tokens: int | None = None, json_schema: dict | None = None,
+                 stop: list[str] | None = None) -> Completion:
         """Return the reply to `messages`; `choices`, if the model supports it, constrains the reply to one of them;
-        `json_schema` asks for one JSON object of that schema, as strictly as the model supports (`Completion.mode`)."""
+        `json_schema` asks for one JSON object of that schema, as strictly as the model supports (`Completion.mode`);
+        `stop` ends the reply before the first of these strings."""
 
 
 def parse_completion(payload: Any, where: str, max_chars: int | None = None) -> Completion:

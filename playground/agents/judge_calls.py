@@ -22,12 +22,14 @@ _judge_listener: ContextVar[Callable[[JudgeCallEvent], None] | None] = ContextVa
 def report_judge_call(completion: Completion, *, role: str = "unknown", usable: bool = True,
                       mode: str = "") -> None:
     """Count a model call made for a plugin's role (not the agent's) in the episode being played, if any:
-    its role, tokens, whether its reply was usable and how it was constrained (`mode`, else the completion's)."""
+    its role, tokens, whether its reply was usable and how it was constrained (`mode`, else the completion's),
+    and a failure-injection instrument's grade of the reply (`Completion.graded`) where there is one."""
     listener = _judge_listener.get()
     if listener is not None:
         listener(JudgeCallEvent(role=role, prompt_tokens=completion.prompt_tokens,
                                 completion_tokens=completion.completion_tokens, usable=bool(usable),
-                                mode=mode or completion.mode or "prompt"))
+                                mode=mode or completion.mode or "prompt",
+                                graded=dict(completion.graded) if completion.graded is not None else None))
 
 
 @contextmanager

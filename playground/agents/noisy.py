@@ -6,12 +6,31 @@ it for a streak of steps: invalid or malformed actions, repeating itself, stalli
 actions that change nothing, drifting to objects unrelated to the goal, or declaring
 the task done too early.
 
-It reacts to interventions the way the harness design expects an agent to:
+It reacts to interventions the way the harness design expects an agent to (the model of
+behaviour, in one place):
 - a hard repair (`message.kind == "hard_repair"`) makes it choose among the offered
-  actions (the expert's action when offered, else the first one);
-- a soft repair (`"soft_repair"`) makes it return to the plan with probability
-  `recover_matching` when the message's lesson labels include the failure it is making,
-  and `recover_other` otherwise.
+  actions (the expert's action when offered, else the first one): an invalid action must
+  be rewritten, so a hard repair is always obeyed;
+- guidance (a soft repair's message, or standing notes while it is failing) is heeded with
+  probability `compliance` times a base rate. With `take_named=true`, guidance that names an
+  admissible action (quoted in its text, as a lesson's "What resolved it: 'open door'", or
+  offered in `message.actions`) has base rate 1: the instrument takes the first such action
+  literally. Taking the expert's planned action ends the failure; taking another is a detour
+  (while failing, the failure goes on; when it was not failing, the detour is the cost of a
+  false alarm or a misleading lesson). Otherwise (nothing named, `take_named` off, or the coin
+  said no) a soft repair while failing makes it return to the plan with base rate
+  `recover_matching` when the message's lesson labels include the failure it is making, and
+  `recover_other` otherwise. With `compliance=1` and `take_named=false` (the defaults) this is
+  the instrument's earlier behaviour exactly.
+
+With `judge_accuracy` set (or an accuracy per kind of judge: `detector_accuracy`,
+`need_check_accuracy`, `verifier_accuracy`, `summariser_accuracy`, `diagnoser_accuracy`) it also
+plays the judges' model: the runner shares its `model` with the plugins' model roles, and each
+structured request they send is answered from the instrument's own state by the answerer the
+role's plugin registered (`playground.core.instrument`), right with that probability and a
+realistic mistake otherwise. With `judge=local` (or `judge_base_url` + `judge_model`) a real
+model answers and the instrument only grades its replies against the same truth. Grades go into
+the trace with each judge call (`judge_call` events' `graded`); the roles see only the replies.
 
 How a failure looks depends on the env, and the agent knows no env by name:
 - an env that knows (e.g. code cells) says so through `TextEnv.failure_variants()`: the
@@ -38,11 +57,14 @@ machinery works, never how well an LLM agent would do.
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from playground.agents.base import expert_action, parse_options
+from playground.agents.base import AgentConfigError, expert_action, parse_options
 from playground.core.actions import is_template, kind_of
+from playground.core.instrument import JUDGE_KINDS, InstrumentJudgeSpec, InstrumentState, RepairRecord, StepRecord
 from playground.core.payloads import AgentView, Proposal
 
 # failure mode -> (failure type, retrieval label) a correct detector would report; both are names the
@@ -67,7 +89,16 @@ DEFAULTS: dict[str, Any] = {
     "max_streak": 6,
     "recover_matching": 0.9,
     "recover_other": 0.3,
+    "compliance": 1.0,
+    "take_named": False,
+    "judge_accuracy": -1.0,  # below 0: the instrument is no judge model (the roles keep their rules)
+    **{f"{kind}_accuracy": -1.0 for kind in JUDGE_KINDS},  # below 0: judge_accuracy
+    "judge": "",  # "local": the embedded model answers the roles, graded by the instrument
+    "judge_base_url": "",  # ... or an OpenAI-compatible endpoint
+    "judge_model": "",
 }
+RATES = (*FAILURE_LABELS, "recover_matching", "recover_other", "compliance")
+QUOTED = re.compile(r"'([^'\n]{1,200})'|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
 
 SINGLE_STEP_MODES = {"invalid", "malformed", "stop"}
 IDLE_KINDS = ("look",)  # actions that change nothing: stalling and looping
@@ -79,9 +110,18 @@ class NoisyAgent:
 
     def __init__(self, **options: Any) -> None:
         self.options = parse_options(DEFAULTS, options, "noisy")
-        for mode in FAILURE_LABELS:
+        for mode in RATES:
             if not 0.0 <= self.options[mode] <= 1.0:
                 raise ValueError(f"agent 'noisy' option {mode!r} must be a rate in [0, 1], got {self.options[mode]}")
+        for key in ("judge_accuracy", *(f"{kind}_accuracy" for kind in JUDGE_KINDS)):
+            if self.options[key] > 1.0:
+                raise AgentConfigError(f"agent 'noisy' option {key!r} must be an accuracy in [0, 1] (or below 0: "
+                                       f"unset), got {self.options[key]}")
+        if self.options["judge"] not in ("", "local"):
+            raise AgentConfigError(f"agent 'noisy' option 'judge' must be 'local' or empty, got "
+                                   f"{self.options['judge']!r}")
+        if bool(self.options["judge_base_url"]) != bool(self.options["judge_model"]):
+            raise AgentConfigError("agent 'noisy': judge_base_url and judge_model go together")
         self.rng = random.Random(0)
         self.mode: str | None = None
         self.remaining = 0
@@ -90,15 +130,76 @@ class NoisyAgent:
         self.variant_label = ""  # the env's label for the failure being made, where it gives one
         self.streak = 0  # how many failures the episode has started: the id of the current one
         self.env: Any = None
+        self.goal, self.step = "", 0
+        self.records: dict[int, StepRecord] = {}  # step -> the last proposal made at it
+        self.repairs: list[RepairRecord] = []
+        self.proposals: list[StepRecord] = []  # every proposal, re-asked ones too
+        self.judge_rng = random.Random(0)
+        self.judges: dict[str, InstrumentJudgeSpec] = {}
+        self._model: Any = None
+        self._heeded = self._took_named = False  # how the last message was taken (for the repair record)
 
     def bind_env(self, env: Any) -> None:
         """Remember the episode's env, to ask it how failures look there (`failure_variants`)."""
         self.env = env
 
+    def bind_judges(self, judges: Mapping[str, InstrumentJudgeSpec]) -> None:
+        """Remember how each model role's requests are answered (the answerers the plugins registered)."""
+        self.judges.clear()  # in place: the judges' model made before reads the same mapping
+        self.judges.update(judges)
+
+    @property
+    def judging(self) -> bool:
+        """True when the instrument plays the judges' model (an accuracy is set, or a real model is graded)."""
+        o = self.options
+        return (o["judge_accuracy"] >= 0 or any(o[f"{kind}_accuracy"] >= 0 for kind in JUDGE_KINDS)
+                or bool(o["judge"]) or bool(o["judge_base_url"]))
+
+    @property
+    def model(self) -> Any:
+        """The judges' model the runner shares with the plugins' model roles: None unless `judging`."""
+        if not self.judging:
+            return None
+        if self._model is None:
+            from playground.agents.instrument_judge import InstrumentJudge
+
+            self._model = InstrumentJudge(self.judges, self.state, self.accuracy, lambda: self.judge_rng,
+                                          self._delegate())
+        return self._model
+
+    def _delegate(self) -> Any:
+        """The real model that answers instead (graded), or None."""
+        o = self.options
+        from playground.agents.response_cache import default_cache_dir
+
+        if o["judge"] == "local":
+            from playground.agents.local_model import LocalChatModel
+
+            return LocalChatModel(max_tokens=200, cache_dir=default_cache_dir())
+        if o["judge_base_url"]:
+            from playground.agents.http_model import HTTPChatModel
+
+            return HTTPChatModel(str(o["judge_base_url"]), str(o["judge_model"]), temperature=0.0, max_tokens=200,
+                                 cache_dir=default_cache_dir())
+        return None
+
+    def accuracy(self, kind: str) -> float:
+        """The probability of a right answer for a kind of judge role: its own option, else `judge_accuracy`."""
+        own = float(self.options.get(f"{kind}_accuracy", -1.0))
+        return own if own >= 0 else max(0.0, float(self.options["judge_accuracy"]))
+
+    def state(self) -> InstrumentState:
+        """What the instrument knows now, for the answerers (never for a plugin's decision code)."""
+        steps = tuple(self.records[k] for k in sorted(self.records))
+        current = self.records.get(self.step)
+        return InstrumentState(self.goal, self.step, current, steps, tuple(self.repairs), tuple(self.proposals))
+
     def reset(self, task_id: str, seed: int) -> None:
         self.rng = random.Random(f"noisy:{seed}:{task_id}")
+        self.judge_rng = random.Random(f"noisy-judge:{seed}:{task_id}")
         self.mode, self.remaining, self.loop_action, self.last_search = None, 0, "", ""
         self.variant_label, self.streak = "", 0
+        self.goal, self.step, self.records, self.repairs, self.proposals = "", 0, {}, [], []
 
     @property
     def failure(self) -> tuple[str, str] | None:
@@ -110,30 +211,77 @@ class NoisyAgent:
 
     def propose(self, view: AgentView) -> Proposal:
         planned = expert_action(view, "noisy")
+        self.goal, self.step = view.goal, view.step
+        flagged = self.records.get(view.step)  # the proposal a message at this step is about
         proposal = self._react(view, planned) if view.message else None
+        if proposal is None and view.notes and self.mode is not None:
+            proposal = self._follow_notes(view, planned)
         if proposal is None:
             proposal = self._next(view, planned)
         if kind_of(proposal.action, view.extras.get("action_kinds") or {}) == "search":
             self.last_search = proposal.action
+        if view.message is not None and view.message.kind == "soft_repair":
+            failure = flagged.injected if flagged is not None else None
+            took = proposal.action if self._took_named else None
+            self.repairs.append(RepairRecord(view.step, failure, self._heeded, took,
+                                             flagged.action if flagged is not None else ""))
+        record = StepRecord(view.step, proposal.action, proposal.finish, planned,
+                            dict(proposal.injected) if proposal.injected is not None else None)
+        self.records[view.step] = record
+        self.proposals.append(record)
         return proposal
 
     def _react(self, view: AgentView, planned: str | None) -> Proposal | None:
         message = view.message
         assert message is not None  # propose() reacts only to a message
+        self._heeded, self._took_named = False, False
         if message.kind == "hard_repair" and message.actions:
             self._recover()
             choice = planned if planned is not None and planned in message.actions else message.actions[0]
             return Proposal(thought="The action was invalid; I pick one of the valid actions offered.", action=choice)
+        named = self._named(message.text, view, message.actions) if self.options["take_named"] else []
+        compliance = self.options["compliance"]
+        if named and self.rng.random() < compliance:
+            return self._take(named[0], view, planned)
         if self.mode is None:
             return None
         failure = self.failure
         assert failure is not None  # self.mode is set
         label = failure[1]
         chance = self.options["recover_matching"] if label in message.labels else self.options["recover_other"]
-        if self.rng.random() < chance:
+        if self.rng.random() < compliance * chance:
+            self._heeded = True
             self._recover()
             return self._on_plan(planned, "Following the advice, I return to the plan")
         return self._failure_action(self.mode, view, planned)  # the advice did not land
+
+    def _follow_notes(self, view: AgentView, planned: str | None) -> Proposal | None:
+        """While failing, take an admissible action the standing notes name (`take_named`), at `compliance`."""
+        named = self._named("\n".join(view.notes), view, ()) if self.options["take_named"] else []
+        if named and self.rng.random() < self.options["compliance"]:
+            return self._take(named[0], view, planned)
+        return None
+
+    def _named(self, text: str, view: AgentView, offered: tuple[str, ...]) -> list[str]:
+        """The admissible actions the guidance names: quoted in its text first, then those it offers."""
+        admissible = {a.lower(): a for a in view.admissible_actions or () if not is_template(a)}
+        quoted = [admissible[q.strip().lower()] for m in QUOTED.finditer(text) for q in m.groups()
+                  if q and q.strip().lower() in admissible]
+        return list(dict.fromkeys([*quoted, *(a for a in offered if a.lower() in admissible)]))
+
+    def _take(self, action: str, view: AgentView, planned: str | None) -> Proposal:
+        """Take an action the guidance named: the plan's ends the failure, another is a detour (a failure goes on)."""
+        self._heeded, self._took_named = True, True
+        if action == planned:
+            self._recover()
+            return Proposal(thought=f"Following the advice: {action}.", action=action)
+        proposal = Proposal(thought=f"Following the advice: {action}.", action=action)
+        if self.mode is None:
+            return proposal
+        failure_type, label = FAILURE_LABELS[self.mode]
+        return replace(proposal, injected={"mode": self.mode, "failure_type": failure_type,
+                                           "label": self.variant_label or label, "streak": self.streak,
+                                           "planned": planned, "detour": True})
 
     def _recover(self) -> None:
         self.mode, self.remaining, self.loop_action, self.variant_label = None, 0, "", ""

@@ -292,6 +292,8 @@ class JudgeCallEvent(Event):
     completion_tokens: int = 0
     usable: bool = True
     mode: str = "prompt"
+    # a failure-injection instrument's grade of the reply: {"kind", "step", "correct", "truth", "answer", "by"}
+    graded: Mapping[str, Any] | None = _optional()
 
 
 @dataclass(frozen=True, kw_only=True)

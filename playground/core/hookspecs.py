@@ -182,6 +182,18 @@ def register_failure_labels(register) -> None:
 
 
 @hookspec
+def register_instrument_judges(register) -> None:
+    """Say how the failure-injection instrument answers your model roles' requests (`playground.core.instrument`).
+
+    Call `register(role, answer, kind)`: `role` is the name your role asks `ask_structured` under, `kind` one of
+    `playground.core.instrument.JUDGE_KINDS` (which judge-accuracy option governs it), and `answer(request)` takes
+    a `JudgeRequest` (your role's prompt and schema, and the instrument's state) and returns a `JudgeAnswer`: the
+    right reply, a realistic wrong one, the truth, and how to grade any reply. It runs on the instrument's side, so
+    your role's decision code stays blind to the truth. A role with no answerer gets an unusable reply.
+    """
+
+
+@hookspec
 def register_commands(cli) -> None:
     """Add subcommands or command groups to the `playground` click group `cli`.
 

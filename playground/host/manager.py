@@ -21,6 +21,7 @@ from typing import Any, Callable
 from playground.core.env import EnvProvider
 from playground.core.episode_hooks import PluginError
 from playground.core.errors import PlaygroundError
+from playground.core.instrument import JUDGE_KINDS, InstrumentJudgeSpec
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry
 from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
 from playground.host.registry import (
@@ -89,6 +90,8 @@ class Host:
         self.harness_loaders: Registry[HarnessLoaderSpec] = Registry("harness prefix")
         self.intervention_loaders: Registry[InterventionLoaderSpec] = Registry("intervention prefix")
         self.attempt_verifiers: Registry[AttemptVerifierSpec] = Registry("attempt verifier")
+        # how the failure-injection instrument answers each model role's requests (`register_instrument_judges`)
+        self.instrument_judges: Registry[InstrumentJudgeSpec] = Registry("instrument judge role")
         self.labels = LabelRegistry()  # the failure types and labels the plugins declared
         self.commands_added = False
 
@@ -147,7 +150,8 @@ class Host:
             return True
         except Exception as exc:  # noqa: BLE001
             for registry in (self.envs, self.agents, self.interventions, self.harnesses, self.observers,
-                             self.harness_loaders, self.intervention_loaders, self.attempt_verifiers):
+                             self.harness_loaders, self.intervention_loaders, self.attempt_verifiers,
+                             self.instrument_judges):
                 registry.remove_from_plugin(plugin_name)
             self.labels.remove_from_plugin(plugin_name)
             self.pm.unregister(name=plugin_name)
@@ -208,6 +212,14 @@ class Host:
                 raise RegistrationError(f"{GRADE_VERIFIER!r} is the built-in grade verifier; choose another name")
             self.attempt_verifiers.add(name, AttemptVerifierSpec(name, factory, description, plugin))
 
+        def instrument_judge(role, answer, kind) -> None:
+            if kind not in JUDGE_KINDS:
+                raise RegistrationError(f"instrument judge {role!r}: kind must be one of {', '.join(JUDGE_KINDS)}, "
+                                        f"got {kind!r}")
+            if not callable(answer):
+                raise RegistrationError(f"instrument judge {role!r}: answer must be callable, got {answer!r}")
+            self.instrument_judges.add(role, InstrumentJudgeSpec(role, answer, kind, plugin))
+
         def failure_label(declaration) -> None:
             if not isinstance(declaration, (FailureType, FailureLabel)):
                 raise RegistrationError(f"register_failure_labels expects a FailureType or FailureLabel, "
@@ -217,7 +229,8 @@ class Host:
         return {"register_envs": env, "register_agents": agent, "register_interventions": intervention,
                 "register_harnesses": harness, "register_observers": observer,
                 "register_harness_loaders": harness_loader, "register_intervention_loaders": intervention_loader,
-                "register_failure_labels": failure_label, "register_attempt_verifiers": attempt_verifier}
+                "register_failure_labels": failure_label, "register_attempt_verifiers": attempt_verifier,
+                "register_instrument_judges": instrument_judge}
 
     def _check_harnesses(self) -> None:
         """Drop harnesses that name interventions no loaded plugin provides."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.agents.base import bind_env
+from playground.agents.base import bind_env, bind_judges
 from playground.core.events import EndEvent, ErrorEvent
 from playground.host.manager import Host
 from playground.run.attempts import AttemptRecorder, merge_attempts, play_attempt
@@ -108,6 +108,7 @@ class EpisodePlayer:
             try:
                 agent = agent_spec.factory(**config.agent_options)
                 bind_env(agent, env)
+                bind_judges(agent, self.host.instrument_judges)
             except BaseException:
                 _close_env(env)
                 raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, TypeVar
 
-from playground.agents.base import bind_env
+from playground.agents.base import bind_env, bind_judges
 from playground.agents.judge_calls import judge_calls_reported
 from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks
@@ -80,12 +80,13 @@ class PlayResult:
 
 def play(env, agent, plugins: Iterable[Any] = (), *, task: str = "tiny-0", max_steps: int = 20,
          params: dict | None = None, harness: str = "test", strict: bool = True, seed: int = 0,
-         playbook: str | None = None, attempt: int = 1) -> PlayResult:
+         playbook: str | None = None, attempt: int = 1, judges: Iterable[Any] | None = None) -> PlayResult:
     """Play one episode of `task` with `plugins` as the harness; return what happened.
 
     `strict=True` (the default here) lets a plugin's exception reach the test;
     `playbook` is the playbook path handed to plugins that use one; `attempt` is the
-    attempt number the payloads' `ids.attempt` carry (as a cascade harness's later attempts do).
+    attempt number the payloads' `ids.attempt` carry (as a cascade harness's later attempts do);
+    `judges` the instrument judges an instrument agent answers roles with (default: the loaded host's).
     """
     played = PlayResult(EpisodeResult("truncated", False, 0))
     hooks = EpisodeHooks([(f"plugin{i}", p) for i, p in enumerate(plugins)])
@@ -93,6 +94,11 @@ def play(env, agent, plugins: Iterable[Any] = (), *, task: str = "tiny-0", max_s
                            max_steps, playbook=playbook, params=dict(params or {}), strict=strict,
                            attempt=attempt)
     bind_env(agent, env)
+    if judges is None and callable(getattr(agent, "bind_judges", None)):
+        from playground.host.manager import get_host
+
+        judges = get_host().instrument_judges
+    bind_judges(agent, judges or ())
     emit = played.trace.append
     with agent_model_shared(getattr(agent, "model", None)), judge_calls_reported(emit):
         played.result = run_episode(env, agent, hooks, config, emit)

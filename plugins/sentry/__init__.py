@@ -37,6 +37,18 @@ def register_failure_labels(register):
 
 
 @hookimpl
+def register_instrument_judges(register):
+    """Say how the failure-injection instrument answers Sentry's judge roles (`instrument.py`)."""
+    from playground.plugins.sentry import instrument
+    from playground.plugins.sentry.judges import DETECTOR_ROLE, NEED_CHECK_ROLE, SUMMARISER_ROLE, VERIFIER_ROLE
+
+    register(DETECTOR_ROLE, instrument.answer_detection, kind="detector")
+    register(NEED_CHECK_ROLE, instrument.answer_need, kind="need_check")
+    register(VERIFIER_ROLE, instrument.answer_verdict, kind="verifier")
+    register(SUMMARISER_ROLE, instrument.answer_lesson, kind="summariser")
+
+
+@hookimpl
 def register_interventions(register):
     """Register Sentry's interventions, with the parameters they read (`params.SentryParams`)."""
     from playground.plugins.sentry.params import SentryParams, ValidityGuardParams

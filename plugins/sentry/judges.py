@@ -161,6 +161,12 @@ class LLMVerifier(RecoveryVerifier):
         super().__init__(horizon, quiet_steps, admission)
         self.model = model
         self.outcomes: list[BlindOutcome] = []
+        self.goal_text = ""
+
+    def start_episode(self, first_observation: str, goal: str = "") -> None:
+        """Start watching a new episode; the judge is shown its goal (task-relevant progress needs it)."""
+        super().start_episode(first_observation, goal)
+        self.goal_text = goal
 
     def observe(self, outcome: BlindOutcome) -> list[Verdict]:
         """Record the step; when a watch is due for a verdict, ask the judge for it."""
@@ -176,9 +182,11 @@ class LLMVerifier(RecoveryVerifier):
             return verdict
         label = verdict.watch.detection.labels[0]
         since = [o for o in self.outcomes if o.step >= verdict.watch.repair_step]
-        steps = "\n".join(f"- {o.action or '(stop)'} -> {o.observation.strip()[:160]}" for o in since)
-        user = (f"Diagnosed failure: {label}. It counts as resolved when "
-                f"{label_text(label, 'resolved_when', 'the failure stopped and progress resumed')}.\n"
+        steps = "\n".join(f"- step {o.step}: {o.action or '(stop)'} -> {o.observation.strip()[:160]}" for o in since)
+        user = (f"Goal: {self.goal_text}\n"
+                f"Diagnosed failure: {label}, repaired at step {verdict.watch.repair_step}. It counts as resolved "
+                f"when {label_text(label, 'resolved_when', 'the failure stopped and progress resumed')}, by "
+                f"grounded progress towards the goal.\n"
                 f"Steps since the repair:\n{steps or '(none: the episode ended)'}")
         answer = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.SCHEMA).value
         if answer is None:
@@ -202,8 +210,9 @@ class LLMSummariser:
         """Return a lesson draft written by the model (the template's when the reply is unusable)."""
         template = summarise(verdict, failing_action)
         label = verdict.watch.detection.labels[0]
-        user = (f"Failure: {label} ({label_text(label, 'advice')}). Failing action: {failing_action!r}. "
-                f"Recovered with: {verdict.watch.progress_action!r}. Evidence: {verdict.evidence}")
+        user = (f"Failure: {label} ({label_text(label, 'advice')}), repaired at step {verdict.watch.repair_step}. "
+                f"Failing action: {failing_action!r}. Recovered with: {verdict.watch.progress_action!r}. "
+                f"Evidence: {verdict.evidence}")
         answer = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.SCHEMA, max_tokens=250).value or {}
         trigger, principle = str(answer.get("trigger", "")).strip(), str(answer.get("principle", "")).strip()
         if not trigger or not principle:

@@ -201,10 +201,11 @@ class VerdictTruth:
     episode: str
     repair_step: int
     labels: tuple[str, ...]
-    verdict: str  # "resolved" or "unresolved"
+    verdict: str  # "resolved" or "unresolved" (or "unverified", where asked for)
     injected_label: str | None = None  # None: the repair was about no injected failure
     ended: bool | None = None  # the injected streak was no longer being made within the horizon
     recurred: bool | None = None  # a new streak of the same label started within the horizon
+    lesson: bool = False  # the verdict stored a lesson
 
     @property
     def truth(self) -> bool | None:
@@ -212,8 +213,10 @@ class VerdictTruth:
         return None if self.injected_label is None else bool(self.ended and not self.recurred)
 
 
-def verdict_truths(episode: EpisodeTrace, window: int, matches: Matcher, horizon: int) -> list[VerdictTruth]:
-    """Each resolved/unresolved verdict of the episode with its ground truth.
+def verdict_truths(episode: EpisodeTrace, window: int, matches: Matcher, horizon: int,
+                   verdicts: tuple[str, ...] = ("resolved", "unresolved")) -> list[VerdictTruth]:
+    """Each verdict of the episode (those named in `verdicts`: resolved and unresolved by default; add
+    "unverified" for a run that admits lessons unverified) with its ground truth.
 
     The repaired failure is the injected streak (a label matching the repair's) made at the repair
     step or within `window` steps before it, the latest such (an exact label first). Over the
@@ -226,11 +229,11 @@ def verdict_truths(episode: EpisodeTrace, window: int, matches: Matcher, horizon
                if isinstance(e, InterventionEvent) and e.kind == "soft_repair" and e.detections}
     found = []
     for event in episode.events:
-        if not isinstance(event, VerificationEvent) or event.verdict not in ("resolved", "unresolved"):
+        if not isinstance(event, VerificationEvent) or event.verdict not in verdicts:
             continue
         r = event.repair_step
         labels = repairs.get(r, ())
-        truth = VerdictTruth(_episode_id(episode), r, labels, event.verdict)
+        truth = VerdictTruth(_episode_id(episode), r, labels, event.verdict, lesson=event.lesson is not None)
         made = [(at, *mark) for at in range(r - window, r + 1) for p in steps.get(at, ())
                 if (mark := injected_at(p)) is not None and any(matches(label, mark[0]) for label in labels)]
         if made:

@@ -1,0 +1,88 @@
+"""The instrument's judge model: a `ChatModel` that answers the plugins' structured role requests from the
+failure-injection instrument's own state, at a set accuracy per kind of role (see `playground.core.instrument`).
+
+A role asks as it would ask an LLM (`ask_structured`: messages and a JSON schema titled with the role's name). The
+model looks up the answerer a plugin registered for that role, builds the request with the instrument's state
+(`InstrumentState`) and replies with the right answer with probability `accuracy(kind)`, else with the answerer's
+realistic mistake. Each reply carries its grade (`Completion.graded`: kind, step, whether it was right, the truth
+and the answer), which the judge-call report writes into the trace; the role gets the reply's text only.
+
+With a `delegate` (a real model: the embedded SmolLM2, an endpoint) the delegate answers instead and the instrument
+only grades its reply against the same truth: so a real model's accuracy per role is measured on the very requests
+the curves are drawn from. A role no plugin registered an answerer for gets an `LLMError` (an unusable reply).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from playground.agents.chat import ChatModel, Completion, LLMError
+from playground.agents.structured import json_object_in
+from playground.core.instrument import InstrumentJudgeSpec, InstrumentState, JudgeRequest
+
+MODE = "instrument"
+
+
+class InstrumentJudge:
+    """A `ChatModel` answering role requests from an instrument's state (see module docstring).
+
+    `judges` maps role names to their registered `InstrumentJudgeSpec`; `state()` returns the instrument's state
+    now; `accuracy(kind)` the probability of a right answer for a kind of role; `rng` draws the coin flips and the
+    mistakes (seeded by the instrument per episode, so a run repeats); `delegate` answers instead where given."""
+
+    def __init__(self, judges: Mapping[str, InstrumentJudgeSpec], state: Callable[[], InstrumentState],
+                 accuracy: Callable[[str], float], rng: Callable[[], random.Random],
+                 delegate: ChatModel | None = None) -> None:
+        self.judges, self.state, self.accuracy, self.rng, self.delegate = judges, state, accuracy, rng, delegate
+
+    @property
+    def reply_format(self) -> str:
+        """How replies are constrained (`StructuredReply.mode`): the delegate's where there is one."""
+        return str(getattr(self.delegate, "reply_format", "") or "prompt") if self.delegate else MODE
+
+    def complete(self, messages: list[dict], *, choices: list[str] | None = None, max_tokens: int | None = None,
+                 json_schema: dict | None = None, stop: list[str] | None = None) -> Completion:
+        """Answer one role request (`json_schema` titled with the role); LLMError for a request no answerer knows."""
+        role = str((json_schema or {}).get("title", ""))
+        spec = self.judges.get(role)
+        if spec is None:
+            if self.delegate is not None:
+                return self.delegate.complete(messages, choices=choices, max_tokens=max_tokens, json_schema=json_schema)
+            raise LLMError(f"the failure-injection instrument has no answer for role {role or '(untitled)'!r}: no "
+                           f"plugin registered one (register_instrument_judges); roles it answers: "
+                           f"{', '.join(sorted(self.judges)) or '(none)'}")
+        system = next((m["content"] for m in messages if m.get("role") == "system"), "")
+        user = "\n".join(m["content"] for m in messages if m.get("role") == "user")
+        state = self.state()
+        rng = self.rng()
+        key = spec.answer(JudgeRequest(role, system, user, json_schema or {}, state, rng))
+        if self.delegate is not None:
+            completion = self.delegate.complete(messages, choices=choices, max_tokens=max_tokens,
+                                                json_schema=json_schema)
+            value = json_object_in(completion.text)
+            correct = value is not None and _agrees(key.agrees, value)
+            graded = _grade(spec.kind, state, correct, key.truth, value, "model")
+            return Completion(completion.text, completion.prompt_tokens, completion.completion_tokens,
+                              completion.cached, completion.mode, graded=graded)
+        correct = rng.random() < self.accuracy(spec.kind)
+        answer = key.correct if correct else key.wrong
+        text = json.dumps(dict(answer))
+        return Completion(text, mode=MODE, graded=_grade(spec.kind, state, correct, key.truth, dict(answer),
+                                                         "instrument"))
+
+
+def _agrees(agrees: Callable[[Mapping[str, Any]], bool], value: Mapping[str, Any]) -> bool:
+    """Whether a delegate's reply is right; a reply of another shape than the role's is wrong."""
+    try:
+        return bool(agrees(value))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return False
+
+
+def _grade(kind: str, state: InstrumentState, correct: bool, truth: Mapping[str, Any], answer: Any,
+           by: str) -> dict[str, Any]:
+    return {"kind": kind, "step": state.step, "correct": bool(correct), "truth": dict(truth), "answer": answer,
+            "by": by}

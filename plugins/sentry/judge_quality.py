@@ -1,0 +1,87 @@
+"""Figures of a run played by the failure-injection instrument as the judges' model: how Sentry's mechanism
+depends on judge quality (instrument figures: never a claim about any LLM).
+
+Read from a run directory's files only (records and traces):
+
+- `judge_grades`: each kind of judge role's graded calls (`judge_call` events' `graded`) and the share right:
+  the accuracy the instrument was set to, or a real model's measured accuracy when it answered (`by` "model");
+- `lesson_precision`: the share of stored lessons that come from a truly resolved failure, graded by the
+  injected truth (`truth.verdict_truths`, unverified lessons included), beside the base rate (the share of all
+  soft repairs whose failure truly was resolved, whatever the verdict);
+- `learning_curve`: success by episode index (the order the harness played its tasks), first and last quarter;
+- `success_against`: a harness's success beside another's on the same tasks, with the exact McNemar test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from playground.api import Host, load_records, mcnemar_exact, wilson_interval
+from playground.core.events import JudgeCallEvent
+from playground.plugins.sentry.bench import mode_matcher
+from playground.plugins.sentry.harness import DEFAULTS
+from playground.plugins.sentry.truth import traces, verdict_truths
+
+
+def harness_records(run_dir: str | Path, harness: str) -> list[dict]:
+    """The finished (not errored) episode records of `harness`, in the order they were played."""
+    return [r for r in load_records(run_dir) if r.get("harness") == harness and r.get("status") != "error"]
+
+
+def judge_grades(run_dir: str | Path, harness: str) -> dict[str, dict[str, Any]]:
+    """{kind: {"calls", "right", "accuracy", "by"}} over the graded judge calls of `harness`'s episodes."""
+    grades: dict[str, dict[str, Any]] = {}
+    for episode in traces(run_dir, harness, required=False):
+        for event in episode.events:
+            if not isinstance(event, JudgeCallEvent) or not event.graded:
+                continue
+            row = grades.setdefault(str(event.graded.get("kind")), {"calls": 0, "right": 0, "by": set()})
+            row["calls"] += 1
+            row["right"] += bool(event.graded.get("correct"))
+            row["by"].add(str(event.graded.get("by")))
+    return {kind: {"calls": r["calls"], "right": r["right"], "accuracy": r["right"] / r["calls"],
+                   "ci95": wilson_interval(r["right"], r["calls"]), "by": ",".join(sorted(r["by"]))}
+            for kind, r in sorted(grades.items())}
+
+
+def lesson_precision(host: Host, run_dir: str | Path, harness: str, window: int = int(DEFAULTS["window"]),
+                     match: str = "label") -> dict[str, Any]:
+    """Lessons stored by `harness` and the share from a truly resolved failure, beside the base rate."""
+    matcher = mode_matcher(host, match)
+    verdicts = []
+    for episode in traces(run_dir, harness, required=False):
+        horizon = int(episode.header.params.get("horizon", DEFAULTS["horizon"]))
+        verdicts += verdict_truths(episode, window, matcher, horizon,
+                                   verdicts=("resolved", "unresolved", "unverified"))
+    lessons = [v for v in verdicts if v.lesson]
+    true_lessons = sum(bool(v.truth) for v in lessons)
+    truly = sum(bool(v.truth) for v in verdicts)
+    return {"repairs": len(verdicts), "truly_resolved": truly,
+            "base_rate": truly / len(verdicts) if verdicts else None,
+            "lessons": len(lessons), "true_lessons": true_lessons,
+            "precision": true_lessons / len(lessons) if lessons else None}
+
+
+def learning_curve(run_dir: str | Path, harness: str) -> dict[str, Any]:
+    """Success by episode index: each episode's outcome in play order, and the first and last quarter's rates."""
+    won = [bool(r.get("won")) for r in harness_records(run_dir, harness)]
+    quarter = max(1, len(won) // 4)
+    first, last = won[:quarter], won[-quarter:]
+    return {"episodes": len(won), "won": won,
+            "first_quarter": sum(first) / len(first) if first else None,
+            "last_quarter": sum(last) / len(last) if last else None}
+
+
+def success_against(run_dir: str | Path, harness: str, reference: str = "base") -> dict[str, Any]:
+    """`harness`'s success with its Wilson interval, and the exact McNemar test against `reference` on the tasks
+    both played (b: reference won and harness lost; c: the reverse)."""
+    mine = {(r["task_id"], r.get("trial", 1)): bool(r.get("won")) for r in harness_records(run_dir, harness)}
+    theirs = {(r["task_id"], r.get("trial", 1)): bool(r.get("won")) for r in harness_records(run_dir, reference)}
+    both = [key for key in mine if key in theirs]
+    b = sum(theirs[k] and not mine[k] for k in both)
+    c = sum(mine[k] and not theirs[k] for k in both)
+    wins = sum(mine.values())
+    return {"episodes": len(mine), "won": wins, "success": wins / len(mine) if mine else None,
+            "ci95": wilson_interval(wins, len(mine)), "pairs": len(both), "b": b, "c": c,
+            "p": mcnemar_exact(b, c) if both else None}
