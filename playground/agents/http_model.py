@@ -69,8 +69,12 @@ class HTTPChatModel:
     json_object_schema: bool = True
 
     def complete(self, messages: list[dict], *, choices: list[str] | None = None,
-                 max_tokens: int | None = None, json_schema: dict | None = None) -> Completion:
+                 max_tokens: int | None = None, json_schema: dict | None = None,
+                 stop: list[str] | None = None) -> Completion:
         """Send one chat request (retrying transient failures) and return the reply.
+
+        `choices` is not sent: the OpenAI protocol has no field for it, so the reply is the model's own. `stop` is
+        sent as the request's `stop`.
 
         With `json_schema`, the request asks for a JSON object of that schema by `response_format`, starting at
         `reply_format`: a server that refuses it (HTTP 400, 404, 415, 422 or 501, or an error naming
@@ -81,6 +85,8 @@ class HTTPChatModel:
                                 "max_tokens": max_tokens or self.max_tokens}
         if self.seed is not None:
             body["seed"] = self.seed
+        if stop:
+            body["stop"] = list(stop)
         if json_schema is None:
             return self._send(body, "")
         ladder = _FORMAT_LADDER[self._format_step():]

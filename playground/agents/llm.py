@@ -12,6 +12,13 @@ actions, or to the actions an intervention message offers when the message restr
 agent to them (`InterventionMessage.restrict`); actions a message merely suggests leave
 decoding over the admissible actions. A template such as `search[...]` admits any
 one-line argument.
+
+Constrained decoding writes only the action, so the proposal has no thought. With `think=True` the agent
+reasons first: one unconstrained call asks for the thought (its first line, at most `THOUGHT_MAX_TOKENS`
+tokens, stopped at the newline), then the constrained call decodes the action with that thought in its
+prompt. Two calls rather than one grammar `Thought: ...\nAction: <choice>`: the OpenAI protocol has no field
+for a grammar, so only plain calls work with every model. The proposal's tokens are both calls' (docs/models.md,
+"Reasoning before a constrained action").
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ SYSTEM_PROMPT = (
 )
 FORMAT_REMINDER = ("Your reply did not follow the format. Answer with two lines only:\n"
                    "Thought: <one short sentence>\nAction: <exactly one action>")
+THOUGHT_MAX_TOKENS = 48  # a one-sentence thought before a constrained action
+ACTION_REQUEST = "Now the action: exactly one of the valid actions, nothing else."
 FINISH_WORDS = {"finish", "finished", "done", "stop"}
 ACTION_LINE = re.compile(r"^\s*\**action\s*:\**\s*(.+?)\s*$", re.I | re.M)
 THOUGHT_LINE = re.compile(r"^\s*\**thought\s*:\**\s*(.+?)\s*$", re.I | re.M)
@@ -95,6 +104,16 @@ def parse_reply(text: str, admissible: tuple[str, ...] | None) -> tuple[str, str
     return None
 
 
+def read_thought(text: str) -> str:
+    """The thought in the first line of a reply (`Thought: ...`, or the bare line); "" for an empty line or one
+    that already names the action."""
+    line = (text.strip().splitlines() or [""])[0]
+    if ACTION_LINE.match(line):
+        return ""
+    match = THOUGHT_LINE.match(line)
+    return (match.group(1) if match else _unquote(line))[:300]
+
+
 def _unquote(text: str) -> str:
     """Strip markdown emphasis, quotes and a trailing full stop around an action."""
     return text.strip().strip("*`'\" ").rstrip(".").strip("*`'\" ")
@@ -109,11 +128,12 @@ class LLMAgent:
     """Proposes actions by asking a chat model (see module docstring)."""
 
     def __init__(self, model: ChatModel, window: int = 5, max_obs_chars: int = 800, constrained: bool = False,
-                 history: str = "blocks") -> None:
+                 history: str = "blocks", think: bool = False) -> None:
         if history not in HISTORY_SHAPES:
             raise ValueError(f"history must be one of {', '.join(HISTORY_SHAPES)}, not {history!r}")
         self.model = model
         self.window, self.max_obs_chars, self.constrained, self.history = window, max_obs_chars, constrained, history
+        self.think = think  # constrained: write a free-text thought first (a call of its own)
 
     @property
     def model_file(self) -> str | None:
@@ -127,13 +147,7 @@ class LLMAgent:
     def propose(self, view: AgentView) -> Proposal:
         messages = render_prompt(view, self.window, self.max_obs_chars, self.history)
         if self.constrained and view.admissible_actions:
-            # only a message that restricts the agent narrows decoding; offered actions are otherwise suggestions
-            message = view.message
-            offered = [a for a in (message.actions if message is not None and message.restrict else ())
-                       if is_admissible(a, view.admissible_actions)]
-            reply = self.model.complete(messages, choices=offered or list(view.admissible_actions))
-            return Proposal("", reply.text.strip(), False, reply.prompt_tokens, reply.completion_tokens,
-                            prompt=tuple(messages))
+            return self._propose_constrained(view, messages, view.admissible_actions)
         reply = self.model.complete(messages)
         prompt_tokens, completion_tokens = reply.prompt_tokens, reply.completion_tokens
         parsed = parse_reply(reply.text, view.admissible_actions)
@@ -152,6 +166,24 @@ class LLMAgent:
         return Proposal(thought, "" if finish else action, finish, prompt_tokens, completion_tokens,
                         prompt=tuple(messages))
 
+    def _propose_constrained(self, view: AgentView, messages: list[dict], admissible: tuple[str, ...]) -> Proposal:
+        """Decode the action over the admissible actions, after a free-text thought when `think` is on."""
+        # only a message that restricts the agent narrows decoding; offered actions are otherwise suggestions
+        message = view.message
+        offered = [a for a in (message.actions if message is not None and message.restrict else ())
+                   if is_admissible(a, admissible)]
+        thought, prompt_tokens, completion_tokens = "", 0, 0
+        if self.think:
+            first = self.model.complete(messages, max_tokens=THOUGHT_MAX_TOKENS, stop=["\n"])
+            thought = read_thought(first.text)
+            prompt_tokens, completion_tokens = first.prompt_tokens, first.completion_tokens
+            if thought:
+                messages = messages + [{"role": "assistant", "content": f"Thought: {thought}"},
+                                       {"role": "user", "content": ACTION_REQUEST}]
+        reply = self.model.complete(messages, choices=offered or list(admissible))
+        return Proposal(thought, reply.text.strip(), False, prompt_tokens + reply.prompt_tokens,
+                        completion_tokens + reply.completion_tokens, prompt=tuple(messages))
+
 
 HTTP_DEFAULTS: dict[str, Any] = {
     "base_url": "", "model": "", "api_key_env": "OPENAI_API_KEY", "temperature": 0.0, "seed": 0,
@@ -160,7 +192,7 @@ HTTP_DEFAULTS: dict[str, Any] = {
 }
 LOCAL_DEFAULTS: dict[str, Any] = {
     "gguf": "", "temperature": 0.0, "seed": 0, "max_tokens": 64, "threads": "auto", "n_ctx": 8192,
-    "constrained": False, "cache_dir": "", "contexts": 4,
+    "constrained": False, "think": False, "cache_dir": "", "contexts": 4,
     "window": 5, "max_obs_chars": 600, "history": "blocks",
 }
 
@@ -209,4 +241,5 @@ def make_local_agent(**options: Any) -> LLMAgent:
                                cache_dir=_cache_dir(o["cache_dir"]), contexts=o["contexts"])
     except LLMError as exc:
         raise ValueError(f"agent 'local': {exc}") from None
-    return LLMAgent(model, o["window"], o["max_obs_chars"], constrained=o["constrained"], history=o["history"])
+    return LLMAgent(model, o["window"], o["max_obs_chars"], constrained=o["constrained"], history=o["history"],
+                    think=o["think"])

@@ -133,11 +133,14 @@ class LocalChatModel:
         return llm
 
     def complete(self, messages: list[dict], *, choices: list[str] | None = None,
-                 max_tokens: int | None = None, json_schema: dict | None = None) -> Completion:
+                 max_tokens: int | None = None, json_schema: dict | None = None,
+                 stop: list[str] | None = None) -> Completion:
         """Generate a reply locally; `choices` constrains it to one of the strings, `json_schema` to a JSON object
-        of that schema (`choices` and `json_schema` together are an error)."""
+        of that schema (`choices` and `json_schema` together are an error); `stop` ends it before any of these."""
         kwargs: dict[str, Any] = {"messages": messages, "temperature": self.temperature,
                                   "max_tokens": max_tokens or self.max_tokens, "seed": self.seed}
+        if stop:
+            kwargs["stop"] = list(stop)  # only when given: requests without it keep their response-cache keys
         if choices and json_schema is not None:
             raise ValueError("complete(): give choices or json_schema, not both")
         mode = ""
