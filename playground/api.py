@@ -25,7 +25,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.cli.main": ("run_with_progress",),
     # Run folders, records and traces
     "playground.run.rundir": ("identity_mismatch", "load_records", "read_config", "record_trace", "RunDirError",),
-    "playground.run.traces": ("read_events", "read_header", "read_jsonl", "read_trace", "TraceError",),
+    "playground.run.traces": ("read_events", "read_header", "read_jsonl", "read_trace", "TraceError", "TraceWriter",),
+    "playground.run.lock": ("git_state", "plugin_distributions",),
     "playground.run.forks": (
         "EpisodeTrace", "fork", "fork_path", "ForkError", "load_episode", "RecordedStep", "replay_contexts",
     ),
@@ -99,12 +100,13 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
         load_episode,
         replay_contexts,
     )
+    from playground.run.lock import git_state, plugin_distributions
     from playground.run.report import merge_judge_replies, summarise_harness, wilson_interval
     from playground.run.rundir import RunDirError, identity_mismatch, load_records, read_config, record_trace
     from playground.run.runner import check_finished, run
     from playground.run.secrets import redact_url
     from playground.run.stats import Metric, bootstrap_ci, compare, holm, mcnemar_exact, sign_flip_p, split_by_harness
-    from playground.run.traces import TraceError, read_events, read_header, read_jsonl, read_trace
+    from playground.run.traces import TraceError, TraceWriter, read_events, read_header, read_jsonl, read_trace
     from playground.run.validation import resolve_tasks
     from playground.testing.play import ScriptedAgent
     from playground.text_index import TextIndex, built_once

@@ -13,22 +13,34 @@ actions, unsafe admissions, false blocks and the mean episode wall time; with `l
 paired latency tests of DART against every other row. The agent is the expert, `noisy` or a
 model (`local`, `llm`): a model's own calls then fail too (refused, out of order, invalid:
 `model errors`), besides the injected faults. Ground truth comes from the env object the bench
-holds, never through the sidecar.
+holds, never through the sidecar: also whether the task's fault was reached (`faults reached`:
+its faulty write happened; a fault is silent until then, so an agent that never gets there
+meets none) and the restores made (`rollbacks/reruns`: local restores, and whole-task reruns).
+
+The step budget must let the agent reach the faults: `budget_problem` compares it with the
+longest expert plan of the tasks played (16-24 calls on the shipped domains); a budget below
+that is null by construction (even the expert reaches no fault).
+
+With `out`, the bench also writes a run folder: `config.json` (its settings), `lock.json`
+(software, env, agent, budget), `episodes.jsonl` (one record per episode), `summary.json` (the
+figures per domain and harness) and one trace per episode (`traces/<harness>/<task>.jsonl`).
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import pickle
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from playground.api import bind_env
 from playground.core.episode_hooks import EpisodeHooks
-from playground.core.events import Event, InterventionEvent, RollbackEvent, StepEvent
+from playground.core.events import Event, HeaderEvent, InterventionEvent, RollbackEvent, StepEvent
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.plugins.dart import graph, latency, sidecar
 from playground.plugins.dart.variants import ABLATIONS, BASELINES
@@ -46,7 +58,9 @@ HARNESSES: dict[str, Callable[[], Any] | None] = {
 }
 GRAPH = "langgraph"  # the LangGraph row: not a loop harness, a graph run of the same task
 COLUMNS = ("harness", "success", "replayed", "preserved", "blocked", "unsafe/false-block", "model errors",
-           "wall s", "us/step", "vs plain", "snapshot B")
+           "faults reached", "rollbacks/reruns", "wall s", "us/step", "vs plain", "snapshot B")
+FIGURES = ("replayed", "preserved", "blocked", "unsafe", "false_blocks", "steps", "agent_errors", "faulty",
+           "faults_reached", "rollbacks", "reruns")
 
 
 class SizedEnv:
@@ -78,6 +92,10 @@ class Tally:
     false_blocks: int = 0
     steps: int = 0
     agent_errors: int = 0
+    faulty: int = 0  # episodes whose task has a fault
+    faults_reached: int = 0  # of those, the episodes where the fault fired (its faulty write happened)
+    rollbacks: int = 0  # local restores (to a checkpoint after step 0)
+    reruns: int = 0  # whole-task reruns (restores of step 0)
     seconds: dict[str, float] = field(default_factory=dict)  # task -> episode wall seconds
     sizes: list[int] = field(default_factory=list)
     per_step: float | None = None  # median seconds per step
@@ -88,8 +106,8 @@ class Tally:
         """Count one episode's figures."""
         self.episodes += 1
         self.won += bool(figures["won"])
-        for key in ("replayed", "preserved", "blocked", "unsafe", "false_blocks", "steps", "agent_errors"):
-            setattr(self, key, getattr(self, key) + figures[key])
+        for key in FIGURES:
+            setattr(self, key, getattr(self, key) + figures.get(key, 0))
         self.sizes += figures["sizes"]
         self.seconds[figures["task"]] = figures["seconds"]
 
@@ -103,8 +121,19 @@ class Tally:
         micro = f"{self.per_step * 1e6:.0f}" if self.per_step is not None else "-"
         ratio = f"{self.ratio:.2f}x" if self.ratio is not None else "-"
         return [name, f"{self.won}/{self.episodes}", str(self.replayed), str(self.preserved), str(self.blocked),
-                f"{self.unsafe}/{self.false_blocks}", str(self.agent_errors), f"{sum(self.seconds.values()):.2f}",
-                micro, ratio, size]
+                f"{self.unsafe}/{self.false_blocks}", str(self.agent_errors), f"{self.faults_reached}/{self.faulty}",
+                f"{self.rollbacks}/{self.reruns}", f"{sum(self.seconds.values()):.2f}", micro, ratio, size]
+
+    def figures(self) -> dict[str, Any]:
+        """The row's figures as a JSON-ready mapping (for summary.json), per fault variant too."""
+        data = {"episodes": self.episodes, "won": self.won, **{key: getattr(self, key) for key in FIGURES},
+                "wall_seconds": round(sum(self.seconds.values()), 4),
+                "snapshot_bytes": round(sum(self.sizes) / len(self.sizes)) if self.sizes else None,
+                "us_per_step": None if self.per_step is None else round(self.per_step * 1e6, 1),
+                "vs_plain": None if self.ratio is None else round(self.ratio, 3)}
+        if self.variants:
+            data["variants"] = {name: tally.figures() for name, tally in self.variants.items()}
+        return data
 
 
 def duration(seconds: float) -> str:
@@ -117,9 +146,44 @@ def _config(task: str, harness: str, agent: Any, max_steps: int, seed: int) -> E
                          params={"max_rollbacks": 10})
 
 
+def expert_plan_length(provider: Any, task_set: str, task: str) -> int:
+    """The number of calls in the expert's plan of `task` (a clean run, no fault replayed)."""
+    env = provider.make(task_set, expert=True)
+    _, info = env.reset(seed=0, options={"task": task})
+    return len(info["expert_plan"])
+
+
+def budget_problem(provider: Any, tasks: dict[str, list[str]], max_steps: int) -> str | None:
+    """Why `max_steps` is too small for the tasks (by domain), or None when it is enough.
+
+    A budget below the longest expert plan of the tasks played cannot reach every fault even with the expert:
+    a fault is silent until its call, so such a run measures no recovery at all (it is null by construction).
+    """
+    lengths = {task: expert_plan_length(provider, domain, task) for domain, ids in tasks.items() for task in ids}
+    if not lengths:
+        return None
+    longest = max(lengths.values())
+    if max_steps >= longest:
+        return None
+    short = sum(length > max_steps for length in lengths.values())
+    return (f"--max-steps {max_steps} is below the expert's plan on {short} of {len(lengths)} tasks (plans of "
+            f"{min(lengths.values())}-{longest} calls): even the expert would reach no fault there, so the run "
+            f"measures no recovery; use at least {longest} (the default 80 leaves room for recoveries)")
+
+
+def _trace_header(task_set: str, task: str, harness: str, agent: Any, max_steps: int, seed: int) -> HeaderEvent:
+    return HeaderEvent(env="workflow", task_set=task_set, task_id=task, seed=seed, harness=harness,
+                       agent=type(agent).__name__, max_steps=max_steps, run_id="bench", split=None,
+                       episode_id=f"bench:{task}", params={"max_rollbacks": 10},
+                       interventions=[harness] if HARNESSES.get(harness) is not None else [])
+
+
 def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any, max_steps: int,
-              seed: int = 0) -> dict[str, Any]:
-    """Play one task under one harness (or as a LangGraph graph for `langgraph`); return its figures."""
+              seed: int = 0, trace: Path | None = None) -> dict[str, Any]:
+    """Play one task under one harness (or as a LangGraph graph for `langgraph`); return its figures.
+
+    With `trace`, the episode's events are also written there as a trace (not for `langgraph`).
+    """
     if harness == GRAPH:
         started = time.perf_counter()
         graphed = graph.play(provider.make(task_set), task)
@@ -128,7 +192,13 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
     make = HARNESSES[harness]
     plugin = make() if make is not None else None
     hooks = EpisodeHooks([(harness, plugin)] if plugin is not None else [])
-    figures: dict[str, Any] = {"replayed": 0, "preserved": 0, "blocked": 0, "false_blocks": 0, "agent_errors": 0}
+    figures: dict[str, Any] = {"replayed": 0, "preserved": 0, "blocked": 0, "false_blocks": 0, "agent_errors": 0,
+                               "rollbacks": 0, "reruns": 0}
+    writer = None
+    if trace is not None:
+        from playground.api import TraceWriter
+
+        writer = TraceWriter(trace, _trace_header(task_set, task, harness, agent, max_steps, seed))
     position = 0
     committed_at: dict[int, int] = {}
 
@@ -138,6 +208,8 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
 
     def emit(event: Event) -> None:
         nonlocal position
+        if writer is not None:
+            writer.emit(event)
         if isinstance(event, StepEvent):
             position = event.step + 1
             failure = event.failure or {}
@@ -145,6 +217,7 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
             committed_at[position] = committed()
         elif isinstance(event, RollbackEvent):
             figures["preserved"] += committed_at.get(event.to_step, 0)
+            figures["rollbacks" if event.to_step > 0 else "reruns"] += 1
             position = event.to_step
         elif isinstance(event, InterventionEvent) and event.details.get("blocked"):
             figures["blocked"] += 1
@@ -154,12 +227,18 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
 
     bind_env(agent, env)
     started = time.perf_counter()
-    result = run_episode(env, agent, hooks, _config(task, harness, agent, max_steps, seed), emit)
+    try:
+        result = run_episode(env, agent, hooks, _config(task, harness, agent, max_steps, seed), emit)
+    finally:
+        if writer is not None:
+            writer.close()
     seconds = time.perf_counter() - started
     if result.status == "error":
         raise RuntimeError(f"{harness} on {task}: {result.error}")
+    faulty = env.env.fault is not None
     figures.update(won=result.won and env.env.valid(), steps=result.steps, replayed=result.steps - position,
-                   unsafe=env.env.world["unsafe_restores"], sizes=env.sizes, task=task, seconds=seconds)
+                   unsafe=env.env.world["unsafe_restores"], sizes=env.sizes, task=task, seconds=seconds,
+                   faulty=int(faulty), faults_reached=int(faulty and bool(env.env.world["fired"])))
     return figures
 
 
@@ -240,13 +319,15 @@ def bench_tasks(provider: Any, domain: str, split: str, per_variant: int | None 
 
 
 def bench(provider: Any, domains: list[str], harnesses: list[str], make_agent: Callable[[], Any], split: str = "test",
-          max_steps: int = 80, repeats: int = 7, per_variant: int | None = None) -> dict[str, dict[str, Tally]]:
+          max_steps: int = 80, repeats: int = 7, per_variant: int | None = None,
+          out: Path | None = None) -> dict[str, dict[str, Tally]]:
     """Every harness on every task of each domain's split, then the step timing; tallies by domain and harness.
 
     A task is played under every harness in turn, so the pairs of the latency tests are played side by side, and
     the order of the harnesses turns by one from task to task, and each domain starts one further on, so none is
     always first (the first pays for what later ones find warm: imports, and a model's replies in the response
-    cache), not even on each domain's first task.
+    cache), not even on each domain's first task. With `out`, each episode's record is appended to
+    `out/episodes.jsonl` and its trace written under `out/traces/` (see the module docstring).
     """
     tables: dict[str, dict[str, Tally]] = {}
     for number, domain in enumerate(domains):
@@ -255,7 +336,13 @@ def bench(provider: Any, domains: list[str], harnesses: list[str], make_agent: C
             turn = (index + number) % len(harnesses)  # each domain's first (cold) task starts on another harness
             order = harnesses[turn:] + harnesses[:turn]
             for harness in order:
-                figures = play_case(provider, domain, task, harness, make_agent(), max_steps)
+                trace = out / "traces" / harness / f"{task}.jsonl" if out is not None and harness != GRAPH else None
+                figures = play_case(provider, domain, task, harness, make_agent(), max_steps, trace=trace)
+                if out is not None:
+                    record = {"domain": domain, "variant": variant_of(domain, task), "harness": harness,
+                              **{k: v for k, v in figures.items() if k != "sizes"}}
+                    with open(out / "episodes.jsonl", "a", encoding="utf-8") as file:
+                        file.write(json.dumps(record, default=str) + "\n")
                 rows[harness].add(figures)
                 rows[harness].variants.setdefault(variant_of(domain, task), Tally()).add(figures)
         if repeats > 0:
@@ -263,6 +350,11 @@ def bench(provider: Any, domains: list[str], harnesses: list[str], make_agent: C
                                                           repeats).items():
                 tables[domain][harness].per_step, tables[domain][harness].ratio = per_step, ratio
     return tables
+
+
+def summary(tables: dict[str, dict[str, Tally]]) -> dict[str, Any]:
+    """The figures of every domain and harness as a JSON-ready mapping (summary.json)."""
+    return {domain: {harness: tally.figures() for harness, tally in rows.items()} for domain, rows in tables.items()}
 
 
 def _aligned(body: list[list[str]]) -> list[str]:
