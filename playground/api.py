@@ -48,6 +48,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.agents.structured": ("ask_structured", "CALL_FAILED", "json_object_in", "shared_agent_model",),
     "playground.agents.response_cache": ("default_cache_dir",),
     "playground.agents.llm": ("parse_reply", "render_prompt",),
+    # The failure-injection instrument as the judges' model, for roles that read recorded episodes
+    "playground.agents.instrument_judge": ("show_episode", "state_from_events", "TraceInstrumentJudge",),
     # Agents
     "playground.agents.base": ("bind_env", "expert_action", "parse_options",),
     "playground.agents.noisy": ("NoisyAgent",),
@@ -68,6 +70,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.agents.base import bind_env, expert_action, parse_options
     from playground.agents.chat import ChatModel, LLMError
     from playground.agents.http_model import HTTPChatModel
+    from playground.agents.instrument_judge import TraceInstrumentJudge, show_episode, state_from_events
     from playground.agents.llm import parse_reply, render_prompt
     from playground.agents.local_model import LocalChatModel, default_gguf_path
     from playground.agents.noisy import NoisyAgent

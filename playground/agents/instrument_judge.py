@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from playground.agents.chat import ChatModel, Completion, LLMError
 from playground.agents.structured import json_object_in
-from playground.core.instrument import InstrumentJudgeSpec, InstrumentState, JudgeRequest
+from playground.core.events import Event, HeaderEvent, ProposalEvent, ResetEvent
+from playground.core.instrument import InstrumentJudgeSpec, InstrumentState, JudgeRequest, StepRecord
 
 MODE = "instrument"
 
@@ -86,3 +87,52 @@ def _grade(kind: str, state: InstrumentState, correct: bool, truth: Mapping[str,
            by: str) -> dict[str, Any]:
     return {"kind": kind, "step": state.step, "correct": bool(correct), "truth": dict(truth), "answer": answer,
             "by": by}
+
+
+# -- roles that read recorded episodes after the run (diagnosers) --------------------------------------------------
+
+
+def state_from_events(events: Sequence[Event]) -> InstrumentState:
+    """The instrument's state at the end of a recorded episode: its proposals (with their `injected` records, which
+    the trace keeps for measurement), the last one of each step, the goal. Repairs are not recorded as the live
+    instrument keeps them (an offline role does not need them)."""
+    goal = next((e.goal for e in events if isinstance(e, ResetEvent)), "")
+    proposals = tuple(StepRecord(e.step, e.action, e.finish, (e.injected or {}).get("planned"),
+                                 dict(e.injected) if e.injected else None)
+                      for e in events if isinstance(e, ProposalEvent))
+    last = {p.step: p for p in proposals}
+    steps = tuple(last[k] for k in sorted(last))
+    return InstrumentState(goal, steps[-1].step if steps else 0, steps[-1] if steps else None, steps, (), proposals)
+
+
+class TraceInstrumentJudge(InstrumentJudge):
+    """The instrument's judge model for roles that read recorded episodes after the run (DARC's and AED's
+    diagnosers): `show(events)` names the episode the next requests are about, and the answers come from the truth
+    its trace recorded (`state_from_events`), right with `accuracy` (one number for every kind, or per kind).
+    The role's own code passes the episode's events on (`show`), never reads the truth."""
+
+    def __init__(self, judges: Mapping[str, InstrumentJudgeSpec], accuracy: float | Mapping[str, float],
+                 seed: str = "instrument", delegate: ChatModel | None = None) -> None:
+        self._state = InstrumentState("", 0, None)
+        self._rng = random.Random(seed)
+        self.seed = seed
+        super().__init__(judges, lambda: self._state, self._accuracy_of(accuracy), lambda: self._rng, delegate)
+
+    @staticmethod
+    def _accuracy_of(accuracy: float | Mapping[str, float]) -> Callable[[str], float]:
+        if isinstance(accuracy, Mapping):
+            return lambda kind: float(accuracy.get(kind, 1.0))
+        return lambda kind: float(accuracy)
+
+    def show(self, events: Sequence[Event]) -> None:
+        """The episode the next requests are about (its trace's events); its coin flips are seeded by it."""
+        self._state = state_from_events(events)
+        header = next((e for e in events if isinstance(e, HeaderEvent)), None)
+        self._rng = random.Random(f"{self.seed}:{header.episode_id if header is not None else ''}")
+
+
+def show_episode(model: Any, events: Sequence[Event]) -> None:
+    """Tell a trace instrument judge which recorded episode the next requests are about (any other model: nothing)."""
+    show = getattr(model, "show", None)
+    if isinstance(model, TraceInstrumentJudge) and callable(show):
+        show(events)

@@ -175,7 +175,9 @@ class NoisyAgent:
         if o["judge"] == "local":
             from playground.agents.local_model import LocalChatModel
 
-            return LocalChatModel(max_tokens=200, cache_dir=default_cache_dir())
+            from playground.processes import cores_per_process
+
+            return LocalChatModel(max_tokens=200, threads=cores_per_process(), cache_dir=default_cache_dir())
         if o["judge_base_url"]:
             from playground.agents.http_model import HTTPChatModel
 
