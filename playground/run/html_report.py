@@ -29,7 +29,15 @@ from playground.core.events import Event, HeaderEvent
 from playground.run import svg
 from playground.run.files import OutputError, PathEscapeError, atomic_write_text, confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, read_lock
-from playground.run.report import complete_record, error_cause, merge_failures, score_ratios, summarise_harness
+from playground.run.report import (
+    complete_record,
+    error_cause,
+    merge_failures,
+    merge_judge_replies,
+    score_ratios,
+    summarise_harness,
+    wilson_interval,
+)
 from playground.run.rundir import RunDirError, load_records, read_config
 from playground.run.stats import bootstrap_ci
 from playground.run.traces import TraceError, read_events
@@ -172,6 +180,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path, pages: list[Trans
         ("Playbook growth over episodes", _growth_section(series)),
         ("Detected failures by type and label", _failures_section(series)),
         ("Tokens per episode", _tokens_section(series)),
+        ("Judges graded against the injected truth", _graded_judges_section(series)),
         ("Episodes", _episodes_section(series, Path(out).resolve(), [] if pages is None else pages)),
     ]
     body = "".join(f'<section id="{_anchor(title)}"><h2>{escape(title)}</h2><div class="wide">{html}</div></section>'
@@ -368,6 +377,20 @@ def _tokens_section(series: Sequence[Series]) -> str:
                     "episode (prompt + completion)</li>" for s in series)
     return (svg.line_chart(lines, "episodes, in the order they finished", "tokens (prompt + completion)")
             + svg.legend([s.name for s in series], [s.color for s in series]) + f"<ul>{means}</ul>")
+
+
+def _graded_judges_section(series: Sequence[Series]) -> str:
+    """Each model role's share of right replies (95% interval) where a failure-injection instrument graded them."""
+    rows = []
+    for s in series:
+        for role, counts in merge_judge_replies(s.records).items():
+            if counts.get("graded"):
+                low, high = wilson_interval(counts["right"], counts["graded"])
+                rows.append((f"{s.name}: {role} ({counts['graded']} graded)", counts["right"] / counts["graded"],
+                             low, high, s.color))
+    if not rows:
+        return "<p class=\"note\">no graded judge calls: no failure-injection instrument played the judges.</p>"
+    return svg.interval_bars(rows, "share of the role's replies that were right (instrument figures)")
 
 
 def _transcript_link(s: Series, record: dict, out: Path, pages: list[TranscriptPage]) -> str:

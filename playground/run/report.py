@@ -52,16 +52,21 @@ def merge_cache_use(records: Iterable[Mapping[str, Any]]) -> dict[str, int] | No
 
 def merge_judge_replies(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The `judge_replies` of several records (a cascade's attempts, a harness's episodes) added up: per role,
-    its calls, the unusable ones among them and the calls per mode."""
+    its calls, the unusable ones among them and the calls per mode; and, where a failure-injection instrument graded
+    the replies against its truth, how many it graded and how many were right (`graded`, `right`)."""
     total: dict[str, dict[str, Any]] = {}
     for record in records:
         for role, counts in (record.get("judge_replies") or {}).items():
-            entry = total.setdefault(role, {"calls": 0, "unusable": 0, "modes": Counter()})
+            entry = total.setdefault(role, {"calls": 0, "unusable": 0, "modes": Counter(), "graded": 0, "right": 0})
             entry["calls"] += int(counts.get("calls") or 0)
             entry["unusable"] += int(counts.get("unusable") or 0)
             entry["modes"].update({str(mode): int(n) for mode, n in (counts.get("modes") or {}).items()})
+            entry["graded"] += int(counts.get("graded") or 0)
+            entry["right"] += int(counts.get("right") or 0)
     return {role: {"calls": entry["calls"], "unusable": entry["unusable"],
-                   "modes": dict(sorted(entry["modes"].items()))} for role, entry in sorted(total.items())}
+                   "modes": dict(sorted(entry["modes"].items())),
+                   **({"graded": entry["graded"], "right": entry["right"]} if entry["graded"] else {})}
+            for role, entry in sorted(total.items())}
 
 
 def error_cause(record: Mapping[str, Any], width: int = 160) -> str | None:
@@ -169,6 +174,9 @@ class EpisodeTally:
             entry["calls"] += 1
             entry["unusable"] += event.usable is False
             entry["modes"][event.mode or "unknown"] += 1
+            if event.graded:  # a failure-injection instrument graded the reply against its truth
+                entry["graded"] = entry.get("graded", 0) + 1
+                entry["right"] = entry.get("right", 0) + bool(event.graded.get("correct"))
         elif isinstance(event, ProposalEvent):
             self.prompt_tokens += event.prompt_tokens
             self.completion_tokens += event.completion_tokens
