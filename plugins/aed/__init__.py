@@ -17,3 +17,12 @@ def register_commands(cli) -> None:
     from playground.plugins.aed.cli import aed_group
 
     cli.add_command(aed_group)
+
+
+@hookimpl
+def register_instrument_judges(register) -> None:
+    """Say how the failure-injection instrument answers AED's LLM diagnoser (`instrument.py`)."""
+    from playground.plugins.aed import instrument
+    from playground.plugins.aed.diagnose import LLM_ROLE
+
+    register(LLM_ROLE, instrument.answer_diagnosis, kind="diagnoser")

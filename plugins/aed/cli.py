@@ -25,26 +25,35 @@ def aed_group() -> None:
 @click.option("--model", default=None, help="model name for --producer llm")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
 @click.option("--llm-local", is_flag=True, help="--producer llm: the embedded local model instead of an endpoint")
+@click.option("--llm-instrument", "instrument_accuracy", type=click.FloatRange(0.0, 1.0), default=None,
+              metavar="ACCURACY",
+              help="--producer llm: the failure-injection instrument answers as the diagnoser, from the truth the "
+                   "run's `noisy` traces recorded, right with probability ACCURACY (0 to 1); its grades go to "
+                   "RUN_DIR/aed/instrument.json. Instrument figures, not a model's")
 @click.option("--proposals", type=click.IntRange(min=1), default=1, show_default=True,
               help="candidate corrections per pair (distinct, each checked; the first is the pair's correction): "
                    "`aed replay` plays each and keeps the one that replays best (search-selected)")
 def diagnose_command(run_dir: str, producer: str | None, llm_base_url: str | None, model: str | None,
-                     api_key_env: str, llm_local: bool, proposals: int) -> None:
+                     api_key_env: str, llm_local: bool, instrument_accuracy: float | None, proposals: int) -> None:
     """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
+    instrument = instrument_accuracy is not None
     if producer is None:
-        producer = "llm" if (llm_base_url or model or llm_local) else "rule"
+        producer = "llm" if (llm_base_url or model or llm_local or instrument) else "rule"
     from playground.api import ChatModel, default_cache_dir
     from playground.plugins.aed.diagnose import diagnose_run
 
     chat: ChatModel | None = None
-    if producer != "llm" and (llm_base_url or model or llm_local):
-        raise CLIError("--llm-base-url, --model and --llm-local need --producer llm")
+    if producer != "llm" and (llm_base_url or model or llm_local or instrument):
+        raise CLIError("--llm-base-url, --model, --llm-local and --llm-instrument need --producer llm")
     if producer == "llm":
         from playground.api import HTTPChatModel, LLMError, LocalChatModel
 
-        if llm_local and (llm_base_url or model):
-            raise CLIError("--llm-local and --llm-base-url/--model name two models; give one")
-        if llm_local:
+        if sum([bool(llm_base_url or model), llm_local, instrument]) > 1:
+            raise CLIError("--llm-local, --llm-instrument and --llm-base-url/--model each name a model; two models "
+                           "given, give one")
+        if instrument_accuracy is not None:
+            chat = _instrument_model(run_dir, instrument_accuracy)
+        elif llm_local:
             try:
                 chat = LocalChatModel(max_tokens=512, cache_dir=default_cache_dir())
             except LLMError as exc:
@@ -56,6 +65,31 @@ def diagnose_command(run_dir: str, producer: str | None, llm_base_url: str | Non
                                  cache_dir=default_cache_dir())
     remove_grade_text = _grade_text_remover(run_dir) if producer == "llm" else keep_text
     click.echo(json.dumps(diagnose_run(run_dir, producer, chat, remove_grade_text, proposals), indent=2))
+
+
+def _instrument_model(run_dir: str, accuracy: float):
+    """The failure-injection instrument as the diagnoser model (`instrument.GradedTraceJudge`): only for a run the
+    `noisy` instrument played (its traces hold the truth), and not to resume a diagnosis begun at another
+    accuracy."""
+    from pathlib import Path
+
+    from playground.api import RunDirError, get_host, read_config
+    from playground.plugins.aed.instrument import instrument_diagnoser
+
+    try:
+        agent = str(read_config(Path(run_dir) / "config.json").get("agent", ""))
+    except RunDirError as exc:
+        raise CLIError(str(exc)) from None
+    if agent != "noisy":
+        raise CLIError(f"--llm-instrument answers from the failures the `noisy` instrument injected and recorded; "
+                       f"{run_dir} was played by {agent or 'no agent'!r}")
+    grades = Path(run_dir) / "aed" / "instrument.json"
+    if (Path(run_dir) / "aed" / "diagnose.partial.json").is_file() and grades.is_file():
+        before = json.loads(grades.read_text()).get("accuracy")
+        if before != accuracy:
+            raise CLIError(f"{run_dir}: a diagnosis by the instrument at accuracy {before} was stopped part-way; "
+                           f"resume it with --llm-instrument {before}, or diagnose a fresh copy of the run")
+    return instrument_diagnoser(get_host(), accuracy, grades)
 
 
 def _grade_text_remover(run_dir: str):

@@ -45,6 +45,7 @@ from playground.api import (
     load_episode,
     load_records,
     record_trace,
+    show_episode,
 )
 from playground.core.actions import is_admissible
 from playground.core.events import fields_of
@@ -341,10 +342,13 @@ def llm_diagnoses(episode: EpisodeTrace, trace: str, model: Any,
     JSON object or one breaking the schema is a record marked `unparseable_reply`, and a failed model call (an
     endpoint down, a trace longer than the model's context) one marked `model_error`, so both are counted among
     the rejected and the run goes on. The prompt's observations go through `remove_grade_text` (the env
-    provider's): no grade text reaches the model.
+    provider's): no grade text reaches the model. The episode's events are passed on to `show_episode` first, so
+    the failure-injection instrument as the model (`TraceInstrumentJudge`) answers about this episode; any other
+    model ignores them.
 
     With `proposals` > 1 the same reply also lists alternatives (`llm_schema`): the record's `candidates` are the
     correction then the alternatives, checked one by one in `diagnose_run` (`check_candidates`)."""
+    show_episode(model, episode.events)  # the failure-injection instrument as the model: the episode asked about
     reply = ask_structured(model, LLM_ROLE, llm_system(proposals), render_trace(episode, remove_grade_text),
                            llm_schema(proposals), max_tokens=512)
     if reply.problem == "call_failed":
