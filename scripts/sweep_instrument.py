@@ -10,10 +10,10 @@ table, JSON and SVG plots are derived from the run files alone (`table` redraws 
     python scripts/sweep_instrument.py sentry --env textworld:custom --out docs/runs/instrument-sentry-tw
         [--episodes 100] [--accuracies 0.5,0.7,0.86,1.0] [--compliance 0.5,1.0] [--max-steps 40]
     python scripts/sweep_instrument.py verified --env textworld:custom --out docs/runs/instrument-verified-tw
-        [--episodes 100] [--accuracies 0.6,0.7,0.8,0.9,1.0]
+        [--episodes 100] [--accuracies 0.6,0.7,0.8,0.9,1.0] [--others 1.0]
     python scripts/sweep_instrument.py table --out DIR      (re-derive table.md, table.json and the plots)
-    python scripts/sweep_instrument.py place --run DIR      (a run of `--agent-option judge=local`: the model's
-                                                             measured accuracy per judge kind)
+    python scripts/sweep_instrument.py place --run DIR      (a run with `--agent-option judge=local` or
+                                                             `shadow=local`: the model's accuracy per judge kind)
 """
 
 from __future__ import annotations
@@ -39,8 +39,10 @@ VERIFIED_HARNESSES = ("base", "sentry", "sentry-no-verify")
 RATES = {"invalid": 0.08, "malformed": 0.02, "repeat": 0.06, "stall": 0.06, "drift": 0.06, "stop": 0.05}
 
 
-def cell_name(kind: str, accuracy: float, compliance: float) -> str:
-    """The folder of one cell: the accuracy swept and the compliance."""
+def cell_name(kind: str, accuracy: float, compliance: float, others: float = 1.0) -> str:
+    """The folder of one cell: the accuracy swept, the other judges' accuracy (verified sweep) and the compliance."""
+    if kind == "verified":
+        return f"{kind}-acc{accuracy:g}-others{others:g}-comp{compliance:g}"
     return f"{kind}-acc{accuracy:g}-comp{compliance:g}"
 
 
@@ -56,11 +58,11 @@ def play_cell(host: Host, env_spec: str, episodes: int, max_steps: int, out: Pat
     return time.perf_counter() - started
 
 
-def cell_options(kind: str, accuracy: float, compliance: float) -> dict[str, Any]:
-    """The instrument's options for a cell: every judge at `accuracy` (sentry sweep), or every judge right but
-    the verifier at `accuracy` (verified sweep)."""
+def cell_options(kind: str, accuracy: float, compliance: float, others: float = 1.0) -> dict[str, Any]:
+    """The instrument's options for a cell: every judge at `accuracy` (sentry sweep), or the verifier at `accuracy`
+    and the other judges at `others` (verified sweep)."""
     if kind == "verified":
-        return {"judge_accuracy": 1.0, "verifier_accuracy": accuracy, "compliance": compliance}
+        return {"judge_accuracy": others, "verifier_accuracy": accuracy, "compliance": compliance}
     return {"judge_accuracy": accuracy, "compliance": compliance}
 
 
@@ -128,15 +130,18 @@ def plots(kind: str, cells: list[dict[str, Any]]) -> dict[str, str]:
             svgs[f"success-comp{compliance:g}.svg"] = line_chart(series, "judge accuracy", "success") + \
                 legend(names, [color(i) for i in range(len(names))])
     else:
-        mine = sorted(cells, key=lambda c: _accuracy(c, kind))
-        series = []
-        for i, (harness, what) in enumerate((("sentry", "precision"), ("sentry-no-verify", "precision"),
-                                             ("sentry", "base_rate"))):
-            points = [(_accuracy(c, kind), c["harnesses"][harness]["lessons"][what]) for c in mine
-                      if harness in c["harnesses"] and c["harnesses"][harness]["lessons"][what] is not None]
-            series.append((f"{harness} {what}", points, color(i)))
-        svgs["lesson-precision.svg"] = line_chart(series, "verifier accuracy", "share of lessons") + \
-            legend([s[0] for s in series], [s[2] for s in series])
+        for others in sorted({float(c["agent_options"]["judge_accuracy"]) for c in cells}):
+            mine = sorted((c for c in cells if float(c["agent_options"]["judge_accuracy"]) == others),
+                          key=lambda c: _accuracy(c, kind))
+            series = []
+            for i, (harness, what) in enumerate((("sentry", "precision"), ("sentry-no-verify", "precision"),
+                                                 ("sentry", "base_rate"))):
+                points = [(_accuracy(c, kind), c["harnesses"][harness]["lessons"][what]) for c in mine
+                          if harness in c["harnesses"] and c["harnesses"][harness]["lessons"][what] is not None]
+                series.append((f"{harness} {what}", points, color(i)))
+            svgs[f"lesson-precision-others{others:g}.svg"] = \
+                line_chart(series, "verifier accuracy", "share of lessons") + \
+                legend([s[0] for s in series], [s[2] for s in series])
     return svgs
 
 
@@ -161,12 +166,15 @@ def main() -> int:
     parser.add_argument("--max-steps", type=int, default=40)
     parser.add_argument("--accuracies", default=None, help="comma-separated judge (or verifier) accuracies")
     parser.add_argument("--compliance", default=None, help="comma-separated compliance levels")
+    parser.add_argument("--others", type=float, default=1.0,
+                        help="verified: the accuracy of the judges other than the verifier")
     args = parser.parse_args()
     host = Host(strict=True).load()
     if args.what == "place":
         if not args.run:
             parser.error("place needs --run DIR")
-        print(json.dumps(judge_grades(args.run, "sentry"), indent=1))
+        print(json.dumps({"answered": judge_grades(args.run, "sentry"),
+                          "shadow": judge_grades(args.run, "sentry", shadow=True)}, indent=1))
         return 0
     if not args.out:
         parser.error(f"{args.what} needs --out DIR")
@@ -183,9 +191,9 @@ def main() -> int:
     harnesses = SENTRY_HARNESSES if kind == "sentry" else VERIFIED_HARNESSES
     for level in compliance:
         for accuracy in accuracies:
-            cell = out / cell_name(kind, accuracy, level)
+            cell = out / cell_name(kind, accuracy, level, args.others)
             seconds = play_cell(host, args.env, args.episodes, args.max_steps, cell, harnesses,
-                                cell_options(kind, accuracy, level))
+                                cell_options(kind, accuracy, level, args.others))
             print(f"{cell.name}: played in {seconds:.0f} s", file=sys.stderr)
     print(write_outputs(host, out, kind))
     return 0

@@ -281,3 +281,19 @@ def test_with_right_judges_and_full_compliance_sentry_beats_base_on_textworld(tm
     out = run_cell(tmp_path, "textworld", "custom", tasks, options, ["base", "sentry"])
     against = success_against(out, "sentry")
     assert against["c"] > against["b"] and against["p"] < 0.05, against
+
+
+def test_a_shadow_model_is_asked_the_same_requests_and_graded_while_the_instrument_drives(tmp_path):
+    with ScriptedChatServer(default=_server_reply) as server:
+        agent = NoisyAgent(**FAILING, judge_accuracy=1.0, shadow="endpoint", shadow_kinds="need_check,verifier",
+                           judge_base_url=server.base_url, judge_model="test-model")
+        result = play_sentry(agent, TASKS[1], tmp_path)
+        asked = [json.dumps(r) for r in server.requests]
+    grades = graded(result)
+    assert all(g["correct"] and g["by"] == "instrument" for g in grades)  # the run follows the instrument
+    shadowed = [g for g in grades if "shadow" in g]
+    assert {g["kind"] for g in shadowed} == {"need_check", "verifier"}
+    assert len(asked) == len(shadowed) and not any("sentry.detector" in r for r in asked)
+    # the shadow always says "intervene" and "resolved": right exactly where the truth says so
+    assert all(g["shadow"]["correct"] == bool(g["truth"].get("intervene", g["truth"].get("resolved")))
+               for g in shadowed)

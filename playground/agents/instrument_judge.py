@@ -9,7 +9,11 @@ and the answer), which the judge-call report writes into the trace; the role get
 
 With a `delegate` (a real model: the embedded SmolLM2, an endpoint) the delegate answers instead and the instrument
 only grades its reply against the same truth: so a real model's accuracy per role is measured on the very requests
-the curves are drawn from. A role no plugin registered an answerer for gets an `LLMError` (an unusable reply).
+the curves are drawn from. With a `shadow` model the instrument still answers (and so drives the run), and the
+shadow is asked the same requests of the kinds in `shadow_kinds` and graded (`graded["shadow"]`), its replies never
+used: a real model's accuracy on the requests a run at a set accuracy produces, for roles a model-driven run rarely
+reaches (a need check asked only after a detection). A role no plugin registered an answerer for gets an `LLMError`
+(an unusable reply).
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ class InstrumentJudge:
 
     def __init__(self, judges: Mapping[str, InstrumentJudgeSpec], state: Callable[[], InstrumentState],
                  accuracy: Callable[[str], float], rng: Callable[[], random.Random],
-                 delegate: ChatModel | None = None) -> None:
+                 delegate: ChatModel | None = None, shadow: ChatModel | None = None,
+                 shadow_kinds: frozenset[str] = frozenset()) -> None:
         self.judges, self.state, self.accuracy, self.rng, self.delegate = judges, state, accuracy, rng, delegate
+        self.shadow, self.shadow_kinds = shadow, shadow_kinds
 
     @property
     def reply_format(self) -> str:
@@ -71,8 +77,21 @@ class InstrumentJudge:
         correct = rng.random() < self.accuracy(spec.kind)
         answer = key.correct if correct else key.wrong
         text = json.dumps(dict(answer))
-        return Completion(text, mode=MODE, graded=_grade(spec.kind, state, correct, key.truth, dict(answer),
-                                                         "instrument"))
+        graded = _grade(spec.kind, state, correct, key.truth, dict(answer), "instrument")
+        if self.shadow is not None and spec.kind in self.shadow_kinds:
+            graded["shadow"] = self._shadow(messages, max_tokens, json_schema, key.agrees)
+        return Completion(text, mode=MODE, graded=graded)
+
+    def _shadow(self, messages: list[dict], max_tokens: int | None, json_schema: dict | None,
+                agrees: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any]:
+        """Ask the shadow model the same request and grade its reply; its reply is never used."""
+        try:
+            completion = self.shadow.complete(messages, max_tokens=max_tokens, json_schema=json_schema)  # type: ignore[union-attr]
+        except LLMError as exc:
+            return {"correct": False, "answer": None, "error": str(exc)[:300]}
+        value = json_object_in(completion.text)
+        return {"correct": value is not None and _agrees(agrees, value), "answer": value,
+                "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens}
 
 
 def _agrees(agrees: Callable[[Mapping[str, Any]], bool], value: Mapping[str, Any]) -> bool:

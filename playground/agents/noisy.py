@@ -29,7 +29,9 @@ plays the judges' model: the runner shares its `model` with the plugins' model r
 structured request they send is answered from the instrument's own state by the answerer the
 role's plugin registered (`playground.core.instrument`), right with that probability and a
 realistic mistake otherwise. With `judge=local` (or `judge_base_url` + `judge_model`) a real
-model answers and the instrument only grades its replies against the same truth. Grades go into
+model answers and the instrument only grades its replies against the same truth; with `shadow=local`
+(or `shadow=endpoint`) the instrument answers and drives the run while the real model is asked the same
+requests of `shadow_kinds` and graded, its replies never used. Grades go into
 the trace with each judge call (`judge_call` events' `graded`); the roles see only the replies.
 
 How a failure looks depends on the env, and the agent knows no env by name:
@@ -96,6 +98,8 @@ DEFAULTS: dict[str, Any] = {
     "judge": "",  # "local": the embedded model answers the roles, graded by the instrument
     "judge_base_url": "",  # ... or an OpenAI-compatible endpoint
     "judge_model": "",
+    "shadow": "",  # "local" (or "endpoint": judge_base_url): a model also asked, graded, while the instrument answers
+    "shadow_kinds": "need_check,verifier",  # ... the requests of these kinds of judge
 }
 RATES = (*FAILURE_LABELS, "recover_matching", "recover_other", "compliance")
 QUOTED = re.compile(r"'([^'\n]{1,200})'|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
@@ -117,6 +121,13 @@ class NoisyAgent:
             if self.options[key] > 1.0:
                 raise AgentConfigError(f"agent 'noisy' option {key!r} must be an accuracy in [0, 1] (or below 0: "
                                        f"unset), got {self.options[key]}")
+        if self.options["shadow"] not in ("", "local", "endpoint"):
+            raise AgentConfigError(f"agent 'noisy' option 'shadow' must be 'local', 'endpoint' or empty, got "
+                                   f"{self.options['shadow']!r}")
+        unknown = set(self._shadow_kinds()) - set(JUDGE_KINDS)
+        if unknown:
+            raise AgentConfigError(f"agent 'noisy' option 'shadow_kinds' names no judge kind: "
+                                   f"{', '.join(sorted(unknown))}; kinds: {', '.join(JUDGE_KINDS)}")
         if self.options["judge"] not in ("", "local"):
             raise AgentConfigError(f"agent 'noisy' option 'judge' must be 'local' or empty, got "
                                    f"{self.options['judge']!r}")
@@ -163,27 +174,41 @@ class NoisyAgent:
         if self._model is None:
             from playground.agents.instrument_judge import InstrumentJudge
 
+            kind = self.options["shadow"]
+            shadow = self._local_model() if kind == "local" else self._endpoint() if kind == "endpoint" else None
             self._model = InstrumentJudge(self.judges, self.state, self.accuracy, lambda: self.judge_rng,
-                                          self._delegate())
+                                          None if kind else self._delegate(), shadow,
+                                          frozenset(self._shadow_kinds()))
         return self._model
+
+    def _shadow_kinds(self) -> list[str]:
+        return [k.strip() for k in str(self.options["shadow_kinds"]).split(",") if k.strip()]
+
+    def _local_model(self) -> Any:
+        """The embedded model, with this process's share of the cores."""
+        from playground.agents.local_model import LocalChatModel
+        from playground.agents.response_cache import default_cache_dir
+        from playground.processes import cores_per_process
+
+        return LocalChatModel(max_tokens=200, threads=cores_per_process(), cache_dir=default_cache_dir())
 
     def _delegate(self) -> Any:
         """The real model that answers instead (graded), or None."""
         o = self.options
+        if o["judge"] == "local":
+            return self._local_model()
+        return self._endpoint() if o["judge_base_url"] else None
+
+    def _endpoint(self) -> Any:
+        """The model at `judge_base_url` (`judge_model`)."""
+        from playground.agents.http_model import HTTPChatModel
         from playground.agents.response_cache import default_cache_dir
 
-        if o["judge"] == "local":
-            from playground.agents.local_model import LocalChatModel
-
-            from playground.processes import cores_per_process
-
-            return LocalChatModel(max_tokens=200, threads=cores_per_process(), cache_dir=default_cache_dir())
-        if o["judge_base_url"]:
-            from playground.agents.http_model import HTTPChatModel
-
-            return HTTPChatModel(str(o["judge_base_url"]), str(o["judge_model"]), temperature=0.0, max_tokens=200,
-                                 cache_dir=default_cache_dir())
-        return None
+        o = self.options
+        if not o["judge_base_url"]:
+            raise AgentConfigError("agent 'noisy': shadow=endpoint needs judge_base_url and judge_model")
+        return HTTPChatModel(str(o["judge_base_url"]), str(o["judge_model"]), temperature=0.0, max_tokens=200,
+                             cache_dir=default_cache_dir())
 
     def accuracy(self, kind: str) -> float:
         """The probability of a right answer for a kind of judge role: its own option, else `judge_accuracy`."""

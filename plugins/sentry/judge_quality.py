@@ -29,17 +29,21 @@ def harness_records(run_dir: str | Path, harness: str) -> list[dict]:
     return [r for r in load_records(run_dir) if r.get("harness") == harness and r.get("status") != "error"]
 
 
-def judge_grades(run_dir: str | Path, harness: str) -> dict[str, dict[str, Any]]:
-    """{kind: {"calls", "right", "accuracy", "by"}} over the graded judge calls of `harness`'s episodes."""
+def judge_grades(run_dir: str | Path, harness: str, shadow: bool = False) -> dict[str, dict[str, Any]]:
+    """{kind: {"calls", "right", "accuracy", "ci95", "by"}} over the graded judge calls of `harness`'s episodes: the
+    replies the run used, or (`shadow`) those of the shadow model asked the same requests."""
     grades: dict[str, dict[str, Any]] = {}
     for episode in traces(run_dir, harness, required=False):
         for event in episode.events:
             if not isinstance(event, JudgeCallEvent) or not event.graded:
                 continue
+            graded = event.graded.get("shadow") if shadow else event.graded
+            if not graded:
+                continue
             row = grades.setdefault(str(event.graded.get("kind")), {"calls": 0, "right": 0, "by": set()})
             row["calls"] += 1
-            row["right"] += bool(event.graded.get("correct"))
-            row["by"].add(str(event.graded.get("by")))
+            row["right"] += bool(graded.get("correct"))
+            row["by"].add("shadow" if shadow else str(graded.get("by")))
     return {kind: {"calls": r["calls"], "right": r["right"], "accuracy": r["right"] / r["calls"],
                    "ci95": wilson_interval(r["right"], r["calls"]), "by": ",".join(sorted(r["by"]))}
             for kind, r in sorted(grades.items())}
