@@ -64,6 +64,15 @@ def register_attempt_verifiers(register) -> None:
 
 
 @hookimpl
+def register_instrument_judges(register) -> None:
+    """Say how the failure-injection instrument answers DARC's diagnoser role (`instrument.py`)."""
+    from playground.plugins.darc.instrument import answer_diagnosis
+    from playground.plugins.darc.llm_diagnosis import ROLE
+
+    register(ROLE, answer_diagnosis, kind="diagnoser")
+
+
+@hookimpl
 def register_commands(cli) -> None:
     """Add the `darc` command group."""
     from playground.plugins.darc.cli import darc_group

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from playground.api import CLIError, default_env, episode_options, get_host, make_config, nonempty
+
+if TYPE_CHECKING:
+    from playground.api import Host, TraceInstrumentJudge
 
 
 @click.group("darc")
@@ -19,8 +23,13 @@ def darc_group() -> None:
 @episode_options
 @click.option("--detectors", default="sentry", show_default=True,
               help="comma-separated interventions whose detectors watch the base agent")
-@click.option("--diagnoser", type=click.Choice(["rule", "llm"]), default="rule", show_default=True,
-              help="who names the mode: the rule over failure onsets, or a judge model reading the failed traces")
+@click.option("--diagnoser", type=click.Choice(["rule", "llm", "instrument"]), default="rule", show_default=True,
+              help="who names the mode: the rule over failure onsets, a judge model reading the failed traces, or "
+                   "the failure-injection instrument as that judge (the noisy agent's recorded truth; "
+                   "--diagnoser-accuracy)")
+@click.option("--diagnoser-accuracy", type=click.FloatRange(0.0, 1.0), default=None,
+              help="--diagnoser instrument: the probability that the instrument's judge names the injected mode "
+                   "(a realistic mistake otherwise)")
 @click.option("--judge-base-url", default=None, help="--diagnoser llm: an OpenAI-compatible endpoint")
 @click.option("--judge-model", default=None, help="--diagnoser llm: the model at --judge-base-url")
 @click.option("--judge-local", is_flag=True, help="--diagnoser llm: the embedded local model")
@@ -28,15 +37,19 @@ def darc_group() -> None:
               help="the candidate failure modes: 'paper' (action_validity, procedure_breadth, format_precision), "
                    "'all' (also Sentry's progress and grounding: a deviation), or a comma-separated list")
 @click.option("--out", required=True, help="folder for diagnosis.json (and the profiling run)")
-def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, judge_model: str | None,
-                    judge_local: bool, modes_option: str, out: str, **options) -> None:
+def profile_command(detectors: str, diagnoser: str, diagnoser_accuracy: float | None, judge_base_url: str | None,
+                    judge_model: str | None, judge_local: bool, modes_option: str, out: str, **options) -> None:
     """Run the base agent, count failure signatures, write OUT/diagnosis.json."""
     from playground.plugins.darc.profile import PAPER_MODES, profile
 
     nonempty(out, "--out")
     host = get_host()
     judge = None
-    if diagnoser == "llm":
+    if diagnoser != "llm" and (judge_base_url or judge_model or judge_local):
+        raise CLIError("--judge-base-url, --judge-model and --judge-local need --diagnoser llm")
+    if diagnoser != "instrument" and diagnoser_accuracy is not None:
+        raise CLIError("--diagnoser-accuracy needs --diagnoser instrument")
+    if diagnoser in ("llm", "instrument"):
         from playground.plugins.darc.llm_diagnosis import LLMDiagnoser, make_model
 
         env = (options["env_name"] or default_env(host)).partition(":")[0]
@@ -44,13 +57,16 @@ def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, 
             remove_grade_text = host.grade_text_remover(env)
         except KeyError as exc:
             raise CLIError(str(exc.args[0])) from None
-        try:
-            judge = LLMDiagnoser(make_model(judge_base_url, judge_model, judge_local), host.labels,
+        if diagnoser == "instrument":
+            judge = LLMDiagnoser(instrument_model(host, diagnoser_accuracy), host.labels,
+                                 name=f"instrument (accuracy {diagnoser_accuracy:g})",
                                  remove_grade_text=remove_grade_text)
-        except ValueError as exc:
-            raise CLIError(str(exc)) from None
-    elif judge_base_url or judge_model or judge_local:
-        raise CLIError("--judge-base-url, --judge-model and --judge-local need --diagnoser llm")
+        else:
+            try:
+                judge = LLMDiagnoser(make_model(judge_base_url, judge_model, judge_local), host.labels,
+                                     remove_grade_text=remove_grade_text)
+            except ValueError as exc:
+                raise CLIError(str(exc)) from None
     names = [n.strip() for n in detectors.split(",") if n.strip()]
     for name in names:
         if name not in host.interventions:
@@ -72,6 +88,9 @@ def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, 
     if not options["split"]:
         options["split"] = "dev"
     config = make_config(host, ["base"], str(Path(out) / "profile-run"), None, **options)
+    if diagnoser == "instrument" and config.agent != "noisy":
+        raise CLIError(f"--diagnoser instrument reads the failures the noisy agent injected: profile with --agent "
+                       f"noisy, not {config.agent!r}")
     result = profile(host, config, names, out, judge, modes)
     click.echo(json.dumps({k: result[k] for k in ("diagnoser", "mode", "why", "admissible_interventions",
                                                   "modes_per_episode")}, indent=2))
@@ -79,6 +98,16 @@ def profile_command(detectors: str, diagnoser: str, judge_base_url: str | None, 
         click.echo(f"{result['why']}: no intervention is admissible; evaluate the whole library with "
                    "darc evaluate --all-interventions", err=True)
     click.echo(f"diagnosis: {Path(out) / 'diagnosis.json'}", err=True)
+
+
+def instrument_model(host: Host, accuracy: float | None) -> TraceInstrumentJudge:
+    """`--diagnoser instrument`: the failure-injection instrument's judge model for recorded episodes (their
+    injected failures), right with probability `accuracy`."""
+    from playground.api import TraceInstrumentJudge
+
+    if accuracy is None:
+        raise CLIError("--diagnoser instrument needs --diagnoser-accuracy A (a probability in [0, 1])")
+    return TraceInstrumentJudge({spec.role: spec for spec in host.instrument_judges}, accuracy)
 
 
 @darc_group.command("evaluate")

@@ -27,6 +27,7 @@ from playground.api import (
     ask_structured,
     default_cache_dir,
     json_object_in,
+    show_episode,
 )
 from playground.core.events import Event, ResetEvent, StepEvent
 from playground.core.labels import LabelRegistry
@@ -112,6 +113,7 @@ class LLMDiagnoser:
         user = ("Failure modes:\n" + describe_modes(modes, self.labels) + "\n\nTrace:\n"
                 + summarise_trace(events, self.remove_grade_text)
                 + "\n\nWhich failure mode explains this failure? Reply with the JSON object only.")
+        show_episode(self.model, events)  # the instrument's judge answers about this episode; any other model: nothing
         reply = ask_structured(self.model, ROLE, SYSTEM, user, diagnosis_schema(modes), max_tokens=160)
         if reply.problem == "call_failed":
             error = str(reply.error).removeprefix(f"{CALL_FAILED}: ")
