@@ -29,7 +29,7 @@ from playground.host.manager import Host
 from playground.run.config import RunConfig
 from playground.run.forks import load_episode
 from playground.run.runner import run
-from playground.run.svg import color, legend, line_chart
+from playground.run.svg import color, line_chart, standalone
 from playground.run.traces import read_jsonl
 from playground.run.validation import resolve_tasks
 
@@ -138,13 +138,13 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def plot(rows: list[dict[str, Any]]) -> str:
-    """An SVG: grounded yield, correction and retry pass rates against the diagnoser's accuracy."""
+    """A standalone SVG image: grounded yield, correction and retry pass rates against the diagnoser's accuracy."""
     names = ("grounded yield", "correction pass rate", "retry pass rate")
     keys = ("grounded_yield", "correction_pass_rate", "retry_pass_rate")
     series = [(name, [(r["accuracy"], r[key]) for r in rows if r[key] is not None], color(i))
               for i, (name, key) in enumerate(zip(names, keys))]
-    return line_chart(series, "diagnoser accuracy (instrument)", "share") + legend(list(names),
-                                                                                   [color(i) for i in range(3)])
+    return standalone(line_chart(series, "diagnoser accuracy (instrument)", "share"), list(names),
+                      [color(i) for i in range(3)])
 
 
 def keep(run_dir: Path, out: Path, accuracies: list[float], docs: Path) -> None:

@@ -27,7 +27,6 @@ import tarfile
 import tempfile
 import time
 from collections import Counter
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from playground.cli.main import main as playground
 from playground.host.manager import Host
 from playground.plugins.darc.instrument import injected_mode
 from playground.run.rundir import record_trace
-from playground.run.svg import color, line_chart
+from playground.run.svg import color, line_chart, standalone
 from playground.run.traces import read_events
 
 PROFILE = ["--env", "alfworld", "--agent", "noisy", "--agent-option", "invalid=0.5", "--split", "valid_seen",
@@ -207,17 +206,8 @@ def plot(result: dict[str, Any]) -> str:
               (f"family majority (resampled families of {size} failed episodes)",
                [(r["accuracy"], r["resampled_family_agreement"]) for r in rows], color(1)),
               ("y = accuracy", [(r["accuracy"], r["accuracy"]) for r in rows], color(7))]
-    width, height = 640, 300
-    chart = line_chart(series, "diagnoser accuracy (instrument)", "agreement with the injected mode", width, height)
-    head = f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}"'
-    if not chart.startswith(head) or not chart.endswith("</svg>"):
-        raise ValueError("line_chart's SVG has changed shape; update plot()")
-    total = height + 18 * len(series) + 8
-    keys = "".join(f'<rect x="60" y="{height + 4 + 18 * i}" width="12" height="12" fill="{stroke}"/>'
-                   f'<text x="78" y="{height + 14 + 18 * i}" font-family="sans-serif" font-size="11">'
-                   f"{escape(name)}</text>" for i, (name, _, stroke) in enumerate(series))
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{total}" '
-            f'viewBox="0 0 {width} {total}"' + chart[len(head):-len("</svg>")] + keys + "</svg>")
+    chart = line_chart(series, "diagnoser accuracy (instrument)", "agreement with the injected mode", 640, 300)
+    return standalone(chart, [name for name, _, _ in series], [stroke for _, _, stroke in series])
 
 
 def write_outputs(out: Path, accuracies: list[float], family_size: int, runs: Path | None,

@@ -8,7 +8,7 @@ LLM would do. Every cell is a `playground run` directory under OUT (resumable: r
 table, JSON and SVG plots are derived from the run files alone (`table` redraws them).
 
     python scripts/sweep_instrument.py sentry --env textworld:custom --out docs/runs/instrument-sentry-tw
-        [--episodes 100] [--accuracies 0.5,0.7,0.86,1.0] [--compliance 0.5,1.0] [--max-steps 40]
+        [--episodes 100] [--accuracies 0.5,0.7,0.86,1.0] [--compliance 0.5,1.0] [--max-steps 40] [--rates JSON]
     python scripts/sweep_instrument.py verified --env textworld:custom --out docs/runs/instrument-verified-tw
         [--episodes 100] [--accuracies 0.6,0.7,0.8,0.9,1.0] [--others 1.0]
     python scripts/sweep_instrument.py table --out DIR      (re-derive table.md, table.json and the plots)
@@ -29,7 +29,7 @@ from playground.host.manager import Host
 from playground.plugins.sentry.judge_quality import judge_grades, learning_curve, lesson_precision, success_against
 from playground.run.config import RunConfig
 from playground.run.runner import run
-from playground.run.svg import color, legend, line_chart
+from playground.run.svg import color, line_chart, standalone
 from playground.run.validation import resolve_tasks
 
 SENTRY_HARNESSES = ("base", "sentry", "sentry-no-verify", "sentry-retrieval-off", "sentry-no-need-check")
@@ -47,14 +47,14 @@ def cell_name(kind: str, accuracy: float, compliance: float, others: float = 1.0
 
 
 def play_cell(host: Host, env_spec: str, episodes: int, max_steps: int, out: Path, harnesses: tuple[str, ...],
-              options: dict[str, Any]) -> float:
-    """Play one cell (resumable); return the seconds it took."""
+              options: dict[str, Any], rates: dict[str, float] | None = None) -> float:
+    """Play one cell (resumable) with the failure `rates` (default `RATES`); return the seconds it took."""
     env, _, task_set = env_spec.partition(":")
     task_set, split, tasks = resolve_tasks(host, env, task_set or None, None, episodes)
     started = time.perf_counter()
     run(host, RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent="noisy",
                         harnesses=list(harnesses), out=str(out), max_steps=max_steps,
-                        agent_options={**RATES, "take_named": True, **options}))
+                        agent_options={**(RATES if rates is None else rates), "take_named": True, **options}))
     return time.perf_counter() - started
 
 
@@ -127,8 +127,8 @@ def plots(kind: str, cells: list[dict[str, Any]]) -> dict[str, str]:
             names = list(mine[0]["harnesses"]) if mine else []
             series = [(h, [(_accuracy(c, kind), c["harnesses"][h]["success"]) for c in mine], color(i))
                       for i, h in enumerate(names)]
-            svgs[f"success-comp{compliance:g}.svg"] = line_chart(series, "judge accuracy", "success") + \
-                legend(names, [color(i) for i in range(len(names))])
+            svgs[f"success-comp{compliance:g}.svg"] = standalone(
+                line_chart(series, "judge accuracy (instrument)", "success"), names, [color(i) for i in range(len(names))])
     else:
         for others in sorted({float(c["agent_options"]["judge_accuracy"]) for c in cells}):
             mine = sorted((c for c in cells if float(c["agent_options"]["judge_accuracy"]) == others),
@@ -139,9 +139,9 @@ def plots(kind: str, cells: list[dict[str, Any]]) -> dict[str, str]:
                 points = [(_accuracy(c, kind), c["harnesses"][harness]["lessons"][what]) for c in mine
                           if harness in c["harnesses"] and c["harnesses"][harness]["lessons"][what] is not None]
                 series.append((f"{harness} {what}", points, color(i)))
-            svgs[f"lesson-precision-others{others:g}.svg"] = \
-                line_chart(series, "verifier accuracy", "share of lessons") + \
-                legend([s[0] for s in series], [s[2] for s in series])
+            svgs[f"lesson-precision-others{others:g}.svg"] = standalone(
+                line_chart(series, "verifier accuracy (instrument)", "share of lessons"),
+                [s[0] for s in series], [s[2] for s in series])
     return svgs
 
 
@@ -166,6 +166,8 @@ def main() -> int:
     parser.add_argument("--max-steps", type=int, default=40)
     parser.add_argument("--accuracies", default=None, help="comma-separated judge (or verifier) accuracies")
     parser.add_argument("--compliance", default=None, help="comma-separated compliance levels")
+    parser.add_argument("--rates", default=None, help='the failure rates as JSON (default: RATES), e.g. '
+                        '\'{"repeat": 0.1, "stall": 0.1, "drift": 0.1, "stop": 0}\'')
     parser.add_argument("--others", type=float, default=1.0,
                         help="verified: the accuracy of the judges other than the verifier")
     args = parser.parse_args()
@@ -185,6 +187,9 @@ def main() -> int:
         print(write_outputs(host, out, kind))
         return 0
     kind = args.what
+    rates = json.loads(args.rates) if args.rates else None
+    if rates is not None and (not isinstance(rates, dict) or not all(isinstance(v, (int, float)) for v in rates.values())):
+        parser.error("--rates must be a JSON object of failure rates")
     accuracies = [float(a) for a in (args.accuracies or ("0.5,0.7,0.86,1.0" if kind == "sentry"
                                                           else "0.6,0.7,0.8,0.9,1.0")).split(",")]
     compliance = [float(c) for c in (args.compliance or ("0.5,1.0" if kind == "sentry" else "1.0")).split(",")]
@@ -193,7 +198,7 @@ def main() -> int:
         for accuracy in accuracies:
             cell = out / cell_name(kind, accuracy, level, args.others)
             seconds = play_cell(host, args.env, args.episodes, args.max_steps, cell, harnesses,
-                                cell_options(kind, accuracy, level, args.others))
+                                cell_options(kind, accuracy, level, args.others), rates)
             print(f"{cell.name}: played in {seconds:.0f} s", file=sys.stderr)
     print(write_outputs(host, out, kind))
     return 0

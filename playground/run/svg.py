@@ -9,6 +9,7 @@ string, with a `<title>` per mark so hovering shows the exact value.
 from __future__ import annotations
 
 import math
+import re
 from html import escape
 from typing import Sequence
 
@@ -200,3 +201,18 @@ def scatter(points: Sequence[tuple[str, float, float, float | None, float | None
                      f'{y:.0%} success at {escape(_label(x))}</title></circle>')
         parts.append(f'<text x="{cx + 8:.1f}" y="{label_y:.1f}" {FONT}>{escape(name)}</text>')
     return _svg(width, height, parts, y_label)
+
+
+def standalone(chart: str, names: Sequence[str], colors: Sequence[str]) -> str:
+    """A chart of this module as a standalone SVG file (an image for docs): the SVG namespace added, and the legend
+    (`names`, `colors`) drawn inside the image below the chart instead of as HTML."""
+    head = re.match(r'<svg class="chart" width="(\d+)" height="(\d+)" viewBox="0 0 \d+ \d+"', chart)
+    if head is None or not chart.endswith("</svg>"):
+        raise ValueError("not a chart of playground.run.svg")
+    width, height = int(head.group(1)), int(head.group(2))
+    total = height + 18 * len(names) + 8
+    keys = "".join(f'<rect x="60" y="{height + 4 + 18 * i}" width="12" height="12" fill="{c}"/>'
+                   f'<text x="78" y="{height + 14 + 18 * i}" {FONT}>{escape(n)}</text>'
+                   for i, (n, c) in enumerate(zip(names, colors)))
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{total}" '
+            f'viewBox="0 0 {width} {total}"' + chart[head.end():-len("</svg>")] + keys + "</svg>")
