@@ -9,10 +9,11 @@ The truth of each role:
 - **detector**: the proposal being judged makes an injected progress or grounding failure, with its label. A
   mistake misses it or names a wrong label (half each); on a clean step it is a false alarm with a random label.
 - **need check**: intervene exactly when the proposal makes an injected failure; a mistake says the opposite.
-- **verifier**: resolved exactly when the repaired proposal made an injected failure, that streak ended since
-  the repair, and no new streak of its label started (as `truth.VerdictTruth`); a repair of a proposal that made
-  no failure has nothing to verify, so "unresolved" is right. A mistake says the opposite ("resolved" for an
-  unresolved failure, and the reverse).
+- **verifier**: resolved exactly when the repaired proposal made the injected failure the repair names (its
+  label), that streak ended since the repair, and no new streak of its label started (as `truth.VerdictTruth`);
+  a repair of a proposal that made no failure, or another failure than the one diagnosed, has nothing to verify,
+  so "unresolved" is right (a lesson stored from it would be filed under the wrong failure). A mistake says the
+  opposite ("resolved" for an unresolved failure, and the reverse).
 - **summariser**: the lesson names what resolved the failure: the first action after the repair that was the
   expert's plan (quoted, so an agent reading the lesson can take it); a mistake names the failing action or
   another action the episode took instead. Not graded as right or wrong beyond that choice.
@@ -75,16 +76,16 @@ def answer_need(request: JudgeRequest) -> JudgeAnswer:
                        lambda reply: bool(reply["intervene"]) == real)
 
 
-def repair_resolved(state: InstrumentState, repair_step: int) -> bool:
+def repair_resolved(state: InstrumentState, repair_step: int, diagnosed: str | None = None) -> bool:
     """Whether the failure the repair at `repair_step` was about really was resolved by now: it was an injected
-    failure, its streak is no longer being made at some step since (the action sent), and no proposal since (a
-    re-asked one too) started a new streak of its label."""
+    failure (of the `diagnosed` label, where one is given), its streak is no longer being made at some step since
+    (the action sent), and no proposal since (a re-asked one too) started a new streak of its label."""
     repaired = state.repair_at(repair_step)
     failure = repaired.failure if repaired is not None else None
     if failure is None:
         flagged = next((s for s in state.steps if s.step == repair_step), None)
         failure = flagged.injected if flagged is not None else None
-    if failure is None:
+    if failure is None or (diagnosed is not None and failure.get("label") != diagnosed):
         return False
     streak, label = failure.get("streak"), failure.get("label")
     since = state.since(repair_step)
@@ -92,6 +93,9 @@ def repair_resolved(state: InstrumentState, repair_step: int) -> bool:
     recurred = any(p.injected is not None and p.injected.get("label") == label and p.injected.get("streak") != streak
                    for p in state.proposals if p.step > repair_step)
     return ended and not recurred
+
+
+DIAGNOSED = re.compile(r"Diagnosed failure: (\w+)")
 
 
 def _repair_step(request: JudgeRequest) -> int:
@@ -102,7 +106,8 @@ def _repair_step(request: JudgeRequest) -> int:
 def answer_verdict(request: JudgeRequest) -> JudgeAnswer:
     """Sentry's verifier: was the repaired failure resolved?"""
     step = _repair_step(request)
-    resolved = repair_resolved(request.state, step)
+    diagnosed = DIAGNOSED.search(request.user)
+    resolved = repair_resolved(request.state, step, diagnosed.group(1) if diagnosed else None)
     evidence = ("the failure stopped and the plan resumed" if resolved else "the failure went on or there was none")
     return JudgeAnswer({"resolved": resolved, "evidence": evidence}, {"resolved": not resolved, "evidence": evidence},
                        {"resolved": resolved, "repair_step": step}, lambda reply: bool(reply["resolved"]) == resolved)
