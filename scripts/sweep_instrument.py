@@ -111,6 +111,36 @@ def table(cells: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def matrix(kind: str, cells: list[dict[str, Any]]) -> str:
+    """The compact tables for docs: per compliance (sentry) or other judges' accuracy (verified), one row per
+    harness and one column per swept accuracy; each cell the episodes won and the McNemar p against base, or (verified)
+    the lesson precision and the base rate."""
+    group = "compliance" if kind == "sentry" else "judge_accuracy"
+    out = []
+    for level in sorted({float(c["agent_options"][group]) for c in cells}):
+        mine = sorted((c for c in cells if float(c["agent_options"][group]) == level), key=lambda c: _accuracy(c, kind))
+        accs = [_accuracy(c, kind) for c in mine]
+        title = f"compliance {level:g}" if kind == "sentry" else f"other judges at {level:g}"
+        out += [f"**{title}** (columns: {'judge' if kind == 'sentry' else 'verifier'} accuracy)", "",
+                "| harness | " + " | ".join(f"{a:g}" for a in accs) + " |", "|---" * (len(accs) + 1) + "|"]
+        for harness in mine[0]["harnesses"] if mine else []:
+            row = []
+            for c in mine:
+                r = c["harnesses"][harness]
+                won = f"{r['won']}/{r['episodes']}"
+                if harness != "base":
+                    won += f" (p {_p(r['p'])})"
+                if kind == "verified" and harness != "base":
+                    won += f"; precision {_pct(r['lessons']['precision'])} of {r['lessons']['lessons']}"
+                row.append(won)
+            out.append(f"| {harness} | " + " | ".join(row) + " |")
+        if kind == "verified":
+            out.append("| base rate (sentry's repairs truly resolved) | " + " | ".join(
+                _pct(c["harnesses"]["sentry"]["lessons"]["base_rate"]) for c in mine) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def _accuracy(cell: dict[str, Any], kind: str) -> float:
     options = cell["agent_options"]
     return float(options["verifier_accuracy"] if kind == "verified" else options["judge_accuracy"])
@@ -151,6 +181,7 @@ def write_outputs(host: Host, out: Path, kind: str) -> str:
     text = table(cells)
     (out / "table.md").write_text(f"Instrument figures ({kind} sweep): not evidence about any LLM.\n\n{text}\n")
     (out / "table.json").write_text(json.dumps({"kind": kind, "cells": cells}, indent=1) + "\n")
+    (out / "matrix.md").write_text(matrix(kind, cells) + "\n")
     for name, svg in plots(kind, cells).items():
         (out / name).write_text(svg + "\n")
     return text
