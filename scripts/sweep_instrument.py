@@ -12,6 +12,7 @@ table, JSON and SVG plots are derived from the run files alone (`table` redraws 
     python scripts/sweep_instrument.py verified --env textworld:custom --out docs/runs/instrument-verified-tw
         [--episodes 100] [--accuracies 0.6,0.7,0.8,0.9,1.0] [--others 1.0]
     python scripts/sweep_instrument.py table --out DIR      (re-derive table.md, table.json and the plots)
+    python scripts/sweep_instrument.py pack --out DIR       (each cell's traces as traces.tar.xz, for the repository)
     python scripts/sweep_instrument.py place --run DIR      (a run with `--agent-option judge=local` or
                                                              `shadow=local`: the model's accuracy per judge kind)
 """
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -66,8 +69,43 @@ def cell_options(kind: str, accuracy: float, compliance: float, others: float = 
     return {"judge_accuracy": accuracy, "compliance": compliance}
 
 
+ARCHIVE = "traces.tar.xz"
+
+
+def unpack(cell: Path) -> bool:
+    """A packed cell's traces back in place (`pack` keeps them as traces.tar.xz); True when it unpacked them."""
+    archive = cell / ARCHIVE
+    if (cell / "traces").is_dir() or not archive.is_file():
+        return False
+    with tarfile.open(archive) as opened:
+        opened.extractall(cell, filter="data")
+    return True
+
+
+def pack(out: Path) -> None:
+    """Keep each cell's small files for the repository: the traces of its Sentry harnesses as traces.tar.xz (base's
+    and the playbooks dropped: a rerun of the cell, deterministic, rebuilds them; the tables need neither)."""
+    for cell in sorted(d for d in out.iterdir() if (d / "config.json").is_file()):
+        if (cell / "traces").is_dir():
+            with tarfile.open(cell / ARCHIVE, "w:xz") as archive:
+                for harness in sorted((cell / "traces").iterdir()):
+                    if harness.name != "base":
+                        archive.add(harness, arcname=f"traces/{harness.name}")
+            shutil.rmtree(cell / "traces")
+        shutil.rmtree(cell / "playbooks", ignore_errors=True)
+
+
 def measure_cell(host: Host, out: Path) -> dict[str, Any]:
-    """Every figure of one cell, from its run files."""
+    """Every figure of one cell, from its run files (a packed cell's traces unpacked while it is measured)."""
+    unpacked = unpack(out)
+    try:
+        return _measure(host, out)
+    finally:
+        if unpacked:
+            shutil.rmtree(out / "traces")
+
+
+def _measure(host: Host, out: Path) -> dict[str, Any]:
     config = json.loads((out / "config.json").read_text())
     harnesses = config["harnesses"]
     rows = {}
@@ -189,7 +227,7 @@ def write_outputs(host: Host, out: Path, kind: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("sentry", "verified", "table", "place"))
+    parser.add_argument("what", choices=("sentry", "verified", "table", "place", "pack"))
     parser.add_argument("--env", default="textworld:custom", help="ENV:TASK_SET")
     parser.add_argument("--out", help="folder of the cells (kept; a rerun resumes them)")
     parser.add_argument("--run", help="place: a run directory played with --agent-option judge=local")
@@ -212,6 +250,9 @@ def main() -> int:
     if not args.out:
         parser.error(f"{args.what} needs --out DIR")
     out = Path(args.out)
+    if args.what == "pack":
+        pack(out)
+        return 0
     if args.what == "table":
         kind = json.loads((out / "table.json").read_text())["kind"] if (out / "table.json").is_file() else \
             ("verified" if any(d.name.startswith("verified") for d in out.iterdir()) else "sentry")
