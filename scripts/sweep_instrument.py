@@ -12,7 +12,7 @@ table, JSON and SVG plots are derived from the run files alone (`table` redraws 
     python scripts/sweep_instrument.py verified --env textworld:custom --out docs/runs/instrument-verified-tw
         [--episodes 100] [--accuracies 0.6,0.7,0.8,0.9,1.0] [--others 1.0]
     python scripts/sweep_instrument.py table --out DIR      (re-derive table.md, table.json and the plots)
-    python scripts/sweep_instrument.py pack --out DIR       (each cell's traces as traces.tar.xz, for the repository)
+    python scripts/sweep_instrument.py pack --out DIR [--no-traces]   (the cells' small files for the repository)
     python scripts/sweep_instrument.py place --run DIR      (a run with `--agent-option judge=local` or
                                                              `shadow=local`: the model's accuracy per judge kind)
 """
@@ -82,10 +82,14 @@ def unpack(cell: Path) -> bool:
     return True
 
 
-def pack(out: Path) -> None:
+def pack(out: Path, traces: bool = True) -> None:
     """Keep each cell's small files for the repository: the traces of its Sentry harnesses as traces.tar.xz (base's
-    and the playbooks dropped: a rerun of the cell, deterministic, rebuilds them; the tables need neither)."""
+    and the playbooks dropped: a rerun of the cell, deterministic, rebuilds them; the tables need neither); with
+    `traces` False no trace at all (the success figures and the judges' grades read the records and summary; lesson
+    precision then needs a rerun of the cell)."""
     for cell in sorted(d for d in out.iterdir() if (d / "config.json").is_file()):
+        if (cell / "traces").is_dir() and not traces:
+            shutil.rmtree(cell / "traces")
         if (cell / "traces").is_dir():
             with tarfile.open(cell / ARCHIVE, "w:xz") as archive:
                 for harness in sorted((cell / "traces").iterdir()):
@@ -93,6 +97,7 @@ def pack(out: Path) -> None:
                         archive.add(harness, arcname=f"traces/{harness.name}")
             shutil.rmtree(cell / "traces")
         shutil.rmtree(cell / "playbooks", ignore_errors=True)
+        (cell / ".lock").unlink(missing_ok=True)
 
 
 def measure_cell(host: Host, out: Path) -> dict[str, Any]:
@@ -109,15 +114,28 @@ def _measure(host: Host, out: Path) -> dict[str, Any]:
     config = json.loads((out / "config.json").read_text())
     harnesses = config["harnesses"]
     rows = {}
+    traced = (out / "traces").is_dir()
+    summary = json.loads((out / "summary.json").read_text())["harnesses"] if (out / "summary.json").is_file() else {}
     for harness in harnesses:
         row: dict[str, Any] = success_against(out, harness)
         if harness != "base":
-            row["judges"] = judge_grades(out, harness)
-            row["lessons"] = lesson_precision(host, out, harness)
+            row["judges"] = judge_grades(out, harness) if traced else graded_in_summary(summary.get(harness, {}))
+            row["lessons"] = lesson_precision(host, out, harness) if traced else {}
             curve = learning_curve(out, harness)
             row["first_quarter"], row["last_quarter"] = curve["first_quarter"], curve["last_quarter"]
         rows[harness] = row
     return {"cell": out.name, "agent_options": config.get("agent_options", {}), "harnesses": rows}
+
+
+def graded_in_summary(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The judges' graded calls as a summary counts them (`judge_replies`' graded/right per role), for a cell kept
+    without traces: {kind: {"calls", "right", "accuracy"}}, the kind being the role's name after its plugin's."""
+    grades = {}
+    for role, counts in (entry.get("judge_replies") or {}).items():
+        if counts.get("graded"):
+            grades[role.split(".")[-1]] = {"calls": counts["graded"], "right": counts["right"],
+                                           "accuracy": counts["right"] / counts["graded"]}
+    return dict(sorted(grades.items()))
 
 
 def _pct(value: float | None) -> str:
@@ -237,6 +255,7 @@ def main() -> int:
     parser.add_argument("--compliance", default=None, help="comma-separated compliance levels")
     parser.add_argument("--rates", default=None, help='the failure rates as JSON (default: RATES), e.g. '
                         '\'{"repeat": 0.1, "stall": 0.1, "drift": 0.1, "stop": 0}\'')
+    parser.add_argument("--no-traces", action="store_true", help="pack: keep no trace (see pack())")
     parser.add_argument("--others", type=float, default=1.0,
                         help="verified: the accuracy of the judges other than the verifier")
     args = parser.parse_args()
@@ -244,14 +263,19 @@ def main() -> int:
     if args.what == "place":
         if not args.run:
             parser.error("place needs --run DIR")
-        print(json.dumps({"answered": judge_grades(args.run, "sentry"),
-                          "shadow": judge_grades(args.run, "sentry", shadow=True)}, indent=1))
+        unpacked = unpack(Path(args.run))
+        try:
+            print(json.dumps({"answered": judge_grades(args.run, "sentry"),
+                              "shadow": judge_grades(args.run, "sentry", shadow=True)}, indent=1))
+        finally:
+            if unpacked:
+                shutil.rmtree(Path(args.run) / "traces")
         return 0
     if not args.out:
         parser.error(f"{args.what} needs --out DIR")
     out = Path(args.out)
     if args.what == "pack":
-        pack(out)
+        pack(out, traces=not args.no_traces)
         return 0
     if args.what == "table":
         kind = json.loads((out / "table.json").read_text())["kind"] if (out / "table.json").is_file() else \
