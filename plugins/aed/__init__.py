@@ -22,7 +22,11 @@ def register_commands(cli) -> None:
 @hookimpl
 def register_instrument_judges(register) -> None:
     """Say how the failure-injection instrument answers AED's LLM diagnoser (`instrument.py`)."""
-    from playground.plugins.aed import instrument
-    from playground.plugins.aed.diagnose import LLM_ROLE
+    register("aed.diagnoser", _answer_diagnosis, kind="diagnoser")  # diagnose.LLM_ROLE (tests ask by it)
 
-    register(LLM_ROLE, instrument.answer_diagnosis, kind="diagnoser")
+
+def _answer_diagnosis(request):
+    """`instrument.answer_diagnosis`, imported when the instrument first answers (plugin loading stays light)."""
+    from playground.plugins.aed.instrument import answer_diagnosis
+
+    return answer_diagnosis(request)

@@ -66,10 +66,14 @@ def register_attempt_verifiers(register) -> None:
 @hookimpl
 def register_instrument_judges(register) -> None:
     """Say how the failure-injection instrument answers DARC's diagnoser role (`instrument.py`)."""
-    from playground.plugins.darc.instrument import answer_diagnosis
-    from playground.plugins.darc.llm_diagnosis import ROLE
+    register("darc.diagnoser", _answer_diagnosis, kind="diagnoser")  # llm_diagnosis.ROLE (tests ask by it)
 
-    register(ROLE, answer_diagnosis, kind="diagnoser")
+
+def _answer_diagnosis(request):
+    """`instrument.answer_diagnosis`, imported when the instrument first answers (plugin loading stays light)."""
+    from playground.plugins.darc.instrument import answer_diagnosis
+
+    return answer_diagnosis(request)
 
 
 @hookimpl

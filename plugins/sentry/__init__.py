@@ -39,13 +39,22 @@ def register_failure_labels(register):
 @hookimpl
 def register_instrument_judges(register):
     """Say how the failure-injection instrument answers Sentry's judge roles (`instrument.py`)."""
-    from playground.plugins.sentry import instrument
-    from playground.plugins.sentry.judges import DETECTOR_ROLE, NEED_CHECK_ROLE, SUMMARISER_ROLE, VERIFIER_ROLE
+    # the roles' names as judges.py asks under them (DETECTOR_ROLE, ...; tests/test_instrument_judges.py asks by them)
+    for role, answer, kind in (("sentry.detector", "answer_detection", "detector"),
+                               ("sentry.need_check", "answer_need", "need_check"),
+                               ("sentry.verifier", "answer_verdict", "verifier"),
+                               ("sentry.summariser", "answer_lesson", "summariser")):
+        register(role, _lazy_answer(answer), kind=kind)
 
-    register(DETECTOR_ROLE, instrument.answer_detection, kind="detector")
-    register(NEED_CHECK_ROLE, instrument.answer_need, kind="need_check")
-    register(VERIFIER_ROLE, instrument.answer_verdict, kind="verifier")
-    register(SUMMARISER_ROLE, instrument.answer_lesson, kind="summariser")
+
+def _lazy_answer(name: str):
+    """The answerer `instrument.<name>`, imported when the instrument first answers (plugin loading stays light)."""
+    def answer(request):
+        from playground.plugins.sentry import instrument
+
+        return getattr(instrument, name)(request)
+
+    return answer
 
 
 @hookimpl
