@@ -125,7 +125,7 @@ def state_from_events(events: Sequence[Event]) -> InstrumentState:
 
 
 class TraceInstrumentJudge(InstrumentJudge):
-    """The instrument's judge model for roles that read recorded episodes after the run (DARC's and AED's
+    """The instrument's judge model for roles that read recorded episodes after the run (the methods'
     diagnosers): `show(events)` names the episode the next requests are about, and the answers come from the truth
     its trace recorded (`state_from_events`), right with `accuracy` (one number for every kind, or per kind).
     The role's own code passes the episode's events on (`show`), never reads the truth."""
