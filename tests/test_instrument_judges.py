@@ -39,6 +39,7 @@ from playground.run.runner import run
 from playground.testing import play
 from playground.testing.openai_server import ScriptedChatServer
 from playground.testing.tiny import TinyEnv
+from tests.test_sentry_blind import Recorder
 
 FAILING = {"repeat": 0.25, "stall": 0.15, "drift": 0.1, "stop": 0.08, "invalid": 0.05}
 TASKS = [f"tiny-{20000 + i}" for i in range(12)]
@@ -147,44 +148,18 @@ def scrub(value):
     return value
 
 
-class Scrubbed:
-    """Sentry receiving every hook payload with the truth-bearing fields removed (`scrub`), or as given."""
+class Scrubbed(Recorder):
+    """Sentry receiving every hook payload with the truth-bearing fields removed (`scrub`), or as given; the hooks
+    are the blind test's recorder's (tests/test_sentry_blind.py)."""
 
     def __init__(self, inner: SentryPlugin, on: bool) -> None:
-        self.inner, self.on = inner, on
+        super().__init__(inner)
+        self.on = on
 
     def _pass(self, hook: str, **kwargs):
         if self.on:
             kwargs = {k: scrub(v) if not isinstance(v, list) else [scrub(x) for x in v] for k, v in kwargs.items()}
-        return getattr(self.inner, hook)(**kwargs)
-
-    @hookimpl
-    def episode_started(self, start):
-        return self._pass("episode_started", start=start)
-
-    @hookimpl
-    def agent_notes(self, context):
-        return self._pass("agent_notes", context=context)
-
-    @hookimpl
-    def detect_failures(self, context, proposal):
-        return self._pass("detect_failures", context=context, proposal=proposal)
-
-    @hookimpl
-    def decide_intervention(self, context, proposal, detections):
-        return self._pass("decide_intervention", context=context, proposal=proposal, detections=detections)
-
-    @hookimpl
-    def verify_recovery(self, outcome):
-        return self._pass("verify_recovery", outcome=outcome)
-
-    @hookimpl
-    def verify_at_end(self, end):
-        return self._pass("verify_at_end", end=end)
-
-    @hookimpl
-    def episode_finished(self, end):
-        return self._pass("episode_finished", end=end)
+        return super()._pass(hook, **kwargs)
 
 
 class PlanReadingSentry(SentryPlugin):
