@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from playground.api import Host, load_records, mcnemar_exact, wilson_interval
+from playground.api import Host, compare, load_records, wilson_interval
 from playground.core.events import JudgeCallEvent
 from playground.plugins.sentry.bench import mode_matcher
 from playground.plugins.sentry.harness import DEFAULTS
@@ -79,13 +79,14 @@ def learning_curve(run_dir: str | Path, harness: str) -> dict[str, Any]:
 
 def success_against(run_dir: str | Path, harness: str, reference: str = "base") -> dict[str, Any]:
     """`harness`'s success with its Wilson interval, and the exact McNemar test against `reference` on the tasks
-    both played (b: reference won and harness lost; c: the reverse)."""
-    mine = {(r["task_id"], r.get("trial", 1)): bool(r.get("won")) for r in harness_records(run_dir, harness)}
-    theirs = {(r["task_id"], r.get("trial", 1)): bool(r.get("won")) for r in harness_records(run_dir, reference)}
-    both = [key for key in mine if key in theirs]
-    b = sum(theirs[k] and not mine[k] for k in both)
-    c = sum(mine[k] and not theirs[k] for k in both)
-    wins = sum(mine.values())
-    return {"episodes": len(mine), "won": wins, "success": wins / len(mine) if mine else None,
-            "ci95": wilson_interval(wins, len(mine)), "pairs": len(both), "b": b, "c": c,
-            "p": mcnemar_exact(b, c) if both else None}
+    both played (`playground.run.stats.compare`; b: reference won and harness lost; c: the reverse)."""
+    mine, theirs = harness_records(run_dir, harness), harness_records(run_dir, reference)
+    wins = sum(bool(r.get("won")) for r in mine)
+    row = {"episodes": len(mine), "won": wins, "success": wins / len(mine) if mine else None,
+           "ci95": wilson_interval(wins, len(mine)), "pairs": 0, "b": 0, "c": 0, "p": None}
+    if mine and theirs:
+        comparison = compare(theirs, mine, label_a=reference, label_b=harness)
+        success = comparison.metric("success")
+        b, c = success.discordant or (0, 0)
+        row.update(pairs=comparison.n_pairs, b=b, c=c, p=success.p_value)
+    return row
