@@ -191,7 +191,7 @@ def test_a_player_builds_its_env_and_agent_once_and_again_only_after_an_error(tm
     assert statuses.count("error") == 1 and len(statuses) == 12
     assert result["harnesses"]["base"]["episodes"] == 6
     assert make.built == 2  # once for the run, once after the error
-    assert factory.built == 2 + 1  # the same, after the one probe check_config builds (lock.json reads it too)
+    assert factory.built == 2  # the same: the first is the one check_config built (lock.json reads it too)
 
 
 def test_a_worker_that_does_not_see_the_run_directory_says_so(tmp_path):

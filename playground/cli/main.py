@@ -15,7 +15,7 @@ import click
 from playground.cli.cache import cache_command
 from playground.cli.compare import compare_command
 from playground.cli.fork import fork_command
-from playground.cli.options import CLIError, default_harnesses, episode_options, make_config
+from playground.cli.options import CLIError, default_harnesses, episode_options, make_checked_config
 from playground.cli.progress import ProgressDisplay
 from playground.cli.report import report_command
 from playground.cli.terminal import visible
@@ -28,6 +28,7 @@ from playground.run.parameters import describe_params
 from playground.run.report import format_table
 from playground.run.rundir import RunDirError
 from playground.run.runner import run
+from playground.run.validation import CheckedRun
 
 
 @click.group()
@@ -38,9 +39,9 @@ def cli() -> None:
 
 def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None = None, repair: bool = False,
                       check_lock: dict | None = None, executor: str = "local", address: str | None = None,
-                      in_flight: int = 1) -> dict:
+                      in_flight: int = 1, checked: CheckedRun | None = None) -> dict:
     """Run `config` with a progress bar on stderr (episodes, and steps, model calls and an ETA as they are played);
-    return the summary."""
+    return the summary. `checked` is the config's check (`make_checked_config`), so the runner need not repeat it."""
     trials = f" trials={config.trials}" if config.trials > 1 else ""
     click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)}{trials} "
                f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}", err=True)
@@ -49,7 +50,8 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
         try:
             return run(host, config, display.progress, workers=workers, repair=repair, check_lock=check_lock,
                        executor=executor, address=address, in_flight=in_flight,
-                       on_step=None if quiet else display.on_step)  # --quiet: no step notes at all
+                       on_step=None if quiet else display.on_step,  # --quiet: no step notes at all
+                       checked=checked)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
 
@@ -102,10 +104,11 @@ def run_command(harnesses, out, playbook, workers, executor, address, repair, tr
         harnesses = default_harnesses(host)
     if out is not None and not out.strip():
         raise CLIError("--out is empty; name a run directory (or leave --out out for runs/<env>-<task set>-...)")
-    config = make_config(host, harnesses, out, playbook, trials=trials, **options)
+    checked = make_checked_config(host, harnesses, out, playbook, trials=trials, **options)
+    config = checked.config
     try:
         summary = run_with_progress(host, config, options["quiet"], workers, repair, wanted_lock, executor, address,
-                                    in_flight)
+                                    in_flight, checked)
     except KeyboardInterrupt:
         click.echo(f"interrupted: what was played is kept in {config.out}; rerun the same command to resume",
                    err=True)

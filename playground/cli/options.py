@@ -14,7 +14,7 @@ from playground.core.errors import PlaygroundError
 from playground.host.registry import AgentSpec
 from playground.run.config import DEFAULT_MAX_STEPS, AgentUnavailable, RunConfig, RunConfigError
 from playground.run.files import safe_file_name
-from playground.run.validation import check_config, resolve_tasks
+from playground.run.validation import CheckedRun, check_run, resolve_tasks
 
 MODEL_FREE_AGENT = "noisy"  # suggested when the default agent cannot start (it needs no model)
 
@@ -129,12 +129,18 @@ def episode_options(command=None, *, split: bool = True):
     return command
 
 
-def make_config(host, harnesses, out: str | None, playbook: str | None, *, env_name, agent, agent_options,
-                llm_base_url, model, params, episodes, split, seed, max_steps, strict, quiet,
-                trials: int = 1, record_errors: bool = False, max_consecutive_errors: int = 5,
-                hook_deadline: float = 600.0, episode_deadline: float = 14_400.0) -> RunConfig:
-    """Build and check a RunConfig from the command line; CLIError names what is wrong. Without `out`, the run
-    directory is named by the settings (`default_run_dir`)."""
+def make_config(host, harnesses, out: str | None, playbook: str | None, **options: Any) -> RunConfig:
+    """Build and check a RunConfig from the command line (the options of `make_checked_config`); CLIError names
+    what is wrong. Without `out`, the run directory is named by the settings (`default_run_dir`)."""
+    return make_checked_config(host, harnesses, out, playbook, **options).config
+
+
+def make_checked_config(host, harnesses, out: str | None, playbook: str | None, *, env_name, agent, agent_options,
+                        llm_base_url, model, params, episodes, split, seed, max_steps, strict, quiet,
+                        trials: int = 1, record_errors: bool = False, max_consecutive_errors: int = 5,
+                        hook_deadline: float = 600.0, episode_deadline: float = 14_400.0) -> CheckedRun:
+    """`make_config`, returning the check itself (`validation.CheckedRun`: the config and the agent the check
+    built), which `run(..., checked=...)` takes instead of checking the config again."""
     if env_name is not None and not env_name.strip():
         raise CLIError(f"--env is empty; choose from: {', '.join(host.envs.names())}")
     env, _, task_set = (env_name or default_env(host)).partition(":")
@@ -155,14 +161,14 @@ def make_config(host, harnesses, out: str | None, playbook: str | None, *, env_n
                            hook_deadline=hook_deadline, episode_deadline=episode_deadline)
         if out is None:  # named by its settings, so the same bare command finds its run again and resumes it
             config.out = default_run_dir(config)
-        check_config(host, config)
+        checked = check_run(host, config)
     except AgentUnavailable as exc:
         # nothing about the agent was asked for: it cannot start here, so name one that needs no model
         other = MODEL_FREE_AGENT if chosen and not agent_options and MODEL_FREE_AGENT in host.agents else None
         raise CLIError(f"{exc}; or run an agent that needs no model: --agent {other}" if other else str(exc)) from None
     except RunConfigError as exc:
         raise CLIError(str(exc)) from None
-    return config
+    return checked
 
 
 def default_run_dir(config: RunConfig) -> str:

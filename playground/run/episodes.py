@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,27 @@ from playground.run.harnesses import resolve_harness, resolve_intervention
 from playground.run.rundir import episode_key, trace_path
 
 
+class BuiltAgent:
+    """The agent the run's check built in this process (`validation.check_config`; the lock read it), handed to the
+    first player on the same host that asks, which resets it every episode as it would one it built; later players
+    (other threads, or after an episode that errored) build their own. It never leaves the process: pickled (for a
+    worker process or a Ray actor) it arrives empty, so a worker builds its own agent."""
+
+    def __init__(self, agent: Any = None, host: Host | None = None) -> None:
+        self._agent, self._host, self._lock = agent, host, threading.Lock()
+
+    def take(self, host: Host) -> Any:
+        """The agent, once, to a player on the host that built it; else None."""
+        with self._lock:
+            if host is not self._host:
+                return None
+            agent, self._agent, self._host = self._agent, None, None
+            return agent
+
+    def __reduce__(self) -> tuple:
+        return (BuiltAgent, ())
+
+
 @dataclass(frozen=True)
 class RunWork:
     """What every episode of a run shares (the executors' `Work`): picklable, sent once to each worker."""
@@ -34,6 +55,7 @@ class RunWork:
     run_id: str
     run_path: str
     header_base: dict
+    built: BuiltAgent = field(default_factory=BuiltAgent, compare=False, repr=False)
 
     @property
     def strict(self) -> bool:
@@ -76,9 +98,10 @@ class EpisodePlayer:
     """Plays a run's episodes one at a time in one process, keeping one env and one agent across them.
 
     Building them once (an engine's imports, a model, a server) is what makes long-lived
-    workers pay off; every episode still resets both (`env.reset(seed, task)`,
-    `agent.reset(task, seed)`) and gets fresh intervention and observer objects, so an
-    episode plays the same whichever episodes came before. An episode that errors leaves
+    workers pay off (in the run's own process the first player takes the agent the run's check
+    built, `BuiltAgent`, so the agent factory runs once there); every episode still resets both
+    (`env.reset(seed, task)`, `agent.reset(task, seed)`) and gets fresh intervention and observer
+    objects, so an episode plays the same whichever episodes came before. An episode that errors leaves
     its env and agent behind (the env is closed): the next one gets new ones, so a fault never
     carries over.
     """
@@ -106,7 +129,9 @@ class EpisodePlayer:
             if not getattr(provider, "thread_safe", True):
                 env = SerializedEnv(env, engine_lock(provider))
             try:
-                agent = agent_spec.factory(**config.agent_options)
+                agent = self.work.built.take(self.host)
+                if agent is None:
+                    agent = agent_spec.factory(**config.agent_options)
                 bind_env(agent, env)
                 bind_judges(agent, self.host.instrument_judges)
             except BaseException:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 from playground.core.errors import PlaygroundError
 from playground.host.manager import Host
 from playground.run.config import RunConfig, RunConfigError, episode_id, playbook_path
-from playground.run.episodes import RunWork
+from playground.run.episodes import BuiltAgent, RunWork
 from playground.run.executors import Executor, Job, make_executor
 from playground.run.harnesses import harness_fingerprint
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
@@ -24,7 +24,7 @@ from playground.run.progress import StepListener
 from playground.run.report import summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, RunDirError, episode_key
 from playground.run.secrets import redact
-from playground.run.validation import check_config
+from playground.run.validation import CheckedRun, check_config
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a write failed for want of space: a named error, not a traceback
 
@@ -32,7 +32,7 @@ DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a write failed for want of space: a 
 def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None,
         workers: int | None = None, repair: bool = False, check_lock: dict | None = None,
         executor: str | Executor = "local", address: str | None = None, in_flight: int = 1,
-        on_step: StepListener | None = None) -> dict:
+        on_step: StepListener | None = None, checked: CheckedRun | None = None) -> dict:
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary.
 
     `executor` plays the episodes (`playground.run.executors`): "local" (the default) in this
@@ -49,11 +49,17 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     naming the fields) before anything is written.
     `on_step` is handed a `progress.StepNote` for each step played (in this thread; from worker processes and
     threads too, but not from Ray workers), so a display can move while an episode plays.
+    `checked` is the caller's check of this very config (`validation.check_run`, as `playground run` makes it): while
+    it holds, the config is not checked again, and its agent is the run's (the lock reads it; the first player in
+    this process plays it).
     """
     if isinstance(config.trials, bool) or not isinstance(config.trials, int) or config.trials < 1:
         raise RunConfigError(f"trials must be a whole number of at least 1, got {config.trials!r}")
     chosen = executor if isinstance(executor, Executor) else make_executor(executor, workers, address, in_flight)
-    agent = check_config(host, config)  # built once here: the lock reads its model file
+    if checked is not None and checked.holds(host, config):
+        agent = checked.agent  # checked (and built) once, by the caller
+    else:
+        agent = check_config(host, config)  # the lock reads its model file; the first player plays it
     env_spec = host.envs.get(config.env)
     fingerprints = {name: harness_fingerprint(host, name) for name in config.harnesses}
     lock, previous_lock = _start_lock(host, config, fingerprints, agent)
@@ -91,7 +97,7 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                     else:
                         pending.append(Job(harness, task_id, trial))
         discard_unfinished(host, config, run_id, pending)
-        work = RunWork(config, run_id, str(rundir.path), header_base)
+        work = RunWork(config, run_id, str(rundir.path), header_base, BuiltAgent(agent, host))
         unfinished = _play_and_record(host, config, run_id, rundir, chosen.play(host, work, pending, on_step), notify)
         summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],
                                 rundir.records.values())
