@@ -66,18 +66,18 @@ def register_interventions(register) -> None:
     from playground.envs.alfworld.params import GuardParams, ProceduralParams
 
     register("action_pruning", _action_pruning, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
-             params_model=GuardParams,
+             params_model=GuardParams, effects=("reask", "replace", "stop"),
              description="the DARC guard's top-12 admissible actions as the agent's view, a phase prompt every step, "
                          "and a re-ask with the top 12 after an invalid action")
     register("type_saturation", _type_saturation, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
-             params_model=GuardParams,
+             params_model=GuardParams, effects=("reask", "replace", "stop"),
              description="invalid or off-task action: re-ask with only the commands relevant to the task type")
     register("loop_fallback", _loop_fallback, modes=("action_validity",), cost_unit="steps", envs=("alfworld",),
-             params_model=GuardParams,
+             params_model=GuardParams, effects=("replace",),
              description="looping action: replace it with the best-ranked unexplored command")
     for name, description in PROCEDURAL.items():  # DARC's procedure-breadth family on ALFWorld
         register(name, _procedural(name), modes=("procedure_breadth",), cost_unit="steps", envs=("alfworld",),
-                 params_model=ProceduralParams, description=description)
+                 params_model=ProceduralParams, effects=("reask",), description=description)
 
 
 @hookimpl

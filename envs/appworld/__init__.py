@@ -53,7 +53,7 @@ def register_interventions(register) -> None:
 
     for name, description in PROCEDURAL.items():
         register(name, _procedural(name), modes=("procedure_breadth",), cost_unit="steps", envs=("appworld",),
-                 params_model=ProceduralParams, description=description)
+                 params_model=ProceduralParams, effects=("reask",), description=description)
 
 
 @hookimpl

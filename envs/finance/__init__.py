@@ -64,7 +64,7 @@ def register_interventions(register) -> None:
     from playground.envs.finance.params import DemosParams, FormatGuardParams
 
     register("format-guard", _format_guard, modes=("format_precision",), cost_unit="reasks", envs=("finance",),
-             params_model=FormatGuardParams,
+             params_model=FormatGuardParams, effects=("reask",),
              description="Finance answer-format detector, re-ask with the exact format, format verifier")
     for k in DEMO_BUDGETS:
         register(f"demos-k{k}", _demos(k), modes=("format_precision",), cost_unit="k", cost=k, envs=("finance",),

@@ -79,7 +79,7 @@ def register_interventions(register) -> None:
     """Register interventions: the building blocks of harnesses.
 
     Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=(),
-    candidate=True, params_model=None)`.
+    candidate=True, params_model=None, effects=())`.
     `factory(params)` gets the harness parameters (a dict) and returns an episode
     plugin: an object whose methods implement runtime hooks with `@hookimpl`.
     `params_model` declares the parameters it reads: a pydantic model class whose fields are the
@@ -92,6 +92,9 @@ def register_interventions(register) -> None:
     `envs` names the envs it works with (empty: any), so methods only try it there.
     `candidate=False` marks a point of comparison (a baseline): it runs in harnesses like any
     other, but methods that choose among the registered interventions leave it out.
+    `effects` declares the `Decision` effects it may take ("reask", "replace", "rollback", "stop"): a stack of
+    harnesses (`--harness A+B`) refuses interventions of two parts that both "replace" the action or both
+    "rollback", since the one called first would overrule the other.
     """
 
 
@@ -111,6 +114,10 @@ def register_harnesses(register) -> None:
     one intervention). Each attempt's plugins are built fresh; they see which attempt they
     are in as `ids.attempt` (1, 2, ...) in every runtime-hook payload, and share what they
     keep in external stores (keyed by `ids.episode_id`, the same for every attempt).
+
+    No registration is needed to combine harnesses: `--harness A+B` stacks the interventions of
+    A, then B, in one episode, with both parameter sets (at most one part a cascade, whose
+    attempts the others join); a stack that cannot run as one is refused with a named error.
     """
 
 

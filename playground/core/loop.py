@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+from pydantic import BaseModel, Field
+
 from playground.core.actions import kind_of
 from playground.core.deadlines import EpisodeDeadlineExceeded, watch
 from playground.core.env import ObservableFailure
@@ -61,6 +63,20 @@ from playground.core.payloads import (
 from playground.core.view_record import ViewRecorder
 
 Emit = Callable[[Event], None]
+MAX_REASKS_LIMIT = 100
+
+
+class LoopParams(BaseModel):
+    """The harness parameters the episode loop itself reads, under every harness (`EpisodeConfig`)."""
+
+    max_reasks_per_step: int = Field(default=2, ge=0, le=MAX_REASKS_LIMIT,
+                                     description="times an intervention may ask the agent again within one step")
+    max_rollbacks: int | None = Field(default=None, ge=0,
+                                      description="rollbacks per episode at most (null: --max-steps)")
+    max_checkpoints_per_branch: int = Field(default=64, ge=1, description="checkpoints each branch keeps at most")
+
+
+LOOP_PARAMS = tuple(LoopParams.model_fields)
 
 
 @dataclass(frozen=True)

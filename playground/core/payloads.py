@@ -234,6 +234,10 @@ class Detection:
     subtype: str = ""
 
 
+# The effects a Decision may have, each named by the field that sets it (see `Decision`).
+EFFECTS = ("reask", "replace", "rollback", "stop")
+
+
 @dataclass(frozen=True)
 class Decision:
     """What a decision plugin wants done with a proposal: exactly one effect.

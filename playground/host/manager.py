@@ -23,6 +23,7 @@ from playground.core.episode_hooks import PluginError
 from playground.core.errors import PlaygroundError
 from playground.core.instrument import JUDGE_KINDS, InstrumentJudgeSpec
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry
+from playground.core.payloads import EFFECTS
 from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
 from playground.host.registry import (
     GRADE_VERIFIER,
@@ -180,13 +181,18 @@ class Host:
                                             default_options=dict(default_options or {})))
 
         def intervention(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=(),
-                         candidate=True, params_model=None) -> None:
+                         candidate=True, params_model=None, effects=()) -> None:
+            unknown = [] if callable(effects) else sorted(set(effects) - set(EFFECTS))
+            if isinstance(effects, str) or unknown:
+                raise RegistrationError(f"intervention {name!r}: effects must be a list drawn from "
+                                        f"{', '.join(EFFECTS)}, got {effects!r}")
             if params_model is not None and not _is_model_class(params_model):
                 raise RegistrationError(f"intervention {name!r}: params_model must be a pydantic model class, "
                                         f"got {params_model!r}")
             self.interventions.add(name, InterventionSpec(name, factory, description, tuple(modes), cost_unit, plugin,
                                                           None if cost is None else float(cost), tuple(envs),
-                                                          bool(candidate), params_model))
+                                                          bool(candidate), params_model,
+                                                          effects if callable(effects) else tuple(effects)))
 
         def harness(name, interventions=(), params=None, description="", default=False, cascade=(),
                     verifier="env:won") -> None:

@@ -41,10 +41,18 @@ class InterventionSpec:
     candidate: bool = True  # False: a point of comparison, left out of the libraries methods choose interventions from
     # The parameters it reads, declared: a pydantic model (names, types, ranges, defaults); None: undeclared (opaque)
     params_model: Any = None
+    # The Decision effects it may take ("reask", "replace", "rollback", "stop"), or a function of its parameters
+    # returning them, declared so that a stack of harnesses (`--harness A+B`) can refuse two interventions that
+    # both rewrite the action or both roll back
+    effects: tuple[str, ...] | Callable[[Mapping[str, Any]], Any] = ()
 
     def works_with(self, env: str) -> bool:
         """True when the intervention can be used on `env`."""
         return not self.envs or env in self.envs
+
+    def effects_with(self, params: Mapping[str, Any]) -> tuple[str, ...]:
+        """The Decision effects it may take under these parameters."""
+        return tuple(self.effects(params) if callable(self.effects) else self.effects)
 
 
 @dataclass(frozen=True)
@@ -62,11 +70,20 @@ class HarnessSpec:
     cascade: tuple[str, ...] = ()
     verifier: str = "env:won"  # GRADE_VERIFIER, or a registered attempt verifier
     default: bool = False  # run by `playground run` when no --harness is given
+    # A stack's (`A+B`) parameters of each intervention: those its own part sets, which reach no other part's
+    scoped: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def params_for(self, intervention: str) -> dict[str, Any]:
+        """The parameters `intervention` is built with (before the run's --param values override them)."""
+        return {**self.params, **self.scoped.get(intervention, {})}
 
     @property
     def attempts(self) -> tuple[tuple[str, ...], ...]:
-        """The interventions of each attempt: one attempt with all of them, or one per cascade step."""
-        return tuple((name,) for name in self.cascade) if self.cascade else (self.interventions,)
+        """The interventions of each attempt: one attempt with all of them, or one per cascade step (the step's
+        intervention first, then any `interventions` stacked beside every step, as `--harness CASCADE+OTHER` does)."""
+        if self.cascade:
+            return tuple((name, *self.interventions) for name in self.cascade)
+        return (self.interventions,)
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,9 @@ def play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, h
             # they spend count in the episode's record, apart from the agent's
             with agent_model_shared(getattr(agent, "model", None)), judge_calls_reported(play.emit), \
                     cache_use_counted() as play.cache_use:
-                interventions = [(name, resolve_intervention(host, name).factory(params)) for name in names]
+                interventions = [(name, resolve_intervention(host, name).factory({**spec.params_for(name),
+                                                                                  **config.params}))
+                                 for name in names]
                 observers = [(o.name, o.factory()) for o in host.observers]
                 hooks = EpisodeHooks(interventions, observers, hook_deadline=config.hook_deadline or None)
                 episode_config = EpisodeConfig(run_id, play.episode, config.env, task_id, harness, config.agent,

@@ -2,9 +2,10 @@
 intervention declares as a pydantic model (`register(..., params_model=MODEL)`). Checks a run's values against the
 declarations, and describes a harness's parameters (`playground harnesses --params NAME`).
 
-One harness's parameters are shared by all its interventions, so each intervention checks only the keys it
-declares; a key that no intervention of the run's harnesses declares, nor the loop, is unknown. An intervention
-registered without a declaration reads what it likes: a run with one accepts any key (it is opaque).
+One harness's parameters are shared by all its interventions (in a stack `A+B`, each part's reach only its own
+interventions; `HarnessSpec.params_for`), so each intervention checks only the keys it declares; a key that no
+intervention of the run's harnesses declares, nor the loop, is unknown. An intervention registered without a
+declaration reads what it likes: a run with one accepts any key (it is opaque).
 """
 
 from __future__ import annotations
@@ -14,29 +15,16 @@ from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
 import annotated_types
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from playground.core.loop import LOOP_PARAMS, MAX_REASKS_LIMIT, LoopParams
 from playground.host.manager import Host
 from playground.host.registry import HarnessSpec
 from playground.run.config import RunConfigError
 from playground.run.harnesses import resolve_harness, resolve_intervention
 
-MAX_REASKS_LIMIT = 100
-
-
-class LoopParams(BaseModel):
-    """The parameters the episode loop itself reads, under every harness (`core.loop.EpisodeConfig`)."""
-
-    max_reasks_per_step: int = Field(default=2, ge=0, le=MAX_REASKS_LIMIT,
-                                     description="times an intervention may ask the agent again within one step")
-    max_rollbacks: int | None = Field(default=None, ge=0,
-                                      description="rollbacks per episode at most (null: --max-steps)")
-    max_checkpoints_per_branch: int = Field(default=64, ge=1, description="checkpoints each branch keeps at most")
-
-
-LOOP_PARAMS = tuple(LoopParams.model_fields)
 LOOP = "the episode loop"  # where the loop's parameters come from, in a listing
 
 
@@ -97,11 +85,11 @@ def check_params(host: Host, harnesses: list[tuple[str, HarnessSpec]], params: d
         raise RunConfigError(f"unknown --param {', '.join(map(repr, unknown))} for harness(es) "
                              f"{', '.join(harness for harness, _ in harnesses)}; known: {', '.join(sorted(known))}")
     for harness, spec in harnesses:
-        values = {**spec.params, **params}
-        check_loop_params(values, harness)
+        check_loop_params({**spec.params, **params}, harness)
         for one in declared[harness]:
             if one.model is not None:
-                problem = declaration_problem(one.intervention, one.model, values)
+                problem = declaration_problem(one.intervention, one.model, {**spec.params_for(one.intervention),
+                                                                            **params})
                 if problem:
                     raise RunConfigError(f"harness {harness!r}: {problem}")
 
@@ -233,6 +221,10 @@ def describe_params(host: Host, name: str) -> list[str]:
     lines = [f"harness {name}: --param KEY=VALUE (each intervention reads the keys it declares)"]
     if spec.params:
         lines.append("set by the harness: " + ", ".join(f"{key}={value!r}" for key, value in spec.params.items()))
+    for intervention, values in spec.scoped.items():  # a stack: what each part sets for its own interventions
+        own = {key: value for key, value in values.items() if key not in spec.params}
+        if own:
+            lines.append(f"set for {intervention}: " + ", ".join(f"{key}={value!r}" for key, value in own.items()))
     rows = param_rows(LoopParams, LOOP)
     opaque, empty = [], []
     for one in declarations(host, spec):

@@ -4,6 +4,7 @@ lists the choices."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from playground.core.episode_hooks import EpisodeHooks
@@ -47,7 +48,8 @@ def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None,
 
 def check_config(host: Host, config: RunConfig) -> Any:
     """Raise RunConfigError naming the first unknown agent or harness, or a bad agent option or parameter; return
-    the agent built to check its options (the run's lock reads it too, so it is built once for both)."""
+    the agent built to check its options (the run's lock reads it, and the run's first player plays it: built once
+    for all three; `check_run` keeps it with the check, for a caller that runs the config itself)."""
     try:
         host.agents.get(config.agent)
         specs = [resolve_harness(host, harness) for harness in config.harnesses]
@@ -85,12 +87,38 @@ def check_config(host: Host, config: RunConfig) -> Any:
     built: dict[str, list[tuple[str, Any]]] = {}  # harness -> its interventions, built with the run's parameters
     try:
         for harness, spec in zip(config.harnesses, specs):
-            built[harness] = [(name, resolve_intervention(host, name).factory({**spec.params, **config.params}))
+            built[harness] = [(name, resolve_intervention(host, name).factory({**spec.params_for(name),
+                                                                               **config.params}))
                               for name in sorted({n for attempt in spec.attempts for n in attempt})]
     except (PlaygroundError, ValueError) as exc:  # a TypeError is a bug in the factory, not bad config
         raise RunConfigError(str(exc)) from None
     check_playbooks(host, config, built)
     return agent
+
+
+@dataclass(frozen=True, eq=False)
+class CheckedRun:
+    """A run configuration that passed `check_config` on `host`, what it held then, and the agent the check built.
+
+    `playground run` checks its configuration once, in the CLI, and hands this to the runner
+    (`run(..., checked=...)`), which takes it instead of checking again while it `holds`; its
+    agent is the one the lock reads and the first player plays (see `episodes.BuiltAgent`).
+    """
+
+    host: Host
+    config: RunConfig
+    agent: Any
+    snapshot: dict
+
+    def holds(self, host: Host, config: RunConfig) -> bool:
+        """Whether this check stands for running `config` on `host`: the same objects, the config unchanged since."""
+        return host is self.host and config is self.config and asdict(config) == self.snapshot
+
+
+def check_run(host: Host, config: RunConfig) -> CheckedRun:
+    """`check_config`, kept with what it checked and the agent it built (RunConfigError as there)."""
+    agent = check_config(host, config)
+    return CheckedRun(host, config, agent, asdict(config))
 
 
 def check_playbooks(host: Host, config: RunConfig, built: dict[str, list[tuple[str, Any]]]) -> None:

@@ -73,7 +73,7 @@ def register_interventions(register):
              description="AWM: workflows induced from successful episodes in context")
     register("reasoningbank", _reasoningbank, cost_unit="steps", candidate=False, params_model=ReasoningBankParams,
              description="ReasoningBank: memory items from successes and failures, retrieved by BM25 similarity")
-    register("monitor", _monitor, cost_unit="reasks", candidate=False, params_model=MonitorParams,
+    register("monitor", _monitor, cost_unit="reasks", candidate=False, effects=("reask",), params_model=MonitorParams,
              description="runtime monitor: corrective feedback when a repeat, invalid-action or stall rule fires")
     register("prompt-opt", _prompt_note, cost_unit="steps", candidate=False, params_model=PromptOptParams,
              description="MIPROv2 / GEPA: an optimised prompt's instructions and demos as a standing note "

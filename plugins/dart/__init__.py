@@ -30,10 +30,11 @@ def register_interventions(register) -> None:
     from playground.plugins.dart.params import DartParams, SidecarParams
 
     register("dart", _factory("Dart"), cost_unit="steps", envs=("workflow",), params_model=DartParams,
+             effects=("rollback",),
              description="DART: localise, certify, align checkpoints, admit a rollback or rerun the whole task")
     for name, class_name, description in BASELINES:
         register(name, _factory(class_name), cost_unit="steps", envs=("workflow",), params_model=SidecarParams,
-                 description=description)
+                 effects=("rollback",), description=description)
 
 
 @hookimpl

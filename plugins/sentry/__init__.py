@@ -57,6 +57,13 @@ def _lazy_answer(name: str):
     return answer
 
 
+def _sentry_effects(params) -> tuple[str, ...]:
+    """What Sentry's decisions may do under `params`: re-ask always (soft repair, termination guard); replace the
+    action and give up only with the hard repair on, and replace a looped action when `bar_loops` is set."""
+    hard = ("replace", "stop") if params.get("hard_repair", True) else ()
+    return ("reask", *hard, *(("replace",) if params.get("bar_loops", 0) and not hard else ()))
+
+
 @hookimpl
 def register_interventions(register):
     """Register Sentry's interventions, with the parameters they read (`params.SentryParams`)."""
@@ -65,9 +72,10 @@ def register_interventions(register):
     # The full Sentry is a progress/grounding intervention (its soft repair and lessons); only its hard repair,
     # registered alone as `validity-guard` (the admissibility guard), is admissible for action validity.
     register("sentry", _sentry, modes=("progress", "grounding"), cost_unit="steps", params_model=SentryParams,
+             effects=_sentry_effects,
              description="detectors, hard and soft repair, lesson retrieval, recovery verifier, verified lessons")
     register("validity-guard", _validity_guard, modes=("action_validity",), cost_unit="steps",
-             params_model=ValidityGuardParams,
+             params_model=ValidityGuardParams, effects=("reask", "replace", "stop"),
              description="hard repair of invalid actions only: ranked valid actions, rewrite, fallback")
 
 
