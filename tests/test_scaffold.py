@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -12,8 +13,9 @@ import pytest
 
 from playground.cli.main import main
 from playground.host.manager import Host
-from playground.run.config import RunConfig
+from playground.run.config import RunConfig, RunConfigError
 from playground.run.runner import run
+from playground.run.validation import check_config
 
 
 def test_new_plugin_project_loads_runs_and_passes_its_test(tmp_path, monkeypatch, capsys):
@@ -32,6 +34,37 @@ def test_new_plugin_project_loads_runs_and_passes_its_test(tmp_path, monkeypatch
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", str(project)], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(project)}, cwd=project)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout, result.stdout
+
+
+def test_new_intervention_declares_its_parameters_and_tests_with_typed_events(tmp_path, monkeypatch, capsys):
+    """The scaffold's intervention registers a frozen pydantic `params_model` that a run checks its --param values
+    against, and its generated tests read typed events (`playground.core.events`), never event-type strings."""
+    assert main(["new-plugin", "no-repeat", "--dir", str(tmp_path)]) == 0
+    project = tmp_path / "no-repeat"
+    monkeypatch.syspath_prepend(str(project))
+    host = Host(strict=True).load(extra={"no-repeat": "no_repeat"})
+    model = host.interventions.get("no-repeat").params_model
+    assert model is not None and model.__name__ == "NoRepeatParams" and model.model_config.get("frozen")
+    assert {name: field.default for name, field in model.model_fields.items()} == {
+        "message": "You just did that. Try something that makes progress.", "window": 1}
+    assert all(field.description for field in model.model_fields.values())
+
+    def config(**params):
+        return RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-20000"], agent="noisy",
+                         harnesses=["base", "no-repeat"], out=str(tmp_path / "run"), params=params)
+
+    check_config(host, config(window=3, message="Stop repeating."))
+    with pytest.raises(RunConfigError, match="no-repeat parameter 'window' must be a whole number from 1 to 10"):
+        check_config(host, config(window=11))
+    with pytest.raises(RunConfigError, match="unknown --param 'windw'"):
+        check_config(host, config(windw=2))
+
+    tests = (project / "test_no_repeat.py").read_text()
+    assert "from playground.core.events import InterventionEvent, StepEvent" in tests
+    assert "events_of(InterventionEvent)" in tests and "events_of(StepEvent)" in tests
+    assert not re.search(r"""\.(of|count)\(\s*["']""", tests), "the generated tests look events up by type string"
+    assert "params_model=NoRepeatParams" in (project / "no_repeat.py").read_text()
 
 
 def _run_pytest(project: Path, python: str = sys.executable, env: dict | None = None) -> None:
@@ -60,6 +93,8 @@ def test_new_env_and_agent_projects_load_run_and_pass_their_tests(tmp_path, monk
     if kind == "env":
         assert summary["harnesses"]["base"]["success_rate"] == 1.0
     _run_pytest(project)
+    if kind == "agent":
+        assert not re.search(r"""\.(of|count)\(\s*["']""", (project / f"test_{module}.py").read_text())
 
 
 @pytest.mark.slow

@@ -3,14 +3,15 @@
 Every project holds a module registering the thing through playground's hooks, a
 pyproject declaring the `playground` entry point, a README, and a pytest file that passes
 as written:
-- `intervention` (default): a guard that re-asks the agent when it repeats its last
-  action, and a harness using it; its test uses the fixtures playground ships
-  (`tiny_env`, `scripted_agent`, `play_episode`);
+- `intervention` (default): a guard that re-asks the agent when it repeats one of its last
+  actions, its parameters declared as a pydantic model (`params_model`), and a harness using
+  it; its tests use the fixtures playground ships (`tiny_env`, `scripted_agent`,
+  `play_episode`) and read the episode's typed events (`playground.core.events`);
 - `env`: a small dial-and-lock world behind the env contract (`TextEnv`, `EnvProvider`,
   `TaskSet`, `action_kinds`, snapshots, an expert plan); its test runs `check_env` and
   wins with the expert plan;
 - `agent`: an agent that tries untried admissible actions, those sharing words with the
-  goal first; its test plays an episode on the tiny env.
+  goal first; its tests play episodes on the tiny env and read their typed `StepEvent`s.
 """
 
 from __future__ import annotations
@@ -38,21 +39,36 @@ py-modules = ["{module}"]
 """
 
 MODULE = '''\
-"""{name}: a playground plugin. Re-asks the agent when it repeats its last action."""
+"""{name}: a playground plugin. Re-asks the agent when it repeats one of its last actions."""
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, Detection, InterventionMessage
+
+
+class NoRepeatParams(BaseModel):
+    """The harness parameters `{name}` reads: a run checks its `--param` values against them before playing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    message: str = Field(default="You just did that. Try something that makes progress.",
+                         description="the re-ask's text")
+    window: int = Field(default=1, ge=1, le=10, description="how many of the last actions a repeat is looked for in")
 
 
 class NoRepeatGuard:
     """Episode plugin: one object per episode, so state never leaks between episodes."""
 
     def __init__(self, params):
-        self.message = params.get("message", "You just did that. Try something that makes progress.")
+        # the harness's whole parameter dict: the model keeps the keys it declares (with their defaults)
+        # and ignores the others (other interventions', the episode loop's)
+        self.params = NoRepeatParams.model_validate(dict(params))
 
     @hookimpl
     def detect_failures(self, context, proposal):
-        if context.history and proposal.action == context.history[-1].action:
+        recent = [turn.action for turn in context.history[-self.params.window:]]
+        if proposal.action in recent:
             return Detection("{name}", "progress", ("repetition_or_looping",), 1.0,
                              evidence=f"repeated {{proposal.action!r}}")
 
@@ -61,14 +77,14 @@ class NoRepeatGuard:
         mine = [d for d in detections if d.detector == "{name}"]
         if mine and context.attempt == 0:
             return Decision("{name}", "soft_repair", detections=tuple(mine),
-                            message=InterventionMessage("soft_repair", self.message, "progress",
+                            message=InterventionMessage("soft_repair", self.params.message, "progress",
                                                         labels=("repetition_or_looping",)))
 
 
 @hookimpl
 def register_interventions(register):
-    register("{name}", NoRepeatGuard, description="re-ask when the agent repeats itself",
-             modes=("progress",), cost_unit="steps")
+    register("{name}", NoRepeatGuard, params_model=NoRepeatParams,
+             description="re-ask when the agent repeats itself", modes=("progress",), cost_unit="steps")
 
 
 @hookimpl
@@ -77,15 +93,42 @@ def register_harnesses(register):
 '''
 
 TEST = '''\
-from {module} import NoRepeatGuard
+import pytest
+from pydantic import ValidationError
+
+from playground.core.events import InterventionEvent, StepEvent
+
+from {module} import NoRepeatGuard, NoRepeatParams, register_interventions
 
 
 def test_guard_reasks_after_a_repeat(tiny_env, scripted_agent, play_episode):
     agent = scripted_agent(["look", "look"])
     result = play_episode(tiny_env, agent, plugins=[NoRepeatGuard({{}})], task="tiny-1")
-    assert result.count("intervention") == 1
+    [reask] = result.events_of(InterventionEvent)
+    assert (reask.plugin, reask.kind, reask.step) == ("{name}", "soft_repair", 1)
     assert agent.views[2].message.kind == "soft_repair"
+    assert agent.views[2].message.text == NoRepeatParams().message
     assert result.result.won
+
+
+def test_window_and_message_come_from_the_harness_parameters(tiny_env, scripted_agent, play_episode):
+    agent = scripted_agent(["look", "inventory", "look"])
+    params = {{"window": 2, "message": "Not again.", "max_reasks_per_step": 2}}  # another's keys are ignored
+    result = play_episode(tiny_env, agent, plugins=[NoRepeatGuard(params)], task="tiny-1", params=params)
+    assert [event.step for event in result.events_of(InterventionEvent)] == [2]
+    assert agent.views[3].message.text == "Not again."
+    assert [step.action for step in result.events_of(StepEvent)][:2] == ["look", "inventory"]
+
+
+def test_the_parameters_are_declared_typed_and_bounded():
+    registered = []
+    register_interventions(lambda name, factory, **options: registered.append((name, options)))
+    assert registered[0][1]["params_model"] is NoRepeatParams
+    assert NoRepeatParams().window == 1
+    with pytest.raises(ValidationError):
+        NoRepeatParams(window=0)
+    with pytest.raises(ValidationError):
+        NoRepeatParams().window = 3  # frozen
 '''
 
 
@@ -234,6 +277,7 @@ def register_agents(register):
 '''
 
 AGENT_TEST = '''\
+from playground.core.events import StepEvent
 from playground.testing import play, tiny_env
 
 from {module} import CuriousAgent
@@ -241,15 +285,15 @@ from {module} import CuriousAgent
 
 def test_agent_plays_a_tiny_episode_with_valid_actions():
     result = play(tiny_env(expert=False), CuriousAgent(), task="tiny-20000", max_steps=30)
-    steps = result.of("step")
-    assert steps and all(step["valid_action"] for step in steps)
+    steps = result.events_of(StepEvent)
+    assert steps and all(step.valid_action for step in steps)
     assert result.result.status in ("won", "truncated")
 
 
 def test_agent_is_repeatable_by_seed():
-    first = play(tiny_env(expert=False), CuriousAgent(), task="tiny-20001", seed=3).of("step")
-    again = play(tiny_env(expert=False), CuriousAgent(), task="tiny-20001", seed=3).of("step")
-    assert [s["action"] for s in first] == [s["action"] for s in again]
+    first = play(tiny_env(expert=False), CuriousAgent(), task="tiny-20001", seed=3).events_of(StepEvent)
+    again = play(tiny_env(expert=False), CuriousAgent(), task="tiny-20001", seed=3).events_of(StepEvent)
+    assert [step.action for step in first] == [step.action for step in again]
 '''
 
 README = """\
@@ -268,8 +312,10 @@ pytest                        # the plugin's own tests
 """
 
 KINDS = {
-    "intervention": {"module": MODULE, "test": TEST, "description": "re-asks the agent when it repeats its last action",
-                     "try_it": "playground run --env tiny --agent noisy --harness base --harness {name}"},
+    "intervention": {"module": MODULE, "test": TEST, "description": "re-asks the agent when it repeats a recent action",
+                     "try_it": "playground harnesses --params {name}   # the parameters it declares (NoRepeatParams)\n"
+                               "playground run --env tiny --agent noisy --harness base --harness {name} "
+                               "--param window=2"},
     "env": {"module": ENV_MODULE, "test": ENV_TEST,
             "description": "turn a dial to the task's number, then open the lock",
             "try_it": "playground run --env {name} --agent expert --harness base"},
