@@ -4,8 +4,12 @@
 is imported (as loading any built-in env plugin does), and it is the `gymnasium.envs`
 entry point in pyproject.toml (gymnasium 1.x no longer loads those entry points itself,
 so `import playground.envs` is what registers). This
-module imports nothing but gymnasium: `make_env` loads the plugin host and the env's
+module imports nothing but gymnasium: `make_env` loads a plugin host and the env's
 engine (textworld, alfworld, ...) only when an env is made.
+
+gymnasium calls `make_env` from outside any playground host, so no host is handed to it:
+it builds its own through the plugin API (`Host().load()`, the plugins the environment
+allows, as `playground` itself loads them) and takes the env's provider from it.
 
 `make_env` builds the env exactly as the runner does, through the env provider's
 `make(task_set, expert=...)`; `split` picks the split that `reset()` without a task plays.
@@ -47,12 +51,12 @@ def make_env(playground_env: str, task_set: str | None = None, split: str | None
     default split); `expert=True` adds `info["expert_plan"]`; other keyword arguments go to
     the provider's `make`. There are no render modes (`render_mode` must be None).
     """
-    from playground.api import get_host
+    from playground.api import Host
 
     if render_mode is not None:
         raise ValueError(f"{playground_env}: no render modes (observations are the text); "
                          f"got render_mode={render_mode!r}")
-    provider = get_host().envs.get(playground_env).provider
+    provider = Host().load().envs.get(playground_env).provider  # gymnasium hands no host: load one
     task_set = task_set or provider.default_task_set
     sets = provider.task_sets()
     if task_set not in sets:

@@ -22,7 +22,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.run.runner": ("check_finished", "run",),
     "playground.run.validation": ("resolve_tasks",),
     "playground.run.costs": ("attempt_cost",),
-    "playground.cli.main": ("run_with_progress",),
+    "playground.cli.main": ("pass_host", "run_with_progress",),
     # Run folders, records and traces
     "playground.run.rundir": ("identity_mismatch", "load_records", "read_config", "record_trace", "RunDirError",),
     "playground.run.traces": ("read_events", "read_header", "read_jsonl", "read_trace", "TraceError", "TraceWriter",),
@@ -47,6 +47,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.agents.local_model": ("default_gguf_path", "LocalChatModel",),
     "playground.agents.structured": ("ask_structured", "CALL_FAILED", "json_object_in", "shared_agent_model",),
     "playground.agents.response_cache": ("default_cache_dir",),
+    "playground.agents.judge_model": ("build_judge_model", "judge_or_shared", "JudgeSettings",),
     "playground.agents.llm": ("parse_reply", "render_prompt",),
     # The failure-injection instrument as the judges' model, for roles that read recorded episodes
     "playground.agents.instrument_judge": ("show_episode", "state_from_events", "TraceInstrumentJudge",),
@@ -71,12 +72,13 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.agents.chat import ChatModel, LLMError
     from playground.agents.http_model import HTTPChatModel
     from playground.agents.instrument_judge import TraceInstrumentJudge, show_episode, state_from_events
+    from playground.agents.judge_model import JudgeSettings, build_judge_model, judge_or_shared
     from playground.agents.llm import parse_reply, render_prompt
     from playground.agents.local_model import LocalChatModel, default_gguf_path
     from playground.agents.noisy import NoisyAgent
     from playground.agents.response_cache import default_cache_dir
     from playground.agents.structured import CALL_FAILED, ask_structured, json_object_in, shared_agent_model
-    from playground.cli.main import run_with_progress
+    from playground.cli.main import pass_host, run_with_progress
     from playground.cli.options import CLIError, default_env, episode_options, make_config, nonempty, parse_pairs
     from playground.cli.terminal import visible
     from playground.host.manager import Host, default_labels, get_host

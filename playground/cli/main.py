@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from playground.cli.report import report_command
 from playground.cli.terminal import visible
 from playground.cli.view import view_command
 from playground.core.errors import PlaygroundError
-from playground.host.manager import get_host
+from playground.host.manager import Host, get_host
 from playground.run.config import RunConfig, RunConfigError
 from playground.run.executors import EXECUTORS
 from playground.run.parameters import describe_params
@@ -31,10 +33,38 @@ from playground.run.runner import run
 from playground.run.validation import CheckedRun
 
 
+class CommandHost:
+    """The host the `playground` group hands its commands (`ctx.obj`): loaded on first use, so a command that needs
+    none (and `--help`) does not load the plugins; it is the process-wide host the rest of the CLI uses."""
+
+    def __init__(self) -> None:
+        self._host: Host | None = None
+
+    @property
+    def host(self) -> Host:
+        """The host, loaded (by the host layer's `get_host`) the first time a command asks for it."""
+        if self._host is None:
+            self._host = get_host()
+        return self._host
+
+
+def pass_host(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator for a plugin's click command: it is called with the host as its first argument (the host the
+    `playground` group keeps on the click context), e.g. `@group.command("x") @pass_host def x(host, ...)`."""
+
+    def with_host(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        return ctx.invoke(command, ctx.ensure_object(CommandHost).host, *args, **kwargs)
+
+    return functools.update_wrapper(with_host, command)
+
+
 @click.group()
 @click.version_option(package_name="playground")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """playground: run agents on text benchmarks under failure-recovery harnesses."""
+    ctx.ensure_object(CommandHost)  # the host, for commands that take it (`pass_host`), loaded when one asks
 
 
 def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None = None, repair: bool = False,

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING
 
 import click
 
-from playground.api import CLIError, parse_pairs
+from playground.api import CLIError, parse_pairs, pass_host
 from playground.core.payloads import keep_text
+
+if TYPE_CHECKING:
+    from playground.api import Host
 
 
 @click.group("aed")
@@ -33,47 +37,48 @@ def aed_group() -> None:
 @click.option("--proposals", type=click.IntRange(min=1), default=1, show_default=True,
               help="candidate corrections per pair (distinct, each checked; the first is the pair's correction): "
                    "`aed replay` plays each and keeps the one that replays best (search-selected)")
-def diagnose_command(run_dir: str, producer: str | None, llm_base_url: str | None, model: str | None,
+@pass_host
+def diagnose_command(host: Host, run_dir: str, producer: str | None, llm_base_url: str | None, model: str | None,
                      api_key_env: str, llm_local: bool, instrument_accuracy: float | None, proposals: int) -> None:
     """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
     instrument = instrument_accuracy is not None
     if producer is None:
         producer = "llm" if (llm_base_url or model or llm_local or instrument) else "rule"
-    from playground.api import ChatModel, default_cache_dir
+    from playground.api import ChatModel
     from playground.plugins.aed.diagnose import diagnose_run
 
     chat: ChatModel | None = None
     if producer != "llm" and (llm_base_url or model or llm_local or instrument):
         raise CLIError("--llm-base-url, --model, --llm-local and --llm-instrument need --producer llm")
     if producer == "llm":
-        from playground.api import HTTPChatModel, LLMError, LocalChatModel
+        from playground.api import build_judge_model
 
         if sum([bool(llm_base_url or model), llm_local, instrument]) > 1:
             raise CLIError("--llm-local, --llm-instrument and --llm-base-url/--model each name a model; two models "
                            "given, give one")
         if instrument_accuracy is not None:
-            chat = _instrument_model(run_dir, instrument_accuracy)
-        elif llm_local:
-            try:
-                chat = LocalChatModel(max_tokens=512, cache_dir=default_cache_dir())
-            except LLMError as exc:
-                raise CLIError(str(exc)) from None
-        elif not llm_base_url or not model:
+            chat = _instrument_model(host, run_dir, instrument_accuracy)
+        elif not llm_local and (not llm_base_url or not model):
             raise CLIError("--producer llm needs --llm-base-url and --model, or --llm-local")
         else:
-            chat = HTTPChatModel(llm_base_url, model, os.environ.get(api_key_env) or None, max_tokens=512,
-                                 cache_dir=default_cache_dir())
-    remove_grade_text = _grade_text_remover(run_dir) if producer == "llm" else keep_text
+            settings = {"judge_base_url": "" if llm_local else llm_base_url, "judge_model": model or "",
+                        "judge_local": llm_local}
+            try:
+                chat = build_judge_model(settings, "aed diagnose", max_tokens=512, retries=4,
+                                         api_key=os.environ.get(api_key_env) or None)
+            except ValueError as exc:
+                raise CLIError(str(exc)) from None
+    remove_grade_text = _grade_text_remover(host, run_dir) if producer == "llm" else keep_text
     click.echo(json.dumps(diagnose_run(run_dir, producer, chat, remove_grade_text, proposals), indent=2))
 
 
-def _instrument_model(run_dir: str, accuracy: float):
+def _instrument_model(host: Host, run_dir: str, accuracy: float):
     """The failure-injection instrument as the diagnoser model (`instrument.GradedTraceJudge`): only for a run the
     `noisy` instrument played (its traces hold the truth), and not to resume a diagnosis begun at another
     accuracy."""
     from pathlib import Path
 
-    from playground.api import RunDirError, get_host, read_config
+    from playground.api import RunDirError, read_config
     from playground.plugins.aed.instrument import instrument_diagnoser
 
     try:
@@ -89,22 +94,22 @@ def _instrument_model(run_dir: str, accuracy: float):
         if before != accuracy:
             raise CLIError(f"{run_dir}: a diagnosis by the instrument at accuracy {before} was stopped part-way; "
                            f"resume it with --llm-instrument {before}, or diagnose a fresh copy of the run")
-    return instrument_diagnoser(get_host(), accuracy, grades)
+    return instrument_diagnoser(host, accuracy, grades)
 
 
-def _grade_text_remover(run_dir: str):
+def _grade_text_remover(host: Host, run_dir: str):
     """The `remove_grade_text` of the env RUN_DIR played (its config.json names it), through the host's registry:
     the LLM producer's prompt shows no grade text the env prints."""
     from pathlib import Path
 
-    from playground.api import RunDirError, get_host, read_config
+    from playground.api import RunDirError, read_config
 
     try:
         env = str(read_config(Path(run_dir) / "config.json").get("env", ""))
     except RunDirError as exc:
         raise CLIError(str(exc)) from None
     try:
-        return get_host().grade_text_remover(env)
+        return host.grade_text_remover(env)
     except KeyError as exc:
         raise CLIError(f"{run_dir}: the grade text its env prints cannot be removed from the LLM producer's prompt: "
                        f"{exc.args[0]}") from None
@@ -121,19 +126,19 @@ def _grade_text_remover(run_dir: str):
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of trial 0 (trial i: seed + i, both arms)")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="replay only the first N pairs with a correction (in diagnoses.jsonl order) [default: all]")
-def replay_command(run_dir: str, agent: str, agent_options: tuple[str, ...], trials: int, seed: int,
+@pass_host
+def replay_command(host: Host, run_dir: str, agent: str, agent_options: tuple[str, ...], trials: int, seed: int,
                    limit: int | None) -> None:
     """Run each correction against a retry of the original action from the same rebuilt state."""
-    from playground.api import get_host
     from playground.plugins.aed.replay import replay_run
 
     options = parse_pairs(agent_options, "--agent-option")
     if agent is None and options:
         raise CLIError("--agent-option needs --agent (without it, the diagnosed episode's own agent and options "
                        "continue)")
-    if agent is not None and agent not in get_host().agents:
-        raise CLIError(f"unknown agent {agent!r}; choose from: {', '.join(get_host().agents.names())}")
-    counts = replay_run(get_host(), run_dir, agent=agent, agent_options=options if agent else None, trials=trials,
+    if agent is not None and agent not in host.agents:
+        raise CLIError(f"unknown agent {agent!r}; choose from: {', '.join(host.agents.names())}")
+    counts = replay_run(host, run_dir, agent=agent, agent_options=options if agent else None, trials=trials,
                         seed=seed, limit=limit)
     click.echo(json.dumps(counts, indent=2))
     if counts["oracle_continuation"]:
@@ -191,12 +196,11 @@ def summary_command(run_dir: str, as_json: bool) -> None:
 @click.option("--holdout", type=float, default=0.3, show_default=True, help="share of the tasks held out")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the split by task")
 @click.option("--force", is_flag=True, help="write a new split over an existing dataset (its holdout changes)")
-def dataset_command(run_dirs: tuple[str, ...], out: str, holdout: float, seed: int, force: bool) -> None:
+@pass_host
+def dataset_command(host: Host, run_dirs: tuple[str, ...], out: str, holdout: float, seed: int, force: bool) -> None:
     """A diagnosis dataset from runs (noisy ground truth, kept diagnoses), split by task into a frozen holdout."""
-    from playground.api import get_host
     from playground.plugins.aed.train import build_dataset
 
-    host = get_host()
 
     def remover(env: str):
         try:

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from playground.api import CLIError, get_host, nonempty
+from playground.api import CLIError, nonempty, pass_host
+
+if TYPE_CHECKING:
+    from playground.api import Host
 
 
 @click.group("baselines")
@@ -52,9 +56,10 @@ def baselines_group() -> None:
 @click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True,
               help="reply cap: the llm agent's max_tokens")
 @click.option("--out", required=True, help="the prompt file to write (JSON)")
-def optimise_command(optimizer, env_name, split, train, val, llm_base_url, model, api_key_env, reflection_base_url,
-                     reflection_model, trials, candidates, demos, lean_proposer, raw_proposals, metric_calls, threads,
-                     seed, max_obs_chars, max_tokens, out) -> None:
+@pass_host
+def optimise_command(host: Host, optimizer, env_name, split, train, val, llm_base_url, model, api_key_env,
+                     reflection_base_url, reflection_model, trials, candidates, demos, lean_proposer, raw_proposals,
+                     metric_calls, threads, seed, max_obs_chars, max_tokens, out) -> None:
     """Optimise the agent's prompt on a dev split with MIPROv2 or GEPA (DSPy; extra `prompt-opt`), then deploy it
     frozen with `playground run --agent llm ... --harness prompt-opt:OUT`."""
     from playground.api import RunConfigError, resolve_tasks
@@ -63,7 +68,6 @@ def optimise_command(optimizer, env_name, split, train, val, llm_base_url, model
     nonempty(out, "--out")
     if "test" in split.lower():
         raise CLIError(f"--split {split!r} looks like a test split; optimise on a dev split, never on test tasks")
-    host = get_host()
     env, _, task_set = env_name.partition(":")
     if env not in host.envs.names():
         raise CLIError(f"unknown env {env!r}; choose from: {', '.join(host.envs.names())}")

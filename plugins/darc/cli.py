@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from playground.api import CLIError, default_env, episode_options, get_host, make_config, nonempty
+from playground.api import CLIError, default_env, episode_options, make_config, nonempty, pass_host
 
 if TYPE_CHECKING:
     from playground.api import Host, TraceInstrumentJudge
@@ -37,13 +37,14 @@ def darc_group() -> None:
               help="the candidate failure modes: 'paper' (action_validity, procedure_breadth, format_precision), "
                    "'all' (also Sentry's progress and grounding: a deviation), or a comma-separated list")
 @click.option("--out", required=True, help="folder for diagnosis.json (and the profiling run)")
-def profile_command(detectors: str, diagnoser: str, diagnoser_accuracy: float | None, judge_base_url: str | None,
-                    judge_model: str | None, judge_local: bool, modes_option: str, out: str, **options) -> None:
+@pass_host
+def profile_command(host: Host, detectors: str, diagnoser: str, diagnoser_accuracy: float | None,
+                    judge_base_url: str | None, judge_model: str | None, judge_local: bool, modes_option: str, out: str,
+                    **options) -> None:
     """Run the base agent, count failure signatures, write OUT/diagnosis.json."""
     from playground.plugins.darc.profile import PAPER_MODES, profile
 
     nonempty(out, "--out")
-    host = get_host()
     judge = None
     if diagnoser != "llm" and (judge_base_url or judge_model or judge_local):
         raise CLIError("--judge-base-url, --judge-model and --judge-local need --diagnoser llm")
@@ -117,13 +118,13 @@ def instrument_model(host: Host, accuracy: float | None) -> TraceInstrumentJudge
 @click.option("--base-from", default=None,
               help="the --out of darc profile: take the base attempts from its episodes instead of playing them again")
 @click.option("--out", required=True, help="folder for evidence.csv (and the evaluation run)")
-def evaluate_command(diagnosis: str | None, all_interventions: bool, base_from: str | None, out: str,
+@pass_host
+def evaluate_command(host: Host, diagnosis: str | None, all_interventions: bool, base_from: str | None, out: str,
                      **options) -> None:
     """Run every chosen intervention on every task from the same initial state; write OUT/evidence.csv."""
     from playground.plugins.darc.evaluate import ProfileMismatch, chosen_interventions, eval_harnesses, evaluate
 
     nonempty(out, "--out")
-    host = get_host()
     env = (options["env_name"] or default_env(host)).partition(":")[0]
     try:
         names = chosen_interventions(host, env, diagnosis, all_interventions)
@@ -240,12 +241,12 @@ def agreement_command(diagnosis_path: str, evidence_path: str, as_json: bool) ->
 @click.option("--forced-agent", default="guard-top1", show_default=True,
               help="the agent of the forced top-1 row (no model); empty: leave the row out")
 @click.option("--out", required=True, help="folder for the runs (cells/, forced-top1/)")
-def factorial_command(guard: str, forced_agent: str, out: str, **options) -> None:
+@pass_host
+def factorial_command(host: Host, guard: str, forced_agent: str, out: str, **options) -> None:
     """Ranked view (full vs top-12) x recovery prompt (absent vs present), forced top-1 and a random-12 control."""
     from playground.plugins.darc.factorial import factorial, register_cells, table
 
     nonempty(out, "--out")
-    host = get_host()
     if guard not in host.interventions:
         raise CLIError(f"unknown intervention {guard!r} in --guard; "
                        f"choose from: {', '.join(host.interventions.names())}")
@@ -274,7 +275,8 @@ def _print_rows(rows, reference: str, as_json: bool) -> None:
               help="a frozen policy.json (from darc distill, on evidence of another split)")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 @click.option("--out", required=True, help="folder for the run (OUT/run)")
-def transfer_command(policy_path: str, as_json: bool, out: str, **options) -> None:
+@pass_host
+def transfer_command(host: Host, policy_path: str, as_json: bool, out: str, **options) -> None:
     """A frozen policy deployed unchanged on another split, beside the bare agent (Table 5's shape)."""
     from playground.plugins.darc.controls import BASE, policy_source, transfer
     from playground.plugins.darc.policy import PolicyError, read_policy
@@ -284,7 +286,6 @@ def transfer_command(policy_path: str, as_json: bool, out: str, **options) -> No
         read_policy(policy_path)
     except PolicyError as exc:
         raise CLIError(str(exc)) from None
-    host = get_host()
     config = make_config(host, [BASE, f"darc:{policy_path}"], str(Path(out) / "run"), None, **options)
     rows = transfer(host, config, policy_path, out)
     click.echo(f"policy {policy_path}: distilled on {policy_source(policy_path)}; deployed on "
@@ -310,9 +311,10 @@ def transfer_command(policy_path: str, as_json: bool, out: str, **options) -> No
                                       "grade-blind deployment verifier")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 @click.option("--out", required=True, help="folder for the policies (OUT/policies) and the run (OUT/run)")
-def policy_controls_command(diagnosis_path: str, evidence_path: str, generic: str, mismatched_mode: str | None,
-                            max_len: int, lam: float, tau_free: float | None, verifier: str, as_json: bool, out: str,
-                            **options) -> None:
+@pass_host
+def policy_controls_command(host: Host, diagnosis_path: str, evidence_path: str, generic: str,
+                            mismatched_mode: str | None, max_len: int, lam: float, tau_free: float | None,
+                            verifier: str, as_json: bool, out: str, **options) -> None:
     """The correct policy against a generic and a mismatched one on the same tasks (Table 6's shape)."""
     from playground.plugins.darc.controls import BASE, mode_policies, policy_controls, write_policies
     from playground.plugins.darc.evidence import base_tau_free, load_evidence
@@ -331,7 +333,6 @@ def policy_controls_command(diagnosis_path: str, evidence_path: str, generic: st
         paths = write_policies(policies, Path(out) / "policies")
     except (ValueError, OSError) as exc:
         raise CLIError(f"{exc}") from None
-    host = get_host()
     harnesses = [BASE, *(f"darc:{paths[c]}" for c in ("correct", "generic", "mismatched"))]
     config = make_config(host, harnesses, str(Path(out) / "run"), None, **options)
     _print_rows(policy_controls(host, config, paths, out), "correct policy", as_json)
@@ -347,7 +348,8 @@ def policy_controls_command(diagnosis_path: str, evidence_path: str, generic: st
               help="the env's reset-info keys the metadata-only control shows (comma-separated)")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 @click.option("--out", required=True, help="folder for the run (OUT/run)")
-def info_controls_command(guard: str, diagnosis_path: str | None, mode: str | None, metadata_keys: str,
+@pass_host
+def info_controls_command(host: Host, guard: str, diagnosis_path: str | None, mode: str | None, metadata_keys: str,
                           as_json: bool, out: str, **options) -> None:
     """The operator against matched-information controls: diagnosis label only, task metadata only, random
     top-k (Table 7's shape)."""
@@ -363,7 +365,6 @@ def info_controls_command(guard: str, diagnosis_path: str | None, mode: str | No
             raise CLIError(f"{diagnosis_path}: the diagnosis names no dominant failure mode; pass --mode")
     if not mode:
         raise CLIError("name the diagnosed mode: --diagnosis DIAGNOSIS.json or --mode MODE")
-    host = get_host()
     if guard not in host.interventions:
         raise CLIError(f"unknown intervention {guard!r} in --guard; "
                        f"choose from: {', '.join(host.interventions.names())}")

@@ -7,9 +7,14 @@ import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+from playground.api import pass_host
+
+if TYPE_CHECKING:
+    from playground.api import Host
 
 MODEL_AGENTS = ("local", "llm")
 AGENTS = ("expert", "noisy", *MODEL_AGENTS)
@@ -43,12 +48,14 @@ def dart_group() -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="also write a run folder: config.json, lock.json, episodes.jsonl, summary.json, traces/ "
                    "(a new or empty folder)")
-def bench_command(domains: tuple[str, ...], harnesses: tuple[str, ...], agent: str, agent_options: tuple[str, ...],
-                  llm_base_url: str | None, model: str | None, per_variant: int | None, split: str,
-                  max_steps: int, allow_short_budget: bool, repeats: int, out: Path | None) -> None:
+@pass_host
+def bench_command(host: Host, domains: tuple[str, ...], harnesses: tuple[str, ...], agent: str,
+                  agent_options: tuple[str, ...], llm_base_url: str | None, model: str | None,
+                  per_variant: int | None, split: str, max_steps: int, allow_short_budget: bool, repeats: int,
+                  out: Path | None) -> None:
     """Print one table per workflow domain: DART, its ablations and the baselines on the same cases, then the
     paired latency tests of DART against the others."""
-    from playground.api import ScriptedAgent, get_host, parse_pairs
+    from playground.api import ScriptedAgent, parse_pairs
     from playground.plugins.dart import graph
     from playground.plugins.dart.bench import (
         GRAPH,
@@ -60,7 +67,7 @@ def bench_command(domains: tuple[str, ...], harnesses: tuple[str, ...], agent: s
         summary,
     )
 
-    provider = get_host().envs.get("workflow").provider
+    provider = host.envs.get("workflow").provider
     known = [*HARNESSES, GRAPH]
     unknown = [h for h in harnesses if h not in known]
     if unknown:
@@ -102,7 +109,7 @@ def bench_command(domains: tuple[str, ...], harnesses: tuple[str, ...], agent: s
             return NoisyAgent(**options)
 
     elif agent in MODEL_AGENTS:  # the agent as `playground run --agent` builds it, with its default options
-        spec = get_host().agents.get(agent)
+        spec = host.agents.get(agent)
         options = {**spec.default_options, **parse_pairs(agent_options, "--agent-option")}
         options.update({k: v for k, v in (("base_url", llm_base_url), ("model", model)) if v})
         try:

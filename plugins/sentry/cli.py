@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from playground.api import CLIError, episode_options, get_host, make_config
+from playground.api import CLIError, episode_options, make_config, pass_host
 from playground.plugins.sentry.heldout import CONDITIONS, DEFAULT_REFERENCE, INIT_HARNESS
+
+if TYPE_CHECKING:
+    from playground.api import Host
 
 
 @click.group("sentry")
@@ -30,14 +34,14 @@ def sentry_group() -> None:
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="episodes played at once, in worker processes")
 @click.option("--json", "as_json", is_flag=True, help="print heldout.json instead of the table")
-def heldout_command(init_split: str, eval_split: str, reference: str, out: str, workers: int, as_json: bool,
-                    **options) -> None:
+@pass_host
+def heldout_command(host: Host, init_split: str, eval_split: str, reference: str, out: str, workers: int,
+                    as_json: bool, **options) -> None:
     """Grow a playbook under `sentry` on N init tasks, then score retrieval off, frozen, frozen + persistent
     exposure and evolving (each from its own copy of that playbook) on N disjoint eval tasks."""
     from playground.api import run_with_progress
     from playground.plugins.sentry.heldout import HeldoutError, check_protocol, format_report, heldout
 
-    host = get_host()
     if not out.strip():
         raise CLIError("--out is empty; name the folder for the held-out runs")
     init = make_config(host, [INIT_HARNESS], str(Path(out) / "init"), None, split=init_split, **options)
@@ -67,7 +71,8 @@ def heldout_command(init_split: str, eval_split: str, reference: str, out: str, 
               help="forks per arm and point (trial i: seed + i, both arms)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of the table")
-def paired_forks_command(run_dir: str, harness: str, points: int | None, horizon: int, agent: str | None,
+@pass_host
+def paired_forks_command(host: Host, run_dir: str, harness: str, points: int | None, horizon: int, agent: str | None,
                          agent_options: tuple[str, ...], trials: int, seed: int, as_json: bool) -> None:
     """From each step where Sentry intervened in RUN_DIR, fork with its repair and with the agent's original
     proposal instead, play on under the same policy, and score local recovery (blind) and final success."""
@@ -82,7 +87,7 @@ def paired_forks_command(run_dir: str, harness: str, points: int | None, horizon
             click.echo(f"  forked {done}/{total} points", err=True)
 
     try:
-        report = paired_forks(get_host(), run_dir, harness, points=points, horizon=horizon, agent=agent,
+        report = paired_forks(host, run_dir, harness, points=points, horizon=horizon, agent=agent,
                               agent_options=options, trials=trials, seed=seed, progress=progress)
     except PairedForkError as exc:
         raise CLIError(str(exc)) from None
@@ -120,7 +125,8 @@ def table_command(run_dir: str, reference: str, as_json: bool) -> None:
 @click.option("--judge-base-url", default=None, help="the judge at an OpenAI-compatible endpoint")
 @click.option("--judge-model", default=None, help="the model at --judge-base-url")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of tables")
-def detectors_command(run_dir: str, window: int, match: str, llm_sample: int, judge_local: bool,
+@pass_host
+def detectors_command(host: Host, run_dir: str, window: int, match: str, llm_sample: int, judge_local: bool,
                       judge_base_url: str | None, judge_model: str | None, as_json: bool) -> None:
     """Score Sentry's detectors (and verifier) in RUN_DIR against the failures its agent injected.
 
@@ -134,7 +140,7 @@ def detectors_command(run_dir: str, window: int, match: str, llm_sample: int, ju
         judge = _judge(judge_local, judge_base_url, judge_model)
     elif judge_local or judge_base_url or judge_model:
         raise CLIError("--judge-local, --judge-base-url and --judge-model need --llm-sample N")
-    report = measure_run(get_host(), run_dir, window=window, match=match, llm_sample=llm_sample, judge=judge)
+    report = measure_run(host, run_dir, window=window, match=match, llm_sample=llm_sample, judge=judge)
     click.echo(json.dumps(report, indent=2) if as_json else tables([report]))
 
 
