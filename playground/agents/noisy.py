@@ -186,11 +186,10 @@ class NoisyAgent:
 
     def _local_model(self) -> Any:
         """The embedded model, with this process's share of the cores."""
-        from playground.agents.local_model import LocalChatModel
-        from playground.agents.response_cache import default_cache_dir
+        from playground.agents.judge_model import build_judge_model
         from playground.processes import cores_per_process
 
-        return LocalChatModel(max_tokens=200, threads=cores_per_process(), cache_dir=default_cache_dir())
+        return build_judge_model({"judge_local": True}, "agent 'noisy'", threads=cores_per_process())
 
     def _delegate(self) -> Any:
         """The real model that answers instead (graded), or None."""
@@ -201,14 +200,12 @@ class NoisyAgent:
 
     def _endpoint(self) -> Any:
         """The model at `judge_base_url` (`judge_model`)."""
-        from playground.agents.http_model import HTTPChatModel
-        from playground.agents.response_cache import default_cache_dir
+        from playground.agents.judge_model import build_judge_model
 
         o = self.options
         if not o["judge_base_url"]:
             raise AgentConfigError("agent 'noisy': shadow=endpoint needs judge_base_url and judge_model")
-        return HTTPChatModel(str(o["judge_base_url"]), str(o["judge_model"]), temperature=0.0, max_tokens=200,
-                             cache_dir=default_cache_dir())
+        return build_judge_model(o, "agent 'noisy'", retries=4)
 
     def accuracy(self, kind: str) -> float:
         """The probability of a right answer for a kind of judge role: its own option, else `judge_accuracy`."""

@@ -104,22 +104,12 @@ def stack_harnesses(host: Host, name: str, parts: list[tuple[str, HarnessSpec]])
     return HarnessSpec(name, tuple(n for _, spec in parts for n in spec.interventions), shared, description, "stack",
                        cascade=cascade.cascade if cascade else (),
                        verifier=cascade.verifier if cascade else GRADE_VERIFIER,
-                       scoped={n: {**_loop(shared), **params} for n, params in scoped.items()})
+                       scoped={n: {**shared, **params} for n, params in scoped.items()})
 
 
 def _loop(params: dict) -> dict:
     """The loop's parameters among `params`: a stack's budgets, the same for every intervention."""
     return {key: value for key, value in params.items() if key in LOOP_PARAMS}
-
-
-def _loop(params: dict) -> dict:
-    """The loop's parameters among `params`: a stack's budgets, the same for every intervention."""
-    return {key: value for key, value in params.items() if key in LOOP_PARAMS}
-
-
-def _declared(spec: InterventionSpec) -> tuple[str, ...]:
-    """The parameters an intervention declares (none for an opaque one)."""
-    return tuple(getattr(spec.params_model, "model_fields", None) or ())
 
 
 def _known_intervention(host: Host, name: str) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from playground.api import ChatModel, HTTPChatModel, LLMError, LocalChatModel, ask_structured, default_cache_dir
+from playground.api import ChatModel, ask_structured, build_judge_model
 
 
 class Judge:
@@ -35,17 +35,8 @@ class Judge:
     def model(self) -> ChatModel:
         """The model, made on first use; ValueError when it cannot be made (e.g. the extra is missing)."""
         if self._model is None:
-            if self.base_url:
-                self._model = HTTPChatModel(self.base_url, self.model_name, temperature=0.0,
-                                            max_tokens=self.max_tokens, retries=3, cache_dir=default_cache_dir())
-            elif self.local:
-                try:
-                    self._model = LocalChatModel(max_tokens=self.max_tokens, cache_dir=default_cache_dir())
-                except LLMError as exc:
-                    raise ValueError(f"{self.baseline}: {exc}") from None
-            else:
-                raise ValueError(f"{self.baseline}: no judge model: --param judge_base_url=URL "
-                                 "--param judge_model=NAME, or --param judge_local=true")
+            settings = {"judge_base_url": self.base_url, "judge_model": self.model_name, "judge_local": self.local}
+            self._model = build_judge_model(settings, self.baseline, max_tokens=self.max_tokens)
         return self._model
 
     def ask(self, role: str, system: str, user: str, schema: dict) -> dict | None:

@@ -12,16 +12,14 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, Field
 
 from playground import PlaygroundError
+from playground.api import JudgeSettings
 
 SuccessMode = Literal["auto", "observed", "judge", "env"]  # how a memory baseline tells a success (success.MODES)
 
 
-class JudgeParams(BaseModel):
-    """The judge options every memory baseline reads (shared with Sentry's LLM judges)."""
-
-    judge_base_url: str = Field(default="", description="an OpenAI-compatible endpoint for the roles a model plays ...")
-    judge_model: str = Field(default="", description="... and its model name")
-    judge_local: bool = Field(default=False, description="... or the embedded GGUF model (extra `local`)")
+class JudgeParams(JudgeSettings):
+    """The judge options every memory baseline reads: the host's one judge setting (`JudgeSettings`), as Sentry's
+    LLM judges read it."""
 
 
 JUDGE_DEFAULTS: dict[str, Any] = JudgeParams().model_dump()

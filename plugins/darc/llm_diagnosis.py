@@ -18,17 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from playground.api import (
-    CALL_FAILED,
-    ChatModel,
-    HTTPChatModel,
-    LLMError,
-    LocalChatModel,
-    ask_structured,
-    default_cache_dir,
-    json_object_in,
-    show_episode,
-)
+from playground.api import CALL_FAILED, ChatModel, ask_structured, build_judge_model, json_object_in, show_episode
 from playground.core.events import Event, ResetEvent, StepEvent
 from playground.core.labels import LabelRegistry
 from playground.core.payloads import keep_text
@@ -51,16 +41,12 @@ SYSTEM = ("You diagnose why an agent failed a task in a text environment. You re
 
 def make_model(base_url: str | None, model: str | None, local: bool) -> ChatModel:
     """The judge model: an OpenAI-compatible endpoint (`base_url` + `model`) or the embedded local model."""
-    if base_url:
-        if not model:
-            raise ValueError("--judge-base-url needs --judge-model too")
-        return HTTPChatModel(base_url, model, temperature=0.0, max_tokens=120, cache_dir=default_cache_dir())
-    if local:
-        try:
-            return LocalChatModel(max_tokens=120, cache_dir=default_cache_dir())
-        except LLMError as exc:
-            raise ValueError(str(exc)) from None
-    raise ValueError("--diagnoser llm needs a judge: --judge-base-url URL --judge-model NAME, or --judge-local")
+    if base_url and not model:
+        raise ValueError("--judge-base-url needs --judge-model too")
+    if not base_url and not local:
+        raise ValueError("--diagnoser llm needs a judge: --judge-base-url URL --judge-model NAME, or --judge-local")
+    return build_judge_model({"judge_base_url": base_url or "", "judge_model": model or "", "judge_local": local},
+                             "darc diagnoser", max_tokens=120, retries=4)
 
 
 def summarise_trace(events: list[Event], remove_grade_text: Callable[[str], str] = keep_text) -> str:

@@ -14,16 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from playground.api import (
-    ChatModel,
-    HTTPChatModel,
-    LLMError,
-    LocalChatModel,
-    ask_structured,
-    default_cache_dir,
-    default_labels,
-    shared_agent_model,
-)
+from playground.api import ChatModel, ask_structured, build_judge_model, default_labels, judge_or_shared
 from playground.core.labels import UnknownFailure
 from playground.core.payloads import Detection, Proposal
 from playground.plugins.sentry.blind import BlindOutcome, BlindView
@@ -45,28 +36,14 @@ def _object(properties: dict[str, dict]) -> dict:
 
 def make_judge_model(params: dict[str, Any]) -> ChatModel:
     """Return the judge model named by the harness parameters; ValueError says what is missing."""
-    if params.get("judge_base_url"):
-        if not params.get("judge_model"):
-            raise ValueError("sentry: judge_base_url needs judge_model too (--param judge_model=NAME)")
-        return HTTPChatModel(str(params["judge_base_url"]), str(params["judge_model"]),
-                             temperature=0.0, max_tokens=200, retries=int(params.get("judge_retries", 3)),
-                             cache_dir=default_cache_dir())
-    if params.get("judge_local"):
-        try:
-            return LocalChatModel(max_tokens=200, cache_dir=default_cache_dir())
-        except LLMError as exc:
-            raise ValueError(f"sentry: {exc}") from None
-    raise ValueError("sentry: an LLM judge needs --param judge_base_url=URL --param judge_model=NAME, "
-                     "or --param judge_local=true")
+    return build_judge_model(params, "sentry", retries=int(params.get("judge_retries", 3)))
 
 
 def judge_model_or_none(params: dict[str, Any]) -> ChatModel | None:
     """The judge model: the explicit one when the parameters name it (`judge_base_url` + `judge_model`, or
     `judge_local`; ValueError as `make_judge_model`), else the agent's own model where the runner shares it
     (`shared_agent_model`), else None."""
-    if params.get("judge_base_url") or params.get("judge_local"):
-        return make_judge_model(params)
-    return shared_agent_model()
+    return judge_or_shared(params, "sentry", retries=int(params.get("judge_retries", 3)))
 
 
 def _steps_text(context: BlindView, window: Window) -> str:
