@@ -22,6 +22,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.run.runner": ("check_finished", "run",),
     "playground.run.validation": ("resolve_tasks",),
     "playground.run.costs": ("attempt_cost",),
+    "playground.run.services": ("build_intervention", "Services",),
     "playground.cli.main": ("pass_host", "run_with_progress",),
     # Run folders, records and traces
     "playground.run.rundir": ("identity_mismatch", "load_records", "read_config", "record_trace", "RunDirError",),
@@ -110,6 +111,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.run.rundir import RunDirError, identity_mismatch, load_records, read_config, record_trace
     from playground.run.runner import check_finished, run
     from playground.run.secrets import redact_url
+    from playground.run.services import Services, build_intervention
     from playground.run.stats import Metric, bootstrap_ci, compare, holm, mcnemar_exact, sign_flip_p, split_by_harness
     from playground.run.traces import TraceError, TraceWriter, read_events, read_header, read_jsonl, read_trace
     from playground.run.validation import resolve_tasks

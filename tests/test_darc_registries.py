@@ -38,6 +38,7 @@ def test_the_loaders_build_what_darc_used_to_register():
     from playground.plugins.darc.factorial import cell_harness, register_cells
     from playground.plugins.darc.profile import DetectOnly, profile_harness_name
     from playground.run.harnesses import resolve_harness, resolve_intervention
+    from playground.run.services import Services, build_intervention
 
     host = Host(strict=True).load()
     before = names(host)
@@ -47,9 +48,9 @@ def test_the_loaders_build_what_darc_used_to_register():
     spec = resolve_harness(host, profile_harness_name(["validity-guard", "sentry"]))
     assert spec.interventions == ("detect-only:validity-guard", "detect-only:sentry")
     assert dict(spec.params) == {"hard_repair": False, "soft_repair": False}
-    twin = resolve_intervention(host, "detect-only:validity-guard")
+    twin = resolve_intervention(host, "detect-only:validity-guard")  # typed: (params, services)
     assert twin.modes == () and twin.cost_unit == host.interventions.get("validity-guard").cost_unit
-    assert isinstance(twin.factory({}), DetectOnly)
+    assert isinstance(build_intervention(twin, {}, Services("", "tiny", "h", 0, None, "/tmp")), DetectOnly)
     cells = register_cells(host, "action_pruning")
     assert cell_harness("action_pruning", "top", "off") in cells
     spec = resolve_harness(host, cell_harness("action_pruning", "top", "off"))

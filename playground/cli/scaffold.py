@@ -60,10 +60,11 @@ class NoRepeatParams(BaseModel):
 class NoRepeatGuard:
     """Episode plugin: one object per episode, so state never leaks between episodes."""
 
-    def __init__(self, params):
-        # the harness's whole parameter dict: the model keeps the keys it declares (with their defaults)
-        # and ignores the others (other interventions', the episode loop's)
-        self.params = NoRepeatParams.model_validate(dict(params))
+    def __init__(self, params: NoRepeatParams, services=None):
+        # the host validates the harness's and the run's parameters into the model (defaults filled in) and hands
+        # over its services (run ids, the episode's seed, the playbook path, a scratch folder, the judge model)
+        self.params = params
+        self.services = services
 
     @hookimpl
     def detect_failures(self, context, proposal):
@@ -103,7 +104,7 @@ from {module} import NoRepeatGuard, NoRepeatParams, register_interventions
 
 def test_guard_reasks_after_a_repeat(tiny_env, scripted_agent, play_episode):
     agent = scripted_agent(["look", "look"])
-    result = play_episode(tiny_env, agent, plugins=[NoRepeatGuard({{}})], task="tiny-1")
+    result = play_episode(tiny_env, agent, plugins=[NoRepeatGuard(NoRepeatParams())], task="tiny-1")
     [reask] = result.events_of(InterventionEvent)
     assert (reask.plugin, reask.kind, reask.step) == ("{name}", "soft_repair", 1)
     assert agent.views[2].message.kind == "soft_repair"
@@ -111,10 +112,10 @@ def test_guard_reasks_after_a_repeat(tiny_env, scripted_agent, play_episode):
     assert result.result.won
 
 
-def test_window_and_message_come_from_the_harness_parameters(tiny_env, scripted_agent, play_episode):
+def test_window_and_message_are_the_guard_s_parameters(tiny_env, scripted_agent, play_episode):
     agent = scripted_agent(["look", "inventory", "look"])
-    params = {{"window": 2, "message": "Not again.", "max_reasks_per_step": 2}}  # another's keys are ignored
-    result = play_episode(tiny_env, agent, plugins=[NoRepeatGuard(params)], task="tiny-1", params=params)
+    guard = NoRepeatGuard(NoRepeatParams(window=2, message="Not again."))
+    result = play_episode(tiny_env, agent, plugins=[guard], task="tiny-1", params={{"max_reasks_per_step": 2}})
     assert [event.step for event in result.events_of(InterventionEvent)] == [2]
     assert agent.views[3].message.text == "Not again."
     assert [step.action for step in result.events_of(StepEvent)][:2] == ["look", "inventory"]

@@ -80,8 +80,11 @@ def register_interventions(register) -> None:
 
     Call `register(name, factory, description="", modes=(), cost_unit="steps", cost=None, envs=(),
     candidate=True, params_model=None, effects=())`.
-    `factory(params)` gets the harness parameters (a dict) and returns an episode
-    plugin: an object whose methods implement runtime hooks with `@hookimpl`.
+    `factory(params, services)` gets its parameters (an instance of `params_model`, or the dict
+    of every harness parameter when it declares none) and the run's services
+    (`playground.api.Services`: ids, seed, playbook path, scratch folder, judge model), and
+    returns an episode plugin: an object whose methods implement runtime hooks with
+    `@hookimpl`. A factory that takes one argument is called `factory(dict)`, the older way.
     `params_model` declares the parameters it reads: a pydantic model class whose fields are the
     keys, with their types, ranges and defaults; a run checks its parameters against it before
     anything is played. Without one the intervention is opaque (any key is accepted).

@@ -26,7 +26,9 @@ from playground.api import (
     Host,
     InterventionSpec,
     RunConfig,
+    Services,
     atomic_write_text,
+    build_intervention,
     check_finished,
     load_records,
     read_events,
@@ -79,8 +81,12 @@ def detect_only_intervention(name: str, rest: str, lookup: Callable[[str], Inter
     if not rest:
         raise ValueError(f"{name!r}: name the intervention after {DETECT_ONLY_PREFIX!r}")
     spec = lookup(rest)
-    return InterventionSpec(name, lambda params: DetectOnly(spec.factory(params)), f"{rest}, detecting only",
-                            (), spec.cost_unit, "darc", params_model=spec.params_model)  # NAME's parameters
+
+    def twin(params: Any, services: Services) -> DetectOnly:
+        return DetectOnly(build_intervention(spec, params, services))
+
+    return InterventionSpec(name, twin, f"{rest}, detecting only", (), spec.cost_unit, "darc",
+                            params_model=spec.params_model)  # NAME's parameters
 
 
 def detect_only(detectors: list[str]) -> list[str]:

@@ -10,21 +10,31 @@ declares the failure types its detectors report (`action_validity`, `progress`,
 `grounding`) with their labels.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from playground.core.hookspecs import hookimpl
 
+if TYPE_CHECKING:
+    from playground.api import Services
+    from playground.plugins.sentry.harness import SentryPlugin
+    from playground.plugins.sentry.params import SentryParams, ValidityGuardParams
 
-def _sentry(params):
+
+def _sentry(params: SentryParams, services: Services) -> SentryPlugin:
     from playground.plugins.sentry.harness import SentryPlugin
 
-    return SentryPlugin(params)
+    return SentryPlugin(params, services)
 
 
-def _validity_guard(params):
+def _validity_guard(params: ValidityGuardParams, services: Services) -> SentryPlugin:
     from playground.plugins.sentry.harness import SentryPlugin
 
     # the admissibility guard DARC's library ranks: its ranked view restricts the agent, and the top-ranked
-    # action replaces one still invalid after the re-asks (unless the harness sets these itself)
-    return SentryPlugin({"shortlist": True, "fallback": "best", **params, "screen": False, "soft_repair": False})
+    # action replaces one still invalid after the re-asks (`ValidityGuardParams`' defaults, unless the harness
+    # sets these itself); never the detectors or the soft repair
+    return SentryPlugin(params.model_copy(update={"screen": False, "soft_repair": False}), services)
 
 
 @hookimpl

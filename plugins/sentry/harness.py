@@ -35,7 +35,9 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from pydantic import ValidationError
 
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
@@ -58,19 +60,16 @@ from playground.plugins.sentry.lessons import summarise
 from playground.plugins.sentry.need_check import DetectionMemory, need_score
 from playground.plugins.sentry.params import SentryParams
 from playground.plugins.sentry.repair import fresh_actions, hard_repair_message, rank_actions, soft_repair_message
-from playground.plugins.sentry.verifier import ADMISSIONS, RecoveryVerifier, Verdict
+from playground.plugins.sentry.verifier import RecoveryVerifier, Verdict
 
 if TYPE_CHECKING:
+    from playground.api import Services
     from playground.plugins.playbook.store import Playbook
 
 # The defaults of the declared parameters (`params.SentryParams`: types, ranges and meanings); the LLM roles'
 # "auto" (the paper's configuration) is the judge model when there is one (an explicit judge, else the agent's own
 # model), else the rules / the template (scripted agents).
 DEFAULTS: dict[str, Any] = SentryParams().model_dump()
-CHOICES = {"fallback": ("best", "reask", "give_up"), "detector": ("rules", "llm", "both", "auto"),
-           "verifier": ("rules", "llm", "auto"), "summariser": ("template", "llm", "auto"),
-           "need_judge": ("rules", "llm", "auto"), "admission": ADMISSIONS,
-           "retrieval": ("labels", "type", "any", "random", "off"), "hard_rank": ("goal", "closest")}
 RULE_ROLES = {"detector": "rules", "verifier": "rules", "summariser": "template", "need_judge": "rules"}
 NAME = "sentry"
 OWN_DETECTORS = (DETECTOR, "sentry-llm-judge")  # recurrence is judged on Sentry's own detections only
@@ -81,20 +80,22 @@ class SentryConfigError(PlaygroundError, ValueError):
     """A Sentry parameter has a bad value."""
 
 
-def parse_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Return Sentry's parameters: the defaults overridden by the harness's params."""
-    merged = {**DEFAULTS, **{k: v for k, v in params.items() if k in DEFAULTS}}
-    for key, default in DEFAULTS.items():
-        if isinstance(default, bool) and not isinstance(merged[key], bool):
-            raise SentryConfigError(f"sentry parameter {key!r} must be true or false, got {merged[key]!r}")
-        if isinstance(default, (int, float)) and not isinstance(default, bool):
-            if not isinstance(merged[key], (int, float)) or merged[key] < 0:
-                raise SentryConfigError(f"sentry parameter {key!r} must be a non-negative number, got {merged[key]!r}")
-    for key, choices in CHOICES.items():
-        if merged[key] not in choices:
-            raise SentryConfigError(f"sentry parameter {key!r} must be one of {', '.join(choices)}, "
-                                    f"got {merged[key]!r}")
-    return merged
+def parse_params(params: Mapping[str, Any] | SentryParams) -> dict[str, Any]:
+    """Sentry's parameters as a dict: a `SentryParams` instance's values as they are (the host validated them),
+    else the keys of `params` that `SentryParams` declares validated by it, strictly (as a run checks them: a bool
+    is true or false, a number is not a string), the defaults filled in. SentryConfigError names the parameter,
+    the rule it breaks and the value."""
+    if isinstance(params, SentryParams):
+        return params.model_dump()
+    given = {key: value for key, value in params.items() if key in SentryParams.model_fields}
+    try:
+        return SentryParams.model_validate(given, strict=True).model_dump()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = error["loc"][0] if error["loc"] else None
+        if key in given:
+            raise SentryConfigError(f"sentry parameter {key!r}: {error['msg']}, got {given[key]!r}") from None
+        raise SentryConfigError(f"sentry parameters: {error['msg']}") from None
 
 
 def judge_roles(params: dict[str, Any], judge_available: bool) -> dict[str, str]:
@@ -108,8 +109,9 @@ def judge_roles(params: dict[str, Any], judge_available: bool) -> dict[str, str]
 class SentryPlugin:
     """Per-episode Sentry state and its hook implementations (see module docstring)."""
 
-    def __init__(self, params: dict[str, Any]) -> None:
+    def __init__(self, params: Mapping[str, Any] | SentryParams, services: Services | None = None) -> None:
         self.p = parse_params(params)
+        self.services = services
         judge = self._judge_model()
         self.roles = judge_roles(self.p, judge is not None)
         horizon, quiet, admission = int(self.p["horizon"]), int(self.p["quiet_steps"]), self.p["admission"]
@@ -142,14 +144,15 @@ class SentryPlugin:
 
     def _judge_model(self):
         """The judge model the LLM roles use: an explicit judge, else the agent's own model; None where no role
-        asks for one or (roles on "auto") none is available. A role set to "llm" with no model is an error."""
+        asks for one or (roles on "auto") none is available. A role set to "llm" with no model is an error. Built
+        by the host's services where Sentry was given them, else by `judges.judge_model_or_none`."""
         roles = [self.p[role] for role in RULE_ROLES]
         wants_llm = "llm" in roles or "both" in roles
         if not wants_llm and "auto" not in roles:
             return None
         from playground.plugins.sentry.judges import judge_model_or_none, make_judge_model
 
-        model = judge_model_or_none(self.p)
+        model = judge_model_or_none(self.p) if self.services is None else self.services.judge(self.p, NAME)
         if model is None and wants_llm:
             return make_judge_model(self.p)  # raises, naming the parameters to give
         return model
