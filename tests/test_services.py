@@ -85,9 +85,9 @@ def test_a_value_that_breaks_the_declaration_is_refused_before_anything_is_built
 
 def test_the_judge_service_is_the_agent_s_shared_model_unless_settings_name_one(host, tmp_path):
     from playground.agents.structured import agent_model_shared
-    from playground.run.services import Services
+    from playground.run.services import episode_services
 
-    services = Services("r", "tiny", "both", 0, None, str(tmp_path), "typed")
+    services = episode_services("r", "tiny", "both", 0, None, str(tmp_path), "typed")
     assert services.judge({}) is None
 
     class Model:

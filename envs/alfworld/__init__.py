@@ -9,30 +9,42 @@ pruning under Sentry); the agent `guard-top1` (the guard's top command, no model
 alfworld and textworld are imported only when an env is made or a guard runs.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
 from playground.core.hookspecs import hookimpl
 from playground.envs.alfworld.provider import AlfWorldProvider
 
+if TYPE_CHECKING:
+    from playground.api import Services
+    from playground.envs.alfworld.interventions import ActionPruning, LoopFallback, TypeSaturation
+    from playground.envs.alfworld.params import GuardParams, ProceduralParams
+    from playground.envs.alfworld.procedural import ProceduralHelp
 
-def _action_pruning(params):
+# Each intervention factory is called `factory(params, services)`: `params` its declared model's instance.
+
+
+def _action_pruning(params: GuardParams, services: Services) -> ActionPruning:
     from playground.envs.alfworld.interventions import ActionPruning
 
     return ActionPruning(params)
 
 
-def _type_saturation(params):
+def _type_saturation(params: GuardParams, services: Services) -> TypeSaturation:
     from playground.envs.alfworld.interventions import TypeSaturation
 
     return TypeSaturation(params)
 
 
-def _loop_fallback(params):
+def _loop_fallback(params: GuardParams, services: Services) -> LoopFallback:
     from playground.envs.alfworld.interventions import LoopFallback
 
     return LoopFallback(params)
 
 
-def _procedural(source: str):
-    def factory(params):
+def _procedural(source: str) -> Callable[[ProceduralParams, Services], ProceduralHelp]:
+    def factory(params: ProceduralParams, services: Services) -> ProceduralHelp:
         from playground.envs.alfworld.procedural import ProceduralHelp
 
         return ProceduralHelp(source, params)

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import random
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
+
+from pydantic import ValidationError
 
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
@@ -42,35 +44,29 @@ from playground.envs.alfworld.guard import NO_PRIORS, Guard, Priors, relevant_to
 from playground.envs.alfworld.params import GuardParams
 
 MAX_ACTION_WORDS = 12
-FALLBACKS = ("best", "reask", "give_up")
-VIEWS = ("full", "top", "random")  # the whole admissible list; the guard's top `top_actions`; as many at random
-RECOVERY_PROMPTS = ("repair", "always", "off")
-DEFAULTS: dict[str, Any] = GuardParams().model_dump()  # declared in params.py: types, ranges, meanings
+DEFAULTS: dict[str, Any] = GuardParams().model_dump()  # declared in params.py: types, ranges, choices, meanings
 
 
 class GuardConfigError(PlaygroundError, ValueError):
     """A guard parameter has a bad value."""
 
 
-def parse_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Return the guard's parameters: the defaults overridden by the harness's params (others ignored)."""
-    merged = {**DEFAULTS, **{k: v for k, v in params.items() if k in DEFAULTS}}
-    for key, default in DEFAULTS.items():
-        value = merged[key]
-        if isinstance(default, bool):
-            if not isinstance(value, bool):
-                raise GuardConfigError(f"guard parameter {key!r} must be true or false, got {value!r}")
-        elif isinstance(default, int) and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise GuardConfigError(f"guard parameter {key!r} must be a non-negative integer, got {value!r}")
-    if merged["fallback"] not in FALLBACKS:
-        raise GuardConfigError(f"guard parameter 'fallback' must be one of {', '.join(FALLBACKS)}, "
-                               f"got {merged['fallback']!r}")
-    for key, choices in (("view", VIEWS), ("recovery_prompt", RECOVERY_PROMPTS)):
-        if merged[key] not in choices:
-            raise GuardConfigError(f"guard parameter {key!r} must be one of {', '.join(choices)}, got {merged[key]!r}")
-    if merged["top_actions"] < 1:
-        raise GuardConfigError("guard parameter 'top_actions' must be at least 1")
-    return merged
+def parse_params(params: Mapping[str, Any] | GuardParams) -> dict[str, Any]:
+    """The guard's parameters as a dict: a `GuardParams` instance's values as they are (the host validated them),
+    else the keys of `params` that `GuardParams` declares (others ignored) validated by it, strictly (as a run
+    checks them: a bool is true or false, a whole number is not 2.5 or a string), the defaults filled in.
+    GuardConfigError names the parameter, the rule it breaks and the value."""
+    if isinstance(params, GuardParams):
+        return params.model_dump()
+    given = {key: value for key, value in params.items() if key in GuardParams.model_fields}
+    try:
+        return GuardParams.model_validate(given, strict=True).model_dump()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = error["loc"][0] if error["loc"] else None
+        if key in given:
+            raise GuardConfigError(f"guard parameter {key!r}: {error['msg']}, got {given[key]!r}") from None
+        raise GuardConfigError(f"guard parameters: {error['msg']}") from None
 
 
 @lru_cache(maxsize=4)
@@ -123,7 +119,8 @@ class _GuardPlugin:
 
     name = ""
 
-    def __init__(self, params: dict[str, Any]) -> None:
+    def __init__(self, params: GuardParams | Mapping[str, Any]) -> None:
+        """`params`: a `GuardParams` (the host validated it), or a dict validated by it (`parse_params`)."""
         self.p = parse_params(params)
         self._guard: Guard | None = None
         self.first_observation = ""

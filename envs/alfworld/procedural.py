@@ -25,7 +25,7 @@ with no model: the forced top-1 row of the ranked-view factorial.
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Any, Mapping
 
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import (
@@ -42,6 +42,7 @@ from playground.core.payloads import (
 )
 from playground.envs.alfworld.goals import Goal
 from playground.envs.alfworld.guard import TOP_K, Guard, parse_command
+from playground.envs.alfworld.params import ProceduralParams
 
 SOURCES = ("alfworld_induction", "alfworld_knowledge", "alfworld_retrieval_fallback")
 FAILURE_TYPE = "action_validity"
@@ -86,11 +87,14 @@ def manual(goal: Goal) -> str:
 class ProceduralHelp:
     """After a rejected command, ask again with this source's procedural help (see the module docstring)."""
 
-    def __init__(self, source: str, params: dict[str, Any]) -> None:
+    def __init__(self, source: str, params: ProceduralParams | Mapping[str, Any]) -> None:
+        """`params`: a `ProceduralParams` (the host validated it), or a dict validated by it (strictly)."""
         if source not in SOURCES:
             raise ValueError(f"unknown procedural source {source!r}; choose from: {', '.join(SOURCES)}")
+        if not isinstance(params, ProceduralParams):
+            params = ProceduralParams.model_validate(dict(params), strict=True)
         self.source = source
-        self.max_reasks = int(params.get("max_reasks_per_step", 2))
+        self.max_reasks = params.max_reasks_per_step
         self.guard = Guard()
         self.pending: dict[int, str] = {}  # step -> the rejected command the help was about
         self.streak = 0

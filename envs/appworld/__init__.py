@@ -9,7 +9,16 @@ declares the labels of a failed code cell (of the `procedure` failure type).
 Nothing of AppWorld is imported in this process.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
 from playground.core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from playground.api import Services
+    from playground.envs.appworld.interventions import ProceduralHelp
+    from playground.envs.appworld.params import ProceduralParams
 
 PROCEDURAL = {
     "local_induction": "AppWorld: a rule induced from the failing cell's error (cheapest)",
@@ -36,8 +45,9 @@ def register_failure_labels(register) -> None:
         register(FailureLabel(label, FAILURE_TYPE))
 
 
-def _procedural(source: str):
-    def factory(params):
+def _procedural(source: str) -> Callable[[ProceduralParams, Services], ProceduralHelp]:
+    """The factory of one procedural intervention: `factory(params, services)`, `params` a `ProceduralParams`."""
+    def factory(params: ProceduralParams, services: Services) -> ProceduralHelp:
         from playground.envs.appworld.interventions import ProceduralHelp
 
         return ProceduralHelp(source, params)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from playground.api import TextIndex, built_once
 from playground.core.hookspecs import hookimpl
@@ -35,6 +35,7 @@ from playground.core.payloads import (
     Verification,
     invalid_streak,
 )
+from playground.envs.appworld.params import ProceduralParams
 from playground.envs.appworld.schema import signature
 
 FAILURE_TYPE = "procedure"
@@ -137,12 +138,15 @@ class ProceduralHelp:
 
     SOURCES = ("local_induction", "auto_knowledge", "retrieval_fallback")
 
-    def __init__(self, source: str, params: dict[str, Any]) -> None:
+    def __init__(self, source: str, params: ProceduralParams | Mapping[str, Any]) -> None:
+        """`params`: a `ProceduralParams` (the host validated it), or a dict validated by it (strictly)."""
         if source not in self.SOURCES:
             raise ValueError(f"unknown procedural source {source!r}; choose from: {', '.join(self.SOURCES)}")
+        if not isinstance(params, ProceduralParams):
+            params = ProceduralParams.model_validate(dict(params), strict=True)
         self.source = source
-        self.k = int(params.get("docs_k", 5))
-        self.max_reasks = int(params.get("max_reasks_per_step", 1))
+        self.k = params.docs_k
+        self.max_reasks = params.max_reasks_per_step
         self.streak = 0  # failed cells in a row
         self.pending: dict[int, CellError] = {}  # step -> the error helped with there
         self.docs: dict = {}  # {app: {api: doc}} of the episode's AppWorld server

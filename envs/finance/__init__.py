@@ -7,7 +7,17 @@ name for each, and declares the failure type `format_precision` with its labels.
 heavy is imported here; `bm25s` is imported when a demonstration index is first built.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
 from playground.core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from playground.api import Services
+    from playground.envs.finance.demos import RetrievalDemos
+    from playground.envs.finance.guard import FormatGuard
+    from playground.envs.finance.params import DemosParams, FormatGuardParams
 
 DEMO_BUDGETS = (1, 2, 4, 8, 16)
 
@@ -42,14 +52,15 @@ def register_agents(register) -> None:
              description="Finance failure-injection instrument: the target with format failures at set rates")
 
 
-def _format_guard(params):
+def _format_guard(params: FormatGuardParams, services: Services) -> FormatGuard:
     from playground.envs.finance.guard import FormatGuard
 
     return FormatGuard(params)
 
 
-def _demos(k: int):
-    def factory(params):
+def _demos(k: int) -> Callable[[DemosParams, Services], RetrievalDemos]:
+    """The factory of `demos-k{k}`: `factory(params, services)`, `params` a `DemosParams`."""
+    def factory(params: DemosParams, services: Services) -> RetrievalDemos:
         from playground.envs.finance.demos import RetrievalDemos
 
         return RetrievalDemos(k, params)

@@ -18,11 +18,12 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import EpisodeStart, StepContext
 from playground.envs.finance import data
+from playground.envs.finance.params import DemosParams
 
 HEADER = "Solved examples of similar questions (question -> answer):"
 ANSWER_PREFIX = "Answer: "
@@ -125,13 +126,14 @@ def count_demos(notes: tuple[str, ...] | list[str]) -> int:
 class RetrievalDemos:
     """Episode plugin: shows the k nearest solved train questions with every proposal of the episode."""
 
-    def __init__(self, k: int, params: dict[str, Any]) -> None:
+    def __init__(self, k: int, params: DemosParams | Mapping[str, Any]) -> None:
+        """`params`: a `DemosParams` (the host validated it), or a dict validated by it (strictly)."""
+        if not isinstance(params, DemosParams):
+            params = DemosParams.model_validate(dict(params), strict=True)
         self.k = k
-        pool = params.get("demo_pool")
-        self.splits = [s.strip() for s in str(pool).split(",") if s.strip()] if pool else None
-        self.size = int(params.get("demo_pool_size", 500))
-        if self.size < 1:
-            raise ValueError(f"demos-k{k}: demo_pool_size must be at least 1, got {self.size}")
+        pool = params.demo_pool
+        self.splits = [s.strip() for s in pool.split(",") if s.strip()] if pool else None
+        self.size = params.demo_pool_size
         self.notes: str | None = None
         self.done = False
 

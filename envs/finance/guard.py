@@ -12,11 +12,12 @@ or `won`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, Detection, InterventionMessage, StepContext, StepOutcome, Verification
 from playground.envs.finance.format_check import FAILURE_TYPE, check, expected_format
+from playground.envs.finance.params import FormatGuardParams
 
 NAME = "format-guard"
 
@@ -40,10 +41,11 @@ def repair_message(context: str, detection: Detection) -> InterventionMessage:
 class FormatGuard:
     """Episode plugin: format detector, format re-ask and format verifier (see module docstring)."""
 
-    def __init__(self, params: dict[str, Any]) -> None:
-        self.max_reasks = int(params.get("max_reasks_per_step", 2))
-        if self.max_reasks < 0:
-            raise ValueError(f"format-guard: max_reasks_per_step must be >= 0, got {self.max_reasks}")
+    def __init__(self, params: FormatGuardParams | Mapping[str, Any]) -> None:
+        """`params`: a `FormatGuardParams` (the host validated it), or a dict validated by it (strictly)."""
+        if not isinstance(params, FormatGuardParams):
+            params = FormatGuardParams.model_validate(dict(params), strict=True)
+        self.max_reasks = params.max_reasks_per_step
         self.repairs: dict[int, Detection] = {}  # step -> the first detection repaired at that step
 
     @hookimpl

@@ -12,19 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from pydantic import BaseModel, Field
-
 from playground.agents.chat import ChatModel, LLMError
 from playground.agents.response_cache import default_cache_dir
 from playground.agents.structured import shared_agent_model
-
-
-class JudgeSettings(BaseModel):
-    """The parameters that name a judge model; a plugin's parameter model inherits them."""
-
-    judge_base_url: str = Field(default="", description="the judge model's OpenAI-compatible endpoint ...")
-    judge_model: str = Field(default="", description="... and its model name")
-    judge_local: bool = Field(default=False, description="... or the embedded GGUF model (extra `local`)")
+from playground.core.services import JudgeSettings as JudgeSettings  # re-exported: the setting this builder reads
 
 
 def judge_named(settings: Mapping[str, Any]) -> bool:

@@ -31,7 +31,7 @@ class InterventionSpec:
     (modes, cost, envs)."""
 
     name: str
-    factory: Callable[[dict], Any]
+    factory: Callable[..., Any]  # factory(params, services), or factory(dict) the older way (run.services)
     description: str = ""
     modes: tuple[str, ...] = ()
     cost_unit: str = "steps"

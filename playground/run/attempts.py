@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -37,7 +36,7 @@ from playground.run.progress import StepCounter
 from playground.run.report import EpisodeTally, merge_cache_use, merge_failures, merge_judge_replies
 from playground.run.rundir import episode_key
 from playground.run.secrets import redact, redact_text
-from playground.run.services import Services, build_intervention
+from playground.run.services import build_intervention, episode_services
 from playground.run.traces import TraceWriter
 
 
@@ -126,7 +125,7 @@ def play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, h
     params = {**spec.params, **config.params}
     play = AttemptRecorder(trace_path, header_base, config, run_id, harness, task_id, seed, trial, params, names,
                            attempt)
-    services = Services(run_id, config.env, harness, seed, playbook_path(config, harness), str(config.out))
+    playbook = playbook_path(config, harness)
     try:
         try:
             env, agent = player.instances()
@@ -134,14 +133,14 @@ def play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, h
             # they spend count in the episode's record, apart from the agent's
             with agent_model_shared(getattr(agent, "model", None)), judge_calls_reported(play.emit), \
                     cache_use_counted() as play.cache_use:
-                interventions = [(name, build_intervention(resolve_intervention(host, name),
-                                                           {**spec.params_for(name), **config.params},
-                                                           replace(services, intervention=name)))
+                interventions = [(name, build_intervention(
+                    resolve_intervention(host, name), {**spec.params_for(name), **config.params},
+                    episode_services(run_id, config.env, harness, seed, playbook, str(config.out), name)))
                                  for name in names]
                 observers = [(o.name, o.factory()) for o in host.observers]
                 hooks = EpisodeHooks(interventions, observers, hook_deadline=config.hook_deadline or None)
                 episode_config = EpisodeConfig(run_id, play.episode, config.env, task_id, harness, config.agent,
-                                               seed, config.max_steps, playbook_path(config, harness), params,
+                                               seed, config.max_steps, playbook, params,
                                                config.strict, config.task_set, attempt,
                                                deadline=config.episode_deadline or None)
                 result = run_episode(env, agent, hooks, episode_config, play.emit)

@@ -1,5 +1,6 @@
 """What the host hands an intervention factory: its parameters, validated into the model it declares, and a
-`Services` object (the run's ids and seed, the playbook path, a scratch folder, the judge model).
+`Services` record (`playground.core.services`: the run's ids and seed, the playbook path, a scratch folder, the
+judge model), built here with the host's judge-model builder.
 
 An intervention factory is called `factory(params, services)`: `params` is an instance of the intervention's
 `params_model` (the harness's and the run's values for the keys it declares, defaults filled in), or the plain
@@ -10,8 +11,6 @@ dict of every parameter when it declares none. A factory that takes one argument
 from __future__ import annotations
 
 import inspect
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,44 +18,24 @@ from pydantic import BaseModel
 
 from playground.agents.chat import ChatModel
 from playground.agents.judge_model import judge_or_shared
+from playground.core.services import Services
 from playground.host.registry import InterventionSpec
 from playground.run.files import confined, safe_file_name
 
 
-@dataclass(frozen=True)
-class Services:
-    """The run's facilities an intervention may use, instead of reaching into the host.
+def episode_services(run_id: str, env: str, harness: str, seed: int, playbook: str | None, run_dir: str,
+                     intervention: str, checking: bool = False) -> Services:
+    """The `Services` of one intervention of a run: its scratch folder confined to `RUN_DIR/scratch/`, the
+    host's judge-model builder (`judge_or_shared`)."""
+    scratch = confined(Path(run_dir) / "scratch", safe_file_name(intervention or "intervention"),
+                       what=f"scratch folder of {intervention!r}")
+    return Services(run_id, env, harness, seed, playbook, run_dir, intervention, checking, str(scratch),
+                    _judge_or_shared)
 
-    `seed` is the episode's seed (the run's seed while a run is checked), `playbook` the path of the playbook
-    the harness grows (`--playbook`, else its own under the run directory), `run_dir` the run directory.
-    """
 
-    run_id: str
-    env: str
-    harness: str
-    seed: int
-    playbook: str | None
-    run_dir: str
-    intervention: str = ""
-    checking: bool = False  # built by the run's check, before anything is played or written
-
-    def judge(self, settings: Mapping[str, Any], owner: str | None = None, *, max_tokens: int = 200,
-              retries: int = 3) -> ChatModel | None:
-        """The judge model `settings` name (`JudgeSettings`' keys), else the agent's own model where the runner
-        shares it, else None; ValueError names `owner` (default: this intervention) and what is missing."""
-        return judge_or_shared(settings, owner or self.intervention or "intervention", max_tokens=max_tokens,
-                               retries=retries)
-
-    def scratch_dir(self) -> Path:
-        """A folder of this intervention's own under the run directory (`scratch/<intervention>`), made on
-        first use; its files are the plugin's, kept with the run. While the run is checked (`checking`) the run
-        directory may not exist yet, so it is a temporary folder instead."""
-        if self.checking:
-            return Path(tempfile.mkdtemp(prefix=f"scratch-{safe_file_name(self.intervention or 'intervention')}-"))
-        path = confined(Path(self.run_dir) / "scratch", safe_file_name(self.intervention or "intervention"),
-                        what=f"scratch folder of {self.intervention!r}")
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+def _judge_or_shared(settings: Mapping[str, Any], owner: str, max_tokens: int, retries: int) -> ChatModel | None:
+    """`judge_or_shared` in the shape `Services.judge_provider` takes."""
+    return judge_or_shared(settings, owner, max_tokens=max_tokens, retries=retries)
 
 
 def typed_params(spec: InterventionSpec, params: Mapping[str, Any]) -> Any:

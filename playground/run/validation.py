@@ -4,7 +4,7 @@ lists the choices."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from playground.core.episode_hooks import EpisodeHooks
@@ -14,7 +14,7 @@ from playground.host.registry import GRADE_VERIFIER
 from playground.run.config import AgentUnavailable, RunConfig, RunConfigError, playbook_path
 from playground.run.harnesses import attempt_verifier, resolve_harness, resolve_intervention
 from playground.run.parameters import check_params
-from playground.run.services import Services, build_intervention
+from playground.run.services import build_intervention, episode_services
 
 
 def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None, count: int | None):
@@ -88,11 +88,10 @@ def check_config(host: Host, config: RunConfig) -> Any:
     built: dict[str, list[tuple[str, Any]]] = {}  # harness -> its interventions, built with the run's parameters
     try:
         for harness, spec in zip(config.harnesses, specs):
-            services = Services("", config.env, harness, config.seed, playbook_path(config, harness), str(config.out),
-                                checking=True)
-            built[harness] = [(name, build_intervention(resolve_intervention(host, name),
-                                                        {**spec.params_for(name), **config.params},
-                                                        replace(services, intervention=name)))
+            playbook = playbook_path(config, harness)
+            built[harness] = [(name, build_intervention(
+                resolve_intervention(host, name), {**spec.params_for(name), **config.params},
+                episode_services("", config.env, harness, config.seed, playbook, str(config.out), name, checking=True)))
                               for name in sorted({n for attempt in spec.attempts for n in attempt})]
     except (PlaygroundError, ValueError) as exc:  # a TypeError is a bug in the factory, not bad config
         raise RunConfigError(str(exc)) from None

@@ -13,40 +13,64 @@ registered name). MIPROv2 and GEPA (DSPy's prompt optimisers, extra `prompt-opt`
 `prompt-opt:PROMPT.json` (`prompt_opt`). See docs/methods/baselines.md.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from playground import hookimpl
 
+if TYPE_CHECKING:
+    from playground.api import Services
+    from playground.plugins.baselines.ace import AcePlugin
+    from playground.plugins.baselines.awm import AwmPlugin
+    from playground.plugins.baselines.monitor import MonitorPlugin
+    from playground.plugins.baselines.params import (
+        AceParams,
+        AwmParams,
+        MonitorParams,
+        PromptOptParams,
+        ReasoningBankParams,
+        ReflexionParams,
+    )
+    from playground.plugins.baselines.prompt_opt import PromptNote
+    from playground.plugins.baselines.reasoningbank import ReasoningBankPlugin
+    from playground.plugins.baselines.reflexion import ReflexionPlugin
 
-def _ace(params):
+
+# Each factory is called `factory(params, services)`: `params` its declared model's instance, validated by the host.
+
+
+def _ace(params: AceParams, services: Services) -> AcePlugin:
     from playground.plugins.baselines.ace import AcePlugin
 
     return AcePlugin(params)
 
 
-def _reflexion(params):
+def _reflexion(params: ReflexionParams, services: Services) -> ReflexionPlugin:
     from playground.plugins.baselines.reflexion import ReflexionPlugin
 
     return ReflexionPlugin(params)
 
 
-def _awm(params):
+def _awm(params: AwmParams, services: Services) -> AwmPlugin:
     from playground.plugins.baselines.awm import AwmPlugin
 
     return AwmPlugin(params)
 
 
-def _reasoningbank(params):
+def _reasoningbank(params: ReasoningBankParams, services: Services) -> ReasoningBankPlugin:
     from playground.plugins.baselines.reasoningbank import ReasoningBankPlugin
 
     return ReasoningBankPlugin(params)
 
 
-def _prompt_note(params):
+def _prompt_note(params: PromptOptParams, services: Services) -> PromptNote:
     from playground.plugins.baselines.prompt_opt import PromptNote
 
     return PromptNote(params)
 
 
-def _monitor(params):
+def _monitor(params: MonitorParams, services: Services) -> MonitorPlugin:
     from playground.plugins.baselines.monitor import MonitorPlugin
 
     return MonitorPlugin(params)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
@@ -37,7 +37,6 @@ from playground.plugins.playbook.io import ACE_FAILURE_TYPE, ACE_SECTIONS, ace_t
 
 NAME = "ace"
 DEFAULTS: dict[str, Any] = defaults_of(AceParams)  # declared in params.py: types, ranges, meanings
-CHOICES = {"ace_mode": ("online", "frozen"), "ace_feedback": ("trajectory", "outcome")}
 SECTIONS = tuple(ACE_SECTIONS)  # ACE's canonical sections, in its order
 SLUGS = {"STRATEGIES AND HARD RULES": "shr", "APIS TO USE FOR SPECIFIC INFORMATION": "api",
          "USEFUL CODE SNIPPETS AND TEMPLATES": "code", "COMMON MISTAKES AND CORRECT STRATEGIES": "cms",
@@ -372,10 +371,10 @@ def prune_operations(playbook: AcePlaybook, harmful_at: int) -> list[dict]:
 class AcePlugin(MemoryBaseline):
     """ACE for one episode: the playbook as a standing note; reflect and curate when the episode ends."""
 
-    NAME, DEFAULTS, CHOICES = NAME, DEFAULTS, CHOICES
+    NAME, PARAMS = NAME, AceParams
     MEMORY_PARAM = "ace_playbook"
 
-    def __init__(self, params: dict[str, Any]) -> None:
+    def __init__(self, params: AceParams | Mapping[str, Any]) -> None:
         super().__init__(params)
         self.shown: list[Bullet] = []
         self.start: EpisodeStart | None = None

@@ -23,12 +23,11 @@ from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
 from playground.plugins.baselines.params import AwmParams, defaults_of
 from playground.plugins.baselines.store import append_once, episode_key, memory_path, read_records
-from playground.plugins.baselines.success import MODES, succeeded
+from playground.plugins.baselines.success import succeeded
 from playground.plugins.baselines.trajectory import Trajectory, approx_tokens, goal_gist
 
 NAME = "awm"
 DEFAULTS: dict[str, Any] = defaults_of(AwmParams)  # declared in params.py: types, ranges, meanings
-CHOICES = {"awm_success": MODES}
 
 
 def rule_workflow(trajectory: Trajectory, max_steps: int) -> dict | None:
@@ -86,7 +85,7 @@ def render(found: list[dict], budget: int) -> str:
 class AwmPlugin(MemoryBaseline):
     """AWM for one episode: the memory's workflows as a note; a new workflow when the episode succeeded."""
 
-    NAME, DEFAULTS, CHOICES = NAME, DEFAULTS, CHOICES
+    NAME, PARAMS = NAME, AwmParams
     SUCCESS_PARAM, MEMORY_PARAM = "awm_success", "awm_memory"
 
     def begin(self, start: EpisodeStart) -> None:

@@ -2,8 +2,8 @@
 
 Each is an episode plugin that checks its parameters, keeps the observable trajectory, shows
 a standing note every step and learns from the episode when it ends. `MemoryBaseline` does
-the common part; a baseline sets its name, defaults and choices, the parameters to check up
-front, and implements `begin` (the episode started: read its memory, make its note) and
+the common part; a baseline sets its name, its parameter model (`params.py`), the parameters
+to check up front, and implements `begin` (the episode started: read its memory, make its note) and
 `learn` (the episode ended: write to its memory).
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Mapping
+
+from pydantic import BaseModel
 
 from playground import EpisodeEnd, EpisodeStart, PlaygroundError, StepContext, StepOutcome, hookimpl
 from playground.plugins.baselines.judge import Judge
@@ -23,13 +25,13 @@ class MemoryBaseline:
     """A memory baseline's episode plugin: parameters, judge model, trajectory, standing note, begin and learn."""
 
     NAME = ""
-    DEFAULTS: Mapping[str, Any] = {}
-    CHOICES: Mapping[str, tuple[str, ...]] = {}
+    PARAMS: type[BaseModel] = BaseModel  # the baseline's declared parameters (`params.py`)
     SUCCESS_PARAM = ""  # the parameter saying how success is told; its value `judge` needs a judge model
     MEMORY_PARAM = ""   # the parameter naming a memory file; a file named is read up front
 
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        self.p = parse_params(self.NAME, self.DEFAULTS, params, self.CHOICES)
+    def __init__(self, params: Mapping[str, Any] | BaseModel) -> None:
+        """`params`: an instance of `PARAMS` (the host validated it), or a dict validated by `PARAMS`."""
+        self.p = parse_params(self.NAME, self.PARAMS, params)
         self.judge = Judge(self.p, self.NAME)
         if self.SUCCESS_PARAM and self.p[self.SUCCESS_PARAM] == "judge" and not self.judge.configured:
             raise BaselineConfigError(f"{self.NAME}: {self.SUCCESS_PARAM}=judge needs a judge model (--param "

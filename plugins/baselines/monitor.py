@@ -16,7 +16,7 @@ reads only what the agent sees.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from playground import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext, hookimpl
 from playground.core.actions import env_accepts
@@ -77,8 +77,9 @@ def feedback(rule: str, proposal: Proposal, stall: int) -> str:
 class MonitorPlugin:
     """The monitor for one episode (it keeps only the first observation, to tell what is new)."""
 
-    def __init__(self, params: dict[str, Any]) -> None:
-        self.p = parse_params(NAME, DEFAULTS, params)
+    def __init__(self, params: MonitorParams | Mapping[str, Any]) -> None:
+        """`params`: a `MonitorParams` (the host validated it), or a dict validated by it."""
+        self.p = parse_params(NAME, MonitorParams, params)
         self.first_observation = ""
 
     @hookimpl

@@ -1,4 +1,5 @@
-"""The baselines' harness parameters: defaults merged with a harness's params, checked, with a clear error.
+"""The baselines' harness parameters, declared (one pydantic model per baseline), and their validation by the
+declaration (`parse_params`), with a clear error.
 
 Every baseline names its own parameters with its prefix (`ace_`, `reflexion_`, `awm_`, `rb_`,
 `monitor_`), so one `--param` never changes two baselines of a run at once; the judge options
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from playground import PlaygroundError
 from playground.api import JudgeSettings
@@ -97,32 +98,29 @@ class BaselineConfigError(PlaygroundError, ValueError):
     """A baseline parameter has a bad value."""
 
 
-def parse_params(baseline: str, defaults: Mapping[str, Any], params: Mapping[str, Any],
-                 choices: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
-    """Return `defaults` overridden by the keys of `params` it knows, checked by the type of each default.
+def parse_params(baseline: str, model: type[BaseModel], params: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
+    """A baseline's parameters as a dict, validated by its declaration `model`.
 
-    A boolean default takes only true/false, a number only a non-negative number, a string
-    only a string (one of `choices[key]` where given); BaselineConfigError names the baseline,
-    the parameter and the value.
+    An instance of `model` (what the host hands a factory: it validated the values) is taken as
+    it is; a mapping has the keys `model` declares validated strictly, as a run checks them (a
+    bool is true or false, a number is not a string), the defaults filled in. A judge endpoint
+    needs its model name too. BaselineConfigError names the baseline, the parameter, the rule it
+    breaks and the value.
     """
-    merged = {**defaults, **{key: params[key] for key in defaults if key in params}}
-    for key, default in defaults.items():
-        value = merged[key]
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-            want = "true or false"
-        elif isinstance(default, (int, float)):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-            want = "a non-negative number"
-        else:
-            ok = isinstance(value, str)
-            want = "a string"
-        if not ok:
-            raise BaselineConfigError(f"{baseline} parameter {key!r} must be {want}, got {value!r}")
-    for key, allowed in (choices or {}).items():
-        if merged[key] not in allowed:
-            raise BaselineConfigError(f"{baseline} parameter {key!r} must be one of {', '.join(allowed)}, "
-                                      f"got {merged[key]!r}")
-    if merged.get("judge_base_url") and not merged.get("judge_model"):
+    if isinstance(params, model):
+        values = params.model_dump()
+    else:
+        source = params.model_dump() if isinstance(params, BaseModel) else params  # another model: its values
+        given = {key: value for key, value in source.items() if key in model.model_fields}
+        try:
+            values = model.model_validate(given, strict=True).model_dump()
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            key = error["loc"][0] if error["loc"] else None
+            if key in given:
+                raise BaselineConfigError(f"{baseline} parameter {key!r}: {error['msg']}, got {given[key]!r}") \
+                    from None
+            raise BaselineConfigError(f"{baseline} parameters: {error['msg']}") from None
+    if values.get("judge_base_url") and not values.get("judge_model"):
         raise BaselineConfigError(f"{baseline}: judge_base_url needs judge_model too (--param judge_model=NAME)")
-    return merged
+    return values

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from playground import PlaygroundError, StepContext, hookimpl
 from playground.api import JSONFileError, json_object
+from playground.plugins.baselines.params import PromptOptParams, parse_params
 
 NAME = "prompt-opt"
 PREFIX = "prompt-opt:"
@@ -88,12 +89,14 @@ def prompt_harness(name: str, rest: str):
 class PromptNote:
     """The `prompt-opt` intervention: the prompt file's instructions and demos as a standing note, every step."""
 
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        path = params.get("prompt_file")
-        if not isinstance(path, str) or not path:
+    def __init__(self, params: PromptOptParams | Mapping[str, Any]) -> None:
+        """`params`: a `PromptOptParams` (the host validated it), or a dict validated by it."""
+        p = parse_params(NAME, PromptOptParams, params)
+        path = p["prompt_file"]
+        if not path:
             raise PromptFileError(f"{NAME} needs a prompt file: run it as --harness {PREFIX}PATH")
         prompt, digest = read_prompt(path)
-        expected = params.get("prompt_sha256")
+        expected = p["prompt_sha256"]
         if expected and digest != expected:
             raise PromptFileError(f"prompt file {path!r} changed since the run started (sha256 {digest}, the harness "
                                   f"has {expected}); run it under a new name or in a new run directory")

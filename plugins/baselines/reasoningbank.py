@@ -17,19 +17,18 @@ embeddings; no embedding model ships with playground, so BM25 takes its place.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
 from playground.plugins.baselines.params import ReasoningBankParams, defaults_of
 from playground.plugins.baselines.store import append_once, episode_key, memory_path, read_records
-from playground.plugins.baselines.success import MODES, succeeded
+from playground.plugins.baselines.success import succeeded
 from playground.plugins.baselines.trajectory import Trajectory, goal_gist
 
 NAME = "reasoningbank"
 DEFAULTS: dict[str, Any] = defaults_of(ReasoningBankParams)  # declared in params.py: types, ranges, meanings
-CHOICES = {"rb_success": MODES}
 FIELDS = ("title", "description", "content")
 
 
@@ -120,10 +119,10 @@ def render(items: list[dict]) -> str:
 class ReasoningBankPlugin(MemoryBaseline):
     """ReasoningBank for one episode: retrieved items as a note; new items distilled when it ends."""
 
-    NAME, DEFAULTS, CHOICES = NAME, DEFAULTS, CHOICES
+    NAME, PARAMS = NAME, ReasoningBankParams
     SUCCESS_PARAM, MEMORY_PARAM = "rb_success", "rb_memory"
 
-    def __init__(self, params: dict[str, Any]) -> None:
+    def __init__(self, params: ReasoningBankParams | Mapping[str, Any]) -> None:
         super().__init__(params)
         self.retrieved: list[dict] = []
 

@@ -14,7 +14,7 @@ Reflections never leave their task: the next task starts with an empty memory.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from playground import EpisodeEnd, EpisodeStart
 from playground.plugins.baselines.episode import MemoryBaseline
@@ -91,9 +91,9 @@ def model_reflection(judge: Judge, trajectory: Trajectory, trial: int, earlier: 
 class ReflexionPlugin(MemoryBaseline):
     """One trial: the earlier trials' reflections as a note; a reflection of its own when it fails."""
 
-    NAME, DEFAULTS = NAME, DEFAULTS
+    NAME, PARAMS = NAME, ReflexionParams
 
-    def __init__(self, params: dict[str, Any]) -> None:
+    def __init__(self, params: ReflexionParams | Mapping[str, Any]) -> None:
         super().__init__(params)
         self.reflections: list[str] = []
 

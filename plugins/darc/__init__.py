@@ -7,7 +7,16 @@ short-circuit chain of interventions on it and picks the one to freeze; `frontie
 the candidates' cost against their success; `policy` deploys a frozen chain as a cascade.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from playground.core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from playground.api import Services
+    from playground.plugins.darc.controls import DiagnosisNote, MetadataNote
+    from playground.plugins.darc.params import DiagnosisNoteParams, MetadataNoteParams
 
 
 @hookimpl
@@ -35,13 +44,27 @@ def register_harness_loaders(register) -> None:
 @hookimpl
 def register_interventions(register) -> None:
     """The notes of the matched-information controls (points of comparison, not in the library)."""
-    from playground.plugins.darc.controls import LABEL_NOTE, METADATA_NOTE, DiagnosisNote, MetadataNote
+    from playground.plugins.darc.controls import LABEL_NOTE, METADATA_NOTE
     from playground.plugins.darc.params import DiagnosisNoteParams, MetadataNoteParams
 
-    register(LABEL_NOTE, DiagnosisNote, cost_unit="steps", candidate=False, params_model=DiagnosisNoteParams,
+    register(LABEL_NOTE, _diagnosis_note, cost_unit="steps", candidate=False, params_model=DiagnosisNoteParams,
              description="a standing note naming the diagnosed failure mode (parameter mode), nothing else")
-    register(METADATA_NOTE, MetadataNote, cost_unit="steps", candidate=False, params_model=MetadataNoteParams,
+    register(METADATA_NOTE, _metadata_note, cost_unit="steps", candidate=False, params_model=MetadataNoteParams,
              description="a standing note with the task facts of the env's reset info named by the parameter keys")
+
+
+def _diagnosis_note(params: DiagnosisNoteParams, services: Services) -> DiagnosisNote:
+    """`diagnosis-note`'s factory (the host hands it the validated `DiagnosisNoteParams`)."""
+    from playground.plugins.darc.controls import DiagnosisNote
+
+    return DiagnosisNote(params)
+
+
+def _metadata_note(params: MetadataNoteParams, services: Services) -> MetadataNote:
+    """`metadata-note`'s factory (the host hands it the validated `MetadataNoteParams`)."""
+    from playground.plugins.darc.controls import MetadataNote
+
+    return MetadataNote(params)
 
 
 @hookimpl

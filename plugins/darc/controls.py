@@ -27,6 +27,7 @@ from playground.core.payloads import EpisodeStart, StepContext
 from playground.plugins.darc.distill import distill, policy_dict
 from playground.plugins.darc.evaluate import EVAL_PREFIX
 from playground.plugins.darc.evidence import Evidence
+from playground.plugins.darc.params import DiagnosisNoteParams, MetadataNoteParams
 
 BASE = "base"
 INFO_PREFIX = "darc-info:"
@@ -69,8 +70,11 @@ class ControlRow:
 class DiagnosisNote:
     """Label-only control: a standing note naming the diagnosed failure mode, and nothing else."""
 
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        mode = str(params.get("mode", "")).strip()
+    def __init__(self, params: DiagnosisNoteParams | Mapping[str, Any]) -> None:
+        """`params`: a `DiagnosisNoteParams` (the host validated it), or a dict validated by it (strictly)."""
+        if not isinstance(params, DiagnosisNoteParams):
+            params = DiagnosisNoteParams.model_validate(dict(params), strict=True)
+        mode = params.mode.strip()
         if not mode:
             raise ValueError(f"{LABEL_NOTE} needs the parameter mode (the diagnosed failure mode)")
         sentence = MODE_SENTENCES.get(mode)
@@ -86,8 +90,11 @@ class DiagnosisNote:
 class MetadataNote:
     """Metadata-only control: a standing note with the env's task facts named by `keys` (from its reset info)."""
 
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        self.keys = [k.strip() for k in str(params.get("keys", "task_type")).split(",") if k.strip()]
+    def __init__(self, params: MetadataNoteParams | Mapping[str, Any]) -> None:
+        """`params`: a `MetadataNoteParams` (the host validated it), or a dict validated by it (strictly)."""
+        if not isinstance(params, MetadataNoteParams):
+            params = MetadataNoteParams.model_validate(dict(params), strict=True)
+        self.keys = [k.strip() for k in params.keys.split(",") if k.strip()]
         if not self.keys:
             raise ValueError(f"{METADATA_NOTE}: the parameter keys names no reset-info key")
         oracle = sorted(set(self.keys) & ORACLE_KEYS)

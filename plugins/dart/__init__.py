@@ -8,15 +8,21 @@ each), and the `playground dart bench` command (which also runs the LangGraph ba
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from playground.core.hookspecs import hookimpl
 from playground.plugins.dart.variants import ABLATIONS, BASELINES
 
+if TYPE_CHECKING:
+    from playground.api import Services
+    from playground.plugins.dart.params import SidecarParams
 
-def _factory(class_name: str) -> Callable[[Mapping[str, Any]], Any]:
-    def make(params: Mapping[str, Any]) -> Any:
+
+def _factory(class_name: str) -> Callable[[SidecarParams, Services], Any]:
+    """The factory of sidecar `class_name`: `factory(params, services)`, `params` its declared model's instance
+    (`DartParams` for `dart`, `SidecarParams` for the baselines)."""
+    def make(params: SidecarParams, services: Services) -> Any:
         from playground.plugins.dart import sidecar
 
         return getattr(sidecar, class_name)(params)

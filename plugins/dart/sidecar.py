@@ -13,6 +13,7 @@ from typing import Any
 
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, EpisodeStart, StepContext, StepOutcome
+from playground.plugins.dart.params import DartParams, SidecarParams
 from playground.plugins.dart.structure import REVERSIBLE, Timeline, Workflow
 
 Failure = tuple[int, Mapping[str, Any], str]  # (step, failure record, action)
@@ -23,10 +24,14 @@ class _Sidecar:
 
     name = "sidecar"
     checkpoint_every_step = False
+    PARAMS: type[SidecarParams] = SidecarParams  # the parameters it reads, declared (`params.py`)
 
-    def __init__(self, params: Mapping[str, Any] | None = None) -> None:
-        params = dict(params or {})
-        self.max_recoveries = int(params.get("max_recoveries", 3))
+    def __init__(self, params: SidecarParams | Mapping[str, Any] | None = None) -> None:
+        """`params`: an instance of `PARAMS` (the host validated it), or a dict validated by it (strictly)."""
+        if not isinstance(params, self.PARAMS):
+            params = self.PARAMS.model_validate(dict(params or {}), strict=True)
+        self.p = params
+        self.max_recoveries = params.max_recoveries
         self.workflow: Workflow | None = None
         self.timeline = Timeline()
         self.pending: Failure | None = None
@@ -115,16 +120,18 @@ class Dart(_Sidecar):
     """
 
     name = "dart"
+    PARAMS = DartParams
 
-    def __init__(self, params: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, params: DartParams | Mapping[str, Any] | None = None) -> None:
         super().__init__(params)
-        params = dict(params or {})
-        self.consumer_check = bool(params.get("consumer_check", True))
-        self.effect_check = bool(params.get("effect_check", True))
-        self.certify = bool(params.get("certify", True))
-        self.entry_only = bool(params.get("entry_only", False))
-        self.exit_candidates = bool(params.get("exit_candidates", False))
-        self.wide_search = bool(params.get("wide_search", False))
+        p = self.p
+        assert isinstance(p, DartParams)
+        self.consumer_check = p.consumer_check
+        self.effect_check = p.effect_check
+        self.certify = p.certify
+        self.entry_only = p.entry_only
+        self.exit_candidates = p.exit_candidates
+        self.wide_search = p.wide_search
         self.checkpoint_every_step = not self.certify
         self.recovered: set[str] = set()
 
