@@ -5,7 +5,8 @@ status, task and failure label, a page at a time, so a run of 10,000 episodes sh
 first page at once. With `--episode` it reads that one episode's trace and shows it step
 by step: each proposal (the action, the thought, the message the agent was shown),
 detections, interventions, rollbacks, the env's answer, verifier verdicts and the lessons
-stored, each kind in its own colour. An episode that ended in an error shows its one-line
+stored, each kind in its own colour (what each event says comes from `playground.run.event_text`, shared with
+the HTML transcripts; this module only colours and lays it out). An episode that ended in an error shows its one-line
 cause in the list. Output longer than the terminal goes through the pager (`$PAGER`, else
 `less`) when stdout is a terminal, unless `--no-pager`.
 """
@@ -16,7 +17,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import click
 from rich.console import Console
@@ -27,28 +28,13 @@ from rich.text import Text
 
 from playground.cli.options import CLIError
 from playground.cli.terminal import visible, visible_data
-from playground.core.events import (
-    AttemptVerdictEvent,
-    DetectionEvent,
-    EndEvent,
-    ErrorEvent,
-    Event,
-    HeaderEvent,
-    InterventionEvent,
-    LessonEvent,
-    ProposalEvent,
-    ResetEvent,
-    RollbackEvent,
-    StepEvent,
-    VerificationEvent,
-    map_strings,
-)
+from playground.core.events import Event, HeaderEvent, map_strings
+from playground.run.event_text import Description, attempt_heading, describe_event, interventions
 from playground.run.report import complete_record, error_cause
 from playground.run.rundir import RunDirError, describe_problems, load_records, record_problem, record_trace
 from playground.run.traces import read_events
 
 STATUS_STYLE = {"won": "bold green", "lost": "red", "error": "bold red", "truncated": "yellow", "stopped": "magenta"}
-SHORT = 400  # characters of a long text shown without --full
 
 
 def failure_matches(record: dict, label: str) -> bool:
@@ -128,95 +114,54 @@ def find_episode(records: Sequence[dict], wanted: str) -> dict:
                    "or a task id)")
 
 
-def _short(text: Any, full: bool) -> str:
-    text = str(text or "")
-    return text if full or len(text) <= SHORT else text[:SHORT] + f" … ({len(text) - SHORT} more characters; --full)"
+# Each kind's colours: its title's and its subject's (`Description.kind`); a verdict's or an end's outcome overrides.
+KIND_STYLE = {"reset": ("bold", ""), "proposal": ("", "bold cyan"), "detection": ("bold red", "red"),
+              "intervention": ("bold yellow", "yellow"), "rollback": ("magenta", "magenta"), "step": ("bold", "cyan"),
+              "lesson": ("bold magenta", "magenta"), "error": ("bold red", "bold red"), "end": ("bold", "bold")}
+OUTCOME_STYLE = {"good": "bold green", "bad": "bold red", **STATUS_STYLE}
+BODY_STYLE = {"proposal": "dim italic"}
+PANELS = {"reset": "start", "end": "end"}  # kinds shown boxed, with the box's title
 
 
-def _say(console: Console, head: Text, *body: str, style: str = "") -> None:
-    """Print a headline (indented by 4) and its body lines (indented by 6, wrapped there)."""
-    console.print(Padding(head, (0, 0, 0, 4), expand=False))
-    for text in body:
-        if text:
-            console.print(Padding(Text(text, style=style), (0, 0, 0, 6), expand=False))
+def _headline(d: Description, quiet: str = "dim") -> Text:
+    """A description's headline in its kind's colours: title, subject, detail (in `quiet`), then its alert in bold
+    red."""
+    title_style, subject_style = KIND_STYLE.get(d.kind, ("bold", ""))
+    if d.outcome in OUTCOME_STYLE:
+        title_style = subject_style = OUTCOME_STYLE[d.outcome]
+    line = Text.assemble((d.title, title_style))
+    for part, style in ((d.subject, subject_style), (d.detail, quiet)):
+        if part:
+            line.append(" ").append(part, style)
+    if d.alert:
+        line.append(f"  ({d.alert})", "bold red")
+    return line
+
+
+def _body(d: Description) -> list[str]:
+    return [f"{label}: {text}" if label else text for label, text in d.body]
 
 
 def render_events(console: Console, events: Sequence[Event], full: bool = False) -> None:
-    """Print one trace's events step by step, each kind highlighted (header, prompt, checkpoint and judge_call
-    events are not shown)."""
+    """Print one trace's events step by step as `describe_event` words them (long texts cut unless `full`), each kind in
+    its colours; the events a description marks not `shown` (header, prompt, checkpoint, judge_call) are left out."""
     for event in events:
-        if isinstance(event, ResetEvent):
-            console.print(Panel(Text.assemble(("goal: ", "bold"), event.goal, "\n", _short(event.observation, full)),
-                                title="start", title_align="left"))
-        elif isinstance(event, ProposalEvent):
-            _proposal(console, event, full)
-        elif isinstance(event, DetectionEvent):
-            labels = ", ".join(event.labels)
-            _say(console, Text.assemble(("⚠ detected ", "bold red"),
-                                        (f"{event.failure_type}" + (f" ({labels})" if labels else ""), "red"),
-                                        (f" by {event.detector}, confidence {event.confidence}", "dim")),
-                 _short(event.evidence, full))
-        elif isinstance(event, InterventionEvent):
-            _intervention(console, event, full)
-        elif isinstance(event, RollbackEvent):
-            _say(console, Text(f"⟲ rolled back to step {event.to_step}", style="magenta"))
-        elif isinstance(event, StepEvent):
-            _say(console, Text.assemble(("→ ", "bold"), (event.action, "cyan"),
-                                        ("" if event.valid_action else "  (rejected by the env)", "bold red")),
-                 _short(event.observation, full))
-        elif isinstance(event, VerificationEvent):
-            resolved = event.verdict == "resolved"
-            _say(console, Text.assemble((f"{'✓' if resolved else '✗'} verdict {event.verdict}",
-                                         "bold green" if resolved else "bold red"),
-                                        (f" on the repair of {event.failure_type} at step "
-                                         f"{event.repair_step} ({event.plugin})", "dim")),
-                 _short(event.evidence, full))
-        elif isinstance(event, AttemptVerdictEvent):
-            passed = event.passed
-            _say(console, Text.assemble((f"{'✓' if passed else '✗'} attempt {'passed' if passed else 'failed'}",
-                                         "bold green" if passed else "bold red"),
-                                        (f" by the deployment verifier {event.verifier}", "dim")),
-                 _short(event.why, full))
-        elif isinstance(event, LessonEvent):
-            _say(console, Text.assemble(("★ lesson stored ", "bold magenta"),
-                                        (f"#{event.id} {event.failure_type} {', '.join(event.labels or ())}",
-                                         "magenta")),
-                 "when: " + _short(event.trigger, full), "do: " + _short(event.principle, full))
-        elif isinstance(event, ErrorEvent):
-            _say(console, Text("error: " + _short(event.message, full), style="bold red"))
-        elif isinstance(event, EndEvent):
-            score = f", score {event.score} of {event.max_score}" if event.score is not None else ""
-            console.print(Panel(Text(f"{event.status} after {event.steps} steps{score}"
-                                     + (f"\n{event.error}" if event.error else ""),
-                                     style=STATUS_STYLE.get(event.status, "bold")), title="end", title_align="left"))
-
-
-def _proposal(console: Console, event: ProposalEvent, full: bool) -> None:
-    action = event.action or ("finish" if event.finish else "")
-    line = Text.assemble((f"step {event.step}", "bold"), (f" · re-ask {event.attempt}" if event.attempt else "", "dim"),
-                         "  propose ", (action, "bold cyan"))
-    if event.prompt_tokens or event.completion_tokens:
-        line.append(f"  ({event.prompt_tokens}+{event.completion_tokens} tokens)", "dim")
-    console.print(line)
-    _say(console, Text("thought: " + _short(event.thought, full), style="dim italic"),
-         *(f"schema problem: {p.get('message')}" for p in event.schema_problems or ()), style="red")
-
-
-def _intervention(console: Console, event: InterventionEvent, full: bool) -> None:
-    message = event.message or {}
-    if message:
-        effect = "re-ask"
-    elif event.action is not None:
-        effect = f"replace the action with {event.action!r}"
-    elif event.rollback_to is not None:
-        effect = f"roll back to step {event.rollback_to}"
-    else:
-        effect = "stop"
-    lessons = event.details.get("lessons")
-    _say(console, Text.assemble(("↺ intervention ", "bold yellow"), (event.kind, "yellow"),
-                                (f" by {event.plugin}: {effect}", "dim"),
-                                (f", showing lessons {lessons}" if lessons else "", "magenta")),
-         _short(message.get("text"), full))
+        d = describe_event(event, full)
+        if not d.shown:
+            continue
+        if d.kind in PANELS:
+            boxed = Text("\n", style=OUTCOME_STYLE.get(d.outcome, "")).join([_headline(d, ""), *map(Text, _body(d))])
+            console.print(Panel(boxed, title=PANELS[d.kind], title_align="left"))
+            continue
+        head = _headline(d)
+        if d.step is not None:  # a proposal opens its step: not indented, the step named first
+            console.print(Text.assemble((f"step {d.step}  ", "bold"), head))
+        else:
+            console.print(Padding(head, (0, 0, 0, 4), expand=False))
+        for text in _body(d):
+            console.print(Padding(Text(text, style=BODY_STYLE.get(d.kind, "")), (0, 0, 0, 6), expand=False))
+        for problem in d.problems:
+            console.print(Padding(Text(problem, style="red"), (0, 0, 0, 6), expand=False))
 
 
 def _visible_events(path: Path) -> list[Event]:
@@ -235,7 +180,7 @@ def render_episode(console: Console, run_path: Path, record: dict, full: bool = 
         (f"{record.get('key')}  ", "bold"), (status, STATUS_STYLE.get(status, "")),
         f"\nenv {header.env if header else None}:{header.task_set if header else None}  task "
         f"{record.get('task_id')}  trial {record.get('trial') or 1}  seed {record.get('seed')}  agent "
-        f"{header.agent if header else None}  interventions {_interventions(header) or 'none'}",
+        f"{header.agent if header else None}  interventions {interventions(header) or 'none'}",
         f"\n{record.get('steps')} steps, {record.get('detected_failures', 0)} detected, "
         f"{record.get('verified_recoveries', 0)} verified, {record.get('lessons_added', 0)} lessons",
         ("\ntrace: " + ", ".join(str(t) for t in traces), "dim")), title="episode", title_align="left"))
@@ -243,12 +188,8 @@ def render_episode(console: Console, run_path: Path, record: dict, full: bool = 
         events = first if number == 1 else _visible_events(record_trace(run_path, {**record, "trace": trace}))
         if len(traces) > 1:
             header = events[0] if events and isinstance(events[0], HeaderEvent) else None
-            console.rule(f"attempt {number}: {_interventions(header) or 'base'}")
+            console.rule(attempt_heading(number, header))
         render_events(console, events, full)
-
-
-def _interventions(header: HeaderEvent | None) -> str:
-    return ", ".join(header.interventions) if header is not None else ""
 
 
 @click.command("view")

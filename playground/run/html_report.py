@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 from playground.core.events import Event, HeaderEvent
 from playground.run import svg
+from playground.run.event_text import attempt_heading
 from playground.run.files import OutputError, PathEscapeError, atomic_write_text, confined, safe_file_name
 from playground.run.lock import LOCK_FILE, LockError, read_lock
 from playground.run.report import (
@@ -131,8 +132,7 @@ class TranscriptPage:
                 events, problems = [], [*problems, str(exc)]
             header = events[0] if events and isinstance(events[0], HeaderEvent) else None
             headers.append(header)
-            heading = (f"attempt {number}: {', '.join(header.interventions if header else []) or 'base'}"
-                       if len(self.traces) > 1 else "")
+            heading = attempt_heading(number, header) if len(self.traces) > 1 else ""
             attempts.append((heading, events))
         first = headers[0] if headers else None
         r = self.record

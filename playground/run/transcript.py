@@ -1,5 +1,7 @@
 """An episode's trace as a page a person reads: step by step, what the agent proposed and did and what the env
-answered, with detections, interventions, verdicts, lessons and errors each highlighted in its own colour.
+answered, with detections, interventions, verdicts, lessons and errors each highlighted in its own colour. What
+each event says comes from `playground.run.event_text` (shared with `playground view`); this page only sets it in
+HTML, texts whole.
 
 `playground report` writes one such page per episode next to the report (`html_report`) and links each row of its
 episode table to it; every text from the trace is escaped, and the page loads nothing and links nowhere but back
@@ -11,20 +13,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Sequence
 
-from playground.core.events import (
-    AttemptVerdictEvent,
-    DetectionEvent,
-    EndEvent,
-    ErrorEvent,
-    Event,
-    InterventionEvent,
-    LessonEvent,
-    ProposalEvent,
-    ResetEvent,
-    RollbackEvent,
-    StepEvent,
-    VerificationEvent,
-)
+from playground.core.events import Event
+from playground.run.event_text import Description, describe_event
 
 
 def _text(value: Any) -> str:
@@ -36,74 +26,29 @@ def _block(text: Any) -> str:
     return f"<pre>{_text(text)}</pre>" if text not in (None, "") else ""
 
 
+def render_description(d: Description) -> str:
+    """A description (`playground.run.event_text`) as an HTML fragment: a box of its kind's class (and its outcome's)
+    with its headline, longer texts kept as written and fault lines; "" for one not `shown`."""
+    if not d.shown:
+        return ""
+    head = f"<b>{_text(d.title)}</b>"
+    if d.subject:
+        head += f' <span class="subject">{_text(d.subject)}</span>'
+    if d.detail:
+        head += f' <span class="dim">{_text(d.detail)}</span>'
+    if d.alert:
+        head += f' <span class="bad">{_text(d.alert)}</span>'
+    body = "".join((f'<div class="dim">{_text(label)}:</div>' if label else "") + _block(text)
+                   for label, text in d.body)
+    problems = "".join(f'<div class="bad">{_text(problem)}</div>' for problem in d.problems)
+    kind = " ".join(_text(name) for name in (d.kind, d.outcome) if name)
+    return f'<div class="ev {kind}">{head}{body}{problems}</div>'
+
+
 def render_event(event: Event) -> str:
-    """One trace event as an HTML fragment ("" for an event a transcript does not show: header, prompt,
-    checkpoint, judge_call)."""
-    if isinstance(event, ResetEvent):
-        return f'<div class="ev reset"><b>goal</b> {_text(event.goal)}{_block(event.observation)}</div>'
-    if isinstance(event, ProposalEvent):
-        action = event.action or ("finish" if event.finish else "")
-        again = f' <span class="dim">re-ask {_text(event.attempt)}</span>' if event.attempt else ""
-        tokens = ""
-        if event.prompt_tokens or event.completion_tokens:
-            tokens = f' <span class="dim">({_text(event.prompt_tokens)}+{_text(event.completion_tokens)} tokens)</span>'
-        problems = "".join(f'<div class="bad">schema problem: {_text(p.get("message"))}</div>'
-                           for p in event.schema_problems or () if isinstance(p, dict))
-        thought = f'<div class="dim">thought:</div>{_block(event.thought)}' if event.thought else ""
-        return (f'<div class="ev proposal"><b>proposes</b> <code>{_text(action)}</code>{again}{tokens}'
-                f'{thought}{problems}</div>')
-    if isinstance(event, DetectionEvent):
-        labels = ", ".join(map(str, event.labels))
-        return (f'<div class="ev detection"><b>⚠ detected {_text(event.failure_type)}</b>'
-                f'{f" ({_text(labels)})" if labels else ""} <span class="dim">by {_text(event.detector)}, '
-                f'confidence {_text(event.confidence)}</span>{_block(event.evidence)}</div>')
-    if isinstance(event, InterventionEvent):
-        return _render_intervention(event)
-    if isinstance(event, RollbackEvent):
-        return f'<div class="ev rollback">⟲ rolled back to step {_text(event.to_step)}</div>'
-    if isinstance(event, StepEvent):
-        rejected = "" if event.valid_action else ' <span class="bad">rejected by the env</span>'
-        return (f'<div class="ev step"><b>→ does</b> <code>{_text(event.action)}</code>{rejected}'
-                f'{_block(event.observation)}</div>')
-    if isinstance(event, VerificationEvent):
-        resolved = event.verdict == "resolved"
-        return (f'<div class="ev verification {"resolved" if resolved else "unresolved"}">'
-                f'<b>{"✓" if resolved else "✗"} verdict {_text(event.verdict)}</b> <span class="dim">on the repair of '
-                f'{_text(event.failure_type)} at step {_text(event.repair_step)} by '
-                f'{_text(event.plugin)}</span>{_block(event.evidence)}</div>')
-    if isinstance(event, AttemptVerdictEvent):
-        passed = event.passed
-        return (f'<div class="ev verification {"resolved" if passed else "unresolved"}"><b>{"✓" if passed else "✗"} '
-                f'attempt {"passed" if passed else "failed"}</b> <span class="dim">by the deployment verifier '
-                f'{_text(event.verifier)}</span>{_block(event.why)}</div>')
-    if isinstance(event, LessonEvent):
-        labels = ", ".join(map(str, event.labels or ()))
-        return (f'<div class="ev lesson"><b>★ lesson stored</b> #{_text(event.id)} '
-                f'{_text(event.failure_type)} {_text(labels)}<div>when: {_text(event.trigger)}</div>'
-                f'<div>do: {_text(event.principle)}</div></div>')
-    if isinstance(event, ErrorEvent):
-        return f'<div class="ev error"><b>error</b>{_block(event.message)}</div>'
-    if isinstance(event, EndEvent):
-        score = f", score {_text(event.score)} of {_text(event.max_score)}" if event.score is not None else ""
-        return (f'<div class="ev end {_text(event.status)}"><b>{_text(event.status)}</b> after {_text(event.steps)} '
-                f'steps{score}{_block(event.error)}</div>')
-    return ""
-
-
-def _render_intervention(event: InterventionEvent) -> str:
-    message = event.message or {}
-    if message:
-        effect = "re-asks the agent"
-    elif event.action is not None:
-        effect = f"replaces the action with <code>{_text(event.action)}</code>"
-    elif event.rollback_to is not None:
-        effect = f"rolls back to step {_text(event.rollback_to)}"
-    else:
-        effect = "stops the episode"
-    lessons = event.details.get("lessons")
-    shown = f", showing lessons {_text(lessons)}" if lessons else ""
-    return (f'<div class="ev intervention"><b>↺ intervention {_text(event.kind)}</b> '
-            f'<span class="dim">by {_text(event.plugin)}:</span> {effect}{shown}{_block(message.get("text"))}</div>')
+    """One trace event as an HTML fragment, as `describe_event` words it with texts whole ("" for an event a transcript
+    does not show: header, prompt, checkpoint, judge_call)."""
+    return render_description(describe_event(event, full=True))
 
 
 def render_attempt(events: Sequence[Event]) -> str:
@@ -111,10 +56,11 @@ def render_attempt(events: Sequence[Event]) -> str:
     parts: list[str] = []
     step = None
     for event in events:
-        if isinstance(event, ProposalEvent) and event.step != step:
-            step = event.step
+        d = describe_event(event, full=True)
+        if d.step is not None and d.step != step:
+            step = d.step
             parts.append(f"<h3>step {_text(step)}</h3>")
-        parts.append(render_event(event))
+        parts.append(render_description(d))
     return "".join(parts)
 
 
@@ -136,11 +82,13 @@ h1{font-size:20px;word-break:break-all}h2{font-size:17px;border-bottom:1px solid
 h3{font-size:14px;margin:18px 0 4px;color:#444}table{border-collapse:collapse;font-size:13px}
 th,td{border:1px solid #ddd;padding:2px 7px;text-align:left;vertical-align:top}th{background:#f4f4f4}
 pre{white-space:pre-wrap;word-break:break-word;margin:4px 0;font-size:12.5px;background:#fafafa;padding:4px 6px}
-code{background:#eef;padding:0 3px}.ev{border-left:4px solid #ccc;padding:3px 8px;margin:4px 0}
-.dim{color:#666}.bad{color:#c00;font-weight:600}.reset{border-color:#888}.proposal{border-color:#1f77b4}
-.step{border-color:#444}.detection{border-color:#d62728;background:#fff3f3}
+code,.proposal .subject,.step .subject{font-family:monospace;background:#eef;padding:0 3px}
+.ev{border-left:4px solid #ccc;padding:3px 8px;margin:4px 0}.subject{font-weight:600}
+.dim{color:#666}.bad{color:#c00;font-weight:600}.reset{border-color:#888}.reset .subject{font-weight:normal}
+.proposal{border-color:#1f77b4}.step{border-color:#444}.detection{border-color:#d62728;background:#fff3f3}
 .intervention{border-color:#e6a700;background:#fffbea}.rollback{border-color:#9467bd}
-.verification.resolved{border-color:#1a7f37;background:#f0fff4}.verification.unresolved{border-color:#c00;background:#fff3f3}
-.lesson{border-color:#9467bd;background:#f8f3ff}.error{border-color:#c00;background:#fff0f0}
+.verification.good{border-color:#1a7f37;background:#f0fff4}.verification.bad{border-color:#c00;background:#fff3f3}
+.lesson{border-color:#9467bd;background:#f8f3ff}.lesson .subject{font-weight:normal}
+.error{border-color:#c00;background:#fff0f0}
 .end{border-color:#222;font-size:15px}.end.won b{color:#1a7f37}.end.error b{color:#c00}
 """
