@@ -51,7 +51,7 @@ def make_env(playground_env: str, task_set: str | None = None, split: str | None
     default split); `expert=True` adds `info["expert_plan"]`; other keyword arguments go to
     the provider's `make`. There are no render modes (`render_mode` must be None).
     """
-    from playground.api import Host
+    from playground.host_api import Host
 
     if render_mode is not None:
         raise ValueError(f"{playground_env}: no render modes (observations are the text); "

@@ -1,10 +1,14 @@
-"""The plugin API: everything of the host that plugins and envs may import, besides `playground.core`.
+"""The host's facilities for plugins that drive runs: running sub-runs, run folders, records and traces, forks,
+statistics, models, agents, command-line helpers, text retrieval and processes.
 
-Plugins (`plugins/`) and envs (`envs/`) import host facilities from here and from `playground.core` (hooks,
-payloads, the env contract, labels, errors) only; an import-linter contract in pyproject.toml forbids them any
-other module of `playground`, so the host's modules can move without breaking a plugin. Names are loaded on
-first use (module `__getattr__`), so importing this module costs nothing until a name is used. What is stable and
-how a change is announced: docs/plugin-api.md.
+The plugin API has two floors. `playground.api` is the ground floor every plugin and env author uses (hooks,
+payloads, the env contract, labels, parameter and service types; it imports nothing above `playground.core`).
+This module is the floor above it, for methods that run whole experiments (profiles, held-out splits, forks,
+replays) and add commands. Plugins (`plugins/`) and envs (`envs/`) import only these two and `playground.core`;
+an import-linter contract in pyproject.toml forbids them any other module of `playground`, so the host's
+modules can move without breaking a plugin. Names are loaded on first use (module `__getattr__`), so importing
+this module costs nothing until a name is used. What is stable and how a change is announced:
+docs/plugin-api.md.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.run.runner": ("check_finished", "run",),
     "playground.run.validation": ("resolve_tasks",),
     "playground.run.costs": ("attempt_cost",),
-    "playground.run.services": ("build_intervention", "Services",),
+    "playground.run.services": ("build_intervention",),
     "playground.cli.main": ("pass_host", "run_with_progress",),
     # Run folders, records and traces
     "playground.run.rundir": ("identity_mismatch", "load_records", "read_config", "record_trace", "RunDirError",),
@@ -33,6 +37,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "playground.run.report": ("merge_judge_replies", "summarise_harness", "wilson_interval",),
     "playground.run.secrets": ("redact_url",),
+    # Exactly-once writes of episodes to a plugin's store, across kills and resumes
+    "playground.run.exactly_once": ("EPISODE_FIELDS", "episode_key", "key_values", "written_under",),
     # Files written safely
     "playground.run.files": (
         "atomic_write", "atomic_write_text", "check_output", "confined", "json_object", "JSONFileError", "OutputError",
@@ -48,7 +54,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.agents.local_model": ("default_gguf_path", "LocalChatModel",),
     "playground.agents.structured": ("ask_structured", "CALL_FAILED", "json_object_in", "shared_agent_model",),
     "playground.agents.response_cache": ("default_cache_dir",),
-    "playground.agents.judge_model": ("build_judge_model", "judge_or_shared", "JudgeSettings",),
+    "playground.agents.judge_model": ("build_judge_model", "judge_or_shared",),
     "playground.agents.llm": ("parse_reply", "render_prompt",),
     # The failure-injection instrument as the judges' model, for roles that read recorded episodes
     "playground.agents.instrument_judge": ("show_episode", "state_from_events", "TraceInstrumentJudge",),
@@ -73,7 +79,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.agents.chat import ChatModel, LLMError
     from playground.agents.http_model import HTTPChatModel
     from playground.agents.instrument_judge import TraceInstrumentJudge, show_episode, state_from_events
-    from playground.agents.judge_model import JudgeSettings, build_judge_model, judge_or_shared
+    from playground.agents.judge_model import build_judge_model, judge_or_shared
     from playground.agents.llm import parse_reply, render_prompt
     from playground.agents.local_model import LocalChatModel, default_gguf_path
     from playground.agents.noisy import NoisyAgent
@@ -87,6 +93,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.processes import die_with_parent, is_running, process_start_time, stop_process_group
     from playground.run.config import RunConfig, RunConfigError, playbook_path
     from playground.run.costs import attempt_cost
+    from playground.run.exactly_once import EPISODE_FIELDS, episode_key, key_values, written_under
     from playground.run.files import (
         JSONFileError,
         OutputError,
@@ -111,7 +118,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.run.rundir import RunDirError, identity_mismatch, load_records, read_config, record_trace
     from playground.run.runner import check_finished, run
     from playground.run.secrets import redact_url
-    from playground.run.services import Services, build_intervention
+    from playground.run.services import build_intervention
     from playground.run.stats import Metric, bootstrap_ci, compare, holm, mcnemar_exact, sign_flip_p, split_by_harness
     from playground.run.traces import TraceError, TraceWriter, read_events, read_header, read_jsonl, read_trace
     from playground.run.validation import resolve_tasks
@@ -123,7 +130,7 @@ def __getattr__(name: str) -> Any:
     """Import `name` from the module that defines it, on first use."""
     module = _WHERE.get(name)
     if module is None:
-        raise AttributeError(f"module 'playground.api' has no attribute {name!r}; the plugin API is: "
+        raise AttributeError(f"module 'playground.host_api' has no attribute {name!r}; the host API is: "
                              f"{', '.join(__all__)}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

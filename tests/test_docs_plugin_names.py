@@ -1,5 +1,5 @@
 """docs/writing-plugins.md names only what a plugin author can use: every name it imports imports, from the public
-modules only (`playground`, `playground.core`, `playground.api`, and `playground.testing` for tests), every module path
+modules only (`playground`, `playground.core`, `playground.api`, `playground.host_api`, and `playground.testing` for tests), every module path
 it points at is public, and every hook it names is a hook the host specifies (playground/core/hookspecs.py)."""
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import pytest
 
 import playground
 import playground.api
+import playground.host_api
 from playground.core import hookspecs
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = (ROOT / "docs" / "writing-plugins.md").read_text()
 HOOKS = frozenset(name for name in dir(hookspecs) if hasattr(getattr(hookspecs, name), "playground_spec"))
-PUBLIC = ("playground", "playground.core", "playground.api", "playground.testing")  # and their submodules
+PUBLIC = ("playground", "playground.core", "playground.api", "playground.host_api", "playground.testing")  # and their submodules
 
 PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 PROSE_IMPORT = re.compile(r"`from (playground[\w.]*) import ([\w\s,]+?)`")
@@ -115,7 +116,7 @@ def path_problem(path: str) -> str | None:
 def internal_names() -> frozenset[str]:
     """The functions and classes defined at the top of the host's internal modules (outside playground.core and
     playground.testing) that no public module offers: what the guide may not tell an author to call."""
-    public = set(playground.api.__all__) | set(playground.__all__)
+    public = set(playground.api.__all__) | set(playground.host_api.__all__) | set(playground.__all__)
     internal: set[str] = set()
     for path in (ROOT / "playground").rglob("*.py"):
         tree = ast.parse(path.read_text())
@@ -159,7 +160,7 @@ def test_the_checker_reads_the_guide():
     assert not broken
     assert ("playground.core.hookspecs", "hookimpl") in found
     assert ("playground.core.events", "InterventionEvent") in found
-    assert ("playground.api", "ask_structured") in found and ("playground.testing", "play") in found
+    assert ("playground.host_api", "ask_structured") in found and ("playground.testing", "play") in found
     assert {"register_interventions", "register_failure_labels", "decide_intervention", "check_playbook"} <= \
         hook_names(GUIDE)
     assert "playground.core.actions.env_accepts" in DOTTED.findall(GUIDE)

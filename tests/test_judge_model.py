@@ -59,7 +59,7 @@ def client_constructions(path: Path) -> list[str]:
 def test_no_plugin_or_env_builds_a_judge_client_itself(tmp_path):
     found = [hit for folder in ("plugins", "envs") for path in sorted((ROOT / folder).rglob("*.py"))
              for hit in client_constructions(path)]
-    assert found == [], f"build judge models with playground.api.build_judge_model: {found}"
+    assert found == [], f"build judge models with playground.host_api.build_judge_model: {found}"
     planted = tmp_path / "plugin" / "judge.py"
     planted.parent.mkdir()
     planted.write_text("from playground.api import HTTPChatModel\nmodel = HTTPChatModel('u', 'm')\n")

@@ -33,7 +33,7 @@ def lint(target: Path) -> subprocess.CompletedProcess:
 def test_the_contracts_hold(installed):
     result = lint(installed)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "5 kept, 0 broken" in result.stdout
+    assert "6 kept, 0 broken" in result.stdout
 
 
 @pytest.mark.parametrize("module, line, broken", [
@@ -44,10 +44,13 @@ def test_the_contracts_hold(installed):
     ("playground/plugins/baselines/ace.py", "import playground.plugins.sentry.harness",
      "the baselines compose with Sentry by its registered name, never by importing it"),
     ("playground/plugins/darc/controls.py", "import playground.run.runner",
-     "plugins and envs use only the plugin API (playground.api) and playground.core"),
+     "plugins and envs use only the plugin API and playground.core"),
     ("playground/envs/textworld/provider.py",
-     "from playground.host.manager import Host", "plugins and envs use only the plugin API (playground.api) and "
-     "playground.core"),
+     "from playground.host.manager import Host", "plugins and envs use only the plugin API and playground.core"),
+    ("playground/api.py", "import playground.run.runner",
+     "the API's ground floor imports nothing above playground.core"),
+    ("playground/api.py", "from playground.host_api import run",
+     "the API's ground floor imports nothing above playground.core"),
 ])
 def test_a_planted_violation_breaks_its_contract(installed, tmp_path, module, line, broken):
     copy = tmp_path / "site"
@@ -59,11 +62,25 @@ def test_a_planted_violation_breaks_its_contract(installed, tmp_path, module, li
     assert f"{broken} BROKEN" in result.stdout, result.stdout
 
 
-def test_the_plugin_api_page_lists_every_name_of_playground_api():
-    """docs/plugin-api.md stays the API: every name `playground.api` exports is on it, and every name resolves."""
+def test_the_plugin_api_page_lists_and_counts_every_name_of_both_floors():
+    """docs/plugin-api.md stays the API: every name `playground.api` and `playground.host_api` export is on it,
+    every name resolves, and the page's counts are the modules' own."""
     import playground.api as api
+    import playground.host_api as host_api
 
     page = (ROOT / "docs" / "plugin-api.md").read_text()
-    missing = [name for name in api.__all__ if f"`{name}`" not in page]
-    assert not missing, f"docs/plugin-api.md does not list {missing}"
-    assert all(getattr(api, name) is not None for name in api.__all__)
+    for module in (api, host_api):
+        missing = [name for name in module.__all__ if f"`{name}`" not in page]
+        assert not missing, f"docs/plugin-api.md does not list {missing} of {module.__name__}"
+        assert all(getattr(module, name) is not None for name in module.__all__)
+    assert f"**{len(api.__all__)} names**" in page and f"**{len(host_api.__all__)} names**" in page
+
+
+def test_the_ground_floor_imports_only_core():
+    """Without import-linter too: every module `playground.api` imports is `playground.core` or outside playground."""
+    import ast
+
+    tree = ast.parse((ROOT / "playground" / "api.py").read_text())
+    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    modules |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert {m for m in modules if m.startswith("playground") and not m.startswith("playground.core")} == set()

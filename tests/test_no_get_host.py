@@ -1,5 +1,5 @@
 """Issue 53, item 3: no plugin calls `get_host()`. The process-wide host is the host layer's; a plugin's command takes
-the host the `playground` click group keeps on its context (`playground.api.pass_host`), and the gymnasium entry
+the host the `playground` click group keeps on its context (`playground.host_api.pass_host`), and the gymnasium entry
 point (envs/) loads its own through the plugin API. The scan is of the code (its AST), so a comment or a docstring
 that mentions the name does not count."""
 
@@ -42,7 +42,7 @@ def test_no_plugin_or_env_names_get_host():
     assert all(folder.is_dir() for folder in folders)
     assert sum(1 for folder in folders for _ in folder.rglob("*.py")) > 20  # the scan sees the code
     found = scan(folders)
-    assert not found, "plugins and envs take the host handed to them (playground.api.pass_host), never get_host():\n" \
+    assert not found, "plugins and envs take the host handed to them (playground.host_api.pass_host), never get_host():\n" \
         + "\n".join(found)
 
 
@@ -63,7 +63,7 @@ def test_the_scan_catches_a_planted_call_and_ignores_comments(tmp_path):
 def test_pass_host_hands_a_command_the_host_of_the_cli(monkeypatch):
     """A command decorated with `pass_host` gets the host the CLI's other commands use (the host layer's
     process-wide one, so a test that injects a host reaches plugin commands too), loaded only when a command asks."""
-    from playground.api import pass_host
+    from playground.host_api import pass_host
     from playground.cli.main import cli
     from playground.host import manager
     from playground.host.manager import Host

@@ -161,8 +161,8 @@ class GuardTop1Agent:
     """Plays the guard's best-ranked admissible command every step: no model (the factorial's forced top-1)."""
 
     def __init__(self, **options: Any) -> None:
-        from playground.api import parse_options
         from playground.envs.alfworld.priors import PRIOR_GAMES
+        from playground.host_api import parse_options
 
         self.options = parse_options({"prior_games": PRIOR_GAMES, "top_actions": TOP_K}, options, "guard-top1")
         self._guard: Guard | None = None

@@ -23,7 +23,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from playground.api import TextIndex, built_once
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import (
     Decision,
@@ -37,6 +36,7 @@ from playground.core.payloads import (
 )
 from playground.envs.appworld.params import ProceduralParams
 from playground.envs.appworld.schema import signature
+from playground.host_api import TextIndex, built_once
 
 FAILURE_TYPE = "procedure"
 # what `classify_error` reads from a failed cell, and `unknown_argument` (a keyword the API does not take, which

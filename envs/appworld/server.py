@@ -34,8 +34,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from playground.api import is_running, process_start_time, stop_process_group
 from playground.core.errors import PlaygroundError
+from playground.host_api import is_running, process_start_time, stop_process_group
 
 START_TIMEOUT = 120.0
 STOP_GRACE = 2.0

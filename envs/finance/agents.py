@@ -24,10 +24,10 @@ import math
 import random
 from typing import Any
 
-from playground.api import expert_action, parse_options
 from playground.core.payloads import AgentView, Proposal
 from playground.envs.finance.demos import count_demos
 from playground.envs.finance.format_check import AnswerFormat, expected_format
+from playground.host_api import expert_action, parse_options
 
 # failure mode -> the format_precision label a correct detector reports
 MODE_LABELS = {

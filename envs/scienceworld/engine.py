@@ -23,8 +23,8 @@ import subprocess
 import threading
 from typing import Any
 
-from playground.api import die_with_parent
 from playground.core.errors import MissingExtra
+from playground.host_api import die_with_parent
 
 JAVA_MIN = 8  # the jar of scienceworld 1.2.3 is built for Java 8 (class file version 52)
 STEP_LIMIT = 100_000  # ScienceWorld's own step limit, out of the way: the runner bounds episodes

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playground.api import TextIndex, built_once
 from playground.envs.webshop.catalogue import Catalogue, Product
+from playground.host_api import TextIndex, built_once
 
 SEARCH_RETURN_N = 50
 

@@ -82,7 +82,7 @@ def register_interventions(register) -> None:
     candidate=True, params_model=None, effects=())`.
     `factory(params, services)` gets its parameters (an instance of `params_model`, or the dict
     of every harness parameter when it declares none) and the run's services
-    (`playground.api.Services`: ids, seed, playbook path, scratch folder, judge model), and
+    (`playground.core.services.Services`: ids, seed, playbook path, scratch folder, judge model), and
     returns an episode plugin: an object whose methods implement runtime hooks with
     `@hookimpl`. A factory that takes one argument is called `factory(dict)`, the older way.
     `params_model` declares the parameters it reads: a pydantic model class whose fields are the

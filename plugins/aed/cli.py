@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from playground.api import CLIError, parse_pairs, pass_host
 from playground.core.payloads import keep_text
+from playground.host_api import CLIError, parse_pairs, pass_host
 
 if TYPE_CHECKING:
-    from playground.api import Host
+    from playground.host_api import Host
 
 
 @click.group("aed")
@@ -44,14 +44,14 @@ def diagnose_command(host: Host, run_dir: str, producer: str | None, llm_base_ur
     instrument = instrument_accuracy is not None
     if producer is None:
         producer = "llm" if (llm_base_url or model or llm_local or instrument) else "rule"
-    from playground.api import ChatModel
+    from playground.host_api import ChatModel
     from playground.plugins.aed.diagnose import diagnose_run
 
     chat: ChatModel | None = None
     if producer != "llm" and (llm_base_url or model or llm_local or instrument):
         raise CLIError("--llm-base-url, --model, --llm-local and --llm-instrument need --producer llm")
     if producer == "llm":
-        from playground.api import build_judge_model
+        from playground.host_api import build_judge_model
 
         if sum([bool(llm_base_url or model), llm_local, instrument]) > 1:
             raise CLIError("--llm-local, --llm-instrument and --llm-base-url/--model each name a model; two models "
@@ -78,7 +78,7 @@ def _instrument_model(host: Host, run_dir: str, accuracy: float):
     accuracy."""
     from pathlib import Path
 
-    from playground.api import RunDirError, read_config
+    from playground.host_api import RunDirError, read_config
     from playground.plugins.aed.instrument import instrument_diagnoser
 
     try:
@@ -102,7 +102,7 @@ def _grade_text_remover(host: Host, run_dir: str):
     the LLM producer's prompt shows no grade text the env prints."""
     from pathlib import Path
 
-    from playground.api import RunDirError, read_config
+    from playground.host_api import RunDirError, read_config
 
     try:
         env = str(read_config(Path(run_dir) / "config.json").get("env", ""))
@@ -161,7 +161,7 @@ def replay_command(host: Host, run_dir: str, agent: str, agent_options: tuple[st
 @click.option("--force", is_flag=True, help="replace OUT if it exists")
 def export_command(run_dir: str, view: str, out: str, min_grade: str | None, proposal: str, force: bool) -> None:
     """Export a training view, every record validated against its shipped JSON Schema."""
-    from playground.api import check_output
+    from playground.host_api import check_output
     from playground.plugins.aed.views import DEFAULT_MIN_GRADE, ExportError, below_grade, export
 
     check_output(out, force=force, runs=[run_dir], what="export file (--out)")
@@ -250,7 +250,7 @@ def train_command(dataset: str, out: str, model: str | None, steps: int, lr: flo
 def eval_command(dataset: str, adapter: str | None, model: str | None, limit: int | None, threads: int,
                  max_new_tokens: int, out: str | None) -> None:
     """Exact-step agreement and correction exact match on a dataset's frozen holdout (extra 'train')."""
-    from playground.api import atomic_write_text, check_output
+    from playground.host_api import atomic_write_text, check_output
     from playground.plugins.aed.train import evaluate
 
     if out is not None:

@@ -37,7 +37,10 @@ from typing import Any, Callable
 
 from rapidfuzz import fuzz
 
-from playground.api import (
+from playground.core.actions import is_admissible
+from playground.core.events import fields_of
+from playground.core.payloads import keep_text
+from playground.host_api import (
     CALL_FAILED,
     EpisodeTrace,
     RecordedStep,
@@ -47,9 +50,6 @@ from playground.api import (
     record_trace,
     show_episode,
 )
-from playground.core.actions import is_admissible
-from playground.core.events import fields_of
-from playground.core.payloads import keep_text
 
 MIN_QUOTE = 4
 MAX_PAIRS_PER_EPISODE = 3
@@ -479,18 +479,18 @@ def diagnose_run(run_dir: str | Path, producer: str = "rule", model: Any = None,
 
 
 def write_json(path: Path, value: Any) -> None:
-    from playground.api import atomic_write_text
+    from playground.host_api import atomic_write_text
 
     atomic_write_text(path, json.dumps(value, indent=2) + "\n")
 
 
 def write_jsonl(path: Path, records: Iterable[dict]) -> None:
-    from playground.api import atomic_write_text
+    from playground.host_api import atomic_write_text
 
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
 def read_jsonl_file(path: Path) -> list[dict]:
-    from playground.api import read_jsonl
+    from playground.host_api import read_jsonl
 
     return list(read_jsonl(path)) if path.exists() else []

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.api import TraceInstrumentJudge
 from playground.core.events import Event, HeaderEvent
 from playground.core.instrument import InstrumentJudgeSpec, JudgeAnswer, JudgeRequest, StepRecord
+from playground.host_api import TraceInstrumentJudge
 from playground.plugins.aed.diagnose import MIN_QUOTE
 
 STEP_LINE = re.compile(r"^Step (\d+): valid actions: ", re.MULTILINE)
@@ -192,7 +192,7 @@ class GradedTraceJudge(TraceInstrumentJudge):
 
     def complete(self, messages: list[dict], **kwargs: Any) -> Any:
         """Answer as `TraceInstrumentJudge` does, and save the reply's grade under the episode shown."""
-        from playground.api import atomic_write_text
+        from playground.host_api import atomic_write_text
 
         completion = super().complete(messages, **kwargs)
         if completion.graded is not None:

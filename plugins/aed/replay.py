@@ -26,8 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from playground.api import ForkError, Host, confined, fork, load_episode
 from playground.core.events import HeaderEvent
+from playground.host_api import ForkError, Host, confined, fork, load_episode
 from playground.plugins.aed.diagnose import read_jsonl_file, write_jsonl
 
 GRADES = ("none", "E1", "E2")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from playground.api import bootstrap_ci, sign_flip_p
+from playground.host_api import bootstrap_ci, sign_flip_p
 from playground.plugins.aed.diagnose import read_jsonl_file
 from playground.plugins.aed.replay import GRADES
 

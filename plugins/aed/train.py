@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from playground.api import EpisodeTrace, RunDirError, confined, load_episode, read_config
 from playground.core.errors import MissingExtra, PlaygroundError
 from playground.core.payloads import keep_text
+from playground.host_api import EpisodeTrace, RunDirError, confined, load_episode, read_config
 from playground.plugins.aed.diagnose import failed_episodes, read_jsonl_file, write_json, write_jsonl
 
 SYSTEM = ("You diagnose why an agent failed a task in a text environment. Read the trace of one failed episode and "
@@ -204,7 +204,7 @@ def model_source(model: str | None) -> tuple[str, str | None]:
     """(folder, gguf file name or None) of a model: a GGUF file, a Hugging Face model folder, or (None) the
     embedded SmolLM2 GGUF."""
     if model is None:
-        from playground.api import default_gguf_path
+        from playground.host_api import default_gguf_path
 
         path = default_gguf_path()
     else:

@@ -27,7 +27,7 @@ from typing import Any
 
 import jsonschema
 
-from playground.api import EpisodeTrace, atomic_write_text, confined, load_episode, load_records, record_trace
+from playground.host_api import EpisodeTrace, atomic_write_text, confined, load_episode, load_records, record_trace
 from playground.plugins.aed.diagnose import read_jsonl_file
 
 VIEWS = ("diagnosis", "actor", "adp")

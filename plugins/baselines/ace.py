@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from playground import EpisodeEnd, EpisodeStart
+from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
 from playground.plugins.baselines.params import AceParams, defaults_of
-from playground.plugins.baselines.store import append_record, episode_key, locked, memory_path, written_before
+from playground.plugins.baselines.store import append_record, locked, memory_path, written_before
 from playground.plugins.baselines.trajectory import Trajectory, abstract_action, approx_tokens, verb_of, words
 from playground.plugins.playbook.io import ACE_FAILURE_TYPE, ACE_SECTIONS, ace_text, read_ace
 
@@ -126,7 +127,7 @@ class AcePlaybook:
 
     def save(self, path: Path) -> None:
         """Write the playbook to `path` (replaced whole)."""
-        from playground.api import atomic_write_text
+        from playground.host_api import atomic_write_text
 
         atomic_write_text(path, self.text())
 

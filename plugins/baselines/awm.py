@@ -19,10 +19,11 @@ import time
 from typing import Any
 
 from playground import EpisodeEnd, EpisodeStart
+from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
 from playground.plugins.baselines.params import AwmParams, defaults_of
-from playground.plugins.baselines.store import append_once, episode_key, memory_path, read_records
+from playground.plugins.baselines.store import append_once, memory_path, read_records
 from playground.plugins.baselines.success import succeeded
 from playground.plugins.baselines.trajectory import Trajectory, approx_tokens, goal_gist
 

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from playground.api import CLIError, nonempty, pass_host
+from playground.host_api import CLIError, nonempty, pass_host
 
 if TYPE_CHECKING:
-    from playground.api import Host
+    from playground.host_api import Host
 
 
 @click.group("baselines")
@@ -62,7 +62,7 @@ def optimise_command(host: Host, optimizer, env_name, split, train, val, llm_bas
                      metric_calls, threads, seed, max_obs_chars, max_tokens, out) -> None:
     """Optimise the agent's prompt on a dev split with MIPROv2 or GEPA (DSPy; extra `prompt-opt`), then deploy it
     frozen with `playground run --agent llm ... --harness prompt-opt:OUT`."""
-    from playground.api import RunConfigError, resolve_tasks
+    from playground.host_api import RunConfigError, resolve_tasks
     from playground.plugins.baselines.prompt_search import Budget, Grader, PromptSearchError, load_tasks, optimise
 
     nonempty(out, "--out")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from playground.api import ChatModel, ask_structured, build_judge_model
+from playground.host_api import ChatModel, ask_structured, build_judge_model
 
 
 class Judge:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from playground import PlaygroundError, StepContext, hookimpl
-from playground.api import JSONFileError, json_object
+from playground.host_api import JSONFileError, json_object
 from playground.plugins.baselines.params import PromptOptParams, parse_params
 
 NAME = "prompt-opt"
@@ -75,7 +75,7 @@ def read_prompt(path: str | Path) -> tuple[dict[str, Any], str]:
 
 def prompt_harness(name: str, rest: str):
     """The harness `prompt-opt:PATH`: the optimised prompt at PATH shown as a standing note every step."""
-    from playground.api import HarnessSpec
+    from playground.host_api import HarnessSpec
 
     if not rest:
         raise PromptFileError(f"harness {name!r}: name the prompt file (prompt-opt:PATH)")

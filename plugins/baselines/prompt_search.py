@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from playground import PlaygroundError
-from playground.api import parse_reply, redact_url, render_prompt
 from playground.core.payloads import AgentView
+from playground.host_api import parse_reply, redact_url, render_prompt
 from playground.plugins.baselines.prompt_opt import FORMAT, render_note
 
 OPTIMIZERS = ("miprov2", "gepa")

@@ -20,10 +20,11 @@ import time
 from typing import Any, Mapping
 
 from playground import EpisodeEnd, EpisodeStart
+from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
 from playground.plugins.baselines.params import ReasoningBankParams, defaults_of
-from playground.plugins.baselines.store import append_once, episode_key, memory_path, read_records
+from playground.plugins.baselines.store import append_once, memory_path, read_records
 from playground.plugins.baselines.success import succeeded
 from playground.plugins.baselines.trajectory import Trajectory, goal_gist
 
@@ -101,7 +102,7 @@ def retrieve(records: list[dict], goal: str, k: int) -> list[dict]:
     items = [r for r in records if all(isinstance(r.get(f), str) for f in FIELDS)]
     if not items or k <= 0:
         return []
-    from playground.api import TextIndex
+    from playground.host_api import TextIndex
 
     index = TextIndex([" ".join([str(r.get("query", "")), *(r[f] for f in FIELDS)]) for r in items])
     return [items[position] for position, score in index.search(goal, k) if score > 0]

@@ -17,10 +17,11 @@ import time
 from typing import Any, Mapping
 
 from playground import EpisodeEnd, EpisodeStart
+from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, object_schema, string_schema
 from playground.plugins.baselines.params import ReflexionParams, defaults_of
-from playground.plugins.baselines.store import append_record, episode_key, locked, memory_path, read_records
+from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
 from playground.plugins.baselines.trajectory import Trajectory, words
 
 NAME = "reflexion"
@@ -128,7 +129,7 @@ class ReflexionPlugin(MemoryBaseline):
 
 def trials_harness(name: str, rest: str):
     """The harness `reflexion:N`: a cascade of N Reflexion trials (1 to MAX_TRIALS)."""
-    from playground.api import HarnessSpec
+    from playground.host_api import HarnessSpec
 
     if not rest.isdigit() or not 1 <= int(rest) <= MAX_TRIALS:
         raise ValueError(f"harness {name!r}: reflexion:N takes a number of trials from 1 to {MAX_TRIALS}, "

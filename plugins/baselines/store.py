@@ -7,6 +7,11 @@ playbook path the runner gives the harness (`DIR/playbooks/<harness>.sqlite` bec
 `DIR/playbooks/<harness>.<suffix>`); a baseline parameter can name another file, e.g. to
 reuse what an earlier run learnt. Without a playbook path (`playground.testing.play` with
 no `playbook`) there is no file and nothing is carried over.
+
+What an episode writes carries its key (`playground.host_api.episode_key`: run, episode and
+attempt, the host's exactly-once key) in each record, so a replayed episode (its process killed
+after it wrote, before its record was) finds its writes there (`written_before`) and does not
+write them again (`append_once`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from playground import EpisodeIds, EpisodeStart, PlaygroundError
+from playground import EpisodeStart, PlaygroundError
+from playground.host_api import written_under
 
 
 class MemoryFileError(PlaygroundError):
@@ -82,14 +88,9 @@ def append_record(path: Path, record: dict) -> None:
         os.fsync(handle.fileno())
 
 
-def episode_key(ids: EpisodeIds) -> dict[str, Any]:
-    """The fields that key what an episode wrote to a memory file: run, episode and attempt."""
-    return {"run": ids.run_id, "episode": ids.episode_id, "attempt": ids.attempt}
-
-
 def written_before(path: Path, key: Mapping[str, Any]) -> bool:
     """Whether the file holds a record of `key` (a replayed episode wrote it already); call under `locked(path)`."""
-    return any({k: r.get(k) for k in key} == key for r in read_records(path))
+    return written_under(read_records(path), key)
 
 
 def append_once(path: Path, key: Mapping[str, Any], records: list[dict]) -> None:

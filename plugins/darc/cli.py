@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from playground.api import CLIError, default_env, episode_options, make_config, nonempty, pass_host
+from playground.host_api import CLIError, default_env, episode_options, make_config, nonempty, pass_host
 
 if TYPE_CHECKING:
-    from playground.api import Host, TraceInstrumentJudge
+    from playground.host_api import Host, TraceInstrumentJudge
 
 
 @click.group("darc")
@@ -104,7 +104,7 @@ def profile_command(host: Host, detectors: str, diagnoser: str, diagnoser_accura
 def instrument_model(host: Host, accuracy: float | None) -> TraceInstrumentJudge:
     """`--diagnoser instrument`: the failure-injection instrument's judge model for recorded episodes (their
     injected failures), right with probability `accuracy`."""
-    from playground.api import TraceInstrumentJudge
+    from playground.host_api import TraceInstrumentJudge
 
     if accuracy is None:
         raise CLIError("--diagnoser instrument needs --diagnoser-accuracy A (a probability in [0, 1])")
@@ -163,7 +163,7 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
                     interventions: str | None, count_only: bool, top: int, plot_path: str | None, out: str | None,
                     force: bool, verifier: str) -> None:
     """Score every short-circuit chain on the evidence, print the best, freeze the winner to policy.json."""
-    from playground.api import OutputError, check_output
+    from playground.host_api import OutputError, check_output
     from playground.plugins.darc.distill import count_chains, distill, policy_dict, save_policy
     from playground.plugins.darc.evidence import base_tau_free, evidence_meta, load_evidence
 
@@ -385,7 +385,7 @@ def efficiency_command(run_dir: str, harnesses: tuple[str, ...], budgets: str, p
                        as_json: bool) -> None:
     """Env steps, invalid actions per episode and success per 100 steps by harness (Table 10's shape), and
     episodes solved by step budget (Figure 3's shape), e.g. base against darc:POLICY in one run."""
-    from playground.api import check_output, load_records
+    from playground.host_api import check_output, load_records
     from playground.plugins.darc.efficiency import efficiency, plot_solved_by_budget, table
     from playground.plugins.darc.frontier import PlotUnavailable
 

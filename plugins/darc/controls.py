@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from playground.api import HarnessSpec, Host, RunConfig, check_finished, load_records, mcnemar_exact, run
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import EpisodeStart, StepContext
+from playground.host_api import HarnessSpec, Host, RunConfig, check_finished, load_records, mcnemar_exact, run
 from playground.plugins.darc.distill import distill, policy_dict
 from playground.plugins.darc.evaluate import EVAL_PREFIX
 from playground.plugins.darc.evidence import Evidence
@@ -228,7 +228,7 @@ def mode_policies(diagnosis: Mapping[str, Any], evidence: Evidence, evidence_pat
 
 def write_policies(policies: Mapping[str, dict], folder: Path) -> dict[str, Path]:
     """Write each policy as FOLDER/<control>.json; a file already there must hold the same policy (a resume)."""
-    from playground.api import atomic_write_text
+    from playground.host_api import atomic_write_text
 
     paths = {}
     for control, policy in policies.items():

@@ -282,6 +282,6 @@ def policy_dict(result: DistillResult, evidence_path: str | os.PathLike, **extra
 
 def save_policy(path: str | os.PathLike, policy: dict[str, Any]) -> Path:
     """Write a policy dict as a JSON file, replacing any old file only once the new one is fully written."""
-    from playground.api import atomic_write_text
+    from playground.host_api import atomic_write_text
 
     return atomic_write_text(path, json.dumps(policy, indent=2) + "\n")

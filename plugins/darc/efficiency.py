@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.api import split_by_harness
+from playground.host_api import split_by_harness
 
 
 @dataclass(frozen=True)

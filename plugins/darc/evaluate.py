@@ -23,7 +23,7 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from playground.api import (
+from playground.host_api import (
     HarnessSpec,
     Host,
     RunConfig,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from playground.api import HarnessSpec, Host, RunConfig, check_finished, run
+from playground.host_api import HarnessSpec, Host, RunConfig, check_finished, run
 
 PREFIX = "darc-factorial:"
 # (row, view, recovery prompt)

@@ -64,6 +64,6 @@ def new_figure(purpose: str) -> Any:
 
 def save_png(figure: Any, path: str | os.PathLike) -> Path:
     """Write `figure` to `path` as a PNG, atomically."""
-    from playground.api import atomic_write
+    from playground.host_api import atomic_write
 
     return atomic_write(path, lambda handle: figure.savefig(handle, format="png"), binary=True)

@@ -18,9 +18,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from playground.api import default_labels
 from playground.core.instrument import InstrumentState, JudgeAnswer, JudgeRequest
 from playground.core.labels import LabelRegistry
+from playground.host_api import default_labels
 
 NONE = "none"  # the reply naming no mode
 

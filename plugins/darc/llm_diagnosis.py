@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from playground.api import CALL_FAILED, ChatModel, ask_structured, build_judge_model, json_object_in, show_episode
 from playground.core.events import Event, ResetEvent, StepEvent
 from playground.core.labels import LabelRegistry
 from playground.core.payloads import keep_text
+from playground.host_api import CALL_FAILED, ChatModel, ask_structured, build_judge_model, json_object_in, show_episode
 from playground.plugins.darc.profile import NO_DOMINANT, mode_order
 
 HEAD_STEPS, TAIL_STEPS = 8, 22

@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from playground.api import HarnessSpec, JSONFileError, json_object
 from playground.core.errors import PlaygroundError
+from playground.host_api import HarnessSpec, JSONFileError, json_object
 
 # The verifiers a policy may stop on: the benchmark's grade, or the deployment verifiers DARC registers.
 VERIFIERS = ("env:won", "agent:done", "agent:self-check")

@@ -21,12 +21,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from playground.api import (
+from playground.api import Services
+from playground.core.events import DetectionEvent, Event
+from playground.core.hookspecs import hookimpl
+from playground.host_api import (
     HarnessSpec,
     Host,
     InterventionSpec,
     RunConfig,
-    Services,
     atomic_write_text,
     build_intervention,
     check_finished,
@@ -35,8 +37,6 @@ from playground.api import (
     record_trace,
     run,
 )
-from playground.core.events import DetectionEvent, Event
-from playground.core.hookspecs import hookimpl
 
 # The failure modes in the order ties are listed (the paper's three, then Sentry's progress and grounding); any
 # other mode a failure type or an intervention declares comes after them, by name.

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from playground.api import ask_structured, shared_agent_model
 from playground.core.payloads import AttemptVerdict, AttemptView
+from playground.host_api import ask_structured, shared_agent_model
 
 SELF_CHECK_ROLE = "self_check"
 SELF_CHECK_SCHEMA = {

@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground.api import bind_env
 from playground.core.episode_hooks import EpisodeHooks
 from playground.core.events import Event, HeaderEvent, InterventionEvent, RollbackEvent, StepEvent
 from playground.core.loop import EpisodeConfig, run_episode
+from playground.host_api import bind_env
 from playground.plugins.dart import graph, latency, sidecar
 from playground.plugins.dart.variants import ABLATIONS, BASELINES
 
@@ -196,7 +196,7 @@ def play_case(provider: Any, task_set: str, task: str, harness: str, agent: Any,
                                "rollbacks": 0, "reruns": 0}
     writer = None
     if trace is not None:
-        from playground.api import TraceWriter
+        from playground.host_api import TraceWriter
 
         writer = TraceWriter(trace, _trace_header(task_set, task, harness, agent, max_steps, seed))
     position = 0

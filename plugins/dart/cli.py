@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from playground.api import pass_host
+from playground.host_api import pass_host
 
 if TYPE_CHECKING:
-    from playground.api import Host
+    from playground.host_api import Host
 
 MODEL_AGENTS = ("local", "llm")
 AGENTS = ("expert", "noisy", *MODEL_AGENTS)
@@ -55,7 +55,7 @@ def bench_command(host: Host, domains: tuple[str, ...], harnesses: tuple[str, ..
                   out: Path | None) -> None:
     """Print one table per workflow domain: DART, its ablations and the baselines on the same cases, then the
     paired latency tests of DART against the others."""
-    from playground.api import ScriptedAgent, parse_pairs
+    from playground.host_api import ScriptedAgent, parse_pairs
     from playground.plugins.dart import graph
     from playground.plugins.dart.bench import (
         GRAPH,
@@ -97,7 +97,7 @@ def bench_command(host: Host, domains: tuple[str, ...], harnesses: tuple[str, ..
     note = None
     options: dict[str, Any] = {}
     if agent == "noisy":
-        from playground.api import NoisyAgent
+        from playground.host_api import NoisyAgent
 
         options = parse_pairs(agent_options, "--agent-option")
         try:
@@ -135,7 +135,7 @@ def bench_command(host: Host, domains: tuple[str, ...], harnesses: tuple[str, ..
         if line:
             click.echo(line)
     if out is not None:
-        from playground.api import atomic_write_text
+        from playground.host_api import atomic_write_text
 
         atomic_write_text(out / "summary.json", json.dumps(summary(tables), indent=1) + "\n")
         atomic_write_text(out / "tables.txt", text + "\n")
@@ -143,7 +143,7 @@ def bench_command(host: Host, domains: tuple[str, ...], harnesses: tuple[str, ..
 
 def _start_run_folder(out: Path, settings: dict[str, Any], provider: Any) -> None:
     """Write the bench's config.json and lock.json (what its figures depend on) into `out`."""
-    from playground.api import atomic_write_text, git_state, plugin_distributions, redact_url
+    from playground.host_api import atomic_write_text, git_state, plugin_distributions, redact_url
 
     out.mkdir(parents=True, exist_ok=True)
     options = {k: redact_url(v) if isinstance(v, str) else v for k, v in settings["agent_options"].items()}

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from playground.api import bootstrap_ci, holm, sign_flip_p
+from playground.host_api import bootstrap_ci, holm, sign_flip_p
 
 COLUMNS = ("dart vs", "pairs", "dart {unit}", "other {unit}", "diff {unit}", "95% CI", "p", "p Holm")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from playground.api import CLIError, default_labels, visible
 from playground.core.labels import UnknownFailure
+from playground.host_api import CLIError, default_labels, visible
 
 
 class PlaybookCLIError(CLIError):
@@ -112,7 +112,7 @@ def retrieve_command(path: str, failure_type: str, labels: str, k: int, as_json:
 def export_command(path: str, out: str, force: bool, fmt: str) -> None:
     """Write every lesson to OUT as JSONL or an ACE playbook (a new file unless --force; written whole, then
     renamed into place)."""
-    from playground.api import check_output
+    from playground.host_api import check_output
 
     with _open(path, read_only=True) as playbook:
         check_output(out, force=force, inputs=[path], what="export file")

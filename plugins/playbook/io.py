@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from playground.api import atomic_write, default_labels
 from playground.core.errors import PlaygroundError
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry, UnknownFailure
+from playground.host_api import atomic_write, default_labels
 
 MAX_TEXT_CHARS = 4_000  # trigger, principle
 MAX_SUBTYPE_CHARS = 200

@@ -4,7 +4,8 @@ Every add, import, outcome, merge, prune and discard appends a row to the change
 read back as `Change` rows), so a playbook's growth can be audited.
 
 Exactly once across kills and resumes: what an episode writes is keyed by its provenance
-(run, episode, attempt, step). A lesson stored again under the same provenance returns the
+(run, episode, attempt, step: the host's episode key, `playground.host_api.EPISODE_FIELDS`, and the
+step of the repair). A lesson stored again under the same provenance returns the
 stored one (`lesson_origins`); a counter update under a provenance counts once per lesson
 (`lesson_uses`: one row per (provenance, lesson, kind), counters raised only when the row is
 new). Before an unfinished episode is played again, `discard_episodes` removes the lessons it
@@ -23,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from playground.host_api import EPISODE_FIELDS, key_values
 from playground.plugins.playbook.io import label_key
 from playground.plugins.playbook.schema import COLUMNS, INSERT, KEYED_TABLES, PROVENANCE, lesson_from_row, trigger_group
 
-ORIGIN_KEYS = ("run", "episode", "attempt", "step")
+ORIGIN_KEYS = (*EPISODE_FIELDS, "step")  # the episode key and the step of the write
 CHANGES = "SELECT id, at, op, lesson_id, details FROM changes WHERE id > ? ORDER BY id LIMIT ?"  # keyset-paged
 
 
@@ -57,7 +59,7 @@ def origin_key(provenance: dict[str, Any]) -> tuple[str, str, str, str] | None:
     as text; None unless run, episode and step are all there (`attempt` is optional: "" when missing)."""
     if not all(provenance.get(name) not in (None, "") for name in ("run", "episode", "step")):
         return None
-    return tuple(origin_part(provenance.get(name, "")) for name in ORIGIN_KEYS)  # type: ignore[return-value]
+    return tuple(origin_part(value) for value in key_values(provenance, ORIGIN_KEYS, ""))  # type: ignore[return-value]
 
 
 def origin_part(value: Any) -> str:

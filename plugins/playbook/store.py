@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import playground.plugins.playbook.maintenance as maintenance
-from playground.api import default_labels
 from playground.core.labels import LabelRegistry
+from playground.host_api import default_labels
 from playground.plugins.playbook.io import (
     ImportReport,
     PlaybookError,

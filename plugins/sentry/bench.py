@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from playground.api import Host
+from playground.host_api import Host
 from playground.plugins.sentry.detectors import (
     GROUNDING_DETECTORS,
     PROGRESS_DETECTORS,

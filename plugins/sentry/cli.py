@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from playground.api import CLIError, episode_options, make_config, pass_host
+from playground.host_api import CLIError, episode_options, make_config, pass_host
 from playground.plugins.sentry.heldout import CONDITIONS, DEFAULT_REFERENCE, INIT_HARNESS
 
 if TYPE_CHECKING:
-    from playground.api import Host
+    from playground.host_api import Host
 
 
 @click.group("sentry")
@@ -39,7 +39,7 @@ def heldout_command(host: Host, init_split: str, eval_split: str, reference: str
                     as_json: bool, **options) -> None:
     """Grow a playbook under `sentry` on N init tasks, then score retrieval off, frozen, frozen + persistent
     exposure and evolving (each from its own copy of that playbook) on N disjoint eval tasks."""
-    from playground.api import run_with_progress
+    from playground.host_api import run_with_progress
     from playground.plugins.sentry.heldout import HeldoutError, check_protocol, format_report, heldout
 
     if not out.strip():
@@ -76,7 +76,7 @@ def paired_forks_command(host: Host, run_dir: str, harness: str, points: int | N
                          agent_options: tuple[str, ...], trials: int, seed: int, as_json: bool) -> None:
     """From each step where Sentry intervened in RUN_DIR, fork with its repair and with the agent's original
     proposal instead, play on under the same policy, and score local recovery (blind) and final success."""
-    from playground.api import parse_pairs
+    from playground.host_api import parse_pairs
     from playground.plugins.sentry.paired import PairedForkError, format_report, paired_forks
 
     options = parse_pairs(agent_options, "--agent-option") if agent_options else None
@@ -103,7 +103,7 @@ def paired_forks_command(host: Host, run_dir: str, harness: str, points: int | N
 def table_command(run_dir: str, reference: str, as_json: bool) -> None:
     """Each harness of RUN_DIR against a reference: success [95% CI], paired McNemar, resolved repairs, soft
     repairs and need-check declines per episode, agent and judge tokens per episode, usable judge replies."""
-    from playground.api import RunDirError
+    from playground.host_api import RunDirError
     from playground.plugins.sentry.table import format_table, harness_table, table_json
 
     try:

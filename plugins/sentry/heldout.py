@@ -29,7 +29,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from playground.api import (
+from playground.core.errors import PlaygroundError
+from playground.host_api import (
     Host,
     RunConfig,
     atomic_write_text,
@@ -39,7 +40,6 @@ from playground.api import (
     run,
     summarise_harness,
 )
-from playground.core.errors import PlaygroundError
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def _with_score_ratio(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
 def report(init: RunConfig, evaluation: RunConfig, copies: Mapping[str, Path],
            reference: str = DEFAULT_REFERENCE) -> dict[str, Any]:
     """The held-out report, from the two run directories and the conditions' playbooks."""
-    from playground.api import Metric, compare  # numpy: only when a report is made
+    from playground.host_api import Metric, compare
 
     tasks = set(evaluation.tasks)
     by_harness: dict[str, list[dict[str, Any]]] = {c.harness: [] for c in CONDITIONS}

@@ -25,8 +25,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from playground.api import default_labels
 from playground.core.instrument import InstrumentState, JudgeAnswer, JudgeRequest, StepRecord
+from playground.host_api import default_labels
 
 REPAIR_STEP = re.compile(r"repaired at step (\d+)")
 SCREENED = ("progress", "grounding")  # the failure types the detector is asked about (validity is a rule's)

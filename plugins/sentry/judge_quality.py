@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from playground.api import Host, compare, load_records, wilson_interval
 from playground.core.events import JudgeCallEvent
+from playground.host_api import Host, compare, load_records, wilson_interval
 from playground.plugins.sentry.bench import mode_matcher
 from playground.plugins.sentry.harness import DEFAULTS
 from playground.plugins.sentry.truth import traces, verdict_truths

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from playground.api import ChatModel, ask_structured, build_judge_model, default_labels, judge_or_shared
 from playground.core.labels import UnknownFailure
 from playground.core.payloads import Detection, Proposal
+from playground.host_api import ChatModel, ask_structured, build_judge_model, default_labels, judge_or_shared
 from playground.plugins.sentry.blind import BlindOutcome, BlindView
 from playground.plugins.sentry.detectors import Window
 from playground.plugins.sentry.labels import label_text

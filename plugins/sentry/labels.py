@@ -8,8 +8,8 @@ they have no trigger or resolution. Sentry reads all of it back from the host's 
 
 from __future__ import annotations
 
-from playground.api import default_labels
 from playground.core.labels import FailureLabel, FailureType
+from playground.host_api import default_labels
 
 TYPES = (
     FailureType("action_validity", "action_validity", "the action is not one the env accepts"),

@@ -35,7 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.api import (
+from playground.core.errors import PlaygroundError
+from playground.core.events import InterventionEvent
+from playground.core.payloads import Detection
+from playground.host_api import (
     EpisodeTrace,
     ForkError,
     Host,
@@ -52,9 +55,6 @@ from playground.api import (
     safe_file_name,
     sign_flip_p,
 )
-from playground.core.errors import PlaygroundError
-from playground.core.events import InterventionEvent
-from playground.core.payloads import Detection
 from playground.plugins.sentry.blind import BlindTurn, GradeTextRemover
 from playground.plugins.sentry.harness import NAME, OWN_DETECTORS
 from playground.plugins.sentry.recovery_judge import LocalRecoveryJudge

@@ -17,8 +17,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground.api import load_records, mcnemar_exact, merge_judge_replies, read_events, record_trace, wilson_interval
 from playground.core.events import DetectionEvent, Event, InterventionEvent
+from playground.host_api import (
+    load_records,
+    mcnemar_exact,
+    merge_judge_replies,
+    read_events,
+    record_trace,
+    wilson_interval,
+)
 from playground.plugins.sentry.harness import OWN_DETECTORS
 
 

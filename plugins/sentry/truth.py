@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground.api import (
+from playground.core.errors import PlaygroundError
+from playground.core.events import InterventionEvent, ProposalEvent, VerificationEvent
+from playground.core.payloads import Proposal
+from playground.host_api import (
     EpisodeTrace,
     ForkError,
     Host,
@@ -34,9 +37,6 @@ from playground.api import (
     record_trace,
     replay_contexts,
 )
-from playground.core.errors import PlaygroundError
-from playground.core.events import InterventionEvent, ProposalEvent, VerificationEvent
-from playground.core.payloads import Proposal
 from playground.plugins.sentry.blind import BlindView, GradeTextRemover, blind_view
 from playground.plugins.sentry.detectors import make_window, named_detections
 from playground.plugins.sentry.harness import DEFAULTS
