@@ -20,6 +20,7 @@ from playground.cli.fork import fork_command
 from playground.cli.options import CLIError, default_harnesses, episode_options, make_checked_config
 from playground.cli.progress import ProgressDisplay
 from playground.cli.report import report_command
+from playground.cli.study import study_group
 from playground.cli.terminal import visible
 from playground.cli.view import view_command
 from playground.core.errors import PlaygroundError
@@ -281,6 +282,7 @@ cli.add_command(compare_command)
 cli.add_command(fork_command)
 cli.add_command(report_command)
 cli.add_command(view_command)
+cli.add_command(study_group)
 
 
 _stopped_by: list[int] = []  # the signal (SIGTERM, SIGHUP) that stopped this process, if one did

@@ -204,6 +204,17 @@ def register_instrument_judges(register) -> None:
 
 
 @hookspec
+def register_studies(register) -> None:
+    """Ship studies as data: `register(path)` for each study file (TOML) of your plugin, a grid of runs, their
+    pairing and the table's columns (`playground.run.study.Study`; the file's `name` is its key).
+
+    `playground study list` shows them, `plan`, `run` and `table` take the name or a path. The file is read and
+    validated when registered, so a broken one fails the plugin's load with its path and the problem. Ship the
+    files as package data; never drive runs from code.
+    """
+
+
+@hookspec
 def register_commands(cli) -> None:
     """Add subcommands or command groups to the `playground` click group `cli`.
 

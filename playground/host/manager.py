@@ -25,6 +25,7 @@ from playground.core.instrument import JUDGE_KINDS, InstrumentJudgeSpec
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry
 from playground.core.payloads import EFFECTS
 from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
+from playground.core.study_file import StudyError, load_study
 from playground.host.registry import (
     GRADE_VERIFIER,
     AgentSpec,
@@ -37,6 +38,7 @@ from playground.host.registry import (
     ObserverSpec,
     RegistrationError,
     Registry,
+    StudySpec,
 )
 
 ENTRY_POINT_GROUP = "playground"
@@ -93,6 +95,7 @@ class Host:
         self.attempt_verifiers: Registry[AttemptVerifierSpec] = Registry("attempt verifier")
         # how the failure-injection instrument answers each model role's requests (`register_instrument_judges`)
         self.instrument_judges: Registry[InstrumentJudgeSpec] = Registry("instrument judge role")
+        self.studies: Registry[StudySpec] = Registry("study")  # study files the plugins ship (`register_studies`)
         self.labels = LabelRegistry()  # the failure types and labels the plugins declared
         self.commands_added = False
 
@@ -152,7 +155,7 @@ class Host:
         except Exception as exc:  # noqa: BLE001
             for registry in (self.envs, self.agents, self.interventions, self.harnesses, self.observers,
                              self.harness_loaders, self.intervention_loaders, self.attempt_verifiers,
-                             self.instrument_judges):
+                             self.instrument_judges, self.studies):
                 registry.remove_from_plugin(plugin_name)
             self.labels.remove_from_plugin(plugin_name)
             self.pm.unregister(name=plugin_name)
@@ -226,6 +229,13 @@ class Host:
                 raise RegistrationError(f"instrument judge {role!r}: answer must be callable, got {answer!r}")
             self.instrument_judges.add(role, InstrumentJudgeSpec(role, answer, kind, plugin))
 
+        def study(path) -> None:
+            try:
+                found = load_study(path)
+            except StudyError as exc:
+                raise RegistrationError(str(exc)) from None
+            self.studies.add(found.name, StudySpec(found.name, str(path), found.title, plugin))
+
         def failure_label(declaration) -> None:
             if not isinstance(declaration, (FailureType, FailureLabel)):
                 raise RegistrationError(f"register_failure_labels expects a FailureType or FailureLabel, "
@@ -236,7 +246,7 @@ class Host:
                 "register_harnesses": harness, "register_observers": observer,
                 "register_harness_loaders": harness_loader, "register_intervention_loaders": intervention_loader,
                 "register_failure_labels": failure_label, "register_attempt_verifiers": attempt_verifier,
-                "register_instrument_judges": instrument_judge}
+                "register_instrument_judges": instrument_judge, "register_studies": study}
 
     def _check_harnesses(self) -> None:
         """Drop harnesses that name interventions no loaded plugin provides."""

@@ -127,6 +127,16 @@ class InterventionLoaderSpec:
 
 
 @dataclass(frozen=True)
+class StudySpec:
+    """A study file a plugin ships (`register_studies`): its name, path and title."""
+
+    name: str
+    path: str
+    title: str = ""
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     """A registered env provider and the plugin it came from."""
 

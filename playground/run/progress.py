@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from playground.core.events import EndEvent, Event, JudgeCallEvent, ProposalEvent, StepEvent
+from playground.run.report import asked_a_model
 
 
 @dataclass(frozen=True)
@@ -58,17 +59,11 @@ class StepCounter:
 
     def add(self, event: Event) -> None:
         """Count one event; report a step, or the end of the attempt."""
-        if isinstance(event, JudgeCallEvent) or (isinstance(event, ProposalEvent) and _asked_a_model(event)):
+        if isinstance(event, JudgeCallEvent) or (isinstance(event, ProposalEvent) and asked_a_model(event)):
             self._calls += 1
         elif isinstance(event, StepEvent) or (isinstance(event, EndEvent) and self._calls):
             report_step(StepNote(self.key, int(isinstance(event, StepEvent)), self._calls))
             self._calls = 0
-
-
-def _asked_a_model(proposal: ProposalEvent) -> bool:
-    """Whether the agent's proposal came from a model (it has a prompt, or spent tokens); a scripted agent's has
-    neither. A reply the response cache held counts too."""
-    return bool(proposal.prompt or proposal.prompt_tokens or proposal.completion_tokens)
 
 
 class RunProgress:

@@ -99,6 +99,12 @@ def complete_record(run_path: Path, record: dict) -> dict:
             "lessons_helped": sum(t["lessons_helped"] for t in tallies)}
 
 
+def asked_a_model(proposal: ProposalEvent) -> bool:
+    """Whether the agent's proposal came from a model (it has a prompt, or spent tokens); a scripted agent's has
+    neither. A reply the response cache held counts too."""
+    return bool(proposal.prompt or proposal.prompt_tokens or proposal.completion_tokens)
+
+
 class EpisodeTally:
     """Counts what one episode's events show (fed event by event, as they are written).
 
@@ -127,6 +133,7 @@ class EpisodeTally:
         self.judge_prompt_tokens = 0  # spent by the plugins' model roles (judges, reflectors, ...), not the agent
         self.judge_completion_tokens = 0
         self.judge_replies: dict[str, dict[str, Any]] = {}  # per role: calls, unusable replies, calls per mode
+        self.agent_calls = 0  # the agent's proposals that came from a model (`asked_a_model`)
         self.schema_checked = False  # the env checks actions against a schema (proposals carry `schema_problems`)
         self.schema_invalid_steps = 0  # actions sent to the env although its schema check found problems
         self._proposed: tuple[str, bool] | None = None  # the last proposal's action, and whether it broke the schema
@@ -180,6 +187,7 @@ class EpisodeTally:
         elif isinstance(event, ProposalEvent):
             self.prompt_tokens += event.prompt_tokens
             self.completion_tokens += event.completion_tokens
+            self.agent_calls += asked_a_model(event)
             checked = event.schema_problems is not None
             self.schema_checked |= checked
             self._proposed = (event.action, bool(event.schema_problems)) if checked else None
@@ -203,6 +211,7 @@ class EpisodeTally:
             **({"judge_replies": merge_judge_replies([{"judge_replies": self.judge_replies}])}
                if self.judge_replies else {}),
             **({"schema_invalid_steps": self.schema_invalid_steps} if self.schema_checked else {}),
+            **({"agent_calls": self.agent_calls} if self.agent_calls else {}),
         }
 
 

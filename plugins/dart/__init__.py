@@ -59,3 +59,13 @@ def register_commands(cli) -> None:
     from playground.plugins.dart.cli import dart_group
 
     cli.add_command(dart_group)
+
+
+@hookimpl
+def register_studies(register) -> None:
+    """Ship the plugin's studies as data (Sentry and DART stacked on the workflow domains): every `studies/*.toml`
+    beside this module."""
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).parent / "studies").glob("*.toml")):
+        register(path)

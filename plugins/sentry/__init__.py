@@ -142,3 +142,12 @@ def register_commands(cli) -> None:
     from playground.plugins.sentry.cli import sentry_group
 
     cli.add_command(sentry_group)
+
+
+@hookimpl
+def register_studies(register) -> None:
+    """Ship the plugin's studies as data (Sentry's instrument sweeps): every `studies/*.toml` beside this module."""
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).parent / "studies").glob("*.toml")):
+        register(path)

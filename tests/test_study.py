@@ -1,0 +1,132 @@
+"""Studies as data (`playground study`, `playground.run.study`, `playground.core.study_file`): study files are
+validated with clear errors, every shipped study runs end to end at smoke size, `plan` counts what is left, and
+the published instrument tables re-derive equal through the study layer from their committed run files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from playground.cli.main import main
+from playground.core.study_file import StudyError, load_study
+from playground.host.manager import Host
+from playground.run.study import plan, run_study, study_table
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = """
+name = "tiny-two"
+title = "two harnesses on the tiny env"
+kind = "machinery"
+
+[[grids]]
+name = "noisy"
+env = "tiny"
+episodes = 3
+agent = "noisy"
+agent_options = { repeat = 0.5 }
+harnesses = ["base", "sentry"]
+
+[smoke]
+episodes = 2
+max_steps = 5
+"""
+
+
+@pytest.fixture(scope="module")
+def host():
+    return Host().load()
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("text, words", [
+    ("name = ", "is not valid TOML"),
+    (STUDY.replace('kind = "machinery"', 'kind = "machinery"\ncolour = "red"'), "colour: Extra inputs are not permitted"),
+    (STUDY.replace('["base", "sentry"]', '["base", "base"]'), "grids.0.harnesses: Value error, a harness is listed twice"),
+    (STUDY.replace("episodes = 3", "episodes = 0"), "grids.0.episodes: Input should be greater than or equal to 1"),
+    (STUDY.replace('kind = "machinery"', 'kind = "guess"'), "kind: String should match pattern"),
+])
+def test_a_bad_study_file_is_refused_naming_the_file_and_the_place(tmp_path, text, words):
+    path = write(tmp_path, text)
+    with pytest.raises(StudyError) as raised:
+        load_study(path)
+    assert str(path) in str(raised.value) and words in str(raised.value)
+
+
+def test_a_study_runs_resumes_and_tabulates(host, tmp_path):
+    study = load_study(write(tmp_path, STUDY))
+    out = tmp_path / "out"
+    assert [(r.episodes, r.finished, r.calls) for r in plan(study, out)] == [(6, 0, None)]
+    run_study(host, study, out)
+    assert [(r.episodes, r.finished, r.calls) for r in plan(study, out)] == [(6, 6, 0.0)]
+    records = [json.loads(line) for line in (out / "noisy" / "episodes.jsonl").read_text().splitlines()]
+    cells = study_table(study, out)
+    assert [(c.grid, c.harness, c.episodes) for c in cells] == [("noisy", "base", 3), ("noisy", "sentry", 3)]
+    for cell in cells:
+        mine = [r for r in records if r["harness"] == cell.harness]
+        assert cell.wins == sum(r["won"] for r in mine)
+        assert cell.steps == sum(r["steps"] for r in mine) / 3
+    assert cells[0].versus is None and cells[1].versus == "base" and cells[1].p is not None
+    run_study(host, study, out)  # resumed: nothing played twice
+    assert len((out / "noisy" / "episodes.jsonl").read_text().splitlines()) == 6
+
+
+def test_the_cli_lists_plans_runs_and_prints_tables(tmp_path, capsys):
+    path = write(tmp_path, STUDY)
+    out = tmp_path / "out"
+    assert main(["study", "list"]) == 0
+    assert "stack-workflow" in capsys.readouterr().out
+    assert main(["study", "run", str(path), "--smoke", "--out", str(out)]) == 0
+    assert "tiny-two" in capsys.readouterr().out
+    assert main(["study", "table", str(path), "--out", str(out), "--json"]) == 0
+    cells = json.loads(capsys.readouterr().out)
+    assert [c["harness"] for c in cells] == ["base", "sentry"] and all(c["episodes"] == 2 for c in cells)
+    assert main(["study", "table", str(path), "--out", str(out), "--csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("grid,harness,episodes,wins")
+    assert main(["study", "plan", "nope"]) != 0
+    assert "no study 'nope'" in capsys.readouterr().err
+
+
+def shipped(host) -> list[str]:
+    return host.studies.names()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sentry-instrument-tw", "sentry-instrument-tw-budget", "sentry-instrument-alf",
+                                  "stack-workflow"])
+def test_every_shipped_study_runs_at_smoke_size_with_every_cell_in_its_table(host, tmp_path, name):
+    assert name in shipped(host)
+    study = load_study(host.studies.get(name).path)
+    run_study(host, study, tmp_path, smoke=True)
+    cells = study_table(study, tmp_path)
+    assert {(c.grid, c.harness) for c in cells} == {(g.name, h) for g in study.grids for h in g.harnesses}
+    assert all(c.episodes == min(g.episodes, study.smoke.episodes) * min(g.trials, study.smoke.trials)
+               for c in cells for g in study.grids if g.name == c.grid)
+
+
+def test_the_shipped_studies_are_these(host):
+    assert shipped(host) == ["sentry-instrument-alf", "sentry-instrument-tw", "sentry-instrument-tw-budget",
+                             "stack-workflow"]
+
+
+@pytest.mark.parametrize("name, folder", [("sentry-instrument-tw", "instrument-sentry-tw"),
+                                          ("sentry-instrument-tw-budget", "instrument-sentry-tw-budget"),
+                                          ("sentry-instrument-alf", "instrument-sentry-alf")])
+def test_the_published_instrument_tables_re_derive_equal_through_the_study_layer(host, name, folder):
+    """docs/results.md's instrument sweeps: wins, episodes and McNemar p of every cell from the committed run files,
+    as the sweep script published them (table.json)."""
+    study = load_study(host.studies.get(name).path)
+    published = json.loads((ROOT / "docs" / "runs" / folder / "table.json").read_text())
+    old = {(cell["cell"], harness): entry for cell in published["cells"] for harness, entry in cell["harnesses"].items()}
+    cells = study_table(study, ROOT / "docs" / "runs" / folder)
+    assert len(cells) == len(old)
+    for cell in cells:
+        entry = old[(cell.grid, cell.harness)]
+        assert (cell.wins, cell.episodes) == (entry["won"], entry["episodes"])
+        assert (cell.p if cell.p is not None else 1.0) == pytest.approx(entry["p"])
