@@ -44,6 +44,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "atomic_write", "atomic_write_text", "check_output", "confined", "json_object", "JSONFileError", "OutputError",
         "safe_file_name",
     ),
+    # Paths that are not URLs (`scheme://...` refused unless a backend registered the scheme for the option)
+    "playground.run.paths": ("path_callback", "plain_path", "register_url_scheme",),
     # Statistics
     "playground.run.stats": (
         "bootstrap_ci", "compare", "holm", "mcnemar_exact", "Metric", "sign_flip_p", "split_by_harness",
@@ -114,6 +116,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
         replay_contexts,
     )
     from playground.run.lock import git_state, plugin_distributions
+    from playground.run.paths import path_callback, plain_path, register_url_scheme
     from playground.run.report import merge_judge_replies, summarise_harness, wilson_interval
     from playground.run.rundir import RunDirError, identity_mismatch, load_records, read_config, record_trace
     from playground.run.runner import check_finished, run

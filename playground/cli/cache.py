@@ -7,6 +7,7 @@ import datetime
 import click
 
 from playground.agents.response_cache import RESPONSE_CACHE_VARIABLE, cache_contents, clear_cache, default_cache_dir
+from playground.run.paths import path_callback
 
 
 def _folder(folder: str | None):
@@ -29,7 +30,7 @@ def cache_command() -> None:
 
 
 @cache_command.command("info")
-@click.option("--folder", default=None, help="a cache folder [default: the shared one]")
+@click.option("--folder", default=None, callback=path_callback, help="a cache folder [default: the shared one]")
 def cache_info(folder: str | None) -> None:
     """Print the cache's folder, entries, size and the oldest and newest entry."""
     contents = cache_contents(_folder(folder))
@@ -38,7 +39,7 @@ def cache_info(folder: str | None) -> None:
 
 
 @cache_command.command("clear")
-@click.option("--folder", default=None, help="a cache folder [default: the shared one]")
+@click.option("--folder", default=None, callback=path_callback, help="a cache folder [default: the shared one]")
 @click.option("--older-than", type=click.FloatRange(min=0), default=None,
               help="only entries not written for this many days [default: every entry]")
 @click.option("--yes", is_flag=True, help="do not ask")

@@ -16,6 +16,7 @@ from rich.table import Table
 from playground.cli.options import CLIError, parse_pairs
 from playground.core.study_file import Study, StudyError, load_study
 from playground.host.manager import Host, get_host
+from playground.run.paths import path_callback
 
 if TYPE_CHECKING:
     from playground.run.study import Cell
@@ -58,7 +59,7 @@ def list_command() -> None:
 
 @study_group.command("plan")
 @click.argument("study")
-@click.option("--out", default=None, help="the study's directory [default: runs/study-NAME]")
+@click.option("--out", default=None, callback=path_callback, help="the study's directory [default: runs/study-NAME]")
 @click.option("--smoke", is_flag=True, help="at smoke size (the study's [smoke]: a few tasks, a few steps)")
 def plan_command(study: str, out: str | None, smoke: bool) -> None:
     """Before anything runs: episodes per grid, those finished, and the model calls and time left at the rates
@@ -85,7 +86,8 @@ def plan_command(study: str, out: str | None, smoke: bool) -> None:
 
 @study_group.command("run")
 @click.argument("study")
-@click.option("--out", default=None, help="the study's directory [default: runs/study-NAME]; rerun to resume")
+@click.option("--out", default=None, callback=path_callback,
+              help="the study's directory [default: runs/study-NAME]; rerun to resume")
 @click.option("--smoke", is_flag=True, help="at smoke size")
 @click.option("--agent", default=None, help="play every grid with this agent instead (a paper's table on your model)")
 @click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE", help="options of --agent")
@@ -113,7 +115,7 @@ def run_command(study: str, out: str | None, smoke: bool, agent: str | None, age
 
 @study_group.command("table")
 @click.argument("study")
-@click.option("--out", default=None, help="the study's directory [default: runs/study-NAME]")
+@click.option("--out", default=None, callback=path_callback, help="the study's directory [default: runs/study-NAME]")
 @click.option("--json", "as_json", is_flag=True, help="the cells as JSON")
 @click.option("--csv", "as_csv", is_flag=True, help="the cells as CSV")
 def table_command(study: str, out: str | None, as_json: bool, as_csv: bool) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from playground.core.errors import PlaygroundError
+from playground.run.paths import URLPathError, plain_path
 
 
 class OutputError(PlaygroundError):
@@ -43,14 +44,18 @@ def check_output(path: str | os.PathLike, *, force: bool = False, inputs: Iterab
                  runs: Iterable[str | os.PathLike] = (), what: str = "output", option: str = "--force") -> Path:
     """Return `path` after checking that it may be written; OutputError says why not.
 
-    Refused, `force` or not: an empty name; a folder; any of `inputs` (the same file, through links too,
-    with SQLite's `-wal`/`-shm`/`-journal` side files); one of the own files of a run directory in `runs`
-    (its records, config, lock, summary, or anything in one of its folders). Refused
-    without `force`: an existing file. Always: a path under a file, or in a folder where no file can be
+    Refused, `force` or not: an empty name; a URL (`scheme://...`, `playground.run.paths`); a folder; any of
+    `inputs` (the same file, through links too, with SQLite's `-wal`/`-shm`/`-journal` side files); one of the own
+    files of a run directory in `runs` (its records, config, lock, summary, or anything in one of its folders).
+    Refused without `force`: an existing file. Always: a path under a file, or in a folder where no file can be
     created (tried with a temporary file, removed at once), so a command fails before its work, not after it.
     """
     if not str(path).strip():
         raise OutputError(f"the {what} path is empty")
+    try:  # a URL is no path: `s3://b/k` would make a folder `s3:` (issue 56; `playground.run.paths`)
+        plain_path(path, what)
+    except URLPathError as exc:
+        raise OutputError(str(exc)) from None
     try:
         return _checked_output(Path(path), force, inputs, runs, what, option)
     except OSError as exc:  # a name too long for the file system, a folder we may not read, ...

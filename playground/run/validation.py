@@ -14,6 +14,7 @@ from playground.host.registry import GRADE_VERIFIER
 from playground.run.config import AgentUnavailable, RunConfig, RunConfigError, playbook_path
 from playground.run.harnesses import attempt_verifier, resolve_harness, resolve_intervention
 from playground.run.parameters import check_params
+from playground.run.paths import URLPathError, plain_path
 from playground.run.services import build_intervention, episode_services
 
 
@@ -50,7 +51,13 @@ def resolve_tasks(host: Host, env: str, task_set: str | None, split: str | None,
 def check_config(host: Host, config: RunConfig) -> Any:
     """Raise RunConfigError naming the first unknown agent or harness, or a bad agent option or parameter; return
     the agent built to check its options (the run's lock reads it, and the run's first player plays it: built once
-    for all three; `check_run` keeps it with the check, for a caller that runs the config itself)."""
+    for all three; `check_run` keeps it with the check, for a caller that runs the config itself). A run directory or
+    playbook that looks like a URL is refused first, before anything is made (`playground.run.paths`)."""
+    try:
+        plain_path(config.out, "--out")
+        plain_path(config.playbook, "--playbook")
+    except URLPathError as exc:
+        raise RunConfigError(str(exc)) from None
     try:
         host.agents.get(config.agent)
         specs = [resolve_harness(host, harness) for harness in config.harnesses]

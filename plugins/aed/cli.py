@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from playground.core.payloads import keep_text
-from playground.host_api import CLIError, parse_pairs, pass_host
+from playground.host_api import CLIError, parse_pairs, pass_host, path_callback
 
 if TYPE_CHECKING:
     from playground.host_api import Host
@@ -150,7 +150,7 @@ def replay_command(host: Host, run_dir: str, agent: str, agent_options: tuple[st
 @aed_group.command("export")
 @click.argument("run_dir")
 @click.option("--view", type=click.Choice(["diagnosis", "actor", "adp"]), required=True)
-@click.option("--out", required=True, help="JSONL file to write")
+@click.option("--out", callback=path_callback, required=True, help="JSONL file to write")
 @click.option("--min-grade", type=click.Choice(["none", "E1", "E2"]), default=None,
               help="keep only pairs whose replay reached this evidence grade [default: E1 for the actor view (a "
                    "recovery target needs an executed passing continuation), none for the diagnosis view]; "
@@ -192,7 +192,8 @@ def summary_command(run_dir: str, as_json: bool) -> None:
 
 @aed_group.command("dataset")
 @click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...")
-@click.option("--out", required=True, help="dataset folder to write (train.jsonl, holdout.jsonl, dataset.json)")
+@click.option("--out", callback=path_callback,
+              required=True, help="dataset folder to write (train.jsonl, holdout.jsonl, dataset.json)")
 @click.option("--holdout", type=float, default=0.3, show_default=True, help="share of the tasks held out")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the split by task")
 @click.option("--force", is_flag=True, help="write a new split over an existing dataset (its holdout changes)")
@@ -215,7 +216,8 @@ def dataset_command(host: Host, run_dirs: tuple[str, ...], out: str, holdout: fl
 
 @aed_group.command("train")
 @click.argument("dataset")
-@click.option("--out", required=True, help="folder for the LoRA adapter (OUT/adapter) and OUT/train.json")
+@click.option("--out", callback=path_callback,
+              required=True, help="folder for the LoRA adapter (OUT/adapter) and OUT/train.json")
 @click.option("--model", default=None, help="a .gguf file or a Hugging Face model folder [default: the embedded "
                                             "SmolLM2-135M-Instruct GGUF]")
 @click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True, help="training examples seen")
@@ -239,14 +241,14 @@ def train_command(dataset: str, out: str, model: str | None, steps: int, lr: flo
 
 @aed_group.command("eval")
 @click.argument("dataset")
-@click.option("--adapter", default=None, help="a LoRA adapter folder (aed train's OUT/adapter) [default: the base "
-                                              "model alone]")
+@click.option("--adapter", callback=path_callback, default=None,
+              help="a LoRA adapter folder (aed train's OUT/adapter) [default: the base model alone]")
 @click.option("--model", default=None, help="the base model the adapter was trained on [default: embedded SmolLM2]")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="only the first N holdout examples")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=48, show_default=True,
               help="tokens decoded after the answer's prefix (the step comes first; the correction needs ~20 more)")
-@click.option("--out", default=None, help="JSON file for the figures and every prediction")
+@click.option("--out", callback=path_callback, default=None, help="JSON file for the figures and every prediction")
 def eval_command(dataset: str, adapter: str | None, model: str | None, limit: int | None, threads: int,
                  max_new_tokens: int, out: str | None) -> None:
     """Exact-step agreement and correction exact match on a dataset's frozen holdout (extra 'train')."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from playground.host_api import CLIError, nonempty, pass_host
+from playground.host_api import CLIError, nonempty, pass_host, path_callback
 
 if TYPE_CHECKING:
     from playground.host_api import Host
@@ -55,7 +55,7 @@ def baselines_group() -> None:
               help="the question's cut in the prompt: the llm agent's max_obs_chars (pass the run's value)")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True,
               help="reply cap: the llm agent's max_tokens")
-@click.option("--out", required=True, help="the prompt file to write (JSON)")
+@click.option("--out", required=True, callback=path_callback, help="the prompt file to write (JSON)")
 @pass_host
 def optimise_command(host: Host, optimizer, env_name, split, train, val, llm_base_url, model, api_key_env,
                      reflection_base_url, reflection_model, trials, candidates, demos, lean_proposer, raw_proposals,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from playground.host_api import CLIError, default_env, episode_options, make_config, nonempty, pass_host
+from playground.host_api import CLIError, default_env, episode_options, make_config, nonempty, pass_host, path_callback
 
 if TYPE_CHECKING:
     from playground.host_api import Host, TraceInstrumentJudge
@@ -36,7 +36,7 @@ def darc_group() -> None:
 @click.option("--modes", "modes_option", default="paper", show_default=True,
               help="the candidate failure modes: 'paper' (action_validity, procedure_breadth, format_precision), "
                    "'all' (also Sentry's progress and grounding: a deviation), or a comma-separated list")
-@click.option("--out", required=True, help="folder for diagnosis.json (and the profiling run)")
+@click.option("--out", callback=path_callback, required=True, help="folder for diagnosis.json (and the profiling run)")
 @pass_host
 def profile_command(host: Host, detectors: str, diagnoser: str, diagnoser_accuracy: float | None,
                     judge_base_url: str | None, judge_model: str | None, judge_local: bool, modes_option: str, out: str,
@@ -113,11 +113,12 @@ def instrument_model(host: Host, accuracy: float | None) -> TraceInstrumentJudge
 
 @darc_group.command("evaluate")
 @episode_options
-@click.option("--diagnosis", default=None, help="diagnosis.json from darc profile (its admissible interventions)")
+@click.option("--diagnosis", callback=path_callback,
+              default=None, help="diagnosis.json from darc profile (its admissible interventions)")
 @click.option("--all-interventions", is_flag=True, help="evaluate the whole library (the no-diagnosis control)")
-@click.option("--base-from", default=None,
+@click.option("--base-from", callback=path_callback, default=None,
               help="the --out of darc profile: take the base attempts from its episodes instead of playing them again")
-@click.option("--out", required=True, help="folder for evidence.csv (and the evaluation run)")
+@click.option("--out", callback=path_callback, required=True, help="folder for evidence.csv (and the evaluation run)")
 @pass_host
 def evaluate_command(host: Host, diagnosis: str | None, all_interventions: bool, base_from: str | None, out: str,
                      **options) -> None:
@@ -141,7 +142,8 @@ def evaluate_command(host: Host, diagnosis: str | None, all_interventions: bool,
 
 
 @darc_group.command("distill")
-@click.option("--evidence", "evidence_path", required=True, help="evidence.csv from darc evaluate")
+@click.option("--evidence", "evidence_path", callback=path_callback,
+              required=True, help="evidence.csv from darc evaluate")
 @click.option("--max-len", type=int, default=3, show_default=True, help="longest chain L")
 @click.option("--lam", type=float, default=0.02, show_default=True, help="cost weight lambda")
 @click.option("--tau-free", type=float, default=None,
@@ -153,8 +155,10 @@ def evaluate_command(host: Host, diagnosis: str | None, all_interventions: bool,
 @click.option("--interventions", default=None, help="comma-separated subset of the evidence's interventions")
 @click.option("--count-only", is_flag=True, help="print only the size of the search space")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="chains to print")
-@click.option("--plot", "plot_path", default=None, help="also draw the cost-success frontier to this PNG")
-@click.option("--out", default=None, help="policy.json to write [default: next to the evidence]")
+@click.option("--plot", "plot_path", callback=path_callback,
+              default=None, help="also draw the cost-success frontier to this PNG")
+@click.option("--out", callback=path_callback,
+              default=None, help="policy.json to write [default: next to the evidence]")
 @click.option("--force", is_flag=True, help="replace an existing policy (--out) or plot (--plot)")
 @click.option("--verifier", type=click.Choice(["env:won", "agent:done", "agent:self-check"]), default="env:won",
               show_default=True, help="what the deployed cascade stops on: the benchmark's grade (env:won) or a "
@@ -218,9 +222,9 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
 
 
 @darc_group.command("agreement")
-@click.option("--diagnosis", "diagnosis_path", required=True,
+@click.option("--diagnosis", "diagnosis_path", callback=path_callback, required=True,
               help="diagnosis.json from darc profile on the dev split (with --diagnoser llm for the LLM row)")
-@click.option("--evidence", "evidence_path", required=True,
+@click.option("--evidence", "evidence_path", callback=path_callback, required=True,
               help="evidence.csv from darc evaluate --all-interventions on the same dev tasks (base.csv next to it)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 def agreement_command(diagnosis_path: str, evidence_path: str, as_json: bool) -> None:
@@ -240,7 +244,7 @@ def agreement_command(diagnosis_path: str, evidence_path: str, as_json: bool) ->
               help="the intervention whose `view` and `recovery_prompt` parameters are crossed")
 @click.option("--forced-agent", default="guard-top1", show_default=True,
               help="the agent of the forced top-1 row (no model); empty: leave the row out")
-@click.option("--out", required=True, help="folder for the runs (cells/, forced-top1/)")
+@click.option("--out", callback=path_callback, required=True, help="folder for the runs (cells/, forced-top1/)")
 @pass_host
 def factorial_command(host: Host, guard: str, forced_agent: str, out: str, **options) -> None:
     """Ranked view (full vs top-12) x recovery prompt (absent vs present), forced top-1 and a random-12 control."""
@@ -271,10 +275,10 @@ def _print_rows(rows, reference: str, as_json: bool) -> None:
 
 @darc_group.command("transfer")
 @episode_options
-@click.option("--policy", "policy_path", required=True,
+@click.option("--policy", "policy_path", callback=path_callback, required=True,
               help="a frozen policy.json (from darc distill, on evidence of another split)")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
-@click.option("--out", required=True, help="folder for the run (OUT/run)")
+@click.option("--out", callback=path_callback, required=True, help="folder for the run (OUT/run)")
 @pass_host
 def transfer_command(host: Host, policy_path: str, as_json: bool, out: str, **options) -> None:
     """A frozen policy deployed unchanged on another split, beside the bare agent (Table 5's shape)."""
@@ -295,8 +299,9 @@ def transfer_command(host: Host, policy_path: str, as_json: bool, out: str, **op
 
 @darc_group.command("policy-controls")
 @episode_options
-@click.option("--diagnosis", "diagnosis_path", required=True, help="diagnosis.json of darc profile")
-@click.option("--evidence", "evidence_path", required=True,
+@click.option("--diagnosis", "diagnosis_path", callback=path_callback,
+              required=True, help="diagnosis.json of darc profile")
+@click.option("--evidence", "evidence_path", callback=path_callback, required=True,
               help="evidence.csv of darc evaluate --all-interventions (every mode's interventions)")
 @click.option("--generic", default="sentry", show_default=True,
               help="the generic control: a comma-separated chain deployed whatever the diagnosis")
@@ -310,7 +315,8 @@ def transfer_command(host: Host, policy_path: str, as_json: bool, out: str, **op
               show_default=True, help="what the deployed cascade stops on: the benchmark's grade (env:won) or a "
                                       "grade-blind deployment verifier")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
-@click.option("--out", required=True, help="folder for the policies (OUT/policies) and the run (OUT/run)")
+@click.option("--out", callback=path_callback,
+              required=True, help="folder for the policies (OUT/policies) and the run (OUT/run)")
 @pass_host
 def policy_controls_command(host: Host, diagnosis_path: str, evidence_path: str, generic: str,
                             mismatched_mode: str | None, max_len: int, lam: float, tau_free: float | None,
@@ -342,12 +348,13 @@ def policy_controls_command(host: Host, diagnosis_path: str, evidence_path: str,
 @episode_options
 @click.option("--guard", default="action_pruning", show_default=True,
               help="the operator: an intervention with a ranked view (its `view` parameter)")
-@click.option("--diagnosis", "diagnosis_path", default=None, help="diagnosis.json of darc profile (its mode)")
+@click.option("--diagnosis", "diagnosis_path", callback=path_callback,
+              default=None, help="diagnosis.json of darc profile (its mode)")
 @click.option("--mode", default=None, help="the mode the label-only control names [default: --diagnosis's mode]")
 @click.option("--metadata-keys", default="task_type", show_default=True,
               help="the env's reset-info keys the metadata-only control shows (comma-separated)")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
-@click.option("--out", required=True, help="folder for the run (OUT/run)")
+@click.option("--out", callback=path_callback, required=True, help="folder for the run (OUT/run)")
 @pass_host
 def info_controls_command(host: Host, guard: str, diagnosis_path: str | None, mode: str | None, metadata_keys: str,
                           as_json: bool, out: str, **options) -> None:
@@ -378,7 +385,8 @@ def info_controls_command(host: Host, guard: str, diagnosis_path: str | None, mo
 @click.option("--harness", "harnesses", multiple=True, help="harness of the run to show (repeatable) [default: all]")
 @click.option("--budgets", default="5,10,20,30,40,50", show_default=True,
               help="comma-separated step budgets at which to count solved episodes")
-@click.option("--plot", "plot_path", default=None, help="draw solved episodes against the step budget to this PNG")
+@click.option("--plot", "plot_path", callback=path_callback,
+              default=None, help="draw solved episodes against the step budget to this PNG")
 @click.option("--force", is_flag=True, help="replace an existing plot")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as JSON")
 def efficiency_command(run_dir: str, harnesses: tuple[str, ...], budgets: str, plot_path: str | None, force: bool,

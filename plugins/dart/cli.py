@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from playground.host_api import pass_host
+from playground.host_api import pass_host, path_callback
 
 if TYPE_CHECKING:
     from playground.host_api import Host
@@ -45,7 +45,7 @@ def dart_group() -> None:
               help="play a --max-steps below the expert's plan anyway (no fault is reachable: a null run)")
 @click.option("--repeats", default=7, show_default=True, type=click.IntRange(min=0),
               help="timing rounds per harness (median of them; 0: no timing; none with a model agent)")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, callback=path_callback,
               help="also write a run folder: config.json, lock.json, episodes.jsonl, summary.json, traces/ "
                    "(a new or empty folder)")
 @pass_host

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
 import click
 
 from playground.core.labels import UnknownFailure
-from playground.host_api import CLIError, default_labels, visible
+from playground.host_api import CLIError, default_labels, path_callback, visible
+
+# A playbook's PATH takes a plain path, or a URL of a scheme a playbook backend registered for `--playbook`; OUT and
+# SOURCE are files. A URL (`s3://...`) is refused before anything is opened or made (exit 2).
+PLAYBOOK_PATH = functools.partial(path_callback, schemes_of="--playbook")
 
 
 class PlaybookCLIError(CLIError):
@@ -39,7 +44,7 @@ def playbook_group() -> None:
 
 
 @playbook_group.command("stats")
-@click.argument("path")
+@click.argument("path", callback=PLAYBOOK_PATH)
 @click.option("--json", "as_json", is_flag=True, help="print the counts as JSON")
 def stats_command(path: str, as_json: bool) -> None:
     """Counts by failure type and label, and counter totals."""
@@ -62,7 +67,7 @@ def stats_command(path: str, as_json: bool) -> None:
 
 
 @playbook_group.command("show")
-@click.argument("path")
+@click.argument("path", callback=PLAYBOOK_PATH)
 @click.option("--type", "failure_type", default=None, help="only this failure type")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
@@ -80,7 +85,7 @@ def show_command(path: str, failure_type: str | None, limit: int, as_json: bool)
 
 
 @playbook_group.command("retrieve")
-@click.argument("path")
+@click.argument("path", callback=PLAYBOOK_PATH)
 @click.option("--type", "failure_type", required=True, help="failure type, e.g. progress")
 @click.option("--labels", required=True, help="comma-separated labels, e.g. repetition_or_looping")
 @click.option("-k", type=click.IntRange(min=1), default=5, show_default=True, help="lessons at most")
@@ -105,8 +110,8 @@ def retrieve_command(path: str, failure_type: str, labels: str, k: int, as_json:
 
 
 @playbook_group.command("export")
-@click.argument("path")
-@click.argument("out")
+@click.argument("path", callback=PLAYBOOK_PATH)
+@click.argument("out", callback=path_callback)
 @click.option("--force", is_flag=True, help="replace OUT if it exists (never the playbook itself)")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "ace"]), default="jsonl", show_default=True)
 def export_command(path: str, out: str, force: bool, fmt: str) -> None:
@@ -121,8 +126,8 @@ def export_command(path: str, out: str, force: bool, fmt: str) -> None:
 
 
 @playbook_group.command("import")
-@click.argument("path")
-@click.argument("source")
+@click.argument("path", callback=PLAYBOOK_PATH)
+@click.argument("source", callback=path_callback)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "ace"]), default="jsonl", show_default=True)
 @click.option("--strict", is_flag=True,
               help="ACE: refuse the whole file over any line it cannot use (default: skip such lines, as ACE does, "
@@ -154,7 +159,7 @@ def import_command(path: str, source: str, fmt: str, strict: bool) -> None:
 
 
 @playbook_group.command("merge")
-@click.argument("path")
+@click.argument("path", callback=PLAYBOOK_PATH)
 @click.option("--similarity", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True)
 @click.option("--dry-run", is_flag=True, help="list what would be merged into what, and change nothing")
 def merge_command(path: str, similarity: float, dry_run: bool) -> None:
@@ -175,7 +180,7 @@ def merge_command(path: str, similarity: float, dry_run: bool) -> None:
 
 
 @playbook_group.command("prune")
-@click.argument("path")
+@click.argument("path", callback=PLAYBOOK_PATH)
 @click.option("--max-age-days", type=click.FloatRange(min=0), default=None)
 @click.option("--min-helped", type=click.IntRange(min=0), default=None)
 @click.option("--max-count", type=click.IntRange(min=0), default=None)
@@ -190,7 +195,7 @@ def prune_command(path: str, max_age_days: float | None, min_helped: int | None,
 
 
 @playbook_group.command("log")
-@click.argument("path")
+@click.argument("path", callback=PLAYBOOK_PATH)
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 def log_command(path: str, limit: int) -> None:
     """Show the change log, oldest first."""

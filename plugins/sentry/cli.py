@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from playground.host_api import CLIError, episode_options, make_config, pass_host
+from playground.host_api import CLIError, episode_options, make_config, pass_host, path_callback
 from playground.plugins.sentry.heldout import CONDITIONS, DEFAULT_REFERENCE, INIT_HARNESS
 
 if TYPE_CHECKING:
@@ -30,7 +30,8 @@ def sentry_group() -> None:
 @click.option("--reference", default=DEFAULT_REFERENCE, show_default=True,
               type=click.Choice([c.name for c in CONDITIONS]),
               help="the condition the paired differences are taken against")
-@click.option("--out", required=True, help="folder for init/, eval/ and heldout.json; rerun it to resume")
+@click.option("--out", callback=path_callback,
+              required=True, help="folder for init/, eval/ and heldout.json; rerun it to resume")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="episodes played at once, in worker processes")
 @click.option("--json", "as_json", is_flag=True, help="print heldout.json instead of the table")
