@@ -59,7 +59,7 @@ def test_playbook_commands_refuse_a_url(capsys, tmp_path, monkeypatch, url):
 def test_report_and_plugin_outputs_refuse_a_url(capsys, tmp_path, monkeypatch, url):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    _refused(capsys, tmp_path, monkeypatch, "report", url, "report", str(run_dir), "--out", url)  # by check_output
+    _refused(capsys, tmp_path, monkeypatch, "--out", url, "report", str(run_dir), "--out", url)  # its option names it
     _refused(capsys, tmp_path, monkeypatch, "--out", url, "aed", "export", str(run_dir), "--view", "diagnosis",
              "--out", url)
     _refused(capsys, tmp_path, monkeypatch, "--evidence", url, "darc", "distill", "--evidence", url)
