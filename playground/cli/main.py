@@ -17,7 +17,13 @@ import click
 from playground.cli.cache import cache_command
 from playground.cli.compare import compare_command
 from playground.cli.fork import fork_command
-from playground.cli.options import CLIError, default_harnesses, episode_options, make_checked_config
+from playground.cli.options import (
+    CLIError,
+    default_harnesses,
+    episode_options,
+    episodes_in_flight,
+    make_checked_config,
+)
 from playground.cli.progress import ProgressDisplay
 from playground.cli.report import report_command
 from playground.cli.study import study_group
@@ -28,6 +34,7 @@ from playground.host.manager import Host, get_host
 from playground.run.config import RunConfig, RunConfigError
 from playground.run.executors import EXECUTORS
 from playground.run.parameters import describe_params
+from playground.run.paths import path_callback
 from playground.run.report import format_table
 from playground.run.rundir import RunDirError
 from playground.run.runner import run
@@ -74,6 +81,7 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
     """Run `config` with a progress bar on stderr (episodes, and steps, model calls and an ETA as they are played);
     return the summary. `checked` is the config's check (`make_checked_config`), so the runner need not repeat it."""
     trials = f" trials={config.trials}" if config.trials > 1 else ""
+    trials += f" in-flight={in_flight}" if in_flight > 1 else ""
     click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)}{trials} "
                f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}", err=True)
     episodes = len(config.tasks) * len(config.harnesses) * config.trials
@@ -106,14 +114,16 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
               help="move bad lines of a damaged DIR/episodes.jsonl to episodes.quarantine.jsonl and play them again")
 @click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True,
               help="play each task N times per harness, each trial with its own derived seed")
-@click.option("--check-lock", "check_lock", default=None, metavar="LOCK.json",
+@click.option("--check-lock", "check_lock", default=None, metavar="LOCK.json", callback=path_callback,
               help="refuse to run (exit 2) when this run's lock differs from LOCK.json (another run's lock.json) "
                    "in what matters")
-@click.option("--in-flight", "in_flight", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--in-flight", "in_flight", type=click.IntRange(min=1), default=None,
               help="episodes played at once in this process, in threads: their model calls wait on the server "
-                   "together (for endpoints; see docs/models.md)")
+                   "together (for endpoints; see docs/models.md) [default: 1; for an endpoint agent played here, "
+                   "the --max-connections cap]")
 @click.option("--max-connections", "max_connections", type=click.IntRange(min=1), default=None,
-              help="at most N requests at once to each model endpoint, across all episodes and judges of a process "
+              help="at most N requests at once to each model endpoint, across all episodes and judges of a process; "
+                   "with an endpoint agent (--agent llm) and no --in-flight, also N episodes in flight "
                    "[default: no cap]")
 @click.option("--no-response-cache", "no_response_cache", is_flag=True,
               help="send every model request, even one the shared response cache holds (see docs/models.md)")
@@ -137,12 +147,12 @@ def run_command(harnesses, out, playbook, workers, executor, address, repair, tr
         raise CLIError("--out is empty; name a run directory (or leave --out out for runs/<env>-<task set>-...)")
     checked = make_checked_config(host, harnesses, out, playbook, trials=trials, **options)
     config = checked.config
+    in_flight = episodes_in_flight(checked.agent, in_flight, max_connections, workers, executor)
     try:
         summary = run_with_progress(host, config, options["quiet"], workers, repair, wanted_lock, executor, address,
                                     in_flight, checked)
-    except KeyboardInterrupt:
-        click.echo(f"interrupted: what was played is kept in {config.out}; rerun the same command to resume",
-                   err=True)
+    except KeyboardInterrupt as stop:
+        _say_interrupted(getattr(stop, "summary", None), config.out)
         raise
     click.echo(format_table(summary))
     click.echo(f"summary: {Path(config.out) / 'summary.json'}", err=True)
@@ -156,6 +166,18 @@ def run_command(harnesses, out, playbook, workers, executor, address, repair, tr
 
 
 UNFINISHED_EXIT = 3  # the run ended with episodes left unfinished (errors outside the agent): rerun to finish
+
+
+def _say_interrupted(summary: dict | None, out: str) -> None:
+    """After an interrupt: the table of what was played (its summary.json says `interrupted: true`) and how to
+    resume. A terminal that is gone (SIGHUP) cannot take them: the run directory holds them anyway."""
+    try:
+        if summary is not None:
+            click.echo(format_table(summary))
+            click.echo(f"summary: {Path(out) / 'summary.json'} (interrupted: the episodes recorded so far)", err=True)
+        click.echo(f"interrupted: what was played is kept in {out}; rerun the same command to resume", err=True)
+    except OSError:
+        pass
 
 
 @cli.group("envs", invoke_without_command=True)

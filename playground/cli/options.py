@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
@@ -169,6 +170,33 @@ def make_checked_config(host, harnesses, out: str | None, playbook: str | None, 
     except RunConfigError as exc:
         raise CLIError(str(exc)) from None
     return checked
+
+
+def connection_cap(max_connections: int | None) -> int | None:
+    """The cap on requests at once per endpoint: `--max-connections`, else `$PLAYGROUND_MAX_CONNECTIONS` (read as the
+    HTTP client reads it), else None (no cap, the default)."""
+    from playground.agents.http_model import MAX_CONNECTIONS_VARIABLE
+
+    if max_connections is not None:
+        return max_connections
+    value = os.environ.get(MAX_CONNECTIONS_VARIABLE, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def episodes_in_flight(agent: Any, in_flight: int | None, max_connections: int | None, workers: int | None = None,
+                       executor: str = "local") -> int:
+    """How many episodes `playground run` keeps in flight in its process: `--in-flight` when given; else, for an
+    agent that talks to an HTTP endpoint (its `model` is an `HTTPChatModel`, as the `llm` agent's) played here (the
+    local executor, one process), the connection cap (`connection_cap`), so one flag sets how many requests are at
+    the server at once; else 1 (no cap, the embedded model, worker processes, Ray: each keeps its own rule)."""
+    from playground.agents.http_model import HTTPChatModel
+
+    if in_flight is not None:
+        return in_flight
+    cap = connection_cap(max_connections)
+    if cap is None or executor != "local" or (workers or 1) > 1:
+        return 1
+    return cap if isinstance(getattr(agent, "model", None), HTTPChatModel) else 1
 
 
 def default_run_dir(config: RunConfig) -> str:

@@ -209,18 +209,40 @@ def view_command(run_dir: str, episode: str | None, harness: str | None, status:
     """Browse a run directory: list its episodes (filtered), or show one step by step. Output longer than the
     terminal is paged (`$PAGER`, else less) unless --no-pager."""
     path = Path(run_dir)
+    note = interrupted_note(path)
+
+    def listing(console: Console, page: Sequence[dict], matching: int, total: int) -> None:
+        if note:
+            console.print(Text(note, style="bold yellow"))
+        render_list(console, page, matching, total, offset, path)
+
     if episode is None and harness is None and status is None and label is None and task is None:
         page, total = read_page(path, offset, limit)  # no filter: parse only the page shown
-        show(lambda console: render_list(console, visible_data(page), total, total, offset, path), not no_pager)
+        show(lambda console: listing(console, visible_data(page), total, total), not no_pager)
         return
     records = load_records(path)
     chosen = select(records, path, harness, status, label, task)
     if episode is None:
         page = visible_data(chosen[offset:offset + limit])
-        show(lambda console: render_list(console, page, len(chosen), len(records), offset, path), not no_pager)
+        show(lambda console: listing(console, page, len(chosen), len(records)), not no_pager)
         return
     record = find_episode(chosen, episode)
     show(lambda console: render_episode(console, path, record, full), not no_pager)
+
+
+def interrupted_note(run_path: Path) -> str | None:
+    """A line saying the run was interrupted, when its summary.json says so (`interrupted: true`, written when a run
+    is stopped by Ctrl-C, SIGTERM or SIGHUP), else None (no summary, or an unreadable one)."""
+    try:
+        summary = json.loads((run_path / "summary.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(summary, dict) or summary.get("interrupted") is not True:
+        return None
+    harnesses = summary.get("harnesses") if isinstance(summary.get("harnesses"), dict) else {}
+    recorded = sum(h["episodes"] for h in harnesses.values() if isinstance(h, dict) and type(h.get("episodes")) is int)
+    return (f"interrupted: this run was stopped before its end; summary.json covers the {recorded} episode(s) "
+            "recorded. Rerun the same command to resume")
 
 
 def show(render: Callable[[Console], None], pager: bool = True) -> None:

@@ -18,6 +18,7 @@ verified resolved; tokens per episode; the episode list.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ class Run:
     config: dict[str, Any]
     lock: dict[str, Any] | None
     records: list[dict]
+    interrupted: bool = False  # its summary.json says it was stopped before its end (Ctrl-C, SIGTERM, SIGHUP)
 
 
 @dataclass
@@ -82,7 +84,11 @@ def load_run(path: str | Path, label: str) -> Run:
             lock = read_lock(path / LOCK_FILE)
         except LockError:
             lock = None
-    return Run(path, label, config, lock, [complete_record(path, r) for r in records])
+    try:
+        interrupted = json.loads((path / "summary.json").read_bytes()).get("interrupted") is True
+    except (OSError, ValueError, RecursionError, AttributeError):
+        interrupted = False
+    return Run(path, label, config, lock, [complete_record(path, r) for r in records], interrupted)
 
 
 
@@ -190,8 +196,15 @@ def build_report(paths: Sequence[str | Path], out: str | Path, pages: list[Trans
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
             f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
             f"<p class=\"meta\">written {escape(time.strftime('%Y-%m-%d %H:%M:%S'))}; {len(series)} harness(es), "
-            f"{sum(len(s.records) for s in series)} episodes</p><nav>{nav}</nav>{body}"
+            f"{sum(len(s.records) for s in series)} episodes</p>{_interrupted_banner(runs)}<nav>{nav}</nav>{body}"
             f"<script>{SCRIPT}</script></body></html>\n")
+
+
+def _interrupted_banner(runs: Sequence[Run]) -> str:
+    """A line per run that was interrupted: its figures are those of the episodes recorded before the stop."""
+    return "".join(f'<p class="interrupted">run {escape(run.label)} was interrupted: stopped before its end, it shows '
+                   f"the {len(run.records)} episode(s) recorded; rerun its command to resume</p>"
+                   for run in runs if run.interrupted)
 
 
 def _anchor(title: str) -> str:
@@ -467,7 +480,7 @@ th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 .legend{font-size:12px;margin:4px 0 12px}.key{margin-right:14px;white-space:nowrap}
 .chart{display:block;margin:8px 0}.status.won{color:#1a7f37;font-weight:600}.status.error{color:#c00;font-weight:600}
 .cause{color:#c00;font-size:12px;text-align:left;white-space:normal;min-width:220px;max-width:360px}
-#filter{width:420px;padding:4px;margin:6px 0}.wide{overflow-x:auto}
+#filter{width:420px;padding:4px;margin:6px 0}.wide{overflow-x:auto}.interrupted{color:#b45309;font-weight:600}
 """
 SCRIPT = """
 const box=document.getElementById('filter');

@@ -52,6 +52,9 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     `checked` is the caller's check of this very config (`validation.check_run`, as `playground run` makes it): while
     it holds, the config is not checked again, and its agent is the run's (the lock reads it; the first player in
     this process plays it).
+    An interrupt (KeyboardInterrupt) while episodes play settles them as the executor does (the ones in flight are
+    left unfinished, played again on resume), writes summary.json over the episodes recorded with `interrupted:
+    true` and finishes lock.json, then raises `RunInterrupted` (a KeyboardInterrupt) carrying that summary.
     """
     if isinstance(config.trials, bool) or not isinstance(config.trials, int) or config.trials < 1:
         raise RunConfigError(f"trials must be a whole number of at least 1, got {config.trials!r}")
@@ -82,31 +85,31 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     if previous_lock is not None:
         for line in lock_differences(previous_lock, lock):
             notify(f"warning: {LOCK_FILE} of the earlier session differs: {line}", None)
+    unfinished = Unfinished()
     try:
         write_lock(rundir.path, finish_lock(lock, host), previous_lock)  # "after": the playbooks as they are now
-        env_spec.provider.prepare(config.task_set, config.tasks, lambda msg: notify(msg, None))
-        header_base = {**env_spec.provider.describe(config.task_set), "run_id": run_id, "agent": config.agent,
-                       "split": config.split}
-        pending = []
-        for trial in range(1, config.trials + 1):  # trial by trial: a run with trials N is N passes over the tasks
-            for task_id in config.tasks:
-                for harness in config.harnesses:
-                    key = episode_key(harness, task_id, trial)
-                    if rundir.is_finished(key):
-                        notify(f"{key} (done before)", rundir.records[key])
-                    else:
-                        pending.append(Job(harness, task_id, trial))
-        discard_unfinished(host, config, run_id, pending)
-        work = RunWork(config, run_id, str(rundir.path), header_base, BuiltAgent(agent, host))
-        unfinished = _play_and_record(host, config, run_id, rundir, chosen.play(host, work, pending, on_step), notify)
-        summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],
-                                rundir.records.values())
-        summary.update(run_id=run_id, split=config.split, seed=config.seed, max_steps=config.max_steps,
-                       unfinished=len(unfinished.keys), unfinished_keys=unfinished.keys,
-                       stopped_by_breaker=unfinished.stopped)
-        rundir.write_summary(summary)
-        write_lock(rundir.path, finish_lock(lock, host, rundir.records.values()), previous_lock)
-        return summary
+        try:
+            env_spec.provider.prepare(config.task_set, config.tasks, lambda msg: notify(msg, None))
+            header_base = {**env_spec.provider.describe(config.task_set), "run_id": run_id, "agent": config.agent,
+                           "split": config.split}
+            pending = []
+            for trial in range(1, config.trials + 1):  # trial by trial: a run with trials N is N passes over the tasks
+                for task_id in config.tasks:
+                    for harness in config.harnesses:
+                        key = episode_key(harness, task_id, trial)
+                        if rundir.is_finished(key):
+                            notify(f"{key} (done before)", rundir.records[key])
+                        else:
+                            pending.append(Job(harness, task_id, trial))
+            discard_unfinished(host, config, run_id, pending)
+            work = RunWork(config, run_id, str(rundir.path), header_base, BuiltAgent(agent, host))
+            _play_and_record(host, config, run_id, rundir, chosen.play(host, work, pending, on_step), notify,
+                             unfinished)
+        except KeyboardInterrupt:  # the episodes in flight are settled (their generator closed): what was played
+            stopped = _finish(host, config, rundir, lock, previous_lock, unfinished, interrupted=True) \
+                if rundir.records else None
+            raise RunInterrupted(stopped) from None
+        return _finish(host, config, rundir, lock, previous_lock, unfinished)
     except OSError as exc:
         if exc.errno not in DISK_FULL:
             raise
@@ -114,6 +117,32 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                          "and an episode cut short is played again") from None
     finally:
         rundir.close()
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by an interrupt (Ctrl-C; the CLI turns SIGTERM and SIGHUP into one) after it wrote summary.json
+    over the episodes recorded, with `interrupted: true`, and finished lock.json; `summary` is that summary (None
+    when no episode was recorded: nothing is written then). A rerun of the same command resumes the run."""
+
+    def __init__(self, summary: dict | None) -> None:
+        super().__init__()
+        self.summary = summary
+
+
+def _finish(host: Host, config: RunConfig, rundir: RunDir, lock: dict, previous_lock: dict | None,
+            unfinished: Unfinished, interrupted: bool = False) -> dict:
+    """Write summary.json over the episodes recorded (`interrupted: true` for a run stopped before its end) and
+    lock.json with the playbooks as they are now; return the summary."""
+    summary = summarise_run(f"{config.env}:{config.task_set}", config.agent, rundir.config["harnesses"],
+                            rundir.records.values())
+    summary.update(run_id=rundir.config["run_id"], split=config.split, seed=config.seed, max_steps=config.max_steps,
+                   unfinished=len(unfinished.keys), unfinished_keys=unfinished.keys,
+                   stopped_by_breaker=unfinished.stopped)
+    if interrupted:
+        summary["interrupted"] = True
+    rundir.write_summary(summary)
+    write_lock(rundir.path, finish_lock(lock, host, rundir.records.values()), previous_lock)
+    return summary
 
 
 def _disk_full(config: RunConfig, exc: OSError, kept: str) -> RunDirError:
@@ -145,12 +174,13 @@ class Unfinished:
 
 
 def _play_and_record(host: Host, config: RunConfig, run_id: str, rundir: RunDir, records: Iterator[dict],
-                     notify: Callable[[str, dict | None], None]) -> Unfinished:
+                     notify: Callable[[str, dict | None], None], unfinished: Unfinished) -> Unfinished:
     """Record each finished episode as it comes. An episode that ended in an error is not recorded (unless
-    `config.record_errors`): it is logged to unfinished.jsonl, its playbook writes are taken back as a killed
-    episode's are, and the next run plays it again. After `config.max_consecutive_errors` such episodes in a row
-    (an endpoint or a disk that stays down) no more work is handed out."""
-    unfinished, streak = Unfinished(), 0
+    `config.record_errors`): it is logged to unfinished.jsonl (and noted in `unfinished`, which also says whether
+    the breaker stopped the run), its playbook writes are taken back as a killed episode's are, and the next run
+    plays it again. After `config.max_consecutive_errors` such episodes in a row (an endpoint or a disk that stays
+    down) no more work is handed out."""
+    streak = 0
     try:
         for record in records:
             if record.get("status") != "error" or config.record_errors:
