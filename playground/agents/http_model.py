@@ -24,7 +24,7 @@ import urllib.parse
 import urllib.request
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from playground.agents.chat import Completion, LLMError, cache_entry, from_cache_entry, grammar_schema, parse_completion
 from playground.agents.response_cache import cache_for, is_deterministic
@@ -50,6 +50,9 @@ class ResponseFormatRefused(LLMError):
 class HTTPChatModel:
     """A client for an OpenAI-compatible `/chat/completions` endpoint (vLLM, Ollama, llama.cpp, hosted APIs)."""
 
+    # `complete(choices=...)` cannot constrain the reply (the protocol has no field for it): a constrained agent asks
+    # for a JSON schema whose action is an enum of the choices instead (`playground.agents.llm.action_schema`)
+    constrains_choices: ClassVar[bool] = False
     base_url: str
     model: str
     api_key: str | None = None
@@ -73,8 +76,9 @@ class HTTPChatModel:
                  stop: list[str] | None = None) -> Completion:
         """Send one chat request (retrying transient failures) and return the reply.
 
-        `choices` is not sent: the OpenAI protocol has no field for it, so the reply is the model's own. `stop` is
-        sent as the request's `stop`.
+        `choices` is not sent: the OpenAI protocol has no field for it, so the reply is the model's own (a
+        constrained agent sends a `json_schema` with an enum instead: `constrains_choices`). `stop` is sent as the
+        request's `stop`.
 
         With `json_schema`, the request asks for a JSON object of that schema by `response_format`, starting at
         `reply_format`: a server that refuses it (HTTP 400, 404, 415, 422 or 501, or an error naming

@@ -19,20 +19,29 @@ tokens, stopped at the newline), then the constrained call decodes the action wi
 prompt. Two calls rather than one grammar `Thought: ...\nAction: <choice>`: the OpenAI protocol has no field
 for a grammar, so only plain calls work with every model. The proposal's tokens are both calls' (docs/models.md,
 "Reasoning before a constrained action").
+
+A model that cannot constrain a reply to `choices` (`constrains_choices = False`: an HTTP endpoint) is asked for a
+JSON schema instead (`action_schema`): a free one-line thought, then the action as an enum of the choices, in one
+call (with `think`, the action alone). The endpoint lowers the request's `response_format` once per client where the
+server refuses it (`HTTPChatModel.reply_format`). Such a model cannot write a template's argument under an enum, so
+a step whose choices include a template, or that has no list, is played unconstrained, and the agent says so once.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from playground.agents.base import AgentConfigError, parse_options
-from playground.agents.chat import ChatModel, LLMError
+from playground.agents.chat import ChatModel, LLMError, grammar_schema
 from playground.agents.http_model import HTTPChatModel
 from playground.agents.local_model import LocalChatModel
 from playground.agents.response_cache import OFF_WORDS, default_cache_dir
+from playground.agents.structured import json_object_in
 from playground.core.actions import is_admissible, is_template
 from playground.core.payloads import AgentView, Proposal
 from playground.processes import cores_per_process
@@ -47,6 +56,14 @@ SYSTEM_PROMPT = (
 FORMAT_REMINDER = ("Your reply did not follow the format. Answer with two lines only:\n"
                    "Thought: <one short sentence>\nAction: <exactly one action>")
 THOUGHT_MAX_TOKENS = 48  # a one-sentence thought before a constrained action
+SCHEMA_SYSTEM_PROMPT = (
+    "You are an agent acting in a text environment to reach a goal. Each turn, answer with one JSON object only:\n"
+    '{"thought": "<one short sentence about what to do next>", "action": "<exactly one of the valid actions>"}'
+)
+THOUGHT_MAX_CHARS = 200  # the thought of a reply asked for by `action_schema`: one line of plain characters
+TEMPLATE_NOTE = ("a step's actions include a template (verb[...]), which an enum cannot admit: such steps are "
+                 "decoded unconstrained")
+NO_LIST_NOTE = "the env lists no admissible actions: steps without a list are decoded unconstrained"
 ACTION_REQUEST = "Now the action: exactly one of the valid actions, nothing else."
 FINISH_WORDS = {"finish", "finished", "done", "stop"}
 ACTION_LINE = re.compile(r"^\s*\**action\s*:\**\s*(.+?)\s*$", re.I | re.M)
@@ -104,6 +121,30 @@ def parse_reply(text: str, admissible: tuple[str, ...] | None) -> tuple[str, str
     return None
 
 
+def action_schema(actions: Sequence[str], thought: bool = True) -> dict:
+    """The JSON schema a constrained agent asks an endpoint for: a free thought (one line of at most
+    `THOUGHT_MAX_CHARS` plain characters, written as a `pattern`), then the action, one of `actions`. The thought
+    comes first so the model reasons before it picks; `thought=False` asks for the action alone."""
+    properties: dict[str, Any] = {}
+    if thought:
+        properties["thought"] = grammar_schema({"type": "string", "maxLength": THOUGHT_MAX_CHARS})
+    properties["action"] = {"type": "string", "enum": list(actions)}
+    return {"title": "action", "type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def parse_schema_reply(text: str, admissible: tuple[str, ...] | None) -> tuple[str, str] | None:
+    """(thought, action) from a reply asked for with `action_schema`: its JSON object's fields, else the text read
+    as `parse_reply` reads it (a server that constrained nothing may answer in lines); None when no action can be
+    read."""
+    value = json_object_in(text)
+    action = value.get("action") if value is not None else None
+    if isinstance(action, str) and action.strip():
+        thought = value.get("thought") if value is not None else None
+        return (thought.strip()[:300] if isinstance(thought, str) else ""), _unquote(action)
+    return parse_reply(text, admissible)
+
+
 def read_thought(text: str) -> str:
     """The thought in the first line of a reply (`Thought: ...`, or the bare line); "" for an empty line or one
     that already names the action."""
@@ -134,6 +175,9 @@ class LLMAgent:
         self.model = model
         self.window, self.max_obs_chars, self.constrained, self.history = window, max_obs_chars, constrained, history
         self.think = think  # constrained: write a free-text thought first (a call of its own)
+        # False where the model cannot constrain a reply to `choices` (an endpoint): it is asked for a JSON schema
+        self.constrains_choices = bool(getattr(model, "constrains_choices", True))
+        self._noted: set[str] = set()
 
     @property
     def model_file(self) -> str | None:
@@ -147,7 +191,12 @@ class LLMAgent:
     def propose(self, view: AgentView) -> Proposal:
         messages = render_prompt(view, self.window, self.max_obs_chars, self.history)
         if self.constrained and view.admissible_actions:
-            return self._propose_constrained(view, messages, view.admissible_actions)
+            choices = constrained_choices(view, view.admissible_actions)
+            if self.constrains_choices or not any(is_template(choice) for choice in choices):
+                return self._propose_constrained(messages, choices)
+            self._note(TEMPLATE_NOTE)
+        elif self.constrained and not self.constrains_choices:
+            self._note(NO_LIST_NOTE)
         reply = self.model.complete(messages)
         prompt_tokens, completion_tokens = reply.prompt_tokens, reply.completion_tokens
         parsed = parse_reply(reply.text, view.admissible_actions)
@@ -166,12 +215,14 @@ class LLMAgent:
         return Proposal(thought, "" if finish else action, finish, prompt_tokens, completion_tokens,
                         prompt=tuple(messages))
 
-    def _propose_constrained(self, view: AgentView, messages: list[dict], admissible: tuple[str, ...]) -> Proposal:
-        """Decode the action over the admissible actions, after a free-text thought when `think` is on."""
-        # only a message that restricts the agent narrows decoding; offered actions are otherwise suggestions
-        message = view.message
-        offered = [a for a in (message.actions if message is not None and message.restrict else ())
-                   if is_admissible(a, admissible)]
+    def _note(self, note: str) -> None:
+        """Say once per agent that a constrained agent decodes some steps unconstrained, and why."""
+        if note not in self._noted:
+            self._noted.add(note)
+            logging.getLogger(__name__).warning("agent with constrained=true: %s", note)
+
+    def _propose_constrained(self, messages: list[dict], choices: list[str]) -> Proposal:
+        """Decode the action over `choices`, after a free-text thought when `think` is on."""
         thought, prompt_tokens, completion_tokens = "", 0, 0
         if self.think:
             first = self.model.complete(messages, max_tokens=THOUGHT_MAX_TOKENS, stop=["\n"])
@@ -180,15 +231,43 @@ class LLMAgent:
             if thought:
                 messages = messages + [{"role": "assistant", "content": f"Thought: {thought}"},
                                        {"role": "user", "content": ACTION_REQUEST}]
-        reply = self.model.complete(messages, choices=offered or list(admissible))
+        if not self.constrains_choices:
+            return self._propose_by_schema(messages, choices, thought, prompt_tokens, completion_tokens)
+        reply = self.model.complete(messages, choices=choices)
         return Proposal(thought, reply.text.strip(), False, prompt_tokens + reply.prompt_tokens,
                         completion_tokens + reply.completion_tokens, prompt=tuple(messages))
+
+    def _propose_by_schema(self, messages: list[dict], choices: list[str], thought: str, prompt_tokens: int,
+                           completion_tokens: int) -> Proposal:
+        """Ask for `action_schema(choices)`: the thought and the action in one JSON object (the action alone after
+        a thought of its own); a reply with no readable action goes to the env as its first line."""
+        if not thought:  # the reply writes the thought: the system prompt asks for the object
+            messages = [{"role": "system", "content": SCHEMA_SYSTEM_PROMPT}, *messages[1:]]
+        reply = self.model.complete(messages, json_schema=action_schema(choices, thought=not thought))
+        prompt_tokens += reply.prompt_tokens
+        completion_tokens += reply.completion_tokens
+        parsed = parse_schema_reply(reply.text, tuple(choices))
+        if parsed is None:
+            first_line = (reply.text.strip().splitlines() or [""])[0][:200]
+            return Proposal(thought or reply.text.strip()[:500], first_line, False, prompt_tokens, completion_tokens,
+                            prompt=tuple(messages))
+        return Proposal(thought or parsed[0], parsed[1], False, prompt_tokens, completion_tokens,
+                        prompt=tuple(messages))
+
+
+def constrained_choices(view: AgentView, admissible: tuple[str, ...]) -> list[str]:
+    """What a constrained agent decodes over: the actions an intervention message offers when it restricts the agent
+    to them (those admissible), else the admissible actions; offered actions are otherwise suggestions."""
+    message = view.message
+    offered = [a for a in (message.actions if message is not None and message.restrict else ())
+               if is_admissible(a, admissible)]
+    return offered or list(admissible)
 
 
 HTTP_DEFAULTS: dict[str, Any] = {
     "base_url": "", "model": "", "api_key_env": "OPENAI_API_KEY", "temperature": 0.0, "seed": 0,
     "max_tokens": 256, "timeout": 60.0, "retries": 4, "cache_dir": "", "window": 5, "max_obs_chars": 800,
-    "history": "blocks",
+    "history": "blocks", "constrained": False,
 }
 LOCAL_DEFAULTS: dict[str, Any] = {
     "gguf": "", "temperature": 0.0, "seed": 0, "max_tokens": 64, "threads": "auto", "n_ctx": 8192,
@@ -223,13 +302,14 @@ def local_threads(option: Any) -> int:
 
 
 def make_llm_agent(**options: Any) -> LLMAgent:
-    """Build the `llm` agent: an OpenAI-compatible endpoint given by base_url and model."""
+    """Build the `llm` agent: an OpenAI-compatible endpoint given by base_url and model (`constrained=True`: each
+    action is asked for by a JSON schema whose action is one of the step's admissible actions)."""
     o = parse_options(HTTP_DEFAULTS, options, "llm")
     if not o["base_url"] or not o["model"]:
         raise ValueError("agent 'llm' needs --llm-base-url (e.g. http://127.0.0.1:8000/v1) and --model")
     model = HTTPChatModel(o["base_url"], o["model"], os.environ.get(o["api_key_env"]) or None, o["temperature"],
                           o["seed"], o["max_tokens"], o["timeout"], o["retries"], cache_dir=_cache_dir(o["cache_dir"]))
-    return LLMAgent(model, o["window"], o["max_obs_chars"], history=o["history"])
+    return LLMAgent(model, o["window"], o["max_obs_chars"], constrained=o["constrained"], history=o["history"])
 
 
 def make_local_agent(**options: Any) -> LLMAgent:

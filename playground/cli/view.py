@@ -239,7 +239,8 @@ def interrupted_note(run_path: Path) -> str | None:
         return None
     if not isinstance(summary, dict) or summary.get("interrupted") is not True:
         return None
-    harnesses = summary.get("harnesses") if isinstance(summary.get("harnesses"), dict) else {}
+    found = summary.get("harnesses")
+    harnesses: dict = found if isinstance(found, dict) else {}
     recorded = sum(h["episodes"] for h in harnesses.values() if isinstance(h, dict) and type(h.get("episodes")) is int)
     return (f"interrupted: this run was stopped before its end; summary.json covers the {recorded} episode(s) "
             "recorded. Rerun the same command to resume")
