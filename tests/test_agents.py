@@ -164,3 +164,14 @@ def test_noisy_records_each_injected_failure_in_its_proposal():
             streaks.append(mark["streak"])
         assert streaks == sorted(streaks) and all(s >= 1 for s in streaks)
     assert injected > 10
+
+
+def test_a_boolean_option_given_as_a_word_reads_as_that_word():
+    """`parse_options` took bool("false") for True; a word is read as what it says, anything else refused."""
+    from playground.agents.base import AgentConfigError, parse_options
+
+    assert parse_options({"flag": True}, {"flag": "false"}, "a") == {"flag": False}
+    assert parse_options({"flag": False}, {"flag": "True"}, "a") == {"flag": True}
+    assert parse_options({"flag": False}, {"flag": 0}, "a") == {"flag": False}
+    with pytest.raises(AgentConfigError, match="option 'flag' expects true or false, got 'maybe'"):
+        parse_options({"flag": False}, {"flag": "maybe"}, "a")

@@ -58,6 +58,12 @@ def parse_options(defaults: dict[str, Any], options: dict[str, Any], agent: str)
             raise AgentConfigError(f"agent {agent!r} has no option {key!r}; options: "
                                    f"{', '.join(sorted(defaults)) or '(none)'}")
         kind = type(defaults[key])
+        if kind is bool and not isinstance(value, bool):  # bool("false") is True: take the words, refuse the rest
+            words = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+            if str(value).strip().lower() not in words:
+                raise AgentConfigError(f"agent {agent!r} option {key!r} expects true or false, got {value!r}")
+            merged[key] = words[str(value).strip().lower()]
+            continue
         try:
             merged[key] = kind(value) if not isinstance(value, kind) else value
         except (TypeError, ValueError):
