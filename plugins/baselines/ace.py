@@ -114,7 +114,8 @@ class AcePlaybook:
         bullets = []
         for record in read_ace(path, strict=True):  # its own file: a bad line is damage, refused up front
             provenance = record["provenance"]
-            bullets.append(Bullet(str(provenance["id"]), record["subtype"] or "OTHERS", record["principle"],
+            text = "" if provenance.get("empty") is True else record["principle"]  # an empty bullet stays empty
+            bullets.append(Bullet(str(provenance["id"]), record["subtype"] or "OTHERS", text,
                                   int(record["helped"]), int(provenance.get("harmful", 0))))
         return cls(bullets)
 

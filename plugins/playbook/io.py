@@ -14,16 +14,18 @@ past now (a lesson from the future would rank newest for ever and never be prune
 age), so a record outside either range is refused, not clamped.
 
 Nothing read from a playbook file is ever executed or evaluated: JSONL lines go through
-`json.loads` only, ACE lines through one regular expression.
+`json.loads` only, ACE lines through regular expressions.
 
 ACE playbooks (https://github.com/ace-agent/ace) have no failure types, so every ACE bullet
 becomes a lesson of the failure type "procedure", which the playbook plugin declares with
-one label per canonical ACE section; see `read_ace` for the whole mapping, and `write_ace`
-for the way back (an ACE file read and written again keeps its bullets: ids, sections in
-their order with their headers as written, counters, and each bullet's text byte for byte;
-sections with no bullet are not kept, since a playbook holds lessons). Like ACE's own
-parsers, reading skips the lines it cannot use (prose, bullets with no text), with a
-warning naming file and line; `strict=True` refuses the whole file instead.
+one label per canonical ACE section; see `read_ace` for the whole mapping. The text format
+itself (which lines are headers and bullets, and writing a playbook back) is `ace_format`,
+whose rules are docs/playbook-ace-format.md; its public names are also importable from here.
+An ACE file imported into a playbook and exported again keeps its bullets (ids, sections with
+their headers as written, counters, each bullet's text byte for byte), in file order, and its
+header lines where they were (empty sections and a header that comes twice included). Like
+ACE, reading skips the lines the rules do not read as a header or a bullet, with a warning
+naming file and line; `strict=True` refuses the whole file instead.
 
 Failure types and labels are checked against a `LabelRegistry`: the one given, else the
 process-wide host's (`playground.host.manager.default_labels`).
@@ -34,7 +36,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import time
 import warnings
 from dataclasses import dataclass
@@ -44,6 +45,14 @@ from typing import Any, Iterable
 from playground.core.errors import PlaygroundError
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry, UnknownFailure
 from playground.host_api import atomic_write, default_labels
+from playground.plugins.playbook.ace_format import ACE_FAILURE_TYPE as ACE_FAILURE_TYPE
+from playground.plugins.playbook.ace_format import ACE_FALLBACK_SECTION as ACE_FALLBACK_SECTION
+from playground.plugins.playbook.ace_format import ACE_SECTIONS as ACE_SECTIONS
+from playground.plugins.playbook.ace_format import EMPTY_BULLET_TEXT, AceLine, ace_lines, parse_ace_line
+from playground.plugins.playbook.ace_format import ace_bullet as ace_bullet
+from playground.plugins.playbook.ace_format import ace_text as ace_text
+from playground.plugins.playbook.ace_format import ace_trigger as ace_trigger
+from playground.plugins.playbook.ace_format import write_ace as write_ace
 
 MAX_TEXT_CHARS = 4_000  # trigger, principle
 MAX_SUBTYPE_CHARS = 200
@@ -60,19 +69,6 @@ COUNTERS = ("retrieved", "verified", "helped")
 MAX_COUNTER = 2**53 - 1  # the largest integer every JSON reader keeps exact
 MAX_CLOCK_SKEW_S = 86_400.0  # how far past this machine's clock a created_at may lie (another machine's clock)
 
-ACE_FAILURE_TYPE = "procedure"
-# The sections ACE's generator writes, and the label each one maps to. A section not
-# listed here keeps its title as the lesson's subtype and gets the label "others".
-ACE_SECTIONS = {
-    "STRATEGIES AND HARD RULES": "strategies_and_hard_rules",
-    "APIS TO USE FOR SPECIFIC INFORMATION": "apis_to_use",
-    "USEFUL CODE SNIPPETS AND TEMPLATES": "code_snippets_and_templates",
-    "COMMON MISTAKES AND CORRECT STRATEGIES": "common_mistakes",
-    "PROBLEM-SOLVING HEURISTICS AND WORKFLOWS": "heuristics_and_workflows",
-    "VERIFICATION CHECKLIST": "verification_checklist",
-    "TROUBLESHOOTING AND PITFALLS": "troubleshooting_and_pitfalls",
-    "OTHERS": "others",
-}
 # What the playbook plugin declares through `register_failure_labels`.
 FAILURE_LABELS = (
     FailureType(ACE_FAILURE_TYPE, "procedure_breadth",
@@ -80,9 +76,6 @@ FAILURE_LABELS = (
     *(FailureLabel(label, ACE_FAILURE_TYPE) for label in ACE_SECTIONS.values()),
 )
 
-_ACE_BULLET = re.compile(r"^\[(?P<id>[^\]]*[^\]\s][^\]]*)\]\s*(?P<rest>.*)$")  # ids may hold spaces, as in ACE
-_ACE_COUNTERS = re.compile(r"^helpful=(?P<helpful>\S*)\s+harmful=(?P<harmful>\S*)\s*::(?P<text>.*)$")
-_TRIGGER_OPENERS = ("for ", "when ", "whenever ", "if ", "before ", "after ", "while ", "during ")
 
 
 class PlaybookError(PlaygroundError):
@@ -114,10 +107,12 @@ class ImportReport:
     last_id: int | None = None
     skipped: tuple[str, ...] = ()  # "line N: why" for each line a tolerant import skipped
     already_held: int = 0  # lessons not added because the playbook holds them already (same text and provenance)
+    notes: tuple[str, ...] = ()  # what an ACE import did that the file may not expect (a bullet kept twice, ...)
 
 
 class PlaybookImportWarning(UserWarning):
-    """A line of an ACE playbook that a tolerant import skipped (the message names file and line)."""
+    """A line of an ACE playbook that a tolerant import skipped, or a note on how one was read (the message names
+    file and line)."""
 
 
 def label_key(labels: Iterable[str]) -> str:
@@ -230,13 +225,18 @@ def normalized(record: dict) -> dict:
     }
 
 
-def _file_text_lines(path: Path) -> list[tuple[int, bytes]]:
-    """Return (line number, raw line) pairs of a file, after checking that it can be read at all."""
+def _check_readable(path: Path) -> None:
+    """Raise PlaybookImportError unless `path` is a file of at most MAX_FILE_BYTES."""
     if not path.is_file():
         raise PlaybookImportError(path, ["not a readable file"])
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise PlaybookImportError(path, [f"file is {size:,} bytes, more than {MAX_FILE_BYTES:,}"])
+
+
+def _file_text_lines(path: Path) -> list[tuple[int, bytes]]:
+    """Return (line number, raw line) pairs of a file (lines end at LF), after checking that it can be read at all."""
+    _check_readable(path)
     with open(path, "rb") as handle:
         return list(enumerate(handle, start=1))
 
@@ -293,158 +293,111 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
     return count
 
 
-def ace_trigger(text: str, section: str) -> str:
-    """Return the trigger of an ACE bullet: its opening condition ("For file deletion tasks",
-    "When syncing contacts across platforms") or, when it has none, "ACE section: SECTION"."""
-    lowered = text.lower()
-    if lowered.startswith(_TRIGGER_OPENERS) and not lowered.startswith(("for example", "for instance")):
-        depth = 0
-        for position, char in enumerate(text[:300]):
-            depth += {"(": 1, ")": -1}.get(char, 0)
-            if depth == 0 and char in ":,." and position > 4:
-                return text[:position].strip()
-    return f"ACE section: {section or 'none'}"
 
 
-def _ace_bullet(rest: str) -> tuple[tuple[str, int | None, int | None], list[str]]:
-    """The (text, helpful, harmful) of an ACE bullet after its id, and what is wrong with it: counters that are
-    not `helpful=N harmful=N ::` with N from 0 to MAX_COUNTER, or no text."""
-    helpful = harmful = None
-    if rest.startswith(("helpful=", "harmful=")):
-        counters = _ACE_COUNTERS.match(rest)
-        if counters is None:
-            return ("", None, None), [f"counters must read 'helpful=N harmful=N :: text', not {rest[:60]!r}"]
-        problems = []
-        values = {}
-        for name in ("helpful", "harmful"):
-            raw = counters[name]
-            value = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 20 else raw
-            values[name] = value
-            problems += counter_problems(name, value)
-        if problems:
-            return ("", None, None), problems
-        helpful, harmful, rest = int(values["helpful"]), int(values["harmful"]), counters["text"].strip()
-    if not rest:
-        return ("", None, None), ["the bullet has no text"]
-    return (rest, helpful, harmful), []
+def _ace_record(line: AceLine, header: str | None, now: float) -> tuple[dict, list[str]]:
+    """The lesson record of an ACE bullet under `header` (None: before any header), and what is wrong with its
+    counters (they must be whole numbers from 0 to MAX_COUNTER)."""
+    problems = [problem for name, value in (("helpful", line.helpful), ("harmful", line.harmful))
+                if value is not None for problem in counter_problems(name, value)]
+    section = (header or "").rstrip(":").strip()
+    subtype = section[:MAX_SUBTYPE_CHARS]  # a longer title is kept whole as the header
+    provenance: dict[str, Any] = {"source": "ace", "id": line.bullet_id}
+    if line.harmful is not None:
+        provenance["harmful"] = line.harmful
+    if header is not None and (header != subtype or not header):
+        provenance["header"] = header  # as written: a trailing colon, a long title, an empty `##` (not "no header")
+    if not line.text:
+        provenance["empty"] = True
+    principle = line.text or EMPTY_BULLET_TEXT
+    return {
+        "failure_type": ACE_FAILURE_TYPE,
+        "labels": [ACE_SECTIONS.get(section.upper(), "others")],
+        "subtype": subtype,
+        "trigger": ace_trigger(line.text, subtype),
+        "principle": principle,
+        "provenance": provenance,
+        "created_at": now,
+        "helped": line.helpful or 0,
+    }, problems
 
 
 def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None, *, strict: bool = False,
-             skipped: list[str] | None = None) -> list[dict]:
-    """Return the lesson records of an ACE playbook.
+             skipped: list[str] | None = None, notes: list[str] | None = None,
+             headers: list[tuple[int, str]] | None = None) -> list[dict]:
+    """Return the lesson records of an ACE playbook, one per bullet, in file order.
 
-    A usable line is blank, a `#` header, or a `[id] (helpful=X harmful=Y ::) text` bullet with a
-    text and, where given, counters from 0 to MAX_COUNTER. Any other line is skipped, as ACE's
-    parsers skip it: its "line N: why" is appended to `skipped` when given, else issued as a
-    PlaybookImportWarning naming the file. With `strict`, such lines raise PlaybookImportError
-    listing them all instead (and nothing is returned).
+    Lines are read by the rules of `ace_format` (docs/playbook-ace-format.md): blank lines, `##`
+    headers and bullets are used; any other line, and a bullet the playbook cannot hold (counters
+    over MAX_COUNTER, a text over MAX_TEXT_CHARS, ...), is skipped: its "line N: why" is appended
+    to `skipped` when given, else issued as a PlaybookImportWarning naming the file. With `strict`,
+    such lines raise PlaybookImportError listing them all instead (and nothing is returned).
+    `notes` (else warnings) receives what was read but may surprise: a bullet identical to an
+    earlier one (kept as a lesson of its own, marked `"copy": N` in its provenance), a non-blank
+    file with no bullet. `headers` receives (line number, name as written) for each header line.
 
     Mapping: failure type "procedure"; label = the section's ACE_SECTIONS label ("others" for an
-    unknown section); subtype = the section title (trailing colon dropped); principle = the bullet
-    text exactly as written; trigger = `ace_trigger(text, section)`; helped = helpful; provenance =
-    {"source": "ace", "id": ..., "harmful": ..., "header": the section title as written, when it
-    differs from the subtype}. Lessons keep the file's order in their ids and share one created_at.
-    Labels are checked against `labels` (default: the host's).
+    unknown section or none); subtype = the section title (trailing colon dropped; "" before any
+    header; at most MAX_SUBTYPE_CHARS, the header keeping the whole title); principle = the bullet
+    text exactly as written (EMPTY_BULLET_TEXT for an empty one, with `"empty": true`); trigger =
+    `ace_trigger(text, section)`; helped = helpful; provenance = {"source": "ace", "id": ...,
+    "harmful": ... (bullets with counters), "header": the section title as written, when it differs
+    from the subtype or is empty}.
+    Lessons keep the file's order in their ids and share one created_at. Labels are checked
+    against `labels` (default: the host's).
     """
     path = Path(path)
+    _check_readable(path)
     now = time.time()
-    section = header = ""
+    header: str | None = None
     records: list[dict] = []
     problems: list[str] = []
-    for number, raw in _file_text_lines(path):
+    found: list[str] = []
+    seen: dict[str, tuple[int, int]] = {}  # a bullet's identity -> (its first line, copies so far)
+    used = last = 0  # non-blank lines, the number of the last
+    for number, raw in ace_lines(path.read_bytes()):
         text = _decoded(number, raw, problems)
-        if text is None or not text.strip():
+        line = parse_ace_line(text) if text is not None else None
+        if text is None or line is not None:  # a line that is not UTF-8 (or too long) is not blank
+            used, last = used + 1, number
+        if line is None:
             continue
-        text = text.strip()
-        if text.startswith("#"):
-            if text.startswith("## "):
-                header = text[3:].strip()
-                section = header.rstrip(":").strip()
+        if line.kind == "header":
+            header = line.text
+            if headers is not None:
+                headers.append((number, header))
             continue
-        match = _ACE_BULLET.match(text)
-        if not match:
-            problems.append(f"line {number}: not a '## SECTION' header or an '[id] text' bullet: {text[:60]!r}")
+        if line.kind != "bullet":
+            problems.append(f"line {number}: {line.problem}")
             continue
-        bullet, bullet_problems = _ace_bullet(match["rest"])
-        if bullet_problems:
-            problems += [f"line {number}: {problem}" for problem in bullet_problems]
-            continue
-        principle, helpful, harmful = bullet
-        provenance: dict[str, Any] = {"source": "ace", "id": match["id"]}
-        if harmful is not None:
-            provenance["harmful"] = harmful
-        if header != section:
-            provenance["header"] = header
-        record = {
-            "failure_type": ACE_FAILURE_TYPE,
-            "labels": [ACE_SECTIONS.get(section.upper(), "others")],
-            "subtype": section,
-            "trigger": ace_trigger(principle, section),
-            "principle": principle,
-            "provenance": provenance,
-            "created_at": now,
-            "helped": helpful or 0,
-        }
-        line_problems = lesson_problems(record, labels=labels)
+        record, line_problems = _ace_record(line, header, now)
+        identity = json.dumps([record["subtype"], record["principle"], record["provenance"]], ensure_ascii=False)
+        if identity in seen:
+            first, copies = seen[identity]
+            seen[identity] = (first, copies + 1)
+            record["provenance"]["copy"] = copies + 1
+            found.append(f"line {number}: the same bullet as line {first} (section, id, text, harmful count); kept as "
+                         f"a lesson of its own, marked \"copy\": {copies + 1} in its provenance (counters not added)")
+        else:
+            seen[identity] = (number, 1)
+        if not line_problems:
+            line_problems = lesson_problems(record, labels=labels)
         problems += [f"line {number}: {problem}" for problem in line_problems]
         if not line_problems:
             records.append({**normalized(record), "line": number})
     if problems and strict:
         raise PlaybookImportError(path, problems)
+    if not records and used:
+        where = "line 1" if last == 1 else f"lines 1-{last}"
+        found.append(f"{where}: no bullet in {used} non-blank line(s) ({len(problems)} skipped); nothing to import")
     for problem in problems:
         if skipped is not None:
             skipped.append(problem)
         else:
             warnings.warn(f"{path}: {problem} (skipped)", PlaybookImportWarning, stacklevel=2)
+    for note in found:
+        if notes is not None:
+            notes.append(note)
+        else:
+            warnings.warn(f"{path}: {note}", PlaybookImportWarning, stacklevel=2)
     return records
-
-
-ACE_FALLBACK_SECTION = "TROUBLESHOOTING AND PITFALLS"  # where `write_ace` puts lessons that are not ACE bullets
-
-
-def ace_bullet(record: dict) -> tuple[str, str, int, int, str]:
-    """Return a lesson record as an ACE bullet: (section header, id, helpful, harmful, one-line text).
-
-    The inverse of `read_ace` for "procedure" lessons: the section is the header as written (from
-    the provenance), else the subtype, else the section of the label; the id and harmful count come
-    from the provenance (a lesson that has no ACE id gets `pb-<its id>`), helpful is `helped`, the
-    text is the principle, unchanged but for \\r and \\n (written as spaces, to keep one line).
-    Any other lesson (a recovery lesson of a diagnosed failure) goes to TROUBLESHOOTING AND
-    PITFALLS as "When TRIGGER: PRINCIPLE".
-    """
-    provenance = record.get("provenance") or {}
-    ace = provenance.get("source") == "ace" and isinstance(provenance.get("id"), str)
-    bullet_id = provenance["id"] if ace else f"pb-{int(record.get('id') or 0):05d}"
-    if record["failure_type"] == ACE_FAILURE_TYPE:
-        by_label = {label: section for section, label in ACE_SECTIONS.items()}
-        header = provenance.get("header")
-        header = header.strip() if ace and isinstance(header, str) else ""
-        section = (header or record.get("subtype")
-                   or by_label.get((record.get("labels") or ["others"])[0], "OTHERS"))
-        text = record["principle"]
-    else:
-        section, text = ACE_FALLBACK_SECTION, f"When {record['trigger']}: {record['principle']}"
-    harmful = provenance.get("harmful", 0)
-    harmful = harmful if isinstance(harmful, int) and not isinstance(harmful, bool) and harmful >= 0 else 0
-    one_line = re.sub(r"[\r\n]+", " ", text)  # a file line ends at "\n"; "\r" would end it for other readers
-    return section, bullet_id, int(record.get("helped") or 0), harmful, one_line.strip()
-
-
-def ace_text(records: Iterable[dict]) -> str:
-    """Return lesson records as an ACE playbook: `## SECTION` headers, each section where its first
-    lesson comes (so an imported file keeps its section order), and `[id] helpful=X harmful=Y :: text`
-    bullets in record order."""
-    sections: dict[str, list[str]] = {}
-    for record in records:
-        section, bullet_id, helpful, harmful, text = ace_bullet(record)
-        sections.setdefault(section, []).append(f"[{bullet_id}] helpful={helpful} harmful={harmful} :: {text}")
-    blocks = [f"## {name}\n" + "".join(line + "\n" for line in lines) for name, lines in sections.items()]
-    return "\n".join(blocks)
-
-
-def write_ace(path: str | os.PathLike, records: Iterable[dict]) -> int:
-    """Write lesson records as an ACE playbook (`ace_text`), replacing `path` only once written; return the count."""
-    records = list(records)
-    text = ace_text(records)
-    atomic_write(path, lambda handle: handle.write(text))
-    return len(records)

@@ -3,23 +3,27 @@ whole copies. The functions that touch the database work inside the caller's tra
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
 import sqlite3
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Callable, Iterable
 
-from playground.plugins.playbook.io import PlaybookError, label_key, write_ace, write_jsonl
+from playground.plugins.playbook.ace_format import write_ace
+from playground.plugins.playbook.io import PlaybookError, label_key, write_jsonl
 from playground.plugins.playbook.provenance import insert, log
 from playground.plugins.playbook.schema import COLUMNS, ID, lesson_from_row
 
 MERGE_ROWS = ("SELECT id, failure_type, label_key, created_at, trigger_pattern, principle FROM lessons "
               "WHERE id > ? ORDER BY id LIMIT ?")  # keyset-paged: what `merge_plan` compares
+ACE_HEADERS_KEY = "ace_headers"  # playbook_meta: the header lines of imported ACE files (`ace_headers`)
+MAX_ACE_HEADERS = 10_000  # header lines recorded in all; more are not kept for export (the import report says so)
 MOVE_USES = """INSERT INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, retrieved, verified, helped)
     SELECT run, episode, attempt, step, ?, kind, retrieved, verified, helped FROM lesson_uses WHERE lesson_id = ?
     ON CONFLICT (run, episode, attempt, step, lesson_id, kind) DO UPDATE SET retrieved = retrieved + excluded.retrieved,
@@ -125,9 +129,11 @@ def pruner(max_age_days: float | None, min_helped: int | None,
 
 # ---- importing and exporting --------------------------------------------------------------
 
-def import_new(db: sqlite3.Connection, path: str | Path, records: list[dict], kind: str) -> tuple[list[int], list[int]]:
+def import_new(db: sqlite3.Connection, path: str | Path, records: list[dict], kind: str,
+               held: dict[int, int] | None = None) -> tuple[list[int], list[int]]:
     """Insert the checked records read from file `path` (format `kind`) that the playbook does not hold yet (the
-    same text and provenance); return (the new ids, the line numbers of records already there)."""
+    same text and provenance); return (the new ids, the line numbers of records already there). `held`, when
+    given, receives the line number -> id of the lesson held for each record already there."""
     already: list[int] = []
     ids = []
     for record in records:  # a lesson the playbook already holds (same text and provenance) is not added again
@@ -139,6 +145,8 @@ def import_new(db: sqlite3.Connection, path: str | Path, records: list[dict], ki
         ).fetchone()
         if same is not None:
             already.append(record["line"])
+            if held is not None:
+                held[record["line"]] = same[0]
             continue
         ids.append(insert(db, record, "import", {"source": str(path), "format": kind, "line": record["line"],
                                                  "source_id": record.get("source_id")}))
@@ -151,10 +159,60 @@ def export_jsonl(db: sqlite3.Connection, path: str | Path) -> int:
     return write_jsonl(path, (lesson_from_row(row).to_dict() for row in rows))
 
 
+def import_ace(db: sqlite3.Connection, path: str | Path, records: list[dict],
+               headers: list[tuple[int, str]]) -> tuple[list[int], list[int], int]:
+    """Insert the new records of ACE file `path` (`import_new`) and record its header lines (line, name) for
+    `export_ace`, each anchored to the lesson of the first bullet after it; return (new ids, line numbers of
+    records already there, header lines not recorded because the playbook holds MAX_ACE_HEADERS already)."""
+    held: dict[int, int] = {}
+    ids, already = import_new(db, path, records, "ace", held)
+    line_ids = {**dict(zip([r["line"] for r in records if r["line"] not in held], ids)), **held}
+    lines = sorted(line_ids)
+    anchored = []
+    for line, name in headers:
+        after = bisect.bisect_right(lines, line)
+        anchored.append((name, line_ids[lines[after]] if after < len(lines) else None))
+    return ids, already, add_ace_headers(db, anchored)
+
+
+def ace_headers(db: sqlite3.Connection) -> list[tuple[str, int | None]]:
+    """The header lines of the ACE files imported so far, as (name, id of the lesson after it or None), in order
+    (playbook_meta's ACE_HEADERS_KEY; empty when there is none, or when it is not a list of such pairs)."""
+    row = db.execute("SELECT value FROM playbook_meta WHERE key = ?", (ACE_HEADERS_KEY,)).fetchone()
+    try:
+        entries = json.loads(row[0]) if row else []
+    except ValueError:
+        return []
+    valid = isinstance(entries, list) and all(
+        isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+        and (e[1] is None or isinstance(e[1], int) and not isinstance(e[1], bool)) for e in entries)
+    return [(name, anchor) for name, anchor in entries] if valid else []
+
+
+def add_ace_headers(db: sqlite3.Connection, entries: list[tuple[str, int | None]]) -> int:
+    """Add header entries to those recorded, except the ones recorded already (a file imported again adds none);
+    return how many were not recorded because MAX_ACE_HEADERS are."""
+    recorded = ace_headers(db)
+    unmatched = Counter(recorded)
+    new = []
+    for entry in entries:
+        if unmatched[entry]:
+            unmatched[entry] -= 1
+        else:
+            new.append(entry)
+    room = max(MAX_ACE_HEADERS - len(recorded), 0)
+    if new[:room]:
+        db.execute("INSERT INTO playbook_meta (key, value) VALUES (?, ?) "
+                   "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                   (ACE_HEADERS_KEY, json.dumps([list(entry) for entry in recorded + new[:room]], ensure_ascii=False)))
+    return len(new) - len(new[:room])
+
+
 def export_ace(db: sqlite3.Connection, path: str | Path) -> int:
-    """Write every lesson to an ACE playbook text file (`io.write_ace`) and return the count."""
+    """Write every lesson, in id order, to an ACE playbook text file (`ace_format.write_ace`, with the header lines
+    of the imported ACE files, so empty sections and repeated headers come back) and return the count."""
     rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY id").fetchall()
-    return write_ace(path, (lesson_from_row(row).to_dict() for row in rows))
+    return write_ace(path, (lesson_from_row(row).to_dict() for row in rows), ace_headers(db))
 
 
 def copy_whole(source: Path, path: str | Path, backup: Callable[[sqlite3.Connection], None]) -> Path:

@@ -151,17 +151,24 @@ class Playbook:
 
         See `playground.plugins.playbook.io.read_ace` for how bullets map to lessons. Lines that do not
         parse are skipped, as ACE skips them, and listed in the report's `skipped`; with `strict` they
-        raise PlaybookImportError naming the file and the line numbers, and nothing is imported.
+        raise PlaybookImportError naming the file and the line numbers, and nothing is imported. The
+        report's `notes` name bullets kept twice and a file with no bullet. The file's header lines are
+        recorded (playbook_meta) so that `export_ace` writes its empty sections and repeated headers back.
         """
         skipped: list[str] = []
-        records = read_ace(path, self.labels, strict=strict, skipped=skipped)
-        return self._import(path, records, "ace", tuple(skipped))
+        notes: list[str] = []
+        headers: list[tuple[int, str]] = []
+        records = read_ace(path, self.labels, strict=strict, skipped=skipped, notes=notes, headers=headers)
+        ids, already, unrecorded = self._write(lambda db: maintenance.import_ace(db, path, records, headers))
+        if unrecorded:
+            notes.append(f"{unrecorded} section header line(s) not kept for export: a playbook keeps at most "
+                         f"{maintenance.MAX_ACE_HEADERS:,}")
+        return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None, tuple(skipped),
+                            len(already), tuple(notes))
 
-    def _import(self, path: str | Path, records: list[dict], kind: str,
-                skipped: tuple[str, ...] = ()) -> ImportReport:
+    def _import(self, path: str | Path, records: list[dict], kind: str) -> ImportReport:
         ids, already = self._write(lambda db: maintenance.import_new(db, path, records, kind))
-        return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None, skipped,
-                            len(already))
+        return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None, (), len(already))
 
     # ---- retrieving ---------------------------------------------------------------------
 
