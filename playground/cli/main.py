@@ -111,7 +111,8 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
               help="with --executor ray: the Ray cluster to join (auto, HOST:PORT, ray://HOST:10001) "
                    "[default: a private local Ray]")
 @click.option("--repair", is_flag=True,
-              help="move bad lines of a damaged DIR/episodes.jsonl to episodes.quarantine.jsonl and play them again")
+              help="move bad lines of a damaged DIR/episodes.jsonl, and records whose trace is gone, to "
+                   "episodes.quarantine.jsonl and play them again")
 @click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True,
               help="play each task N times per harness, each trial with its own derived seed")
 @click.option("--check-lock", "check_lock", default=None, metavar="LOCK.json", callback=path_callback,

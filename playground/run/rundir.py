@@ -13,11 +13,16 @@ An episode counts as finished only once its record is in `episodes.jsonl`. A res
 run skips those and replays any other, so a run killed at any moment loses at most the
 episode in flight and never counts one twice.
 
-A damaged directory (a line of episodes.jsonl that is not a record, a config.json that is
-not a run config) is a RunDirError naming the file, the line and how to recover; with
-`repair=True` bad lines of episodes.jsonl are moved to episodes.quarantine.jsonl (each as
-`{"line", "problem", "raw"}`, `raw` decoded with surrogateescape so no byte is lost) and
-their episodes are played again.
+A damaged directory (a line of episodes.jsonl that is not a record, a record whose trace file
+is gone, a config.json that is not a run config) is a RunDirError naming the file, the line or
+the first few episodes, and how to recover; with `repair=True` such lines of episodes.jsonl are
+moved to episodes.quarantine.jsonl (each as `{"line", "problem", "raw"}`, `raw` decoded with
+surrogateescape so no byte is lost) and their episodes are played again.
+
+A run grows: a resume may add harnesses, trials and tasks (a task list that begins with the
+recorded one: `--episodes` with a larger N); config.json keeps the union. Any other change to
+what decides the episodes (IDENTITY_KEYS) is refused, and a refusal names a few values, never
+a whole task list.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.core.errors import PlaygroundError
-from playground.run.files import atomic_write_text, confined, safe_file_name
+from playground.run.files import PathEscapeError, atomic_write_text, confined, safe_file_name
 from playground.run.traces import TraceError, json_line, read_header
 
 QUARANTINE = "episodes.quarantine.jsonl"
@@ -43,13 +48,47 @@ RECORD_NUMBER_FIELDS = ("steps", "invalid_actions", "detected_failures", "verifi
                         "prompt_tokens", "completion_tokens", "judge_prompt_tokens", "judge_completion_tokens",
                         "seconds", "cost")
 
-# Config keys that must match for a directory to be resumed; harnesses may be added.
+# Config keys that must match for a directory to be resumed; harnesses may be added, and tasks after the recorded ones.
 IDENTITY_KEYS = ("env", "task_set", "split", "tasks", "agent", "agent_options", "seed", "max_steps", "params")
+SHOWN = 3  # a refusal names at most this many ids (tasks, episodes), then a count
 
 
 def identity_mismatch(old: dict[str, Any], new: dict[str, Any], skip: tuple[str, ...] = ()) -> str | None:
     """The first of IDENTITY_KEYS (less `skip`) on which two recorded run configs differ; None when none does."""
     return next((key for key in IDENTITY_KEYS if key not in skip and old.get(key) != new.get(key)), None)
+
+
+def merged_tasks(old: Any, new: Any) -> list | None:
+    """The task list a resumed run records: the longer of the recorded `old` and the asked-for `new` when one begins
+    with the other (a run grows by tasks after its own; a shorter rerun resumes it), else None (refused)."""
+    if old == new:
+        return new
+    if not isinstance(old, list) or not isinstance(new, list):
+        return None
+    shorter, longer = sorted((old, new), key=len)
+    return longer if longer[:len(shorter)] == shorter else None
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """`repr(value)`, cut to about `limit` characters (with the whole length) so a message stays a line."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def listed(texts: list[str]) -> str:
+    """The first SHOWN of `texts`, then how many more there are: what a refusal says of a list of ids."""
+    more = f" and {len(texts) - SHOWN:,} more" if len(texts) > SHOWN else ""
+    return ", ".join(texts[:SHOWN]) + more
+
+
+def describe_mismatch(key: str, old: Any, new: Any) -> str:
+    """How the recorded `old` value of the identity key `key` differs from `new`, in a few words and ids."""
+    if key != "tasks" or not isinstance(old, list) or not isinstance(new, list):
+        return f"{shown(old)}, now {shown(new)}"
+    differ = [f"#{i + 1} {shown(a)} now {shown(b)}" for i, (a, b) in enumerate(zip(old, new)) if a != b]
+    where = f"{len(differ):,} {'differs' if len(differ) == 1 else 'differ'} in place: {listed(differ)}" if differ \
+        else "one begins with the other"
+    return f"{len(old):,} recorded, {len(new):,} now; {where}"
 
 
 class RunDirError(PlaygroundError):
@@ -81,29 +120,42 @@ class RunDir:
             self.episodes_path = self.path / "episodes.jsonl"
             self._drop_torn_tail()
             self.records: dict[str, dict] = {}
+            self.missing_traces: list[str] = []  # episodes whose trace was gone, moved out by `repair` to replay
             if self.episodes_path.exists():
-                records, problems = read_episodes(self.episodes_path)
-                if problems and repair:
-                    self.quarantined = quarantine(self.episodes_path, problems)
-                elif problems:
+                numbered, problems = read_numbered_episodes(self.episodes_path)
+                if problems and not repair:
                     raise RunDirError(describe_problems(self.episodes_path, problems, repairable=True))
-                for record in records:
-                    self.records.setdefault(record["key"], record)
+                gone = [(number, problem, raw, record["key"]) for number, raw, record in numbered
+                        if (problem := missing_trace(self.path, record))]
+                if gone and not repair:
+                    raise RunDirError(describe_missing_traces(self.episodes_path, [(g[3], g[1]) for g in gone]))
+                if problems or gone:
+                    self.quarantined = quarantine(self.episodes_path, sorted(problems + [g[:3] for g in gone]))
+                    self.missing_traces = [g[3] for g in gone]
+                moved = {g[0] for g in gone}
+                for number, _, record in numbered:
+                    if number not in moved:
+                        self.records.setdefault(record["key"], record)
         except BaseException:
             self._lock.close()
             raise
 
-    quarantined = 0  # bad lines moved to episodes.quarantine.jsonl by this open
+    grown_from: int | None = None  # the tasks the run had before this open grew its task list
+    quarantined = 0  # lines moved to episodes.quarantine.jsonl by this open (bad ones and those of missing_traces)
 
     def _merge_config(self, config: dict[str, Any]) -> dict[str, Any]:
         path = self.path / "config.json"
         if path.exists():
             old = read_config(path)
-            key = identity_mismatch(old, config)
+            key = identity_mismatch(old, config, skip=("tasks",))
+            tasks = merged_tasks(old.get("tasks"), config.get("tasks"))
+            grow = ""
+            if key is None and tasks is None and old.get("tasks") != config.get("tasks"):
+                key, grow = "tasks", " (a run grows only by tasks after its own: --episodes with a larger N)"
             if key:
                 raise RunDirError(
                     f"{str(self.path)!r} holds a run with a different {key} "
-                    f"({old.get(key)!r}, now {config.get(key)!r}); use another --out")
+                    f"({describe_mismatch(key, old.get(key), config.get(key))}){grow}; use another --out")
             old_prints = old.get("harness_fingerprints")
             new_prints = config.get("harness_fingerprints")
             if isinstance(old_prints, dict) and isinstance(new_prints, dict):
@@ -113,7 +165,9 @@ class RunDir:
                         f"{str(self.path)!r} holds a run whose harness {changed[0]!r} was defined differently "
                         "(another policy file content, parameters or interventions); use another --out")
                 config = {**config, "harness_fingerprints": {**old_prints, **new_prints}}
-            config = {**config,
+            if tasks is not None and tasks != old.get("tasks"):
+                self.grown_from = len(old["tasks"])
+            config = {**config, **({"tasks": tasks} if tasks is not None else {}),
                       "harnesses": old["harnesses"] + [h for h in config["harnesses"] if h not in old["harnesses"]],
                       "trials": max(_trials(old), _trials(config))}
             if old.get("run_id"):  # the run's identity survives resumes (lessons are keyed by it)
@@ -291,13 +345,20 @@ def read_episodes(path: Path) -> tuple[list[dict], list[tuple[int, str, bytes]]]
 
     Blank lines are skipped; a torn (unterminated) last line, from a killed process, is ignored.
     """
+    numbered, problems = read_numbered_episodes(path)
+    return [record for _, _, record in numbered], problems
+
+
+def read_numbered_episodes(path: Path) -> tuple[list[tuple[int, bytes, dict]], list[tuple[int, str, bytes]]]:
+    """`read_episodes`, each record with its line number and raw bytes: (line number, raw bytes, record)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise RunDirError(f"{path}: cannot read ({exc.strerror or exc})") from None
     lines = data.split(b"\n")
     lines.pop()  # after the last newline: empty, or a torn last line
-    records, problems = [], []
+    records: list[tuple[int, bytes, dict]] = []
+    problems: list[tuple[int, str, bytes]] = []
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -313,8 +374,32 @@ def read_episodes(path: Path) -> tuple[list[dict], list[tuple[int, str, bytes]]]
         if problem:
             problems.append((number, f"not an episode record: {problem}", raw))
         else:
-            records.append(record)
+            records.append((number, raw, record))
     return records, problems
+
+
+def missing_trace(run_path: Path, record: dict) -> str | None:
+    """What is wrong with the trace files a record names (its `trace`, each attempt's) when one is gone or lies
+    outside the run directory; None when they are all there (or the record names none)."""
+    names = [record.get("trace")] + [a.get("trace") for a in record.get("attempts") or () if isinstance(a, dict)]
+    for name in names:
+        if not isinstance(name, str) or not name:
+            continue
+        try:
+            gone = not confined(run_path, name, what="trace").is_file()
+        except PathEscapeError:
+            return f"its trace {name!r} is outside the run directory"
+        if gone:
+            return f"its trace {name!r} is missing"
+    return None
+
+
+def describe_missing_traces(path: Path, gone: list[tuple[str, str]]) -> str:
+    """One message naming the first few episodes of `path` whose traces are gone (their keys and what `missing_trace`
+    said), how many there are, and how to recover."""
+    named = listed([f"{key!r} ({problem})" for key, problem in gone])
+    return (f"{path}: {len(gone):,} recorded episode(s) lost their trace: {named}; rerun the same command with "
+            f"--repair to move their records to {QUARANTINE} and play them again, or restore the traces")
 
 
 def describe_problems(path: Path, problems: list[tuple[int, str, bytes]], repairable: bool) -> str:
@@ -322,8 +407,7 @@ def describe_problems(path: Path, problems: list[tuple[int, str, bytes]], repair
     number, problem, _ = problems[0]
     more = ""
     if len(problems) > 1:
-        listed = ", ".join(str(n) for n, _, _ in problems[:10]) + (", ..." if len(problems) > 10 else "")
-        more = f" ({len(problems)} bad lines: {listed})"
+        more = f" ({len(problems)} bad lines: {listed([str(n) for n, _, _ in problems])})"
     how = ("rerun the same command with --repair to move bad lines to "
            f"{QUARANTINE} and play their episodes again, or fix or delete the line") if repairable else (
            f"rerun the run's own command with --repair (moves bad lines to {QUARANTINE}), or fix or delete the line")

@@ -22,7 +22,7 @@ from playground.run.harnesses import harness_fingerprint
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
 from playground.run.progress import StepListener
 from playground.run.report import summarise_run
-from playground.run.rundir import QUARANTINE, RunDir, RunDirError, episode_key
+from playground.run.rundir import QUARANTINE, RunDir, RunDirError, episode_key, listed
 from playground.run.secrets import redact
 from playground.run.validation import CheckedRun, check_config
 
@@ -42,8 +42,10 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     variables); "ray" as Ray actor tasks on the cluster at `address` (default: a private local
     Ray). Records are written as episodes finish, so their order in episodes.jsonl varies,
     and harnesses that learn online see their playbook grow in a different order.
-    `repair` moves bad lines of a damaged episodes.jsonl to episodes.quarantine.jsonl (their
-    episodes are played again) instead of refusing the directory.
+    `repair` moves bad lines of a damaged episodes.jsonl, and the records of episodes whose trace file is gone, to
+    episodes.quarantine.jsonl (their episodes are played again) instead of refusing the directory.
+    A run directory is grown by a config with more tasks (`--episodes` with a larger N: the recorded tasks first),
+    harnesses or trials: the episodes it lacks are played, the finished ones kept (`rundir.RunDir`).
     DIR/lock.json records what the results depend on (`playground.run.lock`); with `check_lock`
     (another run's lock) a run whose lock differs from it in what matters is refused (LockError
     naming the fields) before anything is written.
@@ -80,11 +82,19 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
         raise
     run_id = rundir.config["run_id"]
     notify = progress or (lambda message, record: None)
-    if rundir.quarantined:
-        notify(f"moved {rundir.quarantined} bad line(s) of episodes.jsonl to {QUARANTINE}", None)
+    missing = rundir.missing_traces
+    if rundir.quarantined > len(missing):
+        notify(f"moved {rundir.quarantined - len(missing)} bad line(s) of episodes.jsonl to {QUARANTINE}", None)
+    if missing:
+        notify(f"moved the records of {len(missing)} episode(s) whose trace is missing ({listed(missing)}) to "
+               f"{QUARANTINE}; they are played again", None)
+    if rundir.grown_from is not None:
+        notify(f"the run grows from {rundir.grown_from} to {len(rundir.config['tasks'])} tasks; the episodes "
+               "finished before are kept", None)
     if previous_lock is not None:
         for line in lock_differences(previous_lock, lock):
-            notify(f"warning: {LOCK_FILE} of the earlier session differs: {line}", None)
+            if rundir.grown_from is None or not line.startswith(("tasks.count:", "tasks.sha256:")):
+                notify(f"warning: {LOCK_FILE} of the earlier session differs: {line}", None)
     unfinished = Unfinished()
     try:
         write_lock(rundir.path, finish_lock(lock, host), previous_lock)  # "after": the playbooks as they are now
