@@ -32,6 +32,7 @@ from typing import Any
 from playground.cli.main import main as playground
 from playground.host.manager import Host
 from playground.run.harnesses import resolve_harness
+from playground.run.rundir import TRACES_LEFT_OUT
 from playground.run.stats import compare, split_by_harness
 
 DOMAINS = ("schedule-form", "travel", "etl", "navigation", "diagnosis")
@@ -210,6 +211,8 @@ def pack(out: Path, domains: tuple[str, ...]) -> None:
             stale.unlink()
         for folder in ("traces", "forks", "playbooks"):
             shutil.rmtree(run / folder, ignore_errors=True)
+        (run / TRACES_LEFT_OUT).write_text("traces left out of the repository on purpose (scripts/stack_methods.py "
+                                           "pack); a resume keeps the finished episodes\n")
         for name in ("diagnoses.jsonl", "replays.jsonl", "rejected.jsonl"):
             (run / "aed" / name).unlink(missing_ok=True)
         for folder in (out / domain / "darc").rglob("traces"):

@@ -31,6 +31,7 @@ from typing import Any
 from playground.host.manager import Host
 from playground.plugins.sentry.judge_quality import judge_grades, learning_curve, lesson_precision, success_against
 from playground.run.config import RunConfig
+from playground.run.rundir import TRACES_LEFT_OUT
 from playground.run.runner import run
 from playground.run.svg import color, line_chart, standalone
 from playground.run.validation import resolve_tasks
@@ -98,6 +99,8 @@ def pack(out: Path, traces: bool = True) -> None:
             shutil.rmtree(cell / "traces")
         shutil.rmtree(cell / "playbooks", ignore_errors=True)
         (cell / ".lock").unlink(missing_ok=True)
+        (cell / TRACES_LEFT_OUT).write_text("traces left out of the repository on purpose (scripts/sweep_instrument.py "
+                                            "pack); a resume keeps the finished episodes\n")
 
 
 def measure_cell(host: Host, out: Path) -> dict[str, Any]:

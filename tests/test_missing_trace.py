@@ -82,3 +82,33 @@ def test_a_record_with_a_deleted_attempt_trace_is_replayed_too(tmp_path):
     rundir = RunDir(tmp_path, config, repair=True)
     assert not rundir.is_finished("c/t") and rundir.missing_traces == ["c/t"]
     rundir.close()
+
+
+def test_a_run_kept_without_its_traces_on_purpose_resumes(capsys, tmp_path):
+    """A run directory packed for a repository (traces left out, `traces-left-out.txt` says so) keeps its finished
+    episodes on resume, as the committed run files under docs/runs do."""
+    from playground.run.rundir import TRACES_LEFT_OUT
+
+    out = tmp_path / "run"
+    code, _, err = cli(capsys, *RUN, "--episodes", "3", "--out", str(out))
+    assert code == 0, err
+    shutil.rmtree(out / "traces")
+    (out / TRACES_LEFT_OUT).write_text("left out on purpose\n")
+    code, _, err = cli(capsys, *RUN, "--episodes", "3", "--out", str(out))
+    assert code == 0, err
+    assert len(_records(out)) == 3 and not (out / "traces").exists()  # nothing played again
+
+
+def test_every_committed_run_directory_resumes_without_its_traces():
+    """docs/runs keeps run files without (all) their traces; each such directory says so."""
+    from pathlib import Path
+
+    from playground.run.rundir import TRACES_LEFT_OUT, missing_trace
+
+    runs = Path(__file__).resolve().parents[1] / "docs" / "runs"
+    unmarked = []
+    for episodes in runs.rglob("episodes.jsonl"):
+        records = [json.loads(line) for line in episodes.read_text().splitlines() if line.strip()]
+        if any(missing_trace(episodes.parent, r) for r in records) and not (episodes.parent / TRACES_LEFT_OUT).exists():
+            unmarked.append(str(episodes.parent.relative_to(runs)))
+    assert unmarked == [], f"run directories without their traces and without {TRACES_LEFT_OUT}: {unmarked}"

@@ -125,8 +125,9 @@ class RunDir:
                 numbered, problems = read_numbered_episodes(self.episodes_path)
                 if problems and not repair:
                     raise RunDirError(describe_problems(self.episodes_path, problems, repairable=True))
+                packed = (self.path / TRACES_LEFT_OUT).exists()  # traces removed on purpose: not damage
                 gone = [(number, problem, raw, record["key"]) for number, raw, record in numbered
-                        if (problem := missing_trace(self.path, record))]
+                        if not packed and (problem := missing_trace(self.path, record))]
                 if gone and not repair:
                     raise RunDirError(describe_missing_traces(self.episodes_path, [(g[3], g[1]) for g in gone]))
                 if problems or gone:
@@ -248,6 +249,9 @@ def _safe(name: str) -> str:
 
 # What a run directory holds from its first moment (.lock) on; a folder with none of them is not a run.
 # A folder that holds only `playbooks/` is a run being set up (a command that puts the playbooks in first).
+# A run directory kept without (some of) its traces on purpose, e.g. for a repository: its episodes stay finished
+# on resume although their traces are gone (`missing_trace` is not checked).
+TRACES_LEFT_OUT = "traces-left-out.txt"
 RUN_MARKERS = (".lock", "config.json", "episodes.jsonl", "lock.json", "summary.json", "traces", "playbooks",
                QUARANTINE, UNFINISHED)
 
