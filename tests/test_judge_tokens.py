@@ -96,7 +96,9 @@ def test_a_baselines_reflector_and_curator_are_counted_as_judge_calls(tmp_path):
         ace = AcePlugin({"judge_base_url": server.base_url, "judge_model": "judge"})
         played = play(tiny_env(), ScriptedAgent(["look"] * 3), [ace], task="tiny-3",
                       playbook=str(tmp_path / "pb.sqlite"), max_steps=3)
-    assert played.of("judge_call") == [
+    calls = played.of("judge_call")
+    assert [{k: v for k, v in call.items() if k != "reply"} for call in calls] == [
         {"role": role, "prompt_tokens": 10, "completion_tokens": 5, "usable": True, "mode": "json_schema"}
         for role in ("ace.reflector", "ace.curator")]
+    assert calls[0]["reply"] == {"insights": [{"section": "VERIFICATION CHECKLIST", "content": "Check the goal."}]}
     assert [kind for kind, _ in played.events][-3:] == ["judge_call", "judge_call", "end"]  # at episode_finished

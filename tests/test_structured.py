@@ -70,7 +70,8 @@ def test_a_server_refusing_json_schema_gets_json_object_from_then_on():
     assert first.value == second.value == {"resolved": True, "evidence": "the door is open"}
     assert first.mode == second.mode == model.reply_format == "json_object" and first.usable
     assert events == [{"type": "judge_call", "role": "sentry.verifier", "prompt_tokens": 10, "completion_tokens": 5,
-                       "usable": True, "mode": "json_object"}]
+                       "usable": True, "mode": "json_object",
+                       "reply": {"resolved": True, "evidence": "the door is open"}}]  # the parsed reply, kept
     request = server.requests[0]
     schema_sent = request["response_format"]["json_schema"]
     assert schema_sent["strict"] is True and schema_sent["name"] == "sentry_verifier"

@@ -20,16 +20,18 @@ _judge_listener: ContextVar[Callable[[JudgeCallEvent], None] | None] = ContextVa
 
 
 def report_judge_call(completion: Completion, *, role: str = "unknown", usable: bool = True,
-                      mode: str = "") -> None:
+                      mode: str = "", reply: Any = None) -> None:
     """Count a model call made for a plugin's role (not the agent's) in the episode being played, if any:
     its role, tokens, whether its reply was usable and how it was constrained (`mode`, else the completion's),
-    and a failure-injection instrument's grade of the reply (`Completion.graded`) where there is one."""
+    a failure-injection instrument's grade of the reply (`Completion.graded`) where there is one, and the parsed
+    reply (`reply`, kept in the event's `extra` so a run can tell constant or echoing judges apart)."""
     listener = _judge_listener.get()
     if listener is not None:
         listener(JudgeCallEvent(role=role, prompt_tokens=completion.prompt_tokens,
                                 completion_tokens=completion.completion_tokens, usable=bool(usable),
                                 mode=mode or completion.mode or "prompt",
-                                graded=dict(completion.graded) if completion.graded is not None else None))
+                                graded=dict(completion.graded) if completion.graded is not None else None,
+                                extra={"reply": reply} if reply is not None else {}))
 
 
 @contextmanager

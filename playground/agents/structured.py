@@ -89,7 +89,7 @@ def ask_structured(model: ChatModel, role: str, system: str, user: str, schema: 
         return StructuredReply(role, None, "", f"{CALL_FAILED}: {exc}"[:2000], mode)
     mode = completion.mode or "prompt"
     value, error = parse_structured(completion.text, schema)
-    report_judge_call(completion, role=role, usable=value is not None, mode=mode)
+    report_judge_call(completion, role=role, usable=value is not None, mode=mode, reply=value)
     return StructuredReply(role, value, completion.text, error, mode, completion.prompt_tokens,
                            completion.completion_tokens)
 

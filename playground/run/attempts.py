@@ -32,6 +32,7 @@ from playground.host.manager import Host
 from playground.host.registry import GRADE_VERIFIER, HarnessSpec
 from playground.run.config import RunConfig, episode_id, episode_seed, playbook_path
 from playground.run.harnesses import attempt_verifier, resolve_intervention
+from playground.run.judge_quality import merge_judgments
 from playground.run.progress import StepCounter
 from playground.run.report import EpisodeTally, merge_cache_use, merge_failures, merge_judge_replies
 from playground.run.rundir import episode_key
@@ -61,6 +62,8 @@ def merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
     merged["failures"] = merge_failures(attempts)
     if any("judge_replies" in a for a in attempts):
         merged["judge_replies"] = merge_judge_replies(attempts)
+    if any("judgments" in a for a in attempts):
+        merged["judgments"] = merge_judgments(attempts)
     if (cache := merge_cache_use(attempts)) is not None:
         merged["response_cache"] = cache
     merged["trace"] = attempts[0]["trace"]

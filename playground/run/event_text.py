@@ -31,8 +31,19 @@ from playground.core.events import (
     StepEvent,
     VerificationEvent,
 )
+from playground.run.judge_quality import echoes, terse
 
 SHORT = 400  # characters of a long text kept unless the reader asks for texts whole (`full`)
+
+
+def empty_judgment(texts: tuple[str | None, ...], names: tuple[str | None, ...] = ()) -> str:
+    """The alert on a judgment (a detection's evidence, a verdict's reason, a lesson) whose free text says nothing:
+    it repeats the schema's wording or the label it was asked about, or it is one word; "" otherwise (a blank text,
+    which rule-based judgments may leave, is not flagged here)."""
+    said = [str(t) for t in texts if t and str(t).strip()]
+    if any(echoes(t, [n for n in names if n]) for t in said):
+        return "empty judgment: repeats the schema's wording or the prompt"
+    return "empty judgment: one word" if any(terse(t) for t in said) else ""
 
 
 @dataclass(frozen=True)
@@ -102,7 +113,9 @@ def _proposal(event: ProposalEvent, full: bool) -> Description:
 def _detection(event: DetectionEvent, full: bool) -> Description:
     labels = ", ".join(map(str, event.labels))
     return Description("detection", "⚠ detected", event.failure_type + (f" ({labels})" if labels else ""),
-                       f"by {event.detector}, confidence {event.confidence}", body=_body(full, ("", event.evidence)))
+                       f"by {event.detector}, confidence {event.confidence}",
+                       alert=empty_judgment((event.evidence,), ("evidence", event.failure_type, *event.labels)),
+                       body=_body(full, ("", event.evidence)))
 
 
 def _intervention(event: InterventionEvent, full: bool) -> Description:
@@ -135,6 +148,7 @@ def _verification(event: VerificationEvent, full: bool) -> Description:
     resolved = event.verdict == "resolved"
     return Description("verification", f"{'✓' if resolved else '✗'} verdict", event.verdict,
                        f"on the repair of {event.failure_type} at step {event.repair_step} by {event.plugin}",
+                       alert=empty_judgment((event.evidence,), ("evidence", "verdict", "resolved", event.failure_type)),
                        body=_body(full, ("", event.evidence)), outcome="good" if resolved else "bad")
 
 
@@ -148,6 +162,8 @@ def _lesson(event: LessonEvent, full: bool) -> Description:
     labels = ", ".join(map(str, event.labels or ()))
     return Description("lesson", "★ lesson stored", " ".join(part for part in (
         f"#{event.id}", str(event.failure_type or ""), labels) if part),
+        alert=empty_judgment((event.trigger, event.principle),
+                             ("trigger", "principle", event.failure_type, *(event.labels or ()))),
         body=_body(full, ("when", event.trigger), ("do", event.principle)))
 
 

@@ -30,6 +30,7 @@ from playground.core.events import Event, HeaderEvent
 from playground.run import svg
 from playground.run.event_text import attempt_heading
 from playground.run.files import OutputError, PathEscapeError, atomic_write_text, confined, safe_file_name
+from playground.run.judge_quality import flags_html
 from playground.run.lock import LOCK_FILE, LockError, read_lock
 from playground.run.report import (
     complete_record,
@@ -280,7 +281,7 @@ def _table_section(series: Sequence[Series]) -> str:
             "roles spent; resolved: repairs a verifier judged resolved among all verdicts; "
             "pass^k, flip rate and noise floor appear with repeated trials (<code>--trials</code>).</p>")
     return (f"<table><thead><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr></thead><tbody>{''.join(rows)}"
-            f"</tbody></table>{note}")
+            f"</tbody></table>{flags_html((s.name, s.figures) for s in series)}{note}")
 
 
 def _success_section(series: Sequence[Series]) -> str:

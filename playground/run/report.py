@@ -21,6 +21,7 @@ from playground.core.events import (
     StepEvent,
     VerificationEvent,
 )
+from playground.run.judge_quality import JudgmentTally, flag_lines, flagged_columns, summarise_judgments
 from playground.run.traces import TraceError, read_events
 from playground.run.trials import trial_fields
 
@@ -116,7 +117,8 @@ class EpisodeTally:
     lists them in its decision's `details["lessons"]`); and `lessons_helped`, verdicts of
     "resolved" on repairs that showed lessons; and `judge_replies`, per role of the plugins' model
     calls (`judge_call` events), the calls, the unusable replies among them and the calls per
-    mode (in the record only when the episode made judge calls).
+    mode (in the record only when the episode made judge calls); and, with them, `judgments`: what the judges
+    decided, per source, to tell judgments that say something from empty ones (`playground.run.judge_quality`).
     """
 
     OPTIONAL_COUNTERS = ("schema_invalid_steps",)  # in the record only where the env gives what they count
@@ -133,6 +135,7 @@ class EpisodeTally:
         self.judge_prompt_tokens = 0  # spent by the plugins' model roles (judges, reflectors, ...), not the agent
         self.judge_completion_tokens = 0
         self.judge_replies: dict[str, dict[str, Any]] = {}  # per role: calls, unusable replies, calls per mode
+        self.judgments = JudgmentTally()  # what the judgments said, per source (kept where judges were called)
         self.agent_calls = 0  # the agent's proposals that came from a model (`asked_a_model`)
         self.schema_checked = False  # the env checks actions against a schema (proposals carry `schema_problems`)
         self.schema_invalid_steps = 0  # actions sent to the env although its schema check found problems
@@ -145,6 +148,7 @@ class EpisodeTally:
 
     def add(self, event: Event) -> None:
         """Count one event."""
+        self.judgments.add(event)
         if isinstance(event, StepEvent):
             self.invalid_actions += not event.valid_action
             self.schema_invalid_steps += self._proposed == (event.action, True)
@@ -210,6 +214,7 @@ class EpisodeTally:
             "judge_completion_tokens": self.judge_completion_tokens,
             **({"judge_replies": merge_judge_replies([{"judge_replies": self.judge_replies}])}
                if self.judge_replies else {}),
+            **({"judgments": judgments} if self.judge_replies and (judgments := self.judgments.as_record()) else {}),
             **({"schema_invalid_steps": self.schema_invalid_steps} if self.schema_checked else {}),
             **({"agent_calls": self.agent_calls} if self.agent_calls else {}),
         }
@@ -242,6 +247,7 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "tokens_per_episode": _per_episode(records, "prompt_tokens", "completion_tokens"),
         "judge_tokens_per_episode": _per_episode(records, "judge_prompt_tokens", "judge_completion_tokens"),
         **({"judge_replies": merge_judge_replies(records)} if any("judge_replies" in r for r in records) else {}),
+        **({"judgments": summarise_judgments(records)} if any(r.get("judgments") for r in records) else {}),
         **({"response_cache": cache} if (cache := merge_cache_use(records)) else {}),
         "success_ci95": wilson_interval(sum(1 for r in records if r.get("won")), n),
         "resolved_share": _share(total("verified_recoveries"),
@@ -378,13 +384,18 @@ LEGEND = {
 }
 
 
+JUDGES_LEGEND = ("a count whose judgments look empty: constant, echoing the schema or prompt, or one word "
+                 "(the judges: lines say which and how many)")
+
+
 def format_table(summary: dict[str, Any], legend: bool = True) -> str:
-    """Return a plain-text table with one row per harness, then (with `legend`) what each column means."""
+    """Return a plain-text table with one row per harness, then a `judges:` line per source of judgments that look
+    empty (its counts marked "?"; `playground.run.judge_quality`), then (with `legend`) what each column means."""
     harnesses = summary["harnesses"]
     columns = [(title, key) for title, key in TABLE_COLUMNS if _shown(key, harnesses.values())]
     rows = [[title for title, _ in columns]]
     for name, h in harnesses.items():
-        row = []
+        row, doubtful = [], flagged_columns(h)
         for _title, key in columns:
             value = name if key is None else h.get(key)
             if value is None:
@@ -404,16 +415,20 @@ def format_table(summary: dict[str, Any], legend: bool = True) -> str:
                 value = sum(value.values())
             elif isinstance(value, list):
                 value = f"{value[0]:.0%}-{value[1]:.0%}"
-            row.append(str(value))
+            row.append(f"{value}?" if key in doubtful else str(value))
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
              for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    judges = flag_lines(harnesses)
+    lines += judges
     if legend:
         shown = [title for title, _ in columns if title in LEGEND]
         width = max(len(title) for title in shown)
         lines += [""] + [f"{title.rjust(width)}: {LEGEND[title]}" for title in shown]
+        if judges:
+            lines.append(f"{'?'.rjust(width)}: {JUDGES_LEGEND}")
     return "\n".join(lines)
 
 
