@@ -81,7 +81,7 @@ def test_merge_dry_run_lists_what_it_would_collapse_and_changes_nothing(capsys, 
     assert code == 0 and "#2 -> #1" in out and "would merge away 1 of 3 lessons (nothing changed)" in out
     with Playbook(path, read_only=True) as pb:
         assert len(pb) == 3
-    code, out, _ = cli(capsys, "playbook", "merge", str(path))
+    code, out, _ = cli(capsys, "playbook", "merge", str(path), "--apply")  # issue 56: merging needs --apply
     assert code == 0 and "merged away 1" in out
     code, out, _ = cli(capsys, "playbook", "log", str(path))
     merged = [json.loads(line) for line in out.splitlines() if json.loads(line)["op"] == "merge"]

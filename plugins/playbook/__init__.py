@@ -4,9 +4,9 @@
 checking files), `retrieval` (Sentry's retrieval rules), `provenance` (exactly-once writes,
 the change log) and `maintenance` (merge, prune, import, export, copy); `io` holds the JSONL
 and ACE file formats and validation (`ace_format` the rules of ACE's text), `cli` the
-`playground playbook ...` commands, added through `register_commands`. Declares the failure
-type `procedure` (lessons without a diagnosed failure, e.g. imported ACE playbooks) with one
-label per ACE section. For runs, it
+`playground playbook ...` commands (`cli_output` what they print), added through
+`register_commands`. Declares the failure type `procedure` (lessons without a diagnosed
+failure, e.g. imported ACE playbooks) with one label per ACE section. For runs, it
 checks each playbook file before the first episode (`check_playbook`) and, before unfinished
 episodes are played again, takes back what they wrote to it (`discard_episodes`).
 """

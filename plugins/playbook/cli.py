@@ -11,6 +11,14 @@ import click
 
 from playground.core.labels import UnknownFailure
 from playground.host_api import CLIError, default_labels, path_callback, visible
+from playground.plugins.playbook.cli_output import (
+    ImportProgress,
+    lesson_line,
+    restore_hint,
+    show_merge_plan,
+    show_prune_plan,
+    stderr_is_terminal,
+)
 
 # A playbook's PATH takes a plain path, or a URL of a scheme a playbook backend registered for `--playbook`; OUT and
 # SOURCE are files. A URL (`s3://...`) is refused before anything is opened or made (exit 2).
@@ -21,21 +29,16 @@ class PlaybookCLIError(CLIError):
     """A playbook command failed on bad input; exits with code 2."""
 
 
-def _open(path: str, create: bool = False, read_only: bool = False):
+def _open(path: str, read_only: bool = False):
+    """Open the existing playbook at `path` (PlaybookCLIError when there is none or it cannot be used)."""
     from playground.plugins.playbook.store import Playbook, PlaybookError
 
-    if not create and not Path(path).exists():
+    if not Path(path).exists():
         raise PlaybookCLIError(f"no playbook at {path!r}")
     try:
         return Playbook(path, read_only=read_only)
     except PlaybookError as exc:
         raise PlaybookCLIError(str(exc)) from None
-
-
-def _lesson_line(lesson) -> str:
-    return visible(f"#{lesson.id} [{lesson.failure_type}: {', '.join(lesson.labels)}] ({lesson.subtype}) "
-            f"when {lesson.trigger}: {lesson.principle}  "
-            f"[retrieved {lesson.retrieved}, verified {lesson.verified}, helped {lesson.helped}]")
 
 
 @click.group("playbook")
@@ -47,7 +50,7 @@ def playbook_group() -> None:
 @click.argument("path", callback=PLAYBOOK_PATH)
 @click.option("--json", "as_json", is_flag=True, help="print the counts as JSON")
 def stats_command(path: str, as_json: bool) -> None:
-    """Counts by failure type and label, and counter totals."""
+    """Counts by failure type and label, by the env the lessons were written on, and counter totals."""
     with _open(path, read_only=True) as playbook:
         stats = playbook.stats()
     if as_json:
@@ -57,6 +60,11 @@ def stats_command(path: str, as_json: bool) -> None:
     click.echo(visible(f"{stats['path']}: {stats['count']} lessons, {stats['changes']} changes logged; "
                        f"retrieved {counters['retrieved']}, verified {counters['verified']}, "
                        f"helped {counters['helped']}"))
+    if stats["by_env"]:
+        unrecorded = stats["count"] - sum(stats["by_env"].values())
+        click.echo(visible("envs (from the lessons' provenance): "
+                           + ", ".join(f"{env} {count}" for env, count in stats["by_env"].items())
+                           + (f", none recorded {unrecorded}" if unrecorded else "")))
     rows = [(failure_type, label, count) for failure_type, labels in stats["by_label"].items()
             for label, count in labels.items()]
     if rows:
@@ -78,7 +86,7 @@ def show_command(path: str, failure_type: str | None, limit: int, as_json: bool)
         for lesson in playbook.all():
             if failure_type and lesson.failure_type != failure_type:
                 continue
-            click.echo(json.dumps(lesson.to_dict()) if as_json else _lesson_line(lesson))
+            click.echo(json.dumps(lesson.to_dict()) if as_json else lesson_line(lesson))
             shown += 1
             if shown >= limit:
                 break
@@ -104,7 +112,7 @@ def retrieve_command(path: str, failure_type: str, labels: str, k: int, as_json:
             click.echo(json.dumps({"rank": rank, "reason": item.reason, "shared_labels": list(item.shared_labels),
                                    **item.lesson.to_dict()}))
         else:
-            click.echo(f"{rank}. {item.reason}\n   {_lesson_line(item.lesson)}")
+            click.echo(f"{rank}. {item.reason}\n   {lesson_line(item.lesson)}")
     if not picked:
         click.echo(f"no lessons of type {failure_type!r}", err=True)
 
@@ -132,25 +140,29 @@ def export_command(path: str, out: str, force: bool, fmt: str) -> None:
 @click.option("--strict", is_flag=True,
               help="ACE: refuse the whole file over any line it cannot use (default: skip such lines, as ACE does, "
                    "with a warning naming each)")
-def import_command(path: str, source: str, fmt: str, strict: bool) -> None:
-    """Import lessons from SOURCE: JSONL (all or nothing), or an ACE playbook (unusable lines skipped, named)."""
-    from playground.plugins.playbook.io import read_ace, read_jsonl
-    from playground.plugins.playbook.store import PlaybookError
+@click.option("--progress/--no-progress", default=None,
+              help="report lines read and lessons written on stderr, about once a second [default: on when stderr "
+                   "is a terminal]")
+def import_command(path: str, source: str, fmt: str, strict: bool, progress: bool | None) -> None:
+    """Import lessons from SOURCE: JSONL (all or nothing), or an ACE playbook (unusable lines skipped, named).
+    Complete or not at all: stopped midway (Ctrl-C, a kill, an error), it leaves PATH as it was, or absent."""
+    from playground.plugins.playbook.store import PlaybookError, import_file
 
     if not Path(source).is_file():
         raise PlaybookCLIError(f"no file at {source!r}")
-    try:  # a bad file is refused before the playbook is opened, so a new one is not created empty
-        if fmt == "jsonl":
-            read_jsonl(source)
-        else:
-            read_ace(source, strict=strict, skipped=[])
+    existed = Path(path).exists()
+    reporter = ImportProgress(source, stderr_is_terminal() if progress is None else progress)
+    try:
+        report = import_file(path, source, fmt=fmt, strict=strict, progress=reporter)
     except PlaybookError as exc:
         raise PlaybookCLIError(str(exc)) from None
-    with _open(path, create=True) as playbook:
-        try:
-            report = playbook.import_jsonl(source) if fmt == "jsonl" else playbook.import_ace(source, strict=strict)
-        except PlaybookError as exc:
-            raise PlaybookCLIError(str(exc)) from None
+    except KeyboardInterrupt:
+        reporter.end()
+        click.echo(f"import stopped: nothing imported; {path} is as it was" if existed else
+                   f"import stopped: nothing imported; no playbook was made at {path}", err=True)
+        raise
+    finally:
+        reporter.end()
     for problem in report.skipped:
         click.echo(f"warning: {source}: {problem} (skipped)", err=True)
     skipped = f" ({len(report.skipped)} line(s) skipped)" if report.skipped else ""
@@ -161,22 +173,31 @@ def import_command(path: str, source: str, fmt: str, strict: bool) -> None:
 @playbook_group.command("merge")
 @click.argument("path", callback=PLAYBOOK_PATH)
 @click.option("--similarity", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True)
-@click.option("--dry-run", is_flag=True, help="list what would be merged into what, and change nothing")
-def merge_command(path: str, similarity: float, dry_run: bool) -> None:
-    """Merge near-duplicate lessons (same type and labels, similar text). Each lesson merged away keeps its full
-    record in the change log (`playground playbook log PATH`), from which it can be imported again."""
-    if dry_run:
+@click.option("--apply", "apply_", is_flag=True,
+              help="merge, after writing a backup of the playbook beside it (default: only show what would merge)")
+@click.option("--dry-run", is_flag=True, help="show every merge, not a few per group, and change nothing")
+def merge_command(path: str, similarity: float, apply_: bool, dry_run: bool) -> None:
+    """Merge near-duplicate lessons (same type and labels, similar text). Without --apply, only shows what would
+    be merged: the groups, their counts and a few examples. With --apply, first writes a backup beside PATH
+    (PATH.bak-<time>) and says how to restore it. Each lesson merged away also keeps its full record in the
+    change log (`playground playbook log PATH`), from which it can be imported again."""
+    if dry_run and apply_:
+        raise PlaybookCLIError("--dry-run and --apply contradict each other; give one")
+    if not apply_:
         with _open(path, read_only=True) as playbook:
             plan = playbook.merge_plan(similarity)
             lessons = {lesson.id: lesson for lesson in playbook.all()}
-        for duplicate, keep, ratio in plan:
-            click.echo(f"#{duplicate} -> #{keep} (similarity {ratio:.2f})\n   {_lesson_line(lessons[duplicate])}\n"
-                       f"   into {_lesson_line(lessons[keep])}")
-        click.echo(f"would merge away {len(plan)} of {len(lessons)} lessons (nothing changed)")
+        show_merge_plan(plan, lessons, every=dry_run)
         return
     with _open(path) as playbook:
-        removed = playbook.merge(similarity)
+        plan = playbook.merge_plan(similarity)
+        if not plan:
+            click.echo("merged away 0 near-duplicate lessons (nothing to merge; no backup written)")
+            return
+        backup = _backup(playbook)
+        removed = playbook.merge(similarity, plan)
     click.echo(f"merged away {removed} near-duplicate lessons (their records are in the change log)")
+    click.echo(restore_hint(path, backup, "merge"))
 
 
 @playbook_group.command("prune")
@@ -184,14 +205,41 @@ def merge_command(path: str, similarity: float, dry_run: bool) -> None:
 @click.option("--max-age-days", type=click.FloatRange(min=0), default=None)
 @click.option("--min-helped", type=click.IntRange(min=0), default=None)
 @click.option("--max-count", type=click.IntRange(min=0), default=None)
-def prune_command(path: str, max_age_days: float | None, min_helped: int | None, max_count: int | None) -> None:
+@click.option("--apply", "apply_", is_flag=True,
+              help="remove them, after writing a backup of the playbook beside it (default: only show what would go)")
+def prune_command(path: str, max_age_days: float | None, min_helped: int | None, max_count: int | None,
+                  apply_: bool) -> None:
     """Remove lessons older than --max-age-days that helped fewer than --min-helped times, then the least helpful
-    beyond --max-count."""
+    beyond --max-count. Without --apply, only shows what would be removed; with --apply, first writes a backup
+    beside PATH (PATH.bak-<time>) and says how to restore it."""
     if max_age_days is None and min_helped is None and max_count is None:
         raise PlaybookCLIError("prune needs at least one of --max-age-days, --min-helped, --max-count")
+    limits = {"max_age_days": max_age_days, "min_helped": min_helped, "max_count": max_count}
+    if not apply_:
+        with _open(path, read_only=True) as playbook:
+            plan, total = playbook.prune_plan(**limits), len(playbook)
+        show_prune_plan(plan, total)
+        return
     with _open(path) as playbook:
-        removed = playbook.prune(max_age_days=max_age_days, min_helped=min_helped, max_count=max_count)
-    click.echo(f"pruned {removed} lessons")
+        if not playbook.prune_plan(**limits):
+            click.echo("pruned 0 lessons (nothing to prune; no backup written)")
+            return
+        backup = _backup(playbook)
+        removed = playbook.prune(**limits)
+    click.echo(f"pruned {removed} lessons (their records are in the change log)")
+    click.echo(restore_hint(path, backup, "prune"))
+
+
+def _backup(playbook) -> Path:
+    """Write the playbook's backup beside it and say where, before a change in place."""
+    from playground.plugins.playbook.store import PlaybookError
+
+    try:
+        backup = playbook.backup()
+    except PlaybookError as exc:
+        raise PlaybookCLIError(f"no backup could be written, so nothing was changed: {exc}") from None
+    click.echo(f"backup: {backup} (the playbook as it was)")
+    return backup
 
 
 @playbook_group.command("log")

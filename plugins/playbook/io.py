@@ -40,7 +40,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from playground.core.errors import PlaygroundError
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry, UnknownFailure
@@ -256,13 +256,18 @@ def _no_constants(name: str) -> float:
     raise ValueError(f"{name} is not allowed")
 
 
-def read_jsonl(path: str | os.PathLike, labels: LabelRegistry | None = None) -> list[dict]:
+def read_jsonl(path: str | os.PathLike, labels: LabelRegistry | None = None, *,
+               progress: Callable[[int, int | None], None] | None = None) -> list[dict]:
     """Return the normalized lesson records of a JSONL playbook, or raise PlaybookImportError
-    listing every bad line; blank lines are skipped. Labels are checked against `labels` (default: the host's)."""
+    listing every bad line; blank lines are skipped. Labels are checked against `labels` (default: the host's).
+    `progress`, when given, is called with (lines read, lines in the file) after each line."""
     path = Path(path)
     records: list[dict] = []
     problems: list[str] = []
-    for number, raw in _file_text_lines(path):
+    lines = _file_text_lines(path)
+    for number, raw in lines:
+        if progress is not None:
+            progress(number, len(lines))
         text = _decoded(number, raw, problems)
         if text is None or not text.strip():
             continue
@@ -324,7 +329,8 @@ def _ace_record(line: AceLine, header: str | None, now: float) -> tuple[dict, li
 
 def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None, *, strict: bool = False,
              skipped: list[str] | None = None, notes: list[str] | None = None,
-             headers: list[tuple[int, str]] | None = None) -> list[dict]:
+             headers: list[tuple[int, str]] | None = None,
+             progress: Callable[[int, int | None], None] | None = None) -> list[dict]:
     """Return the lesson records of an ACE playbook, one per bullet, in file order.
 
     Lines are read by the rules of `ace_format` (docs/playbook-ace-format.md): blank lines, `##`
@@ -344,7 +350,8 @@ def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None, *, st
     "harmful": ... (bullets with counters), "header": the section title as written, when it differs
     from the subtype or is empty}.
     Lessons keep the file's order in their ids and share one created_at. Labels are checked
-    against `labels` (default: the host's).
+    against `labels` (default: the host's). `progress`, when given, is called with (lines read, None) after
+    each line.
     """
     path = Path(path)
     _check_readable(path)
@@ -356,6 +363,8 @@ def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None, *, st
     seen: dict[str, tuple[int, int]] = {}  # a bullet's identity -> (its first line, copies so far)
     used = last = 0  # non-blank lines, the number of the last
     for number, raw in ace_lines(path.read_bytes()):
+        if progress is not None:
+            progress(number, None)
         text = _decoded(number, raw, problems)
         line = parse_ace_line(text) if text is not None else None
         if text is None or line is not None:  # a line that is not UTF-8 (or too long) is not blank

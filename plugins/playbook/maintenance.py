@@ -4,6 +4,8 @@ whole copies. The functions that touch the database work inside the caller's tra
 from __future__ import annotations
 
 import bisect
+import glob
+import hashlib
 import json
 import os
 import re
@@ -13,13 +15,14 @@ import time
 from collections import Counter, defaultdict
 from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
 from playground.plugins.playbook.ace_format import write_ace
 from playground.plugins.playbook.io import PlaybookError, label_key, write_jsonl
 from playground.plugins.playbook.provenance import insert, log
 from playground.plugins.playbook.schema import COLUMNS, ID, lesson_from_row
 
+T = TypeVar("T")
 MERGE_ROWS = ("SELECT id, failure_type, label_key, created_at, trigger_pattern, principle FROM lessons "
               "WHERE id > ? ORDER BY id LIMIT ?")  # keyset-paged: what `merge_plan` compares
 ACE_HEADERS_KEY = "ace_headers"  # playbook_meta: the header lines of imported ACE files (`ace_headers`)
@@ -91,10 +94,11 @@ def apply_merge(db: sqlite3.Connection, plan: list[tuple[int, int, float]]) -> i
 
 # ---- pruning ------------------------------------------------------------------------------
 
-def pruner(max_age_days: float | None, min_helped: int | None,
-           max_count: int | None) -> Callable[[sqlite3.Connection], int]:
-    """Check `Playbook.prune`'s limits (ValueError for a negative one) and return the work that removes lessons
-    by them in a transaction, returning how many it removed (the age limit is measured from now)."""
+def prune_planner(max_age_days: float | None, min_helped: int | None,
+                  max_count: int | None) -> Callable[[sqlite3.Connection], list[tuple[tuple, dict]]]:
+    """Check `Playbook.prune`'s limits (ValueError for a negative one) and return the read that lists, changing
+    nothing, the (row of COLUMNS, reason) of each lesson they remove, in the order they remove them (the age limit
+    is measured from now)."""
     for name, value in (("max_age_days", max_age_days), ("min_helped", min_helped), ("max_count", max_count)):
         if value is not None and value < 0:
             raise ValueError(f"{name} must be >= 0, not {value}")
@@ -106,51 +110,92 @@ def pruner(max_age_days: float | None, min_helped: int | None,
         conditions.append("helped < ?")
         params.append(min_helped)
 
-    def delete(db: sqlite3.Connection, rows: list[tuple], reason: dict) -> int:
-        for row in rows:
-            db.execute("DELETE FROM lessons WHERE id = ?", (row[ID],))
-            log(db, "prune", row[ID], {**reason, "lesson": lesson_from_row(row).to_dict()})
-        return len(rows)
-
-    def apply(db: sqlite3.Connection) -> int:
-        removed = 0
+    def plan(db: sqlite3.Connection) -> list[tuple[tuple, dict]]:
+        chosen: list[tuple[tuple, dict]] = []
         if conditions:
             rows = db.execute(f"SELECT {COLUMNS} FROM lessons WHERE {' AND '.join(conditions)}", params).fetchall()
-            removed += delete(db, rows, {"max_age_days": max_age_days, "min_helped": min_helped})
+            chosen += [(row, {"max_age_days": max_age_days, "min_helped": min_helped}) for row in rows]
         if max_count is not None:
-            excess = db.execute("SELECT COUNT(*) FROM lessons").fetchone()[0] - max_count
-            if excess > 0:
-                rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY helped, created_at, id LIMIT ?",
-                                  (excess,)).fetchall()
-                removed += delete(db, rows, {"max_count": max_count})
-        return removed
+            gone = {row[ID] for row, _ in chosen}
+            excess = db.execute("SELECT COUNT(*) FROM lessons").fetchone()[0] - len(gone) - max_count
+            for row in db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY helped, created_at, id"):
+                if excess <= 0:
+                    break
+                if row[ID] not in gone:  # the least helpful of the lessons left, oldest first among equals
+                    chosen.append((row, {"max_count": max_count}))
+                    excess -= 1
+        return chosen
+    return plan
+
+
+def pruner(max_age_days: float | None, min_helped: int | None,
+           max_count: int | None) -> Callable[[sqlite3.Connection], int]:
+    """Check `Playbook.prune`'s limits (ValueError for a negative one) and return the work that removes, in a
+    transaction, the lessons `prune_planner` lists, logging each with its full record; it returns how many."""
+    plan = prune_planner(max_age_days, min_helped, max_count)
+
+    def apply(db: sqlite3.Connection) -> int:
+        chosen = plan(db)
+        for row, reason in chosen:
+            db.execute("DELETE FROM lessons WHERE id = ?", (row[ID],))
+            log(db, "prune", row[ID], {**reason, "lesson": lesson_from_row(row).to_dict()})
+        return len(chosen)
     return apply
 
 
 # ---- importing and exporting --------------------------------------------------------------
 
 def import_new(db: sqlite3.Connection, path: str | Path, records: list[dict], kind: str,
-               held: dict[int, int] | None = None) -> tuple[list[int], list[int]]:
+               held: dict[int, int] | None = None,
+               progress: Callable[[int], None] | None = None) -> tuple[list[int], list[int]]:
     """Insert the checked records read from file `path` (format `kind`) that the playbook does not hold yet (the
     same text and provenance); return (the new ids, the line numbers of records already there). `held`, when
-    given, receives the line number -> id of the lesson held for each record already there."""
+    given, receives the line number -> id of the lesson held for each record already there. `progress`, when
+    given, is called with the number of records done after each one (an exception it raises stops the import,
+    and the caller's transaction then takes back everything).
+
+    The lessons already held are found through one pass over those of the records' failure types and label
+    sets (a hash of each one's text and provenance), not one search per record: an import of N records into a
+    playbook of M lessons takes time in N + M, not N * M."""
+    index = _identity_index(db, {(r["failure_type"], label_key(r["labels"])) for r in records})
     already: list[int] = []
     ids = []
-    for record in records:  # a lesson the playbook already holds (same text and provenance) is not added again
-        same = db.execute(
-            "SELECT id FROM lessons WHERE failure_type = ? AND label_key = ? AND subtype = ? AND "
-            "trigger_pattern = ? AND principle = ? AND provenance = ? LIMIT 1",
-            (record["failure_type"], label_key(record["labels"]), record["subtype"], record["trigger"],
-             record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str))
-        ).fetchone()
+    for done, record in enumerate(records, 1):  # a lesson already there (same text and provenance) is not added again
+        provenance = json.dumps(record["provenance"], ensure_ascii=False, default=str)
+        identity = _identity(record["failure_type"], label_key(record["labels"]), record["subtype"],
+                             record["trigger"], record["principle"], provenance)
+        same = next((lesson_id for lesson_id in index.get(identity, ()) if db.execute(
+            "SELECT 1 FROM lessons WHERE id = ? AND failure_type = ? AND label_key = ? AND subtype = ? AND "
+            "trigger_pattern = ? AND principle = ? AND provenance = ?",
+            (lesson_id, record["failure_type"], label_key(record["labels"]), record["subtype"], record["trigger"],
+             record["principle"], provenance)).fetchone()), None)
         if same is not None:
             already.append(record["line"])
             if held is not None:
-                held[record["line"]] = same[0]
-            continue
-        ids.append(insert(db, record, "import", {"source": str(path), "format": kind, "line": record["line"],
-                                                 "source_id": record.get("source_id")}))
+                held[record["line"]] = same
+        else:
+            ids.append(insert(db, record, "import", {"source": str(path), "format": kind, "line": record["line"],
+                                                     "source_id": record.get("source_id")}))
+            index.setdefault(identity, []).append(ids[-1])
+        if progress is not None:
+            progress(done)
     return ids, already
+
+
+def _identity(*fields: str) -> bytes:
+    """A 128-bit hash of a lesson's type, label key, subtype, trigger, principle and provenance (as stored)."""
+    text = "\0".join(fields).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(text, digest_size=16).digest()
+
+
+def _identity_index(db: sqlite3.Connection, keys: set[tuple[str, str]]) -> dict[bytes, list[int]]:
+    """The ids of the lessons of these (failure type, label key) pairs, by `_identity` (one indexed scan each)."""
+    index: dict[bytes, list[int]] = defaultdict(list)
+    for failure_type, key in keys:
+        for row in db.execute("SELECT id, subtype, trigger_pattern, principle, provenance FROM lessons "
+                              "WHERE failure_type = ? AND label_key = ?", (failure_type, key)):
+            index[_identity(failure_type, key, *row[1:])].append(row[0])
+    return index
 
 
 def export_jsonl(db: sqlite3.Connection, path: str | Path) -> int:
@@ -159,13 +204,14 @@ def export_jsonl(db: sqlite3.Connection, path: str | Path) -> int:
     return write_jsonl(path, (lesson_from_row(row).to_dict() for row in rows))
 
 
-def import_ace(db: sqlite3.Connection, path: str | Path, records: list[dict],
-               headers: list[tuple[int, str]]) -> tuple[list[int], list[int], int]:
+def import_ace(db: sqlite3.Connection, path: str | Path, records: list[dict], headers: list[tuple[int, str]],
+               progress: Callable[[int], None] | None = None) -> tuple[list[int], list[int], int]:
     """Insert the new records of ACE file `path` (`import_new`) and record its header lines (line, name) for
     `export_ace`, each anchored to the lesson of the first bullet after it; return (new ids, line numbers of
-    records already there, header lines not recorded because the playbook holds MAX_ACE_HEADERS already)."""
+    records already there, header lines not recorded because the playbook holds MAX_ACE_HEADERS already). `progress`
+    as in `import_new`."""
     held: dict[int, int] = {}
-    ids, already = import_new(db, path, records, "ace", held)
+    ids, already = import_new(db, path, records, "ace", held, progress)
     line_ids = {**dict(zip([r["line"] for r in records if r["line"] not in held], ids)), **held}
     lines = sorted(line_ids)
     anchored = []
@@ -238,3 +284,45 @@ def copy_whole(source: Path, path: str | Path, backup: Callable[[sqlite3.Connect
         Path(temporary).unlink(missing_ok=True)
         raise
     return target
+
+
+def build_new(target: Path, fill: Callable[[Path], T]) -> T:
+    """Make a new playbook at `target` complete or not at all: `fill(file)` builds it in a temporary file beside
+    `target` (a Playbook it opens there, closed before it returns), which is then linked into place; on any
+    failure, or when a file appeared at `target` meanwhile (PlaybookError), nothing is left at `target`. Returns
+    what `fill` returns."""
+    _remove_stale_builds(target)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}.importing")
+    sides = [temporary.with_name(temporary.name + side) for side in ("-wal", "-shm", "-journal")]
+    try:
+        result = fill(temporary)
+        if any(side.exists() and side.stat().st_size for side in sides[::2]):
+            raise PlaybookError(f"{temporary}: its changes were not all written into the file; nothing was made "
+                                f"at {target}")
+        try:
+            os.link(temporary, target)  # never replaces a playbook made meanwhile
+        except FileExistsError:
+            raise PlaybookError(f"{target}: a playbook appeared there meanwhile; nothing was imported into it "
+                                "(import again)") from None
+        except OSError:  # a file system without hard links
+            if target.exists():
+                raise PlaybookError(f"{target}: a playbook appeared there meanwhile; nothing was imported into it "
+                                    "(import again)") from None
+            os.replace(temporary, target)
+        return result
+    finally:
+        for leftover in (temporary, *sides):
+            leftover.unlink(missing_ok=True)
+
+
+def _remove_stale_builds(target: Path) -> None:
+    """Remove the temporary files that `build_new` runs for `target` left when they were killed: those of a process
+    that is no longer running (a file of a running one, or of a reused process id, is left alone)."""
+    for leftover in target.parent.glob(f".{glob.escape(target.name)}.*.importing*"):
+        pid = leftover.name[len(target.name) + 2:].split(".", 1)[0]
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            leftover.unlink(missing_ok=True)
+        except (ValueError, OSError):
+            continue  # not one of ours, or a process we may not signal: running

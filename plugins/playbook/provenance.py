@@ -22,13 +22,14 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from playground.host_api import EPISODE_FIELDS, key_values
 from playground.plugins.playbook.io import label_key
 from playground.plugins.playbook.schema import COLUMNS, INSERT, KEYED_TABLES, PROVENANCE, lesson_from_row, trigger_group
 
 ORIGIN_KEYS = (*EPISODE_FIELDS, "step")  # the episode key and the step of the write
+_ENV_CHECKED: set[tuple[str, str, str]] = set()  # (playbook file, run, env) checked by `other_env_warning`
 CHANGES = "SELECT id, at, op, lesson_id, details FROM changes WHERE id > ? ORDER BY id LIMIT ?"  # keyset-paged
 
 
@@ -181,3 +182,33 @@ def has_writes(db: sqlite3.Connection, keys: list[tuple[str, str]]) -> bool:
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     return any(db.execute(f"SELECT 1 FROM {table} WHERE run = ? AND episode = ? LIMIT 1", key).fetchone()
                for table in KEYED_TABLES if table in tables for key in keys)
+
+
+# ---- the envs lessons come from -----------------------------------------------------------
+
+def env_counts(db: sqlite3.Connection) -> dict[str, int]:
+    """Lessons by the env their provenance records (`"env"`, as Sentry writes it), most first; lessons that record
+    none (imported ACE bullets, hand-written lessons) are not counted."""
+    rows = db.execute("SELECT json_extract(provenance, '$.env') AS env, COUNT(*) FROM lessons "
+                      "WHERE json_valid(provenance) AND env IS NOT NULL GROUP BY env").fetchall()
+    return {str(env): count for env, count in sorted(rows, key=lambda row: (-row[1], str(row[0])))}
+
+
+def other_env_warning(path: Path, origin: dict[str, Any], read_counts: Callable[[], dict[str, int]]) -> str | None:
+    """The warning for an episode retrieving from the playbook at `path` under `origin` (its provenance: run, env,
+    ...): None unless most of the lessons that record an env (`read_counts()`, i.e. `env_counts`) come from envs
+    other than `origin["env"]`, and None when this process has checked this file, run and env before."""
+    env = str(origin.get("env"))
+    seen = (str(Path(path).resolve()), str(origin.get("run")), env)
+    if seen in _ENV_CHECKED:
+        return None
+    _ENV_CHECKED.add(seen)
+    counts = read_counts()
+    recorded, same = sum(counts.values()), counts.get(env, 0)
+    if not recorded or 2 * same >= recorded:
+        return None
+    others = [f"{name} {count}" for name, count in counts.items() if name != env]
+    shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+    return (f"warning: playbook {path}: {recorded - same} of the {recorded} lessons that record an env come from "
+            f"another env ({shown}), and this run plays {env}: they may not apply here "
+            f"(`playground playbook stats {path}` lists the envs)")

@@ -14,6 +14,7 @@ writes keyed by provenance, taking back an unfinished episode's writes, the chan
 
 from __future__ import annotations
 
+import logging
 import random
 import sqlite3
 import time
@@ -39,10 +40,12 @@ from playground.plugins.playbook.provenance import (
     count_outcome,
     count_retrieved,
     discard,
+    env_counts,
     has_writes,
     insert_once,
     origin_key,
     origin_part,
+    other_env_warning,
 )
 from playground.plugins.playbook.retrieval import RETRIEVAL_MODES, Retrieved, pick
 from playground.plugins.playbook.schema import (
@@ -56,9 +59,10 @@ from playground.plugins.playbook.schema import (
     open_read_only,
 )
 
-__all__ = ["Playbook", "discard_episodes"]
+__all__ = ["Playbook", "discard_episodes", "import_file"]
 
 PAGE = 1_000  # rows per read when iterating over a whole playbook
+Progress = Callable[[str, int, "int | None"], None]  # (stage "read" or "write", done, in all or None), for imports
 
 
 class Playbook:
@@ -78,6 +82,7 @@ class Playbook:
                  labels: LabelRegistry | None = None):
         self.path = Path(path)
         self.read_only = read_only
+        self._env_checked = False  # whether a retrieval has compared the episode's env with the lessons' envs
         self._labels = labels
         self._busy_timeout_s = busy_timeout_s
         check_is_playbook_or_new(self.path)
@@ -137,16 +142,20 @@ class Playbook:
                 raise type(error)(f"record {number}: {error}") from error
         return self._write(lambda db: [insert_once(db, record) for record in checked])
 
-    def import_jsonl(self, path: str | Path) -> ImportReport:
+    def import_jsonl(self, path: str | Path, *, progress: Progress | None = None) -> ImportReport:
         """Add every lesson of a JSONL file (as written by `export_jsonl`), all or nothing.
 
         Every line is checked first; any bad line raises PlaybookImportError naming the file and
-        the line numbers, and the playbook is left untouched.
+        the line numbers, and the playbook is left untouched. The lessons are then added in one
+        transaction: an import cut off (an error, Ctrl-C, a kill) adds none. `progress`, when given,
+        is called as `progress("read", lines read, lines in all)` while the file is read and
+        `progress("write", records done, records in all)` while they are added; an exception it
+        raises stops the import.
         """
-        records = read_jsonl(path, self.labels)
-        return self._import(path, records, "jsonl")
+        records = read_jsonl(path, self.labels, progress=_stage(progress, "read"))
+        return self._import(path, records, "jsonl", progress)
 
-    def import_ace(self, path: str | Path, *, strict: bool = False) -> ImportReport:
+    def import_ace(self, path: str | Path, *, strict: bool = False, progress: Progress | None = None) -> ImportReport:
         """Add every bullet of an ACE playbook text file as a "procedure" lesson.
 
         See `playground.plugins.playbook.io.read_ace` for how bullets map to lessons. Lines that do not
@@ -154,20 +163,24 @@ class Playbook:
         raise PlaybookImportError naming the file and the line numbers, and nothing is imported. The
         report's `notes` name bullets kept twice and a file with no bullet. The file's header lines are
         recorded (playbook_meta) so that `export_ace` writes its empty sections and repeated headers back.
+        One transaction, and `progress`, as in `import_jsonl` (lines in all are not counted: None).
         """
         skipped: list[str] = []
         notes: list[str] = []
         headers: list[tuple[int, str]] = []
-        records = read_ace(path, self.labels, strict=strict, skipped=skipped, notes=notes, headers=headers)
-        ids, already, unrecorded = self._write(lambda db: maintenance.import_ace(db, path, records, headers))
+        records = read_ace(path, self.labels, strict=strict, skipped=skipped, notes=notes, headers=headers,
+                           progress=_stage(progress, "read"))
+        written = _stage(progress, "write", len(records))
+        ids, already, unrecorded = self._write(lambda db: maintenance.import_ace(db, path, records, headers, written))
         if unrecorded:
             notes.append(f"{unrecorded} section header line(s) not kept for export: a playbook keeps at most "
                          f"{maintenance.MAX_ACE_HEADERS:,}")
         return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None, tuple(skipped),
                             len(already), tuple(notes))
 
-    def _import(self, path: str | Path, records: list[dict], kind: str) -> ImportReport:
-        ids, already = self._write(lambda db: maintenance.import_new(db, path, records, kind))
+    def _import(self, path: str | Path, records: list[dict], kind: str, progress: Progress | None) -> ImportReport:
+        written = _stage(progress, "write", len(records))
+        ids, already = self._write(lambda db: maintenance.import_new(db, path, records, kind, None, written))
         return ImportReport(str(path), len(ids), ids[0] if ids else None, ids[-1] if ids else None, (), len(already))
 
     # ---- retrieving ---------------------------------------------------------------------
@@ -191,10 +204,22 @@ class Playbook:
             raise ValueError(f"retrieval mode must be one of {', '.join(RETRIEVAL_MODES)}, got {mode!r}")
         if k <= 0:
             return []
+        if origin and origin.get("env") and not self._env_checked:
+            self._warn_if_other_env(origin)
         picked = self._read(lambda db: pick(db, mode, failure_type, set(labels), k, rng))
         if count and picked:
             self.record_retrieved([item.lesson.id for item in picked], origin=origin)
         return picked
+
+    def _warn_if_other_env(self, origin: dict[str, Any]) -> None:
+        """Log `other_env_warning` (once per process for this file, run and env), if there is one for `origin`."""
+        self._env_checked = True
+        try:
+            warning = other_env_warning(self.path, origin, lambda: self._read(env_counts))
+        except PlaybookError:
+            return  # a check for a warning never stops a run
+        if warning:
+            logging.getLogger("playground.plugins.playbook").warning(warning)
 
     def record_retrieved(self, lesson_ids: Iterable[int], origin: dict[str, Any] | None = None) -> None:
         """Count one retrieval for each lesson id (ids no longer in the playbook are ignored).
@@ -260,7 +285,8 @@ class Playbook:
                 yield change_from_row(row)
 
     def stats(self) -> dict[str, Any]:
-        """Return counts: lessons in all, per failure type, per label of each type, counter totals, log rows."""
+        """Return counts: lessons in all, per failure type, per label of each type, per env their provenance
+        records (`by_env`; lessons recording none are not counted), counter totals, log rows."""
         def read(db: sqlite3.Connection) -> dict[str, Any]:
             by_type: dict[str, int] = defaultdict(int)
             by_label: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -271,6 +297,7 @@ class Playbook:
             count, retrieved, verified, helped = db.execute(
                 "SELECT COUNT(*), TOTAL(retrieved), TOTAL(verified), TOTAL(helped) FROM lessons").fetchone()
             return {"path": str(self.path), "count": count, "by_type": dict(sorted(by_type.items())),
+                    "by_env": env_counts(db),
                     "by_label": {t: dict(sorted(by_label[t].items())) for t in sorted(by_label)},
                     "counters": {"retrieved": int(retrieved), "verified": int(verified), "helped": int(helped)},
                     "changes": db.execute("SELECT COUNT(*) FROM changes").fetchone()[0]}
@@ -294,22 +321,39 @@ class Playbook:
 
     # ---- maintenance --------------------------------------------------------------------
 
+    def backup(self) -> Path:
+        """Write a consistent copy of the whole playbook beside it, named `<name>.bak-<YYYYmmdd-HHMMSS>` (a `-N`
+        suffix when that is taken), and return its path (see `copy_to`)."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for number in range(1, 1000):
+            name = f"{self.path.name}.bak-{stamp}" + (f"-{number}" if number > 1 else "")
+            if not any(self.path.with_name(name + side).exists() for side in ("", "-wal", "-shm", "-journal")):
+                return self.copy_to(self.path.with_name(name))
+        raise PlaybookError(f"{self.path}: no free backup name beside it for {stamp}")
+
+    def prune_plan(self, max_age_days: float | None = None, min_helped: int | None = None,
+                   max_count: int | None = None) -> list[tuple[Lesson, dict[str, Any]]]:
+        """What `prune` would remove, changing nothing: (lesson, the limits that remove it), in order."""
+        plan = maintenance.prune_planner(max_age_days, min_helped, max_count)
+        return [(lesson_from_row(row), reason) for row, reason in self._read(plan)]
+
     def merge_plan(self, similarity: float = 0.9) -> list[tuple[int, int, float]]:
         """What `merge` would do, changing nothing: (lesson id merged away, lesson id kept, text similarity)."""
         if not 0.0 < similarity <= 1.0:
             raise ValueError(f"similarity must be in (0, 1], not {similarity}")
         return maintenance.merge_plan(self._pages(maintenance.MERGE_ROWS), similarity)
 
-    def merge(self, similarity: float = 0.9) -> int:
+    def merge(self, similarity: float = 0.9, plan: list[tuple[int, int, float]] | None = None) -> int:
         """Merge near-duplicate lessons and return how many were removed.
 
         Two lessons are near-duplicates when they have the same failure type and labels and their
         texts (trigger and principle, lower-cased, whitespace collapsed) have a
         `difflib.SequenceMatcher` ratio >= `similarity`. Going from the oldest lesson of each
         label set, a lesson is merged into the first older kept lesson it is similar to: the kept
-        one gains its counters and it is deleted (the change log keeps its full record).
+        one gains its counters and it is deleted (the change log keeps its full record). `plan`: a
+        `merge_plan` made before, to apply instead (pairs with a lesson gone meanwhile are passed over).
         """
-        plan = self.merge_plan(similarity)
+        plan = self.merge_plan(similarity) if plan is None else plan
         return self._write(lambda db: maintenance.apply_merge(db, plan))
 
     def prune(self, max_age_days: float | None = None, min_helped: int | None = None,
@@ -400,6 +444,37 @@ def discard_episodes(path: str | Path, run_id: str, episode_ids: Iterable[str]) 
             return 0, 0
     with Playbook(path) as playbook:
         return playbook.discard_episodes(run_id, episodes)
+
+
+def import_file(path: str | Path, source: str | Path, *, fmt: str = "jsonl", strict: bool = False,
+                progress: Progress | None = None) -> ImportReport:
+    """Import a JSONL (`fmt="jsonl"`) or ACE (`"ace"`) file into the playbook at `path`, complete or not at all.
+
+    An existing playbook gets the lessons in one transaction (`import_jsonl`, `import_ace`), so an import cut off
+    by an error, Ctrl-C or a kill leaves it as it was. A new one is built under a temporary name beside `path` and
+    linked into place once the import is complete, so a cut-off import leaves no playbook there (a kill may leave
+    the hidden temporary file, `.<name>.*.importing`, which can be deleted). PlaybookError when a playbook
+    appeared at `path` meanwhile (nothing is imported into it).
+    """
+    target = Path(path)
+    check_is_playbook_or_new(target)
+
+    def fill(file: Path) -> ImportReport:
+        with Playbook(file) as playbook:
+            if fmt == "jsonl":
+                return playbook.import_jsonl(source, progress=progress)
+            return playbook.import_ace(source, strict=strict, progress=progress)
+    return fill(target) if target.exists() else maintenance.build_new(target, fill)
+
+
+def _stage(progress: Progress | None, stage: str, total: int | None = None) -> Callable | None:
+    """`progress` for one stage of an import: called with (done, in all) for "read", with (done) and `total` for
+    "write"; None without a `progress`."""
+    if progress is None:
+        return None
+    if stage == "read":
+        return lambda done, in_all: progress(stage, done, in_all)
+    return lambda done: progress(stage, done, total)
 
 
 def _as_list(labels: Iterable[str]) -> list[str] | str:
