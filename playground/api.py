@@ -48,7 +48,7 @@ from playground.core.payloads import (
     Verification,
     keep_text,
 )
-from playground.core.services import JudgeSettings, Services
+from playground.core.services import JudgeSettings, ParameterError, Services, declared_values
 from playground.core.task_sets import TaskSet, seed_range
 
 __all__ = [
@@ -66,5 +66,5 @@ __all__ = [
     # the instrument as the judges' model (`register_instrument_judges`)
     "JudgeRequest", "JudgeAnswer", "InstrumentState",
     # what an intervention factory receives
-    "JudgeSettings", "Services",
+    "JudgeSettings", "Services", "declared_values", "ParameterError",
 ]

@@ -99,3 +99,15 @@ def test_the_judge_service_is_the_agent_s_shared_model_unless_settings_name_one(
         assert services.judge({}) is shared
     with pytest.raises(ValueError, match="typed: judge_base_url needs judge_model too"):
         services.judge({"judge_base_url": "http://127.0.0.1:9/v1"})
+
+
+def test_declared_values_validates_a_plain_dict_as_the_host_does():
+    from playground.api import ParameterError, declared_values
+
+    assert declared_values(Window, {"window": 3, "other": 1}, "w") == {"window": 3, "note": "hi"}
+    assert declared_values(Window, Window(window=2), "w") == {"window": 2, "note": "hi"}
+    with pytest.raises(ParameterError, match=r"w parameter 'window': Input should be greater than or equal to 1, "
+                                             r"got 0"):
+        declared_values(Window, {"window": 0}, "w")
+    with pytest.raises(ParameterError, match="w parameter 'window'"):
+        declared_values(Window, {"window": "2"}, "w")  # strict: a string is not a number

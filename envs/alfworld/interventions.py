@@ -34,8 +34,7 @@ import random
 from functools import lru_cache
 from typing import Any, Mapping
 
-from pydantic import ValidationError
-
+from playground.api import declared_values
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision, Detection, EpisodeStart, InterventionMessage, Proposal, StepContext
@@ -56,17 +55,7 @@ def parse_params(params: Mapping[str, Any] | GuardParams) -> dict[str, Any]:
     else the keys of `params` that `GuardParams` declares (others ignored) validated by it, strictly (as a run
     checks them: a bool is true or false, a whole number is not 2.5 or a string), the defaults filled in.
     GuardConfigError names the parameter, the rule it breaks and the value."""
-    if isinstance(params, GuardParams):
-        return params.model_dump()
-    given = {key: value for key, value in params.items() if key in GuardParams.model_fields}
-    try:
-        return GuardParams.model_validate(given, strict=True).model_dump()
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        key = error["loc"][0] if error["loc"] else None
-        if key in given:
-            raise GuardConfigError(f"guard parameter {key!r}: {error['msg']}, got {given[key]!r}") from None
-        raise GuardConfigError(f"guard parameters: {error['msg']}") from None
+    return declared_values(GuardParams, params, "guard", GuardConfigError)
 
 
 @lru_cache(maxsize=4)

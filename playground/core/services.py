@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+from playground.core.errors import PlaygroundError
 
 
 class JudgeSettings(BaseModel):
@@ -66,3 +68,30 @@ class Services:
         path = Path(self.scratch)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+class ParameterError(PlaygroundError, ValueError):
+    """A plugin's parameters break its declaration: names the owner, the parameter, the rule and the value."""
+
+
+def declared_values(model: type[BaseModel], params: Mapping[str, Any] | BaseModel, owner: str,
+                    error: type[Exception] = ParameterError) -> dict[str, Any]:
+    """A plugin's parameters as a dict, validated by its declaration `model` (a pydantic model class).
+
+    An instance of `model` (what the host hands a factory: it validated the values) is taken as it is; a mapping,
+    or another model's values, has the keys `model` declares validated strictly, as a run checks them (a bool is
+    true or false, a number is not a string), the defaults filled in, other keys ignored. `error` (ParameterError
+    unless the plugin names its own class) says "OWNER parameter 'KEY': RULE, got VALUE".
+    """
+    if isinstance(params, model):
+        return params.model_dump()
+    source = params.model_dump() if isinstance(params, BaseModel) else params
+    given = {key: value for key, value in source.items() if key in model.model_fields}
+    try:
+        return model.model_validate(given, strict=True).model_dump()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = first["loc"][0] if first["loc"] else None
+        if key in given:
+            raise error(f"{owner} parameter {key!r}: {first['msg']}, got {given[key]!r}") from None
+        raise error(f"{owner} parameters: {first['msg']}") from None

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from playground import PlaygroundError
-from playground.api import JudgeSettings
+from playground.api import JudgeSettings, declared_values
 
 SuccessMode = Literal["auto", "observed", "judge", "env"]  # how a memory baseline tells a success (success.MODES)
 
@@ -107,20 +107,7 @@ def parse_params(baseline: str, model: type[BaseModel], params: Mapping[str, Any
     needs its model name too. BaselineConfigError names the baseline, the parameter, the rule it
     breaks and the value.
     """
-    if isinstance(params, model):
-        values = params.model_dump()
-    else:
-        source = params.model_dump() if isinstance(params, BaseModel) else params  # another model: its values
-        given = {key: value for key, value in source.items() if key in model.model_fields}
-        try:
-            values = model.model_validate(given, strict=True).model_dump()
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            key = error["loc"][0] if error["loc"] else None
-            if key in given:
-                raise BaselineConfigError(f"{baseline} parameter {key!r}: {error['msg']}, got {given[key]!r}") \
-                    from None
-            raise BaselineConfigError(f"{baseline} parameters: {error['msg']}") from None
+    values = declared_values(model, params, baseline, BaselineConfigError)
     if values.get("judge_base_url") and not values.get("judge_model"):
         raise BaselineConfigError(f"{baseline}: judge_base_url needs judge_model too (--param judge_model=NAME)")
     return values

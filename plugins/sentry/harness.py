@@ -37,8 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from pydantic import ValidationError
-
+from playground.api import declared_values
 from playground.core.errors import PlaygroundError
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import (
@@ -85,17 +84,7 @@ def parse_params(params: Mapping[str, Any] | SentryParams) -> dict[str, Any]:
     else the keys of `params` that `SentryParams` declares validated by it, strictly (as a run checks them: a bool
     is true or false, a number is not a string), the defaults filled in. SentryConfigError names the parameter,
     the rule it breaks and the value."""
-    if isinstance(params, SentryParams):
-        return params.model_dump()
-    given = {key: value for key, value in params.items() if key in SentryParams.model_fields}
-    try:
-        return SentryParams.model_validate(given, strict=True).model_dump()
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        key = error["loc"][0] if error["loc"] else None
-        if key in given:
-            raise SentryConfigError(f"sentry parameter {key!r}: {error['msg']}, got {given[key]!r}") from None
-        raise SentryConfigError(f"sentry parameters: {error['msg']}") from None
+    return declared_values(SentryParams, params, "sentry", SentryConfigError)
 
 
 def judge_roles(params: dict[str, Any], judge_available: bool) -> dict[str, str]:
