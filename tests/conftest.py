@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from playground.host.manager import reset_host
+from tests.postgres_server import postgres_server, postgres_url  # noqa: F401 (fixtures: a real PostgreSQL)
 
 
 def write_plugin_dist(root: Path, dist: str, plugins: dict[str, str]) -> Path:

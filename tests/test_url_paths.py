@@ -12,6 +12,7 @@ from tests.conftest import cli
 
 URLS = ["postgresql://user:secret@host:5432/db", "s3://bucket/key", "file:///tmp/x.sqlite",
         "http://example.com/p.sqlite"]
+NOT_PLAYBOOKS = [url for url in URLS if not url.startswith("postgresql")]  # the playbook plugin registers postgresql
 RUN = ["run", "--env", "tiny", "--agent", "noisy", "--episodes", "1", "--quiet"]
 
 
@@ -27,14 +28,15 @@ def _refused(capsys, tmp_path, monkeypatch, option: str, url: str, *args: str) -
     code, _, err = cli(capsys, *args)
     assert code == 2, err
     assert "looks like a URL" in err and option in err, err
-    assert "no URL scheme yet" in err, err  # the supported schemes: none today
+    expected = "postgres://, postgresql://" if option in ("--playbook", "PATH") else "no URL scheme yet"
+    assert expected in err, err  # the schemes the option supports: a playbook's are PostgreSQL's
     assert "secret" not in err, err
     assert url.replace("user:secret@", "***@") in err, err
     assert _entries(tmp_path) == before, "a refused URL made something on disk"
     return err
 
 
-@pytest.mark.parametrize("url", URLS)
+@pytest.mark.parametrize("url", NOT_PLAYBOOKS)
 def test_run_playbook_refuses_a_url(capsys, tmp_path, monkeypatch, url):
     _refused(capsys, tmp_path, monkeypatch, "--playbook", url, *RUN, "--harness", "sentry", "--out", "run",
              "--playbook", url)
@@ -45,7 +47,7 @@ def test_run_out_refuses_a_url(capsys, tmp_path, monkeypatch, url):
     _refused(capsys, tmp_path, monkeypatch, "--out", url, *RUN, "--out", url)
 
 
-@pytest.mark.parametrize("url", URLS)
+@pytest.mark.parametrize("url", NOT_PLAYBOOKS)
 def test_playbook_commands_refuse_a_url(capsys, tmp_path, monkeypatch, url):
     lessons = tmp_path / "lessons.jsonl"
     lessons.write_text("")
@@ -53,6 +55,18 @@ def test_playbook_commands_refuse_a_url(capsys, tmp_path, monkeypatch, url):
     _refused(capsys, tmp_path, monkeypatch, "PATH", url, "playbook", "stats", url)
     _refused(capsys, tmp_path, monkeypatch, "SOURCE", url, "playbook", "import", "book.sqlite", url)
     _refused(capsys, tmp_path, monkeypatch, "OUT", url, "playbook", "export", "book.sqlite", url)
+
+
+def test_a_postgresql_url_is_a_playbook_location_not_a_path(capsys, tmp_path, monkeypatch):
+    """The playbook plugin registers postgresql:// for --playbook and PATH (issue 55): the URL goes to the server
+    (here one that does not resolve: exit 2, saying so), its password masked, nothing made on disk."""
+    monkeypatch.chdir(tmp_path)
+    url = "postgresql://user:secret@host.invalid:5432/db"
+    for args in ([*RUN, "--harness", "sentry", "--out", "run", "--playbook", url], ["playbook", "stats", url]):
+        code, _, err = cli(capsys, *args)
+        assert code == 2 and "cannot connect" in err and "secret" not in err, err
+        assert "***@host.invalid" in err and "looks like a URL" not in err, err
+    assert _entries(tmp_path) == []
 
 
 @pytest.mark.parametrize("url", URLS)
@@ -98,7 +112,7 @@ def test_what_is_a_url(value, scheme):
 def test_a_password_in_the_query_or_a_broken_url_is_masked_too():
     for url in ("postgresql://host/db?password=secret", "postgresql://u:secret@[::1/db"):
         with pytest.raises(URLPathError) as caught:
-            plain_path(url, "--playbook")
+            plain_path(url, "--out")  # (--playbook takes PostgreSQL URLs)
         assert "secret" not in str(caught.value)
 
 

@@ -4,6 +4,7 @@ lists the choices."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from playground.run.config import AgentUnavailable, RunConfig, RunConfigError, p
 from playground.run.harnesses import attempt_verifier, resolve_harness, resolve_intervention
 from playground.run.parameters import check_params
 from playground.run.paths import URLPathError, plain_path
+from playground.run.secrets import redact_url
 from playground.run.services import build_intervention, episode_services
 
 
@@ -69,6 +71,11 @@ def check_config(host: Host, config: RunConfig) -> Any:
         raise RunConfigError(f"{config.env}:{config.task_set} split {config.split} has no tasks; nothing to run")
     if not str(config.out).strip():
         raise RunConfigError("the run directory (--out) is empty")
+    for option, seconds in (("--hook-deadline", config.hook_deadline), ("--episode-deadline", config.episode_deadline)):
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) \
+                or seconds < 0:  # nan compares false with every limit: it would turn the deadline off
+            raise RunConfigError(f"{option} must be a finite number of seconds, at least 0 (0: no limit), "
+                                 f"got {seconds!r}")
     if config.playbook is not None and not str(config.playbook).strip():
         raise RunConfigError("--playbook is empty")
     try:
@@ -139,7 +146,8 @@ def check_playbooks(host: Host, config: RunConfig, built: dict[str, list[tuple[s
         path = playbook_path(config, harness)
         said = host.call_plugins("check_playbook", path=path)
         said += EpisodeHooks(built.get(harness, ())).collect("check_playbook", path=path)
-        where = f"--playbook {path!r}" if config.playbook else f"the playbook of harness {harness!r} ({path})"
+        shown = redact_url(path)  # a URL's password is never shown
+        where = f"--playbook {shown!r}" if config.playbook else f"the playbook of harness {harness!r} ({shown})"
         for sentence in said:
             for text in (sentence if isinstance(sentence, (list, tuple)) else [sentence]):
                 if text and f"{where}: {text}" not in problems:

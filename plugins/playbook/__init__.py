@@ -1,6 +1,10 @@
-"""The playbook: the external store of recovery lessons (SQLite), its file formats and its CLI.
+"""The playbook: the external store of recovery lessons (an SQLite file, or a PostgreSQL schema), its file formats
+and its CLI.
 
-`store` holds the `Playbook` object, composed of `schema` (tables, creating, migrating and
+`backend` is where a playbook lives, behind one protocol: `sqlite_backend` (a file path, the default) or `postgres`
+(`postgresql://...` URLs, registered here for `--playbook`; `postgres_schema` its tables), opened by one factory
+(`open_playbook`); `copying` moves a whole playbook between them. `store` holds the `Playbook` object, composed of
+`schema` (tables, creating, migrating and
 checking files), `retrieval` (Sentry's retrieval rules), `provenance` (exactly-once writes,
 the change log) and `maintenance` (merge, prune, import, export, copy); `io` holds the JSONL
 and ACE file formats and validation (`ace_format` the rules of ACE's text), `cli` the
@@ -12,6 +16,9 @@ episodes are played again, takes back what they wrote to it (`discard_episodes`)
 """
 
 from playground.core.hookspecs import hookimpl
+from playground.plugins.playbook.backend import register_schemes
+
+register_schemes()  # `--playbook postgresql://...` is a playbook's location, not a path to refuse
 
 
 @hookimpl
@@ -34,18 +41,20 @@ def register_commands(cli) -> None:
 @hookimpl
 def check_playbook(path: str) -> str | None:
     """Refuse a file that cannot be a playbook: a folder, a file that is not SQLite, another program's SQLite
-    database, a playbook of a newer schema or with damaged pages (a missing or empty file becomes a new playbook)."""
-    from playground.plugins.playbook.schema import playbook_problem
+    database, a playbook of a newer schema or with damaged pages (a missing or empty file becomes a new playbook);
+    for a PostgreSQL URL, a server that cannot be reached or a schema that holds something else."""
+    from playground.plugins.playbook.backend import location_problem
 
-    return playbook_problem(path, read_pages=True)
+    return location_problem(path, read_pages=True)
 
 
 @hookimpl
 def playbook_digest(path: str) -> str | None:
-    """A hash of an SQLite playbook's content (a read-only dump of its tables), None for a file that is not SQLite."""
-    from playground.plugins.playbook.schema import content_digest
+    """A hash of a playbook's content (a read-only dump of its tables), None for a file that is not SQLite and a
+    PostgreSQL schema that holds no playbook."""
+    from playground.plugins.playbook.backend import location_digest
 
-    return content_digest(path)
+    return location_digest(path)
 
 
 @hookimpl

@@ -1,4 +1,5 @@
-"""`playground playbook ...`: inspect, search, import, export, merge and prune a playbook."""
+"""`playground playbook ...`: inspect, search, import, export, merge, prune and copy a playbook (an SQLite file, or a
+PostgreSQL URL: `backend`)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,12 @@ class PlaybookCLIError(CLIError):
 
 def _open(path: str, read_only: bool = False):
     """Open the existing playbook at `path` (PlaybookCLIError when there is none or it cannot be used)."""
+    from playground.plugins.playbook.backend import is_database_url, location_problem, playbook_exists, shown
     from playground.plugins.playbook.store import Playbook, PlaybookError
 
-    if not Path(path).exists():
+    if is_database_url(path) and not playbook_exists(path):
+        raise PlaybookCLIError(location_problem(path) or f"no playbook at {shown(path)!r}")
+    if not is_database_url(path) and not Path(path).exists():
         raise PlaybookCLIError(f"no playbook at {path!r}")
     try:
         return Playbook(path, read_only=read_only)
@@ -43,7 +47,7 @@ def _open(path: str, read_only: bool = False):
 
 @click.group("playbook")
 def playbook_group() -> None:
-    """Inspect and maintain a playbook of recovery lessons (SQLite)."""
+    """Inspect and maintain a playbook of recovery lessons (an SQLite file, or postgresql://... URL)."""
 
 
 @playbook_group.command("stats")
@@ -146,11 +150,12 @@ def export_command(path: str, out: str, force: bool, fmt: str) -> None:
 def import_command(path: str, source: str, fmt: str, strict: bool, progress: bool | None) -> None:
     """Import lessons from SOURCE: JSONL (all or nothing), or an ACE playbook (unusable lines skipped, named).
     Complete or not at all: stopped midway (Ctrl-C, a kill, an error), it leaves PATH as it was, or absent."""
+    from playground.plugins.playbook.backend import is_database_url, playbook_exists
     from playground.plugins.playbook.store import PlaybookError, import_file
 
     if not Path(source).is_file():
         raise PlaybookCLIError(f"no file at {source!r}")
-    existed = Path(path).exists()
+    existed = playbook_exists(path) if is_database_url(path) else Path(path).exists()
     reporter = ImportProgress(source, stderr_is_terminal() if progress is None else progress)
     try:
         report = import_file(path, source, fmt=fmt, strict=strict, progress=reporter)
@@ -230,16 +235,36 @@ def prune_command(path: str, max_age_days: float | None, min_helped: int | None,
     click.echo(restore_hint(path, backup, "prune"))
 
 
-def _backup(playbook) -> Path:
+def _backup(playbook) -> Path | str:
     """Write the playbook's backup beside it and say where, before a change in place."""
+    from playground.plugins.playbook.backend import shown
     from playground.plugins.playbook.store import PlaybookError
 
     try:
         backup = playbook.backup()
     except PlaybookError as exc:
         raise PlaybookCLIError(f"no backup could be written, so nothing was changed: {exc}") from None
-    click.echo(f"backup: {backup} (the playbook as it was)")
+    click.echo(f"backup: {shown(backup)} (the playbook as it was)")
     return backup
+
+
+@playbook_group.command("copy")
+@click.argument("source", callback=PLAYBOOK_PATH)
+@click.argument("target", callback=PLAYBOOK_PATH)
+def copy_command(source: str, target: str) -> None:
+    """Copy the whole playbook SOURCE (lessons with their ids and counters, origins, change log) to a new playbook
+    TARGET: an SQLite file to a PostgreSQL URL, back, or between the same kind. TARGET must hold no playbook yet;
+    the copy is made whole or not at all, and its export is byte for byte SOURCE's."""
+    from playground.plugins.playbook.backend import shown
+    from playground.plugins.playbook.store import PlaybookError
+
+    with _open(source, read_only=True) as playbook:
+        try:
+            playbook.copy_to(target)
+        except PlaybookError as exc:
+            raise PlaybookCLIError(str(exc)) from None
+        count = len(playbook)
+    click.echo(f"copied {count} lessons from {shown(source)} to {shown(target)}")
 
 
 @playbook_group.command("log")

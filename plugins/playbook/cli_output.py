@@ -75,8 +75,15 @@ def show_prune_plan(plan: list[tuple], total: int) -> None:
                + ("; run again with --apply to remove them, after a backup" if plan else ""))
 
 
-def restore_hint(path: str, backup: Path, what: str) -> str:
-    """How to put the playbook back as the backup holds it."""
+def restore_hint(path: str, backup: Path | str, what: str) -> str:
+    """How to put the playbook back as the backup holds it (a PostgreSQL playbook's backup is another schema)."""
+    if isinstance(backup, str) and "://" in backup:  # (a schema is not renamed: its triggers name it)
+        from playground.plugins.playbook.postgres import Location
+
+        book, kept = Location(path), Location(backup)
+        return (f"to undo the {what}, with nothing using the playbook: DROP SCHEMA \"{book.schema}\" CASCADE in "
+                f"its database (psql), then: playground playbook copy {shlex.quote(kept.shown)} "
+                f"{shlex.quote(book.shown)} (with your user in place of ***)")
     live = " ".join(shlex.quote(f"{path}{side}") for side in ("-wal", "-shm"))
     return (f"to undo the {what}, with nothing using the playbook: rm -f {live} && "
             f"mv {shlex.quote(str(backup))} {shlex.quote(path)}")

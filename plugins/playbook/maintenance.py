@@ -1,5 +1,6 @@
 """Playbook upkeep: merging near-duplicate lessons, pruning, importing lesson files, and writing exports and
-whole copies. The functions that touch the database work inside the caller's transaction."""
+whole copies. The functions that touch the database work inside the caller's transaction (SQLite's or
+PostgreSQL's: the SQL here is what both understand)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 from collections import Counter, defaultdict
 from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, TypeVar
 
 from playground.plugins.playbook.ace_format import write_ace
 from playground.plugins.playbook.io import PlaybookError, label_key, write_jsonl
@@ -29,8 +30,9 @@ ACE_HEADERS_KEY = "ace_headers"  # playbook_meta: the header lines of imported A
 MAX_ACE_HEADERS = 10_000  # header lines recorded in all; more are not kept for export (the import report says so)
 MOVE_USES = """INSERT INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, retrieved, verified, helped)
     SELECT run, episode, attempt, step, ?, kind, retrieved, verified, helped FROM lesson_uses WHERE lesson_id = ?
-    ON CONFLICT (run, episode, attempt, step, lesson_id, kind) DO UPDATE SET retrieved = retrieved + excluded.retrieved,
-        verified = verified + excluded.verified, helped = helped + excluded.helped"""
+    ON CONFLICT (run, episode, attempt, step, lesson_id, kind) DO UPDATE SET
+        retrieved = lesson_uses.retrieved + excluded.retrieved, verified = lesson_uses.verified + excluded.verified,
+        helped = lesson_uses.helped + excluded.helped"""
 
 
 # ---- merging ------------------------------------------------------------------------------
@@ -73,7 +75,7 @@ def _similarity(a: str, b: str, threshold: float) -> float:
     return matcher.ratio()
 
 
-def apply_merge(db: sqlite3.Connection, plan: list[tuple[int, int, float]]) -> int:
+def apply_merge(db: Any, plan: list[tuple[int, int, float]]) -> int:
     """Merge each planned duplicate into the lesson kept (counters, origins and uses move there); return how many
     were removed. Pairs of which either lesson is gone meanwhile are passed over."""
     removed = 0
@@ -95,7 +97,7 @@ def apply_merge(db: sqlite3.Connection, plan: list[tuple[int, int, float]]) -> i
 # ---- pruning ------------------------------------------------------------------------------
 
 def prune_planner(max_age_days: float | None, min_helped: int | None,
-                  max_count: int | None) -> Callable[[sqlite3.Connection], list[tuple[tuple, dict]]]:
+                  max_count: int | None) -> Callable[[Any], list[tuple[tuple, dict]]]:
     """Check `Playbook.prune`'s limits (ValueError for a negative one) and return the read that lists, changing
     nothing, the (row of COLUMNS, reason) of each lesson they remove, in the order they remove them (the age limit
     is measured from now)."""
@@ -110,7 +112,7 @@ def prune_planner(max_age_days: float | None, min_helped: int | None,
         conditions.append("helped < ?")
         params.append(min_helped)
 
-    def plan(db: sqlite3.Connection) -> list[tuple[tuple, dict]]:
+    def plan(db: Any) -> list[tuple[tuple, dict]]:
         chosen: list[tuple[tuple, dict]] = []
         if conditions:
             rows = db.execute(f"SELECT {COLUMNS} FROM lessons WHERE {' AND '.join(conditions)}", params).fetchall()
@@ -129,12 +131,12 @@ def prune_planner(max_age_days: float | None, min_helped: int | None,
 
 
 def pruner(max_age_days: float | None, min_helped: int | None,
-           max_count: int | None) -> Callable[[sqlite3.Connection], int]:
+           max_count: int | None) -> Callable[[Any], int]:
     """Check `Playbook.prune`'s limits (ValueError for a negative one) and return the work that removes, in a
     transaction, the lessons `prune_planner` lists, logging each with its full record; it returns how many."""
     plan = prune_planner(max_age_days, min_helped, max_count)
 
-    def apply(db: sqlite3.Connection) -> int:
+    def apply(db: Any) -> int:
         chosen = plan(db)
         for row, reason in chosen:
             db.execute("DELETE FROM lessons WHERE id = ?", (row[ID],))
@@ -145,7 +147,7 @@ def pruner(max_age_days: float | None, min_helped: int | None,
 
 # ---- importing and exporting --------------------------------------------------------------
 
-def import_new(db: sqlite3.Connection, path: str | Path, records: list[dict], kind: str,
+def import_new(db: Any, path: str | Path, records: list[dict], kind: str,
                held: dict[int, int] | None = None,
                progress: Callable[[int], None] | None = None) -> tuple[list[int], list[int]]:
     """Insert the checked records read from file `path` (format `kind`) that the playbook does not hold yet (the
@@ -188,7 +190,7 @@ def _identity(*fields: str) -> bytes:
     return hashlib.blake2b(text, digest_size=16).digest()
 
 
-def _identity_index(db: sqlite3.Connection, keys: set[tuple[str, str]]) -> dict[bytes, list[int]]:
+def _identity_index(db: Any, keys: set[tuple[str, str]]) -> dict[bytes, list[int]]:
     """The ids of the lessons of these (failure type, label key) pairs, by `_identity` (one indexed scan each)."""
     index: dict[bytes, list[int]] = defaultdict(list)
     for failure_type, key in keys:
@@ -198,13 +200,13 @@ def _identity_index(db: sqlite3.Connection, keys: set[tuple[str, str]]) -> dict[
     return index
 
 
-def export_jsonl(db: sqlite3.Connection, path: str | Path) -> int:
+def export_jsonl(db: Any, path: str | Path) -> int:
     """Write every lesson to a JSONL file (`io.write_jsonl`) and return the count."""
     rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY id")
     return write_jsonl(path, (lesson_from_row(row).to_dict() for row in rows))
 
 
-def import_ace(db: sqlite3.Connection, path: str | Path, records: list[dict], headers: list[tuple[int, str]],
+def import_ace(db: Any, path: str | Path, records: list[dict], headers: list[tuple[int, str]],
                progress: Callable[[int], None] | None = None) -> tuple[list[int], list[int], int]:
     """Insert the new records of ACE file `path` (`import_new`) and record its header lines (line, name) for
     `export_ace`, each anchored to the lesson of the first bullet after it; return (new ids, line numbers of
@@ -221,7 +223,7 @@ def import_ace(db: sqlite3.Connection, path: str | Path, records: list[dict], he
     return ids, already, add_ace_headers(db, anchored)
 
 
-def ace_headers(db: sqlite3.Connection) -> list[tuple[str, int | None]]:
+def ace_headers(db: Any) -> list[tuple[str, int | None]]:
     """The header lines of the ACE files imported so far, as (name, id of the lesson after it or None), in order
     (playbook_meta's ACE_HEADERS_KEY; empty when there is none, or when it is not a list of such pairs)."""
     row = db.execute("SELECT value FROM playbook_meta WHERE key = ?", (ACE_HEADERS_KEY,)).fetchone()
@@ -235,7 +237,7 @@ def ace_headers(db: sqlite3.Connection) -> list[tuple[str, int | None]]:
     return [(name, anchor) for name, anchor in entries] if valid else []
 
 
-def add_ace_headers(db: sqlite3.Connection, entries: list[tuple[str, int | None]]) -> int:
+def add_ace_headers(db: Any, entries: list[tuple[str, int | None]]) -> int:
     """Add header entries to those recorded, except the ones recorded already (a file imported again adds none);
     return how many were not recorded because MAX_ACE_HEADERS are."""
     recorded = ace_headers(db)
@@ -254,14 +256,14 @@ def add_ace_headers(db: sqlite3.Connection, entries: list[tuple[str, int | None]
     return len(new) - len(new[:room])
 
 
-def export_ace(db: sqlite3.Connection, path: str | Path) -> int:
+def export_ace(db: Any, path: str | Path) -> int:
     """Write every lesson, in id order, to an ACE playbook text file (`ace_format.write_ace`, with the header lines
     of the imported ACE files, so empty sections and repeated headers come back) and return the count."""
     rows = db.execute(f"SELECT {COLUMNS} FROM lessons ORDER BY id").fetchall()
     return write_ace(path, (lesson_from_row(row).to_dict() for row in rows), ace_headers(db))
 
 
-def copy_whole(source: Path, path: str | Path, backup: Callable[[sqlite3.Connection], None]) -> Path:
+def copy_whole(source: Path, path: str | Path, backup: Callable[[Any], None]) -> Path:
     """Write a copy of the playbook file `source` to the new file `path` through `backup` (which fills the
     connection to the copy it is given), made beside `path` and renamed into place once complete, with the
     source's file mode. PlaybookError if `path` (or a side file of it) already exists."""

@@ -12,19 +12,20 @@ new). Before an unfinished episode is played again, `discard_episodes` removes t
 stored and takes back the counter updates it made, so the replay starts from the playbook an
 uninterrupted run would have had and may take another path.
 
-The functions here work inside the caller's transaction on an open connection.
+The functions here work inside the caller's transaction on an open connection: SQLite's, or the PostgreSQL
+backend's session (`backend.dialect` tells them apart where their SQL differs).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from playground.host_api import EPISODE_FIELDS, key_values
+from playground.plugins.playbook.backend import dialect
 from playground.plugins.playbook.io import label_key
 from playground.plugins.playbook.schema import COLUMNS, INSERT, KEYED_TABLES, PROVENANCE, lesson_from_row, trigger_group
 
@@ -49,7 +50,7 @@ def change_from_row(row: tuple) -> Change:
     return Change(row[0], row[1], row[2], row[3], json.loads(row[4]))
 
 
-def log(db: sqlite3.Connection, op: str, lesson_id: int | None, details: dict) -> None:
+def log(db: Any, op: str, lesson_id: int | None, details: dict) -> None:
     """Append a row to the change log."""
     db.execute("INSERT INTO changes (at, op, lesson_id, details) VALUES (?, ?, ?, ?)",
                (time.time(), op, lesson_id, json.dumps(details, ensure_ascii=False, default=str)))
@@ -70,19 +71,22 @@ def origin_part(value: Any) -> str:
 
 # ---- writing lessons ----------------------------------------------------------------------
 
-def insert(db: sqlite3.Connection, record: dict, op: str, details: dict) -> int:
+def insert(db: Any, record: dict, op: str, details: dict) -> int:
     """Insert a checked lesson record, log it as `op` with `details`, and return its id."""
-    lesson_id = db.execute(INSERT, (
-        record["failure_type"], label_key(record["labels"]), record["subtype"], record["trigger"],
-        record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str),
-        record["created_at"], record["retrieved"], record["verified"], record["helped"],
-        trigger_group(record["subtype"], record["trigger"]))).lastrowid
+    values = (record["failure_type"], label_key(record["labels"]), record["subtype"], record["trigger"],
+              record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str),
+              record["created_at"], record["retrieved"], record["verified"], record["helped"],
+              trigger_group(record["subtype"], record["trigger"]))
+    if dialect(db) == "postgresql":
+        lesson_id = db.execute(INSERT + " RETURNING id", values).fetchone()[0]
+    else:
+        lesson_id = db.execute(INSERT, values).lastrowid
     assert lesson_id is not None  # set by an INSERT
     log(db, op, lesson_id, {"failure_type": record["failure_type"], "labels": list(record["labels"]), **details})
     return lesson_id
 
 
-def insert_once(db: sqlite3.Connection, record: dict) -> int:
+def insert_once(db: Any, record: dict) -> int:
     """Insert a lesson unless its provenance (run, episode, attempt, step) already stored one; return the id."""
     origin = origin_key(record["provenance"])
     if origin is not None:
@@ -99,7 +103,7 @@ def insert_once(db: sqlite3.Connection, record: dict) -> int:
 
 # ---- counting uses ------------------------------------------------------------------------
 
-def first_use(db: sqlite3.Connection, key: tuple[str, str, str, str] | None, lesson_id: int, kind: str,
+def first_use(db: Any, key: tuple[str, str, str, str] | None, lesson_id: int, kind: str,
               added: tuple[int, int, int]) -> bool:
     """True when a counter update of `kind` for the lesson is to be counted: the lesson exists and, for an
     update with an origin `key`, that origin has not counted it before (the update is then recorded with what
@@ -108,20 +112,20 @@ def first_use(db: sqlite3.Connection, key: tuple[str, str, str, str] | None, les
         return False
     if key is None:
         return True
-    inserted = db.execute("INSERT OR IGNORE INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, "
-                          "retrieved, verified, helped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    inserted = db.execute("INSERT INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, "
+                          "retrieved, verified, helped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                           (*key, lesson_id, kind, *added)).rowcount
     return inserted == 1
 
 
-def count_retrieved(db: sqlite3.Connection, lesson_ids: list[int], key: tuple[str, str, str, str] | None) -> None:
+def count_retrieved(db: Any, lesson_ids: list[int], key: tuple[str, str, str, str] | None) -> None:
     """Raise the `retrieved` counter of each lesson whose retrieval under origin `key` is a first use."""
     for lesson_id in lesson_ids:
         if first_use(db, key, lesson_id, "retrieved", (1, 0, 0)):
             db.execute("UPDATE lessons SET retrieved = retrieved + 1 WHERE id = ?", (lesson_id,))
 
 
-def count_outcome(db: sqlite3.Connection, path: Path, lesson_id: int, key: tuple[str, str, str, str] | None,
+def count_outcome(db: Any, path: Path | str, lesson_id: int, key: tuple[str, str, str, str] | None,
                   verified: bool, helped: bool) -> None:
     """Count a lesson's outcome unless origin `key` counted it before; KeyError when there is no such lesson."""
     added = (0, int(bool(verified)), int(bool(helped)))
@@ -137,18 +141,20 @@ def count_outcome(db: sqlite3.Connection, path: Path, lesson_id: int, key: tuple
 
 # ---- taking back an episode's writes ------------------------------------------------------
 
-def discard(db: sqlite3.Connection, run_id: str, episodes: list[str]) -> tuple[int, int]:
+def discard(db: Any, run_id: str, episodes: list[str]) -> tuple[int, int]:
     """Take back what these episodes of run `run_id` wrote (see `Playbook.discard_episodes`); return (lessons
     removed, counter updates taken back)."""
     run = origin_part(run_id)
+    larger = "GREATEST" if dialect(db) == "postgresql" else "MAX"  # the larger of two values
     removed = undone = 0
     for episode_id in episodes:  # first every discarded episode's counter updates: their uses do not count
         episode = origin_part(episode_id)
         uses = db.execute("SELECT lesson_id, retrieved, verified, helped FROM lesson_uses "
                           "WHERE run = ? AND episode = ?", (run, episode)).fetchall()
         for lesson_id, retrieved, verified, helped in uses:
-            db.execute("UPDATE lessons SET retrieved = MAX(retrieved - ?, 0), verified = MAX(verified - ?, 0), "
-                       "helped = MAX(helped - ?, 0) WHERE id = ?", (retrieved, verified, helped, lesson_id))
+            db.execute(f"UPDATE lessons SET retrieved = {larger}(retrieved - ?, 0), "
+                       f"verified = {larger}(verified - ?, 0), helped = {larger}(helped - ?, 0) WHERE id = ?",
+                       (retrieved, verified, helped, lesson_id))
         db.execute("DELETE FROM lesson_uses WHERE run = ? AND episode = ?", (run, episode))
         if uses:
             log(db, "discard", None, {"run": run_id, "episode": episode_id, "counter_updates": len(uses)})
@@ -177,24 +183,33 @@ def discard(db: sqlite3.Connection, run_id: str, episodes: list[str]) -> tuple[i
     return removed, undone
 
 
-def has_writes(db: sqlite3.Connection, keys: list[tuple[str, str]]) -> bool:
+def has_writes(db: Any, keys: list[tuple[str, str]]) -> bool:
     """True when one of these (run, episode) origin keys stored a lesson or a counter update here."""
-    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if dialect(db) == "postgresql":
+        tables = set(KEYED_TABLES)  # made with the playbook
+    else:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     return any(db.execute(f"SELECT 1 FROM {table} WHERE run = ? AND episode = ? LIMIT 1", key).fetchone()
                for table in KEYED_TABLES if table in tables for key in keys)
 
 
 # ---- the envs lessons come from -----------------------------------------------------------
 
-def env_counts(db: sqlite3.Connection) -> dict[str, int]:
+def env_counts(db: Any) -> dict[str, int]:
     """Lessons by the env their provenance records (`"env"`, as Sentry writes it), most first; lessons that record
     none (imported ACE bullets, hand-written lessons) are not counted."""
-    rows = db.execute("SELECT json_extract(provenance, '$.env') AS env, COUNT(*) FROM lessons "
-                      "WHERE json_valid(provenance) AND env IS NOT NULL GROUP BY env").fetchall()
+    if dialect(db) == "postgresql":
+        from playground.plugins.playbook.postgres_schema import ENV_COUNTS
+
+        rows = db.execute(ENV_COUNTS).fetchall()
+    else:
+        rows = db.execute("SELECT json_extract(provenance, '$.env') AS env, COUNT(*) FROM lessons "
+                          "WHERE json_valid(provenance) AND env IS NOT NULL GROUP BY env").fetchall()
     return {str(env): count for env, count in sorted(rows, key=lambda row: (-row[1], str(row[0])))}
 
 
-def other_env_warning(path: Path, origin: dict[str, Any], read_counts: Callable[[], dict[str, int]]) -> str | None:
+def other_env_warning(path: Path | str, origin: dict[str, Any],
+                      read_counts: Callable[[], dict[str, int]]) -> str | None:
     """The warning for an episode retrieving from the playbook at `path` under `origin` (its provenance: run, env,
     ...): None unless most of the lessons that record an env (`read_counts()`, i.e. `env_counts`) come from envs
     other than `origin["env"]`, and None when this process has checked this file, run and env before."""

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import heapq
 import random
-import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
+from playground.plugins.playbook.backend import dialect
 from playground.plugins.playbook.schema import COLUMNS, CREATED_AT, GROUP, ID, Lesson, lesson_from_row
 
 REPEATS_CHECK = 128  # rows retrieval reads at one overlap level before it looks up the unseen triggers
@@ -49,7 +49,7 @@ class Retrieved:
     reason: str
 
 
-def pick(db: sqlite3.Connection, mode: str, failure_type: str, query: set[str], k: int,
+def pick(db: Any, mode: str, failure_type: str, query: set[str], k: int,
          rng: random.Random | None) -> list[Retrieved]:
     """Return the at most k lessons retrieval `mode` (one of RETRIEVAL_MODES) picks for a failure."""
     if mode == "labels":
@@ -61,7 +61,7 @@ def pick(db: sqlite3.Connection, mode: str, failure_type: str, query: set[str], 
     return _pick_random(db, query, k, rng or random.Random())
 
 
-def _pick(db: sqlite3.Connection, failure_type: str, query: set[str], k: int,
+def _pick(db: Any, failure_type: str, query: set[str], k: int,
           reason: str = "fallback: most recent of type") -> list[Retrieved]:
     """Return the lessons Sentry's rules pick (see the module doc)."""
     by_overlap: dict[int, list[str]] = defaultdict(list)
@@ -73,7 +73,9 @@ def _pick(db: sqlite3.Connection, failure_type: str, query: set[str], k: int,
     seen: set[int] = set()  # trigger groups picked
     for overlap in levels:
         keys = by_overlap[overlap]
-        streams = [_newest(db, failure_type, key, k) for key in keys]
+        # every label set's first page asked for before any is read: one round trip to a server in a pipeline
+        firsts = [db.execute(NEWEST, (failure_type, key, k)) for key in keys]
+        streams = [_newest(db, failure_type, key, k, first) for key, first in zip(keys, firsts)]
         check_at = max(REPEATS_CHECK, 2 * k)
         for scanned, row in enumerate(heapq.merge(*streams, key=_rank), start=1):
             if row[GROUP] in seen:
@@ -98,7 +100,7 @@ def _pick(db: sqlite3.Connection, failure_type: str, query: set[str], k: int,
     return [_retrieved(overlap, row, query, reason) for overlap, row in picked]
 
 
-def _pick_any(db: sqlite3.Connection, query: set[str], k: int) -> list[Retrieved]:
+def _pick_any(db: Any, query: set[str], k: int) -> list[Retrieved]:
     """Retrieval mode "any": the most recent lessons of every type, under the same diversity cap."""
     picked: list[tuple] = []
     repeats: list[tuple] = []
@@ -112,7 +114,7 @@ def _pick_any(db: sqlite3.Connection, query: set[str], k: int) -> list[Retrieved
     return [_retrieved(0, row, query, "unfiltered: most recent of any type") for row in picked]
 
 
-def _pick_random(db: sqlite3.Connection, query: set[str], k: int, rng: random.Random) -> list[Retrieved]:
+def _pick_random(db: Any, query: set[str], k: int, rng: random.Random) -> list[Retrieved]:
     """Retrieval mode "random": k lessons of any type drawn uniformly."""
     ids = [row[0] for row in db.execute("SELECT id FROM lessons ORDER BY id")]
     chosen = rng.sample(ids, min(k, len(ids)))
@@ -124,12 +126,15 @@ def _rank(row: tuple) -> tuple[float, int]:
     return -row[CREATED_AT], -row[ID]
 
 
-def _unseen_newest(db: sqlite3.Connection, failure_type: str, keys: list[str], seen: set[int]) -> list[tuple] | None:
+def _unseen_newest(db: Any, failure_type: str, keys: list[str], seen: set[int]) -> list[tuple] | None:
     """Return the newest lesson of each trigger group not in `seen` among lessons with these label
     sets, in rank order; None when the label sets hold more than GROUPS_CHECK_LIMIT groups."""
     groups: set[tuple[str, int]] = set()
+    query = GROUPS_OF_KEY
+    if dialect(db) == "postgresql":
+        from playground.plugins.playbook.postgres_schema import GROUPS_OF_KEY as query
     for key in keys:
-        found = db.execute(GROUPS_OF_KEY, {"type": failure_type, "key": key, "limit": GROUPS_CHECK_LIMIT + 1})
+        found = db.execute(query, {"type": failure_type, "key": key, "limit": GROUPS_CHECK_LIMIT + 1})
         groups.update((key, group) for (group,) in found)
         if len(groups) > GROUPS_CHECK_LIMIT:
             return None
@@ -142,9 +147,10 @@ def _unseen_newest(db: sqlite3.Connection, failure_type: str, keys: list[str], s
     return sorted(newest.values(), key=_rank)
 
 
-def _newest(db: sqlite3.Connection, failure_type: str, key: str, page: int) -> Iterator[tuple]:
-    """Yield the lessons with exactly this label set, newest first, reading larger pages as it goes."""
-    rows = db.execute(NEWEST, (failure_type, key, page)).fetchall()
+def _newest(db: Any, failure_type: str, key: str, page: int, first: Any) -> Iterator[tuple]:
+    """Yield the lessons with exactly this label set, newest first (`first`: the executed query of the first page
+    of `page` rows), reading larger pages as it goes."""
+    rows = first.fetchall()
     while True:
         yield from rows
         if len(rows) < page:

@@ -1,10 +1,11 @@
 """The Playbook object: one open playbook file, its transactions, and its operations composed from the parts.
 
-The playbook: recovery lessons kept in SQLite and retrieved by Sentry's rules. A lesson says,
+The playbook: recovery lessons kept in SQLite (a file) or PostgreSQL (a schema of a database: `backend`) and
+retrieved by Sentry's rules. A lesson says,
 for one failure type and its labels, when it applies (`trigger`) and what to do
 (`principle`), where it came from (`provenance`) and how it has fared (counters `retrieved`,
-`verified`, `helped`). Several processes may add lessons to one playbook at once: the file is
-in WAL mode and every write is one short transaction, retried when the database is busy.
+`verified`, `helped`). Several processes may add lessons to one playbook at once: every write is one short
+transaction, retried while the store is busy (`sqlite_backend`, `postgres`).
 
 The parts: `schema` (the tables, creating, migrating, opening and checking a file),
 `retrieval` (Sentry's retrieval rules and the ablation modes), `provenance` (exactly-once
@@ -15,8 +16,8 @@ writes keyed by provenance, taking back an unfinished episode's writes, the chan
 from __future__ import annotations
 
 import logging
+import os
 import random
-import sqlite3
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -25,6 +26,14 @@ from typing import Any, Callable, Iterable, Iterator
 import playground.plugins.playbook.maintenance as maintenance
 from playground.core.labels import LabelRegistry
 from playground.host_api import default_labels
+from playground.plugins.playbook.backend import (
+    Backend,
+    is_database_url,
+    location_problem,
+    open_backend,
+    playbook_exists,
+    shown,
+)
 from playground.plugins.playbook.io import (
     ImportReport,
     PlaybookError,
@@ -48,56 +57,40 @@ from playground.plugins.playbook.provenance import (
     other_env_warning,
 )
 from playground.plugins.playbook.retrieval import RETRIEVAL_MODES, Retrieved, pick
-from playground.plugins.playbook.schema import (
-    COLUMNS,
-    Lesson,
-    check_is_playbook_or_new,
-    has_no_tables,
-    lesson_from_row,
-    migrate,
-    open_for_writing,
-    open_read_only,
-)
+from playground.plugins.playbook.schema import COLUMNS, Lesson, check_is_playbook_or_new, has_no_tables, lesson_from_row
 
-__all__ = ["Playbook", "discard_episodes", "import_file"]
+__all__ = ["Playbook", "discard_episodes", "import_file", "open_playbook"]
 
 PAGE = 1_000  # rows per read when iterating over a whole playbook
 Progress = Callable[[str, int, "int | None"], None]  # (stage "read" or "write", done, in all or None), for imports
 
 
 class Playbook:
-    """A playbook file of lessons: add, retrieve, count outcomes, merge, prune, import and export.
+    """A playbook of lessons: add, retrieve, count outcomes, merge, prune, import and export.
 
     `Playbook(path)` opens the file, creating it (and its folders) when missing; it raises
     PlaybookError, leaving the file as it was, for a corrupt file, an SQLite database that is
-    not a playbook, or a playbook of a newer schema. `read_only=True` opens an existing
+    not a playbook, or a playbook of a newer schema. `Playbook("postgresql://...")` opens the
+    playbook in a schema of a PostgreSQL database the same way (`backend`, `postgres`), with the
+    same semantics. `read_only=True` opens an existing
     playbook (e.g. a shipped one, in a folder that cannot be written) for retrieval and
     inspection: every change raises PlaybookError and retrieval counters are not kept.
     Use one Playbook per process (or thread); processes share lessons only through the
-    file. Also a context manager that closes it. Failure types and labels are checked
+    store. Also a context manager that closes it. Failure types and labels are checked
     against `labels`, by default the process-wide host's registry.
     """
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0, read_only: bool = False,
                  labels: LabelRegistry | None = None):
-        self.path = Path(path)
+        self.path: Path | str = os.fspath(path) if is_database_url(path) else Path(path)  # a URL stays one
         self.read_only = read_only
         self._env_checked = False  # whether a retrieval has compared the episode's env with the lessons' envs
         self._labels = labels
-        self._busy_timeout_s = busy_timeout_s
-        check_is_playbook_or_new(self.path)
-        if read_only:
-            self._db = open_read_only(self.path, busy_timeout_s)
-            return
-        self._db = open_for_writing(self.path, busy_timeout_s)
-        try:
-            self._retrying(self._set_up)
-        except BaseException:
-            self._db.close()
-            raise
+        self._backend: Backend = open_backend(path, read_only=read_only, busy_timeout_s=busy_timeout_s)
+        self.location = self._backend.location  # for messages: the path, or the URL with credentials masked
 
     def __repr__(self) -> str:
-        return f"Playbook({str(self.path)!r})"
+        return f"Playbook({self.location!r})"
 
     @property
     def labels(self) -> LabelRegistry:
@@ -114,8 +107,8 @@ class Playbook:
         return self._read(lambda db: db.execute("SELECT COUNT(*) FROM lessons").fetchone()[0])
 
     def close(self) -> None:
-        """Close the file; further calls fail."""
-        self._db.close()
+        """Close the playbook; further calls fail."""
+        self._backend.close()
 
     # ---- adding -------------------------------------------------------------------------
 
@@ -215,7 +208,7 @@ class Playbook:
         """Log `other_env_warning` (once per process for this file, run and env), if there is one for `origin`."""
         self._env_checked = True
         try:
-            warning = other_env_warning(self.path, origin, lambda: self._read(env_counts))
+            warning = other_env_warning(self.location, origin, lambda: self._read(env_counts))
         except PlaybookError:
             return  # a check for a warning never stops a run
         if warning:
@@ -243,7 +236,7 @@ class Playbook:
         lesson with that id.
         """
         key = origin_key(origin or {})
-        self._write(lambda db: count_outcome(db, self.path, lesson_id, key, verified, helped))
+        self._write(lambda db: count_outcome(db, self.location, lesson_id, key, verified, helped))
 
     def discard_episodes(self, run_id: str, episode_ids: Iterable[str]) -> tuple[int, int]:
         """Take back what unfinished plays of these episodes of run `run_id` wrote; return (lessons removed,
@@ -287,7 +280,7 @@ class Playbook:
     def stats(self) -> dict[str, Any]:
         """Return counts: lessons in all, per failure type, per label of each type, per env their provenance
         records (`by_env`; lessons recording none are not counted), counter totals, log rows."""
-        def read(db: sqlite3.Connection) -> dict[str, Any]:
+        def read(db: Any) -> dict[str, Any]:
             by_type: dict[str, int] = defaultdict(int)
             by_label: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
             for failure_type, key, lessons in db.execute("SELECT failure_type, label_key, lessons FROM label_keys"):
@@ -295,8 +288,9 @@ class Playbook:
                 for label in key.split(","):
                     by_label[failure_type][label] += lessons
             count, retrieved, verified, helped = db.execute(
-                "SELECT COUNT(*), TOTAL(retrieved), TOTAL(verified), TOTAL(helped) FROM lessons").fetchone()
-            return {"path": str(self.path), "count": count, "by_type": dict(sorted(by_type.items())),
+                "SELECT COUNT(*), COALESCE(SUM(retrieved), 0), COALESCE(SUM(verified), 0), COALESCE(SUM(helped), 0) "
+                "FROM lessons").fetchone()
+            return {"path": self.location, "count": count, "by_type": dict(sorted(by_type.items())),
                     "by_env": env_counts(db),
                     "by_label": {t: dict(sorted(by_label[t].items())) for t in sorted(by_label)},
                     "counters": {"retrieved": int(retrieved), "verified": int(verified), "helped": int(helped)},
@@ -311,19 +305,30 @@ class Playbook:
         """Write every lesson to an ACE playbook text file (`io.write_ace`; replaced whole) and return the count."""
         return self._read(lambda db: maintenance.export_ace(db, path))
 
-    def copy_to(self, path: str | Path) -> Path:
-        """Write a consistent copy of the whole playbook (lessons, counters, change log) to a new file `path`.
+    def copy_to(self, path: str | Path) -> Path | str:
+        """Write a consistent copy of the whole playbook (lessons with their ids, counters, origins, change log) to
+        a new playbook `path`: a file, or a PostgreSQL schema (`copying.copy_playbook`), in either direction.
 
-        The copy is made beside `path` and renamed into place once complete, so `path` is either
-        absent or a whole playbook. PlaybookError if `path` (or a side file of it) already exists.
+        A file copy is made beside `path` and renamed into place once complete, so `path` is either
+        absent or a whole playbook; a schema's copy is one transaction. PlaybookError if `path` (or a
+        side file of it) already exists, or the schema holds a playbook already.
         """
-        return maintenance.copy_whole(self.path, path, lambda copy: self._retrying(lambda: self._db.backup(copy)))
+        from playground.plugins.playbook.copying import copy_playbook
+
+        if self._backend.kind == "sqlite" and not is_database_url(path):
+            return maintenance.copy_whole(Path(self.path), path, self._backend.backup_into)  # type: ignore[attr-defined]
+        return copy_playbook(self._read, path, Playbook)
 
     # ---- maintenance --------------------------------------------------------------------
 
-    def backup(self) -> Path:
+    def backup(self) -> Path | str:
         """Write a consistent copy of the whole playbook beside it, named `<name>.bak-<YYYYmmdd-HHMMSS>` (a `-N`
-        suffix when that is taken), and return its path (see `copy_to`)."""
+        suffix when that is taken), and return its path (see `copy_to`); a PostgreSQL playbook's goes to the schema
+        `<schema>_bak_<YYYYmmdd_HHMMSS>` of the same database, and its URL is returned."""
+        if isinstance(self.path, str):
+            from playground.plugins.playbook.copying import backup_schema
+
+            return backup_schema(self._read, self.path, Playbook)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for number in range(1, 1000):
             name = f"{self.path.name}.bak-{stamp}" + (f"-{number}" if number > 1 else "")
@@ -370,53 +375,13 @@ class Playbook:
 
     # ---- transactions -------------------------------------------------------------------
 
-    def _set_up(self) -> None:
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._write(lambda db: migrate(db, self.path))
+    def _write(self, work: Callable[[Any], Any]) -> Any:
+        """Run `work` in one write transaction, retried from the start while the store is busy."""
+        return self._backend.write(work)
 
-    def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
-        """Run `work` in one write transaction, retried from the start while the file is busy."""
-        if self.read_only:
-            raise PlaybookError(f"{self.path}: opened read-only; it cannot be changed")
-        def attempt() -> Any:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(self._db)
-                self._db.execute("COMMIT")
-                return result
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-        return self._retrying(attempt)
-
-    def _read(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
-        """Run `work` in one read transaction (a consistent snapshot), retried while the file is busy."""
-        def attempt() -> Any:
-            self._db.execute("BEGIN")
-            try:
-                return work(self._db)
-            finally:
-                if self._db.in_transaction:
-                    self._db.execute("COMMIT")
-        return self._retrying(attempt)
-
-    def _retrying(self, attempt: Callable[[], Any]) -> Any:
-        delay, deadline = 0.002, time.monotonic() + self._busy_timeout_s
-        while True:
-            try:
-                return attempt()
-            except sqlite3.OperationalError as error:
-                if not _is_busy(error):
-                    raise PlaybookError(f"{self.path}: {error}") from error
-                if time.monotonic() > deadline:
-                    raise PlaybookError(f"{self.path}: still busy after {self._busy_timeout_s:.0f} s: {error}") \
-                        from error
-                time.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 2, 0.25)
-            except sqlite3.DatabaseError as error:
-                raise PlaybookError(f"{self.path}: {error}") from error
+    def _read(self, work: Callable[[Any], Any]) -> Any:
+        """Run `work` in one read transaction (a consistent snapshot), retried while the store is busy."""
+        return self._backend.read(work)
 
     def _pages(self, query: str) -> Iterator[tuple]:
         """Yield the rows of a keyset-paged query (`... WHERE id > ? ... LIMIT ?`), one short read per page."""
@@ -429,15 +394,21 @@ class Playbook:
             last = rows[-1][0]
 
 
-def discard_episodes(path: str | Path, run_id: str, episode_ids: Iterable[str]) -> tuple[int, int]:
-    """In the playbook file at `path`, take back what unfinished plays of these episodes of run `run_id`
-    wrote (`Playbook.discard_episodes`); return (lessons removed, counter updates taken back).
+def open_playbook(location: str | Path, *, read_only: bool = False, **options: Any) -> Playbook:
+    """The one factory: a `Playbook` on the SQLite file or the PostgreSQL schema `location` names (`backend`;
+    `options` as `Playbook` takes them: `busy_timeout_s`, `labels`)."""
+    return Playbook(location, read_only=read_only, **options)
 
-    Opens the file for writing only when it holds such writes: a missing file is not created, and a
-    playbook the episodes never wrote to (a shipped one, read-only) is only read.
+
+def discard_episodes(path: str | Path, run_id: str, episode_ids: Iterable[str]) -> tuple[int, int]:
+    """In the playbook at `path` (a file or a PostgreSQL URL), take back what unfinished plays of these episodes
+    of run `run_id` wrote (`Playbook.discard_episodes`); return (lessons removed, counter updates taken back).
+
+    Opens the playbook for writing only when it holds such writes: a missing file (or schema) is not created,
+    and a playbook the episodes never wrote to (a shipped one, read-only) is only read.
     """
-    path, episodes = Path(path), list(episode_ids)
-    if not episodes or not path.is_file() or path.stat().st_size == 0 or has_no_tables(path):
+    episodes = list(episode_ids)
+    if not episodes or not playbook_exists(path) or not is_database_url(path) and has_no_tables(Path(path)):
         return 0, 0  # no playbook yet, or one whose creation was cut off (a kill, a full disk): nothing to take back
     with Playbook(path, read_only=True) as playbook:
         if not playbook.has_episode_writes(run_id, episodes):
@@ -456,14 +427,18 @@ def import_file(path: str | Path, source: str | Path, *, fmt: str = "jsonl", str
     the hidden temporary file, `.<name>.*.importing`, which can be deleted). PlaybookError when a playbook
     appeared at `path` meanwhile (nothing is imported into it).
     """
-    target = Path(path)
-    check_is_playbook_or_new(target)
-
-    def fill(file: Path) -> ImportReport:
+    def fill(file: Path | str) -> ImportReport:
         with Playbook(file) as playbook:
             if fmt == "jsonl":
                 return playbook.import_jsonl(source, progress=progress)
             return playbook.import_ace(source, strict=strict, progress=progress)
+    if is_database_url(path):  # the lessons go in one transaction; a missing schema is made first
+        problem = location_problem(path)
+        if problem:
+            raise PlaybookError(problem if problem.startswith(shown(path)) else f"{shown(path)}: {problem}")
+        return fill(str(path))
+    target = Path(path)
+    check_is_playbook_or_new(target)
     return fill(target) if target.exists() else maintenance.build_new(target, fill)
 
 
@@ -491,7 +466,3 @@ def _checked(record: dict, labels: LabelRegistry) -> dict:
     labels.check(record["failure_type"], record["labels"])
     return normalized(record)
 
-
-def _is_busy(error: sqlite3.OperationalError) -> bool:
-    code = getattr(error, "sqlite_errorcode", 0) & 0xFF
-    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(error) or "busy" in str(error)

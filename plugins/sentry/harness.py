@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from playground.api import declared_values
@@ -160,17 +159,20 @@ class SentryPlugin:
         self.verifier.start_episode(self.first_observation, start.goal)
         uses_playbook = self.p["soft_repair"] or self.p["persistent"]
         if start.playbook and uses_playbook:
+            from playground.plugins.playbook.backend import playbook_exists
             from playground.plugins.playbook.store import Playbook
 
             read_only = bool(self.p["playbook_read_only"])
-            if not read_only or Path(start.playbook).is_file():
+            if not read_only or playbook_exists(start.playbook):  # a file, or a PostgreSQL URL
                 self.playbook = Playbook(start.playbook, read_only=read_only)
 
     @hookimpl
     def check_playbook(self, path: str) -> str | None:
         """Before the run: a playbook this harness may only read (`playbook_read_only`) must exist."""
         uses_playbook = self.p["soft_repair"] or self.p["persistent"]
-        if uses_playbook and self.p["playbook_read_only"] and not (Path(path).is_file() and Path(path).stat().st_size):
+        from playground.plugins.playbook.backend import playbook_exists
+
+        if uses_playbook and self.p["playbook_read_only"] and not playbook_exists(path):
             return "playbook_read_only=true, but there is no playbook there to read (name an existing one)"
         return None
 
