@@ -1,7 +1,9 @@
 """A client for any OpenAI-compatible chat endpoint over HTTP (`HTTPChatModel`).
 
 It retries with exponential backoff on 429, 5xx, connection errors and bodies cut off mid-way, honours
-`Retry-After` (seconds or an HTTP date, at most 60 s), gives every request a total deadline of `timeout` seconds
+`Retry-After` (seconds or an HTTP date, at most 60 s; it pauses every request to the endpoint), keeps the requests in
+flight to each endpoint under an adaptive limit (AIMD, halved on 429 and 503, never above `--max-connections`:
+`playground.agents.endpoint_limits`), gives every request a total deadline of `timeout` seconds
 (connect, headers and body together: a server trickling bytes is cut off), refuses bodies over `max_body_bytes`,
 keeps at most `max_reply_chars` of a reply (what was cut is marked), raises LLMError for a reply of the wrong shape,
 and can keep an on-disk cache of responses keyed by the full request (useful for reruns and tests of prompts).
@@ -11,10 +13,8 @@ then to the prompt alone where the server refuses it).
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import json
-import math
 import os
 import re
 import socket
@@ -22,16 +22,21 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, cast
 
 from playground.agents.chat import Completion, LLMError, cache_entry, from_cache_entry, grammar_schema, parse_completion
+from playground.agents.endpoint_limits import (  # noqa: F401 - the CLI and tests read the first two from here
+    MAX_CONNECTIONS_VARIABLE,
+    MAX_RETRY_AFTER_S,
+    EndpointLimiter,
+    endpoint_limiter,
+    retry_after_seconds,
+)
 from playground.agents.response_cache import cache_for, is_deterministic
 
-MAX_CONNECTIONS_VARIABLE = "PLAYGROUND_MAX_CONNECTIONS"  # at most this many requests at once per endpoint
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-MAX_RETRY_AFTER_S = 60.0
+BUSY_RETRIES = 50  # at most this many retries of one request for congestion (see `_post_with_retries`)
 # Statuses with which a server refuses a `response_format` it does not support (an error body naming
 # `response_format` counts too, whatever its status); the client then tries the next, plainer one.
 REFUSAL_STATUS = {400, 404, 415, 422, 501}
@@ -128,26 +133,49 @@ class HTTPChatModel:
             cache.put(key, cache_entry(completion))
         return completion
 
+    @property
+    def limiter(self) -> EndpointLimiter:
+        """The limit on requests in flight (and the Retry-After pause) this client shares with every client of its
+        endpoint in this process (`playground.agents.endpoint_limits`); `limiter.limit` is the limit now."""
+        return endpoint_limiter(self.base_url)
+
     def _post_with_retries(self, body: dict, refusable: bool = False) -> dict:
-        endpoint = _endpoint(self.base_url)
+        """POST `body` until a reply comes: at most `retries` more attempts after the first, each failure waiting the
+        server's Retry-After (which pauses the whole endpoint) or `backoff` x 2^attempt seconds. A 429 or 503 that
+        came while other requests of this process were in flight is congestion (the endpoint's limit was halved): it
+        is retried after the same wait without spending an attempt, at most BUSY_RETRIES times."""
+        limiter = self.limiter
         last_error = ""
-        for attempt in range(self.retries + 1):
-            endpoint.wait_out_pause()
-            with endpoint.slot:
-                outcome, wait, last_error = self._attempt(body, refusable)
+        attempt = busy = 0
+        while True:
+            ticket = limiter.acquire()
+            status: int | None = None
+            try:
+                outcome, wait, last_error, status = self._attempt(body, refusable)
+            finally:
+                congested = limiter.release(ticket, status)
             if outcome is not None:
                 return outcome
-            if attempt < self.retries:
-                if wait is not None:  # the server asked every client to wait: the whole endpoint pauses
-                    endpoint.pause(wait)
-                    endpoint.wait_out_pause()
-                else:
-                    time.sleep(self.backoff * (2 ** attempt))
-        raise LLMError(f"{self.base_url.rstrip('/')}/chat/completions: gave up after {self.retries + 1} attempts; "
-                       f"last error: {last_error}")
+            if congested and busy < BUSY_RETRIES:
+                busy += 1
+                spent = False
+            elif attempt < self.retries:
+                spent = True
+            else:
+                break
+            if wait is not None:  # the server asked every client to wait: the whole endpoint pauses
+                limiter.pause(wait)
+                limiter.wait_out_pause()
+            else:
+                limiter.sleep(self.backoff * (2 ** attempt))
+            attempt += spent
+        busy_note = f" (and {busy} retries for congestion)" if busy else ""
+        raise LLMError(f"{self.base_url.rstrip('/')}/chat/completions: gave up after {self.retries + 1} attempts"
+                       f"{busy_note}; last error: {last_error}")
 
-    def _attempt(self, body: dict, refusable: bool) -> tuple[dict | None, float | None, str]:
-        """One POST: (the reply, None, "") or (None, seconds the server asked to wait or None, the error)."""
+    def _attempt(self, body: dict, refusable: bool) -> tuple[dict | None, float | None, str, int | None]:
+        """One POST: (the reply, None, "", status) or (None, seconds the server asked to wait or None, the error, the
+        HTTP status or None when no reply came)."""
         url = self.base_url.rstrip("/") + "/chat/completions"
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
@@ -156,16 +184,16 @@ class HTTPChatModel:
         try:
             status, reply_headers, raw = self._post_once(url, data, headers)
         except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, cut off mid-body
-            return None, None, f"{type(exc).__name__}: {exc}"
+            return None, None, f"{type(exc).__name__}: {exc}", None
         if status >= 400:
             error = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
             if refusable and refuses_response_format(status, raw):
                 raise ResponseFormatRefused(f"{url}: {error}", status)
             if status not in RETRY_STATUS:
                 raise LLMError(f"{url}: {error}")
-            return None, retry_after_seconds(reply_headers.get("Retry-After")), error
+            return None, retry_after_seconds(reply_headers.get("Retry-After")), error, status
         try:
-            return json.loads(raw), None, ""
+            return json.loads(raw), None, "", status
         except (ValueError, RecursionError):  # not JSON, not UTF-8
             raise LLMError(f"{url}: reply is not JSON: {raw[:200]!r}") from None
 
@@ -232,41 +260,6 @@ class HTTPChatModel:
             connection.close()
 
 
-class _Endpoint:
-    """What every client of one endpoint in this process shares: a cap on requests at once (`slot`, from
-    `$PLAYGROUND_MAX_CONNECTIONS`; no cap without it) and a pause the server asked for with Retry-After."""
-
-    def __init__(self, max_connections: int | None) -> None:
-        self.slot: Any = threading.BoundedSemaphore(max_connections) if max_connections else nullcontext()
-        self._resume_at = 0.0
-        self._lock = threading.Lock()
-
-    def pause(self, seconds: float) -> None:
-        """Hold every request to this endpoint for `seconds` from now (a later pause wins)."""
-        with self._lock:
-            self._resume_at = max(self._resume_at, time.monotonic() + seconds)
-
-    def wait_out_pause(self) -> None:
-        """Sleep until the endpoint's pause, if any, is over."""
-        while (left := self._resume_at - time.monotonic()) > 0:
-            time.sleep(left)
-
-
-_endpoints: dict[tuple[str, int | None], _Endpoint] = {}
-_endpoints_lock = threading.Lock()
-
-
-def _endpoint(base_url: str) -> _Endpoint:
-    """The shared state of the endpoint at `base_url` under this process's connection cap."""
-    value = os.environ.get(MAX_CONNECTIONS_VARIABLE, "").strip()
-    cap = int(value) if value.isdigit() and int(value) > 0 else None
-    key = (base_url.rstrip("/"), cap)
-    with _endpoints_lock:
-        if key not in _endpoints:
-            _endpoints[key] = _Endpoint(cap)
-        return _endpoints[key]
-
-
 _FORMAT_LADDER = (("json_schema", True), ("json_object", True), ("json_object", False), ("prompt", False))
 
 
@@ -283,24 +276,3 @@ def _response_format(mode: str, with_schema: bool, schema: dict) -> dict | None:
 def refuses_response_format(status: int, raw: bytes) -> bool:
     """Whether an error reply refuses a request's `response_format`: a refusal status, or a body naming it."""
     return status in REFUSAL_STATUS or b"response_format" in raw[:20_000]
-
-
-def retry_after_seconds(value: str | None) -> float | None:
-    """Seconds to wait from a Retry-After header (delay-seconds or an HTTP date), at most 60;
-    None when absent or unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when is None:
-            return None
-        seconds = when.timestamp() - time.time()
-    if not math.isfinite(seconds):
-        return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)

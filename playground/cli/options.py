@@ -123,6 +123,11 @@ def episode_options(command=None, *, split: bool = True):
                      help="seconds one plugin hook call may take before it is that plugin's fault (0: no limit)"),
         click.option("--episode-deadline", type=click.FloatRange(min=0), default=14_400.0, show_default=True,
                      help="seconds one episode may take before it ends in an error (0: no limit)"),
+        click.option("--max-tokens-total", "max_tokens_total", type=click.IntRange(min=1), default=None,
+                     metavar="N",
+                     help="run-wide token budget: hand out no new episode once the recorded episodes spent N tokens "
+                          "(agent and judges, prompt and completion); the rest stay unplayed (exit 3) for a rerun "
+                          "with a larger budget or none [default: no budget]"),
         click.option("--quiet", is_flag=True, help="no progress bar"),
     ]
     for option in reversed(options):
@@ -139,7 +144,8 @@ def make_config(host, harnesses, out: str | None, playbook: str | None, **option
 def make_checked_config(host, harnesses, out: str | None, playbook: str | None, *, env_name, agent, agent_options,
                         llm_base_url, model, params, episodes, split, seed, max_steps, strict, quiet,
                         trials: int = 1, record_errors: bool = False, max_consecutive_errors: int = 5,
-                        hook_deadline: float = 600.0, episode_deadline: float = 14_400.0) -> CheckedRun:
+                        hook_deadline: float = 600.0, episode_deadline: float = 14_400.0,
+                        max_tokens_total: int | None = None) -> CheckedRun:
     """`make_config`, returning the check itself (`validation.CheckedRun`: the config and the agent the check
     built), which `run(..., checked=...)` takes instead of checking the config again."""
     if env_name is not None and not env_name.strip():
@@ -159,7 +165,8 @@ def make_checked_config(host, harnesses, out: str | None, playbook: str | None, 
                            agent_options=_agent_options(defaults, agent_options, llm_base_url, model),
                            params=parse_pairs(params, "--param"), playbook=playbook, strict=strict, trials=trials,
                            record_errors=record_errors, max_consecutive_errors=max_consecutive_errors,
-                           hook_deadline=hook_deadline, episode_deadline=episode_deadline)
+                           hook_deadline=hook_deadline, episode_deadline=episode_deadline,
+                           max_tokens_total=max_tokens_total)
         if out is None:  # named by its settings, so the same bare command finds its run again and resumes it
             config.out = default_run_dir(config)
         checked = check_run(host, config)
@@ -201,7 +208,8 @@ def episodes_in_flight(agent: Any, in_flight: int | None, max_connections: int |
 
 def default_run_dir(config: RunConfig) -> str:
     """The run directory of a run given no `--out`: runs/<env>-<task set>-<agent>-<hash>, the hash of every setting
-    that decides what the run plays, so the same command resumes the same run and other settings get another."""
-    settings = {key: value for key, value in asdict(config).items() if key != "out"}
+    that decides what the run plays, so the same command resumes the same run and other settings get another (the
+    token budget, `--max-tokens-total`, decides only where it stops: a rerun with another budget resumes it)."""
+    settings = {key: value for key, value in asdict(config).items() if key not in ("out", "max_tokens_total")}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return str(Path("runs") / safe_file_name(f"{config.env}-{config.task_set}-{config.agent}-{digest}"))

@@ -47,6 +47,10 @@ class RunConfig:
     max_consecutive_errors: int = 5  # the circuit breaker: stop handing out work after this many in a row (0: never)
     hook_deadline: float = 600.0  # seconds one plugin hook call may take (0: no limit)
     episode_deadline: float = 14_400.0  # seconds one episode (one attempt) may take (0: no limit)
+    # The run-wide token budget (`playground.run.budget`): no new episode once the recorded ones spent this many tokens
+    # (agent and model roles, prompt and completion); None: no budget. Not part of what the run plays: a rerun may
+    # change it and resumes the same run.
+    max_tokens_total: int | None = None
 
 
 def episode_seed(run_seed: int, task_id: str, trial: int = 1) -> int:
