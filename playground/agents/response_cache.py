@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 import threading
 import time
 from collections import Counter
@@ -27,8 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from playground.core.errors import PlaygroundError
+
 RESPONSE_CACHE_VARIABLE = "PLAYGROUND_RESPONSE_CACHE"
 OFF_WORDS = {"off", "0", "false", "no", "none"}
+# The file a response cache writes at its top: `clear_cache` deletes entries only in a folder that holds it (or, for
+# a cache written before the marker, whose every file is named as an entry is: `XX/XX<62 hex>.json`).
+CACHE_MARKER = ".playground-response-cache"
+_ENTRY_NAME = re.compile(r"([0-9a-f]{2})[0-9a-f]{62}\.json(\.\d+\.\d+\.tmp)?")
+
+
+class NotACacheError(PlaygroundError):
+    """A folder given as a response cache that is not one: clearing it would delete files the cache never wrote."""
 
 
 def default_cache_dir() -> Path | None:
@@ -64,11 +76,11 @@ class ResponseCache:
     def get(self, request: dict[str, Any]) -> dict[str, Any] | None:
         """The reply stored for `request` (counted as a hit or a miss), or None."""
         try:
-            reply = json.loads(self._path(request).read_text())
+            reply = json.loads(_read_regular(self._path(request)))
         except (OSError, ValueError):
-            reply = None  # absent, unreadable or damaged: a miss
-        if not isinstance(reply, dict):
-            reply = None
+            reply = None  # absent, unreadable, damaged or no regular file (a FIFO would block): a miss
+        if not isinstance(reply, dict) or not isinstance(reply.get("text"), str):
+            reply = None  # not of an entry's shape (`chat.cache_entry`): the request is sent, so a miss
         count_cache_use(reply is not None)
         return reply
 
@@ -78,6 +90,8 @@ class ResponseCache:
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            if not (self.folder / CACHE_MARKER).exists():
+                (self.folder / CACHE_MARKER).write_text("a playground response cache (`playground cache`)\n")
             tmp.write_text(json.dumps(reply))
             os.replace(tmp, path)
         except OSError:
@@ -112,7 +126,9 @@ def cache_contents(folder: str | os.PathLike) -> CacheContents:
 
 def clear_cache(folder: str | os.PathLike, older_than: float | None = None, now: float | None = None) -> int:
     """Delete the response cache's entries in `folder` (only those not written for `older_than` seconds, when
-    given), and the subfolders left empty; return how many entries went. Nothing but entry files is touched."""
+    given), and the subfolders left empty; return how many entries went. Nothing but entry files is touched, and
+    only in a response cache (`check_cache_folder`)."""
+    check_cache_folder(folder)
     cutoff = None if older_than is None else (time.time() if now is None else now) - older_than
     removed = 0
     for path in cache_entries(folder):
@@ -124,6 +140,30 @@ def clear_cache(folder: str | os.PathLike, older_than: float | None = None, now:
         with suppress(OSError):
             sub.rmdir()  # only when empty
     return removed
+
+
+def check_cache_folder(folder: str | os.PathLike) -> None:
+    """NotACacheError unless `folder` is a response cache: it holds CACHE_MARKER, or (a cache from before the marker)
+    every file in its `XX/` subfolders is named as an entry; a folder that does not exist holds nothing to clear."""
+    folder = Path(folder)
+    if not folder.is_dir() or (folder / CACHE_MARKER).is_file():
+        return
+    foreign = [path for sub in folder.glob("[0-9a-f][0-9a-f]") for path in (sub.iterdir() if sub.is_dir() else [sub])
+               if not ((match := _ENTRY_NAME.fullmatch(path.name)) and match.group(1) == sub.name)]
+    if foreign:
+        raise NotACacheError(f"{str(folder)!r} is not a response cache: it has no {CACHE_MARKER} file and holds files "
+                             f"the cache never writes ({str(foreign[0].relative_to(folder))!r}); nothing was deleted. "
+                             f"If it is a cache, mark it: touch {str(folder / CACHE_MARKER)!r}")
+
+
+def _read_regular(path: Path) -> str:
+    """The text of `path` when it is a regular file; OSError otherwise. Opened without blocking, so a FIFO or a
+    device planted as an entry is refused at once instead of waiting for a writer no deadline can interrupt."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return handle.read().decode("utf-8")
 
 
 def cache_for(cache_dir: str | os.PathLike | None) -> ResponseCache | None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")  # a lone surrogate no stream could encode
 
 
 def visible(text: str) -> str:
-    """`text` with each control character (but newline and tab) written as a visible `\\xNN` escape."""
-    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    """`text` with each control character (but newline and tab) written as a visible `\\xNN` escape, and each lone
+    surrogate (an undecodable byte of a path, say) as `\\udcNN`."""
+    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}" if ord(match.group()) < 0x100
+                       else f"\\u{ord(match.group()):04x}", text)
 
 
 def visible_data(value: Any) -> Any:

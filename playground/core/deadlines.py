@@ -4,14 +4,17 @@
 calls being watched twice a second; when one passes its deadline, it raises `DeadlineExceeded`
 in the thread making the call (CPython's `PyThreadState_SetAsyncExc`), which stops a hook busy
 in Python code at its next bytecode. A hook blocked inside one C call (a socket read with no
-timeout, `time.sleep` of a day) is stopped only when that call returns; worker processes
-(`--workers`) isolate such a hook completely. `DeadlineExceeded` derives from BaseException, so
-a plugin's `except Exception` does not swallow it.
+timeout, `time.sleep` of a day) is stopped only when that call returns; in a worker process
+(`--workers`), which calls `exit_when_stuck`, a call still running `grace` seconds after its
+deadline fired ends the process (exit code STUCK_EXIT), and the pool replaces it and leaves its
+episode unfinished. `DeadlineExceeded` derives from BaseException, so a plugin's `except
+Exception` does not swallow it.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -31,6 +34,9 @@ class EpisodeDeadlineExceeded(DeadlineExceeded):
     """An episode ran past `--episode-deadline`."""
 
 
+STUCK_EXIT = 75  # the exit code of a worker process ended by `exit_when_stuck`
+
+
 @dataclass
 class _Watch:
     thread: int
@@ -47,6 +53,7 @@ class _Watchdog:
         self._watches: dict[int, _Watch] = {}
         self._next = 0
         self._thread: threading.Thread | None = None
+        self.stuck_grace: float | None = None  # `exit_when_stuck`: end the process this long after a deadline fired
 
     def add(self, seconds: float, error: type[DeadlineExceeded]) -> int:
         with self._lock:
@@ -71,6 +78,8 @@ class _Watchdog:
             now = time.monotonic()
             with self._lock:
                 for watch in self._watches.values():
+                    if watch.fired and self.stuck_grace is not None and now >= watch.due + self.stuck_grace:
+                        _end_stuck_process(self.stuck_grace)
                     if not watch.fired and now >= watch.due:
                         watch.fired = True
                         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(watch.thread),
@@ -78,6 +87,20 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+
+
+def exit_when_stuck(grace: float) -> None:
+    """In this process (a worker's), a watched call still running `grace` seconds after its deadline fired (blocked
+    in one C call the raised exception cannot interrupt) ends the process with exit code STUCK_EXIT."""
+    _WATCHDOG.stuck_grace = grace
+
+
+def _end_stuck_process(grace: float) -> None:
+    try:
+        os.write(2, f"a call ran {grace:g} s past its deadline inside a call that cannot be interrupted; this worker "
+                    f"process ends (exit code {STUCK_EXIT})\n".encode())
+    finally:
+        os._exit(STUCK_EXIT)
 
 
 @contextmanager

@@ -34,10 +34,32 @@ class PathEscapeError(PlaygroundError):
     """A path derived from user input would leave the folder it belongs in."""
 
 
+# How every text file a run or a command writes encodes what UTF-8 cannot (a lone surrogate from a model's reply, an
+# undecodable byte of a path read with surrogateescape): as its escape `\udcff`, never an error. One policy for the
+# traces, the reports and every `atomic_write` in text.
+TEXT_ERRORS = "backslashreplace"
+
 # What a run directory holds of its own at its top (`playground.run.rundir`); every folder in it is the run's too
 # (traces, playbooks, and those plugins write). A command never writes over one of them.
 RUN_OWN_FILES = frozenset({"config.json", "lock.json", "episodes.jsonl", "episodes.quarantine.jsonl", "summary.json",
-                           ".lock"})
+                           ".lock", "unfinished.jsonl", "traces-left-out.txt"})
+
+
+def is_run_dir(folder: str | os.PathLike) -> bool:
+    """Whether `folder` is a run directory, known by its records (episodes.jsonl) or by its config beside the lock
+    file a run takes from its first moment; never by a folder name (a source tree may hold a `playbooks/`)."""
+    folder = Path(folder)
+    try:
+        return (folder / "episodes.jsonl").is_file() or ((folder / "config.json").is_file()
+                                                          and (folder / ".lock").is_file())
+    except OSError:
+        return False
+
+
+def enclosing_runs(target: str | os.PathLike) -> list[Path]:
+    """The run directories (`is_run_dir`) among the folders that hold `target`, nearest first."""
+    resolved = Path(target).resolve()
+    return [folder for folder in resolved.parents if is_run_dir(folder)]
 
 
 def check_output(path: str | os.PathLike, *, force: bool = False, inputs: Iterable[str | os.PathLike] = (),
@@ -46,7 +68,8 @@ def check_output(path: str | os.PathLike, *, force: bool = False, inputs: Iterab
 
     Refused, `force` or not: an empty name; a URL (`scheme://...`, `playground.run.paths`); a folder; any of
     `inputs` (the same file, through links too, with SQLite's `-wal`/`-shm`/`-journal` side files); one of the own
-    files of a run directory in `runs` (its records, config, lock, summary, or anything in one of its folders).
+    files of a run directory in `runs`, or of any run directory that holds the path (`enclosing_runs`): its records,
+    config, lock, summary, unfinished log, or anything in one of its folders.
     Refused without `force`: an existing file. Always: a path under a file, or in a folder where no file can be
     created (tried with a temporary file, removed at once), so a command fails before its work, not after it.
     """
@@ -67,7 +90,7 @@ def _checked_output(target: Path, force: bool, inputs: Iterable[str | os.PathLik
     """`check_output`'s checks (OSError from the file system passes through to it)."""
     if target.is_dir():
         raise OutputError(f"{what} {str(target)!r} is a folder; name a file inside it")
-    for run in runs:
+    for run in [*runs, *enclosing_runs(target)]:
         try:
             inside = target.resolve().relative_to(Path(run).resolve()).parts
         except ValueError:
@@ -149,7 +172,8 @@ def _open_beside(path: Path, binary: bool) -> tuple[IO, Path]:
             descriptor = os.open(name, flags, 0o666)
         except FileExistsError:
             continue
-        return os.fdopen(descriptor, "wb" if binary else "w", encoding=None if binary else "utf-8"), name
+        return (os.fdopen(descriptor, "wb" if binary else "w", encoding=None if binary else "utf-8",
+                          errors=None if binary else TEXT_ERRORS), name)
     raise FileExistsError(errno.EEXIST, f"no free temporary name beside {str(path)!r}")
 
 
@@ -158,14 +182,20 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write(path, lambda handle: handle.write(text))
 
 
+MAX_KEPT_NAME = 200  # characters of a safe name kept whole as a file name; a longer one is cut and hashed
+
+
 def safe_file_name(name: str) -> str:
     """Return `name` as one safe file name: letters, digits and `-_.:` only, no leading dot.
 
     A name that had to be changed gets a short hash of the original appended, so two
-    different names never share a file (`a/b` and `a_b` differ).
+    different names never share a file (`a/b` and `a_b` differ). So does a name of more than
+    MAX_KEPT_NAME characters, cut to a readable prefix: a file system takes 255 bytes a name,
+    suffixes (`.trial2.jsonl`) included. Shorter safe names are kept as they are, so the files
+    of old run directories keep their names.
     """
     cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "-_.:" else "_" for c in name).lstrip(".")
-    if cleaned == name and name:
+    if cleaned == name and name and len(name) <= MAX_KEPT_NAME:
         return name
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{cleaned[:80] or '_'}-{digest}"

@@ -62,10 +62,10 @@ def optimise_command(host: Host, optimizer, env_name, split, train, val, llm_bas
                      metric_calls, threads, seed, max_obs_chars, max_tokens, out) -> None:
     """Optimise the agent's prompt on a dev split with MIPROv2 or GEPA (DSPy; extra `prompt-opt`), then deploy it
     frozen with `playground run --agent llm ... --harness prompt-opt:OUT`."""
-    from playground.host_api import RunConfigError, resolve_tasks
+    from playground.host_api import RunConfigError, check_output, resolve_tasks
     from playground.plugins.baselines.prompt_search import Budget, Grader, PromptSearchError, load_tasks, optimise
 
-    nonempty(out, "--out")
+    check_output(nonempty(out, "--out"), force=True, what="prompt file (--out)")  # never a run's own file
     if "test" in split.lower():
         raise CLIError(f"--split {split!r} looks like a test split; optimise on a dev split, never on test tasks")
     env, _, task_set = env_name.partition(":")
