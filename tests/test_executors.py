@@ -119,8 +119,8 @@ def _play(host: Host, config: RunConfig, jobs: list[Job], keep: bool) -> list[tu
                 player = work.player(host)
             record = player.play(job)
             events = [{k: v for k, v in e.items() if k not in ("t", "seconds")}
-                      for e in read_trace(out / record["trace"])]
-            played.append(({k: v for k, v in record.items() if k != "seconds"}, events))
+                      for e in read_trace(out / record.trace)]
+            played.append((record.model_dump(exclude={"seconds"}), events))
     finally:
         player.close()
     return played
@@ -194,16 +194,38 @@ def test_a_player_builds_its_env_and_agent_once_and_again_only_after_an_error(tm
     assert factory.built == 2  # the same: the first is the one check_config built (lock.json reads it too)
 
 
-def test_a_worker_that_does_not_see_the_run_directory_says_so(tmp_path):
-    config = RunConfig(env="tiny", task_set="default", split="test", tasks=["tiny-20000"], agent="noisy",
-                       harnesses=["base"], out=str(tmp_path / "run"))
-    work = RunWork(config, "abc123", str(tmp_path / "run"), {})
-    assert "is not visible here" in work.problem_here() and "shared filesystem" in work.problem_here()
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "config.json").write_text(json.dumps({"run_id": "other"}))
-    assert "is not visible here" in work.problem_here()  # another run's directory at that path
-    (tmp_path / "run" / "config.json").write_text(json.dumps({"run_id": "abc123"}))
-    assert work.problem_here() is None
+def test_a_detached_player_writes_nothing_and_the_run_writes_its_traces_as_a_player_does(tmp_path):
+    # What a Ray worker plays (`RunWork.detach`): traces kept in memory, handed back, written by the run's process.
+    import re
+    import shutil
+
+    host = Host().load()
+    tasks = ["tiny-20000", "tiny-20001"]
+    out = tmp_path / "run"
+    config = RunConfig(env="tiny", task_set="default", split="test", tasks=tasks, agent="noisy",
+                       harnesses=["base", "reflexion"], out=str(out), max_steps=15, agent_options=NOISIER,
+                       playbook=str(tmp_path / "books" / "shared.sqlite"))  # reflexion keeps its notes beside it
+    work = RunWork(config, "run0", str(out), {"env": "tiny", "run_id": "run0"})
+    jobs = _jobs(["base", "reflexion"], tasks)
+    detached = work.detach().player(host)
+    played = []
+    for job in jobs:
+        record = detached.play(job)
+        played.append((record, detached.take_traces()))
+    assert not out.exists()  # nothing under the run directory, not even its folders
+    assert sum(len(traces) for _, traces in played) > len(jobs)  # a cascade's attempts have a trace each
+    for _, traces in played:
+        work.write_traces(traces)
+    written = {path: path.read_bytes() for path in sorted(out.rglob("*.jsonl"))}
+    for path in written:
+        path.unlink()
+    shutil.rmtree(tmp_path / "books")  # the same episodes again, from the same (empty) notes
+    serial = [record for record in map(work.player(host).play, jobs)]
+    stamp = re.compile(rb'"(t|seconds)": [0-9.e-]+')  # the clock's: when an event was written, how long it took
+    assert {p: stamp.sub(b"t", data) for p, data in written.items()} == \
+        {p: stamp.sub(b"t", p.read_bytes()) for p in sorted(out.rglob("*.jsonl"))}
+    drop = {"seconds"}
+    assert [r.model_dump(exclude=drop) for r, _ in played] == [r.model_dump(exclude=drop) for r in serial]
 
 
 # -- local workers ------------------------------------------------------------------------------------------------

@@ -1,14 +1,19 @@
 """Plays a run's episodes in one process: `EpisodePlayer` keeps one env and one agent across them (built once,
 reset by each episode; an episode that errors leaves them behind) and plays each episode's attempts in turn.
 
-Episodes share nothing else in memory (a playbook is shared only through its SQLite file), so an executor
+Episodes share nothing else in memory (a playbook is shared only through its store), so an executor
 (`playground.run.executors`: this process, worker processes, a Ray cluster) can play them anywhere with the run's
-`RunWork`; the parent alone writes the run directory's episode records.
+`RunWork`; the parent alone writes the run directory's episode records. A detached work (`RunWork.detach`, what a
+Ray worker gets) writes nothing under the run directory either: its players keep each trace in memory
+(`traces.TraceBuffer`) and hand it back with the record, and the parent writes it (`RunWork.write_traces`) before it
+records the episode, so a recorded episode's trace is always there.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import os
+import tempfile
 import threading
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -17,13 +22,16 @@ from typing import Any
 
 from playground.agents.base import bind_env, bind_judges
 from playground.core.events import EndEvent, ErrorEvent
+from playground.core.records import EpisodeRecord
 from playground.host.manager import Host
 from playground.run.attempts import AttemptRecorder, merge_attempts, play_attempt
-from playground.run.config import RunConfig, episode_seed
+from playground.run.config import RunConfig, episode_seed, playbook_path
 from playground.run.costs import attempt_cost
 from playground.run.executors import Job
 from playground.run.harnesses import resolve_harness, resolve_intervention
-from playground.run.rundir import episode_key, trace_path
+from playground.run.paths import url_scheme
+from playground.run.rundir import trace_path
+from playground.run.traces import TraceBuffer, TraceSink, TraceWriter
 
 
 class BuiltAgent:
@@ -56,6 +64,7 @@ class RunWork:
     run_path: str
     header_base: dict
     built: BuiltAgent = field(default_factory=BuiltAgent, compare=False, repr=False)
+    detached: bool = False  # played where the run directory must not be written: traces kept in memory, handed back
 
     @property
     def strict(self) -> bool:
@@ -66,7 +75,7 @@ class RunWork:
         """A player of this run's episodes in this process."""
         return EpisodePlayer(host, self)
 
-    def failed(self, job: Job, why: str) -> dict:
+    def failed(self, job: Job, why: str) -> EpisodeRecord:
         """The error record of `job`, whose worker died while playing it: a trace holding its header, the error and
         the end replaces whatever the worker had written."""
         config = self.config
@@ -76,22 +85,30 @@ class RunWork:
                                   job.trial, dict(config.params), (), 1)
         attempt.emit(ErrorEvent(message=why))
         attempt.emit(EndEvent(status="error", won=False, steps=0, error=why))
-        record = attempt.record("error", False, 0, why, None, None)
-        record["key"] = episode_key(job.harness, job.task_id, job.trial)
-        return record
+        return attempt.record("error", False, 0, why, None, None)
 
-    def problem_here(self) -> str | None:
-        """Why episodes cannot be played in this process (a worker on another machine that does not see the run
-        directory at the same path), or None."""
-        path = Path(self.run_path) / "config.json"
-        try:
-            run_id = json.loads(path.read_text()).get("run_id")
-        except (OSError, ValueError, AttributeError):
-            run_id = None
-        if run_id != self.run_id:
-            return (f"the run directory {self.run_path} (run {self.run_id}) is not visible here: every worker must "
-                    "see it at the same path (a shared filesystem)")
-        return None
+    def detach(self) -> RunWork:
+        """This work for workers that must not write the run directory (Ray actors, maybe on other machines): their
+        players keep each attempt's trace in memory (`EpisodePlayer.take_traces`) and make the interventions'
+        scratch folders on their own node."""
+        return dataclasses.replace(self, detached=True)
+
+    def write_traces(self, traces: list[TraceBuffer]) -> None:
+        """Write the traces a detached player kept (`EpisodePlayer.take_traces`) to their files in the run directory,
+        each as `TraceWriter` writes it; done by the run's process before it records their episode."""
+        for trace in traces:
+            trace.write(Path(self.run_path))
+
+    def playbook_files(self, host: Host) -> dict[str, str]:
+        """The harnesses whose interventions may keep lessons in a playbook file (SQLite: a path, not a URL such as
+        `postgresql://...`), with that file: only processes on this machine can share it. A harness without
+        interventions (`base`) keeps none."""
+        found = {}
+        for harness in self.config.harnesses:
+            location = playbook_path(self.config, harness)
+            if url_scheme(location) is None and any(resolve_harness(host, harness).attempts):  # () for base
+                found[harness] = location
+        return found
 
 
 class EpisodePlayer:
@@ -110,8 +127,9 @@ class EpisodePlayer:
         self.host, self.work = host, work
         self._env: Any = None
         self._agent: Any = None
+        self._traces: list[TraceBuffer] = []  # a detached work's traces, kept until `take_traces`
 
-    def play(self, job: Job) -> dict:
+    def play(self, job: Job) -> EpisodeRecord:
         """Play `job` (every attempt of a cascade) and return its record."""
         work = self.work
         return run_one_episode(self.host, work.config, work.run_id, Path(work.run_path), work.header_base,
@@ -139,6 +157,26 @@ class EpisodePlayer:
                 raise
             self._env, self._agent = env, agent
         return self._env, self._agent
+
+    def open_trace(self, path: Path, header: Any) -> TraceSink:
+        """An attempt's trace: a file at `path`, or, for a detached work, lines kept in memory for `take_traces`."""
+        if not self.work.detached:
+            return TraceWriter(path, header)
+        trace = TraceBuffer(path, header)
+        self._traces.append(trace)
+        return trace
+
+    def take_traces(self) -> list[TraceBuffer]:
+        """The traces kept since the last call (a detached work's: the attempts of the episode just played)."""
+        traces, self._traces = self._traces, []
+        return traces
+
+    def scratch_root(self) -> str | None:
+        """None (the interventions' scratch folders go under the run directory), or for a detached work a folder
+        of the run's on this node, outside the run directory."""
+        if not self.work.detached:
+            return None
+        return os.path.join(tempfile.gettempdir(), "playground-scratch", self.work.run_id)
 
     def discard(self) -> None:
         """Close the env and forget both: the next episode builds new ones."""
@@ -189,7 +227,7 @@ def _close_env(env: Any) -> None:
 
 
 def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, header_base: dict,
-                    harness: str, task_id: str, trial: int = 1, player: EpisodePlayer | None = None) -> dict:
+                    harness: str, task_id: str, trial: int = 1, player: EpisodePlayer | None = None) -> EpisodeRecord:
     """Play one trial of a task under a harness (each attempt of a cascade in turn) and return its record.
 
     The env and agent come from `player` (kept for its next episode); without one, they are built for this
@@ -205,13 +243,12 @@ def run_one_episode(host: Host, config: RunConfig, run_id: str, run_path: Path, 
             record = play_attempt(host, config, run_id, trace_path(run_path, harness, task_id, number, trial),
                                    header_base, harness, spec, names, task_id, number, trial, player)
             if spec.cascade:
-                record["cost"] = attempt_cost([resolve_intervention(host, n) for n in names], record)
+                record = record.model_copy(update={
+                    "cost": attempt_cost([resolve_intervention(host, n) for n in names], record)})
             attempts.append(record)
-            if record.get("verified", record["won"]):  # the deployment verifier's verdict; else the env's grade
+            if record.won if record.verified is None else record.verified:  # the verifier's verdict, else the grade
                 break
     finally:
         if own:
             player.close()
-    record = merge_attempts(attempts, spec) if spec.cascade else attempts[0]
-    record["key"] = episode_key(harness, task_id, trial)
-    return record
+    return merge_attempts(attempts, spec) if spec.cascade else attempts[0]

@@ -18,16 +18,16 @@ from pydantic import BaseModel
 
 from playground.agents.chat import ChatModel
 from playground.agents.judge_model import judge_or_shared
-from playground.core.services import Services
+from playground.core.services import Services, declared_params
 from playground.host.registry import InterventionSpec
 from playground.run.files import confined, safe_file_name
 
 
 def episode_services(run_id: str, env: str, harness: str, seed: int, playbook: str | None, run_dir: str,
-                     intervention: str, checking: bool = False) -> Services:
-    """The `Services` of one intervention of a run: its scratch folder confined to `RUN_DIR/scratch/`, the
-    host's judge-model builder (`judge_or_shared`)."""
-    scratch = confined(Path(run_dir) / "scratch", safe_file_name(intervention or "intervention"),
+                     intervention: str, checking: bool = False, scratch_root: str | None = None) -> Services:
+    """The `Services` of one intervention of a run: its scratch folder confined to `RUN_DIR/scratch/` (or to
+    `scratch_root/scratch/`: a Ray worker's, on its own node), the host's judge-model builder (`judge_or_shared`)."""
+    scratch = confined(Path(scratch_root or run_dir) / "scratch", safe_file_name(intervention or "intervention"),
                        what=f"scratch folder of {intervention!r}")
     return Services(run_id, env, harness, seed, playbook, run_dir, intervention, checking, str(scratch),
                     _judge_or_shared)
@@ -42,13 +42,9 @@ def typed_params(spec: InterventionSpec, params: Mapping[str, Any]) -> Any:
     """The parameters `spec`'s factory gets: its declared model's instance (the keys it declares, defaults filled
     in; ValueError naming the intervention when a value breaks the declaration), or the dict when it declares
     none."""
-    model = spec.params_model
-    if model is None:
+    if spec.params_model is None:
         return dict(params)
-    try:
-        return model.model_validate({key: value for key, value in params.items() if key in model.model_fields})
-    except ValueError as exc:
-        raise ValueError(f"intervention {spec.name!r}: {exc}") from None
+    return declared_params(spec.params_model, params, f"intervention {spec.name!r}")
 
 
 def build_intervention(spec: InterventionSpec, params: Mapping[str, Any] | BaseModel, services: Services) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Protocol
 
 from playground.core.errors import PlaygroundError
 from playground.core.events import (
@@ -29,6 +29,7 @@ from playground.core.events import (
     from_record,
     trace_version,
 )
+from playground.run.files import TEXT_ERRORS, PathEscapeError, confined
 
 EVENT_TYPES = frozenset(EVENT_CLASSES)
 
@@ -36,6 +37,16 @@ EVENT_TYPES = frozenset(EVENT_CLASSES)
 def json_line(record: dict) -> str:
     """Return `record` as one JSON line (non-JSON values written with str())."""
     return json.dumps(record, ensure_ascii=False, default=str) + "\n"
+
+
+class TraceSink(Protocol):
+    """Where an attempt's trace events go, header first: a file (`TraceWriter`), or memory (`TraceBuffer`)."""
+
+    def emit(self, event: Event) -> None:
+        """Take one event, stamped with the time now."""
+
+    def close(self) -> None:
+        """End the trace."""
 
 
 class TraceWriter:
@@ -50,7 +61,7 @@ class TraceWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # A lone surrogate (from a model's reply or an env's bytes) is written as its JSON escape `\udXXX`, which
         # reads back as the same string: it must not error the episode.
-        self._file = open(self.path, "w", encoding="utf-8", errors="backslashreplace")
+        self._file = open(self.path, "w", encoding="utf-8", errors=TEXT_ERRORS)
         if not isinstance(header, HeaderEvent) or header.trace_version != TRACE_VERSION:
             self._file.close()
             raise ValueError(f"a trace starts with a header of version {TRACE_VERSION}, not {header!r:.80}")
@@ -58,14 +69,51 @@ class TraceWriter:
 
     def emit(self, event: Event) -> None:
         """Append `event`, stamped with the time it is written."""
-        if not isinstance(event, Event) or type(event) is Event:
-            raise ValueError(f"not a trace event: {event!r:.80}")
-        self._file.write(json_line({"type": event.TYPE, "t": round(time.time(), 3), **fields_of(event)}))
+        self._file.write(event_line(event))
         self._file.flush()
 
     def close(self) -> None:
         """Close the file."""
         self._file.close()
+
+
+def event_line(event: Event) -> str:
+    """The JSON line a trace holds for `event`, stamped with the time now (ValueError for what is not an event)."""
+    if not isinstance(event, Event) or type(event) is Event:
+        raise ValueError(f"not a trace event: {event!r:.80}")
+    return json_line({"type": event.TYPE, "t": round(time.time(), 3), **fields_of(event)})
+
+
+class TraceBuffer:
+    """One episode's trace kept in memory, for a worker that must not write the run directory (a Ray actor): the
+    JSON lines `TraceWriter` would write to `path`, in order, header first. The run's process writes them there
+    (`write`), before it records the episode. Picklable: it travels back with the episode's record."""
+
+    def __init__(self, path: Path, header: HeaderEvent) -> None:
+        self.path = str(path)
+        if not isinstance(header, HeaderEvent) or header.trace_version != TRACE_VERSION:
+            raise ValueError(f"a trace starts with a header of version {TRACE_VERSION}, not {header!r:.80}")
+        self.lines: list[str] = [event_line(header)]
+
+    def emit(self, event: Event) -> None:
+        """Keep `event`'s line, stamped with the time it is emitted."""
+        self.lines.append(event_line(event))
+
+    def close(self) -> None:
+        """Nothing to close: the lines stay until they are written."""
+
+    def write(self, root: Path) -> Path:
+        """Write the lines to the trace's file, which must lie inside the run directory `root` (PathEscapeError
+        otherwise), as `TraceWriter` writes them (the file replaced); return its path."""
+        try:
+            relative = Path(self.path).relative_to(root)
+        except ValueError:
+            raise PathEscapeError(f"trace {self.path!r} is outside {str(root)!r}; refusing to write it") from None
+        path = confined(root, relative, what="trace")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8", errors=TEXT_ERRORS) as f:
+            f.writelines(self.lines)
+        return path
 
 
 class TraceError(PlaygroundError, ValueError):

@@ -7,7 +7,9 @@ alone writes records to the run directory, so resuming is the same whatever play
 
 A worker loads the plugins once (`Host(strict).load()`, as the CLI does), asks the work
 for a `Player` and keeps it for every episode it is given: the player keeps one env and
-one agent across episodes (see `playground.run.episodes.EpisodePlayer`). A worker that dies
+one agent across episodes (see `playground.run.episodes.EpisodePlayer`). A worker that
+must not write the run directory (a Ray actor) gets the detached work (`Work.detach`): its
+player hands each episode's traces back with the record, and the run writes them. A worker that dies
 mid-episode (a crash in an engine, the kernel's OOM killer) costs only that episode: the
 executor asks the work for its error record (`Work.failed`) and starts another worker,
 unless the run is strict.
@@ -17,12 +19,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar, Hashable, Iterator, Protocol, Sequence
 
 from playground.core.errors import PlaygroundError
+from playground.core.records import EpisodeRecord
 from playground.host.manager import Host
 from playground.run.progress import StepListener
 
@@ -49,12 +53,15 @@ class JobQueue:
     free worker takes over a job another worker was keeping, so no worker waits.
     """
 
-    def __init__(self, jobs: Sequence[Job]) -> None:
+    def __init__(self, jobs: Sequence[Job], halt: threading.Event | None = None) -> None:
         self._tasks: deque[deque[Job]] = deque(
             deque(group) for _, group in itertools.groupby(jobs, key=lambda job: (job.task_id, job.trial)))
         self._kept: dict[Hashable, deque[Job]] = {}
+        self._halt = halt  # once set, no job is given out (the queue reads as empty)
 
     def __bool__(self) -> bool:
+        if self._halt is not None and self._halt.is_set():
+            return False
         return bool(self._tasks) or any(self._kept.values())
 
     def next_for(self, worker: Hashable) -> Job:
@@ -79,11 +86,15 @@ class JobQueue:
 class Player(Protocol):
     """Plays episodes one at a time in one process."""
 
-    def play(self, job: Job) -> dict:
+    def play(self, job: Job) -> EpisodeRecord:
         """Play `job` and return its episode record."""
 
     def close(self) -> None:
         """Release what the player kept (its env)."""
+
+    def take_traces(self) -> list[Any]:
+        """The traces a detached work's player kept in memory since the last call (`Work.detach`), for the run's
+        process to write (`Work.write_traces`); empty for a player that writes its traces itself."""
 
 
 class Work(Protocol):
@@ -96,11 +107,19 @@ class Work(Protocol):
     def player(self, host: Host) -> Player:
         """A player for this run's episodes, using `host`'s registries."""
 
-    def failed(self, job: Job, why: str) -> dict:
+    def failed(self, job: Job, why: str) -> EpisodeRecord:
         """The error record (and trace) of `job`, whose worker died while playing it."""
 
-    def problem_here(self) -> str | None:
-        """Why this process cannot play the run's episodes (it does not see the run directory), or None."""
+    def detach(self) -> Work:
+        """This work for workers that must not write the run directory (on other machines): their players keep each
+        episode's traces in memory (`Player.take_traces`) instead of writing them."""
+
+    def write_traces(self, traces: list[Any]) -> None:
+        """Write, in the run's process, the traces a detached player handed back, before their episode is recorded."""
+
+    def playbook_files(self, host: Host) -> dict[str, str]:
+        """The harnesses that may keep lessons in a playbook file (not a URL), with its path: only workers on this
+        machine can share it."""
 
 
 class Executor(ABC):
@@ -121,9 +140,16 @@ class Executor(ABC):
         self.workers = workers if workers is not None else self.default_workers
         self.address = address
         self.in_flight = in_flight
+        self.halted = threading.Event()  # set by `stop_handing_out`
+
+    def stop_handing_out(self) -> None:
+        """Give out no new job from now on (a run's token budget is spent): the episodes playing finish and their
+        records still come out of `play`, which then ends; the jobs not started are not played."""
+        self.halted.set()
 
     @abstractmethod
-    def play(self, host: Host, work: Work, jobs: Sequence[Job], on_step: StepListener | None = None) -> Iterator[dict]:
+    def play(self, host: Host, work: Work, jobs: Sequence[Job],
+             on_step: StepListener | None = None) -> Iterator[EpisodeRecord]:
         """Play every job and yield each episode's record as it finishes, in any order.
 
         `on_step` is called, in the thread that iterates, with each step note the episodes report

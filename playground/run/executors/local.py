@@ -25,12 +25,15 @@ import threading
 import traceback
 from typing import Any, Iterator, Sequence
 
+from playground.core.deadlines import STUCK_EXIT, exit_when_stuck
+from playground.core.records import EpisodeRecord
 from playground.host.manager import Host
 from playground.processes import RUN_PROCESSES_ENV, die_with_parent
 from playground.run.executors.base import Executor, ExecutorError, Job, JobQueue, Work
 from playground.run.progress import StepListener, StepNote, steps_reported
 
 STOP_GRACE = 10.0  # seconds a worker gets to close its env after the last episode
+STUCK_GRACE = 5.0  # seconds past a hook's or an episode's deadline a worker blocked in one C call is given
 
 
 class LocalExecutor(Executor):
@@ -46,24 +49,27 @@ class LocalExecutor(Executor):
             raise ExecutorError("--in-flight with --workers > 1 is not supported yet: choose episodes in flight in "
                                 "this process (--in-flight N) or worker processes (--workers N)")
 
-    def play(self, host: Host, work: Work, jobs: Sequence[Job], on_step: StepListener | None = None) -> Iterator[dict]:
+    def play(self, host: Host, work: Work, jobs: Sequence[Job],
+             on_step: StepListener | None = None) -> Iterator[EpisodeRecord]:
         """Play `jobs` here (one worker; `in_flight` threads) or in worker processes; yield each record as its
         episode finishes, and hand `on_step` each step note as it comes."""
         if not jobs:
             return
         if self.in_flight > 1 and len(jobs) > 1:
-            yield from _Threads(host, work, min(self.in_flight, len(jobs)), on_step).play(jobs)
+            yield from _Threads(host, work, min(self.in_flight, len(jobs)), on_step, self.halted).play(jobs)
         elif self.workers == 1:
             player = work.player(host)
             try:
                 for job in jobs:
+                    if self.halted.is_set():
+                        break
                     with steps_reported(on_step):
                         record = player.play(job)
                     yield record
             finally:
                 player.close()
         else:
-            yield from _Pool(host.strict, work, min(self.workers or 1, len(jobs)), on_step).play(jobs)
+            yield from _Pool(host.strict, work, min(self.workers or 1, len(jobs)), on_step, self.halted).play(jobs)
 
 
 class _Threads:
@@ -76,11 +82,12 @@ class _Threads:
     notes come back the same way, to `on_step` in the calling thread.
     """
 
-    def __init__(self, host: Host, work: Work, size: int, on_step: StepListener | None = None) -> None:
-        self.host, self.work, self.size, self.on_step = host, work, size, on_step
+    def __init__(self, host: Host, work: Work, size: int, on_step: StepListener | None = None,
+                 halt: threading.Event | None = None) -> None:
+        self.host, self.work, self.size, self.on_step, self.halt = host, work, size, on_step, halt
 
-    def play(self, jobs: Sequence[Job]) -> Iterator[dict]:
-        jobs_left, lock = JobQueue(jobs), threading.Lock()
+    def play(self, jobs: Sequence[Job]) -> Iterator[EpisodeRecord]:
+        jobs_left, lock = JobQueue(jobs, self.halt), threading.Lock()
         results: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         stop = threading.Event()
 
@@ -161,12 +168,13 @@ class _Worker:
 class _Pool:
     """`size` workers playing a queue of jobs, one at a time each; their step notes go to `on_step`."""
 
-    def __init__(self, strict: bool, work: Work, size: int, on_step: StepListener | None = None) -> None:
-        self.strict, self.work, self.size, self.on_step = strict, work, size, on_step
+    def __init__(self, strict: bool, work: Work, size: int, on_step: StepListener | None = None,
+                 halt: threading.Event | None = None) -> None:
+        self.strict, self.work, self.size, self.on_step, self.halt = strict, work, size, on_step, halt
         self.context = multiprocessing.get_context("spawn")
 
-    def play(self, jobs: Sequence[Job]) -> Iterator[dict]:
-        queue = JobQueue(jobs)
+    def play(self, jobs: Sequence[Job]) -> Iterator[EpisodeRecord]:
+        queue = JobQueue(jobs, self.halt)
         workers: list[_Worker] = []
         finished = False
         try:
@@ -211,7 +219,7 @@ class _Pool:
         worker.give(queue.next_for(worker))
         return worker
 
-    def _answer(self, worker: _Worker) -> dict | None:
+    def _answer(self, worker: _Worker) -> EpisodeRecord | None:
         """What `worker` sent: None when it said it is ready or reported a step (passed to `on_step`), else the record
         of its job (its job is then done).
         When the worker died playing the job, the job's error record (its job stays set). A strict run's error, a
@@ -227,6 +235,10 @@ class _Pool:
                 raise ExecutorError(f"a worker process died while loading the plugins (exit code {code}); "
                                     "nothing was recorded for its episode") from None
             why = f"the worker process died (exit code {code}) while playing this episode"
+            if code == STUCK_EXIT:
+                why = (f"a plugin hook or the episode ran {STUCK_GRACE:g} s past its deadline (--hook-deadline, "
+                       "--episode-deadline) blocked in a call that cannot be interrupted: its worker process was "
+                       "ended and replaced")
             if self.work.strict:
                 raise ExecutorError(f"{job.harness}/{job.task_id} (trial {job.trial}): {why}") from None
             return self.work.failed(job, why)
@@ -250,6 +262,7 @@ def _worker_main(conn: Any, strict: bool, parent_pid: int, work: Work, report_st
     parent sends (None: close the player and end), sending each step note as it comes when `report_steps`.
     `siblings` (the pool's size) tells what it builds how many processes share the cores (`cores_per_process`)."""
     die_with_parent(parent_pid)
+    exit_when_stuck(STUCK_GRACE)  # a hook blocked in one C call past its deadline ends this process, not the run
     os.environ[RUN_PROCESSES_ENV] = str(siblings)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

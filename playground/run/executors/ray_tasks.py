@@ -3,10 +3,23 @@
 Each worker is a Ray actor (one CPU) that loads the plugins once, with this process's
 PLAYGROUND_* variables, and keeps one player, so one env and one agent, for every episode it
 is given. The executor gives each actor one episode at a time and yields each record as it
-comes back; the run alone writes the run directory's records, so a Ray run resumes like a
-local one. Before the first episode every actor checks that it sees the run directory
-(`Work.problem_here`): on a cluster, traces and playbooks are written by the workers, so
-`--out` (and `--playbook`) must be on a filesystem every node mounts at the same path.
+comes back. Workers never open a file under the run directory: they play the detached work
+(`Work.detach`), whose players keep each episode's trace lines in memory; the actor returns
+them with the record (one object through Ray's object store per episode), and the run's
+process writes the traces, then the record. So `--out` need not be visible to any worker,
+and a Ray run resumes like a local one.
+
+The playbook is reached through its location. A playbook file (SQLite) is shared only by
+processes of one machine, so once the actors have started the executor compares their nodes'
+addresses with the driver's (`ray.nodes()`): a harness that may keep lessons in a playbook
+file, with a worker on another machine, stops the run before any episode with a
+`PlaybookPlacementError` that says to give a PostgreSQL playbook (`--playbook
+postgresql://...`). The response cache is per node: each node's workers use that node's own
+cache folder.
+
+A worker that dies (its node lost, the OOM killer) costs the episode it held: that episode is
+left unfinished for the next run, and a new actor is asked for in its place; until the
+cluster has room for it the other actors play on.
 
 Without an address the run starts a private Ray on 127.0.0.1 with `workers` CPUs, no
 dashboard, and shuts it down at the end. Its processes carry a mark in their environment
@@ -21,9 +34,11 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from playground.core.records import EpisodeRecord
 from playground.host.manager import Host
 from playground.processes import Reaper
 from playground.run.executors.base import Executor, ExecutorError, Job, JobQueue, Work, plugin_environment
@@ -32,6 +47,8 @@ from playground.run.progress import StepListener
 INSTALL_HINT = "pip install 'playground[ray]' (or, in a checkout, pip install -e '.[ray]')"
 MARK = "PLAYGROUND_RAY_RUN"  # in the environment of every process of a private local Ray
 LOCAL_OBJECT_STORE = 256 * 1024**2  # bytes: records are small; the default (30% of memory) is far too much
+START_GRACE = 30.0  # seconds the first workers are waited for together; those without room yet start later
+PLACE_TIMEOUT = 600.0  # seconds to wait for a replacement worker when no other is left playing
 STARTUP_HINT = ("Ray's raylet gives its agents about 15 s to start, which a busy machine may not meet: try again, "
                 "or start Ray yourself (`ray start --head`) and pass --address")
 
@@ -54,7 +71,8 @@ class RayExecutor(Executor):
         except ImportError as exc:
             raise ExecutorError(f"--executor ray needs the 'ray' extra ({exc}): {INSTALL_HINT}") from None
 
-    def play(self, host: Host, work: Work, jobs: Sequence[Job], on_step: StepListener | None = None) -> Iterator[dict]:
+    def play(self, host: Host, work: Work, jobs: Sequence[Job],
+             on_step: StepListener | None = None) -> Iterator[EpisodeRecord]:
         """Play `jobs` on Ray actors; yield each record as its episode finishes (progress moves per episode: step
         notes are not passed back from the actors, `on_step` is not called)."""
         if not jobs:
@@ -64,7 +82,7 @@ class RayExecutor(Executor):
         session = _Session(self.address, self.workers or os.cpu_count() or 1)
         try:
             size = min(self.workers or session.cpus(), len(jobs))
-            yield from _Actors(ray, work, host.strict, size).play(jobs)
+            yield from _Actors(ray, work, host.strict, size, self.halted, work.playbook_files(host)).play(jobs)
         finally:
             session.close()
 
@@ -109,27 +127,47 @@ class _Session:
             os.environ.pop(MARK, None)
 
 
+class PlaybookPlacementError(ExecutorError):
+    """A harness keeps lessons in a playbook file (SQLite), which only processes on one machine can share, while
+    Ray workers run on other machines than the run's: a cluster needs a playbook every worker reaches by URL."""
+
+
+def check_playbook_placement(playbooks: Mapping[str, str], here: str | None, workers: Iterable[str]) -> None:
+    """Refuse (PlaybookPlacementError) a playbook file (`playbooks`: harness -> path) when a worker's machine (its
+    node's address, `workers`) is not the run's own (`here`; None: unknown, as through Ray Client)."""
+    elsewhere = sorted({address for address in workers if address != here})
+    if not playbooks or not elsewhere:
+        return
+    files = ", ".join(f"{harness}: {path}" for harness, path in sorted(playbooks.items()))
+    raise PlaybookPlacementError(
+        f"Ray workers run on other machines ({', '.join(elsewhere)}) than this run ({here or 'not a node'}), but a "
+        f"playbook is an SQLite file, which only processes on one machine can share ({files}). Give a playbook "
+        "every worker reaches: --playbook postgresql://USER@HOST:PORT/DB, or run the workers on this machine")
+
+
 class EpisodeActor:
-    """A Ray worker: the run's plugins loaded once, one player kept across episodes."""
+    """A Ray worker: the run's plugins loaded once, one player kept across episodes, the run directory untouched."""
 
     def __init__(self, work: Work, strict: bool, environment: dict[str, str]) -> None:
         os.environ.update(environment)  # on a cluster the worker does not inherit the run's PLAYGROUND_* variables
         self.work, self.strict = work, strict
         self.player: Any = None
 
-    def ready(self) -> str | None:
-        """Load the plugins and build the player; None, or why this worker cannot play the run (naming the node)."""
-        problem = self.work.problem_here()
-        if problem is not None:
-            import ray
+    def ready(self) -> str:
+        """Load the plugins and build the player; return this worker's node id."""
+        import ray
 
-            return f"Ray worker on node {ray.util.get_node_ip_address()}: {problem}"
         self.player = self.work.player(Host(strict=self.strict).load())
-        return None
+        return ray.get_runtime_context().get_node_id()
 
-    def play(self, job: Job) -> dict:
-        """Play one episode and return its record."""
-        return self.player.play(job)
+    def play(self, job: Job) -> tuple[EpisodeRecord, list[Any]]:
+        """Play one episode; return its record and its traces (kept in memory, for the run to write)."""
+        try:
+            record = self.player.play(job)
+        except BaseException:
+            self.player.take_traces()  # an episode that raised leaves no trace behind for the next one
+            raise
+        return record, self.player.take_traces()
 
     def close(self) -> None:
         """Release the player's env."""
@@ -140,68 +178,121 @@ class EpisodeActor:
 
 class _Actors:
     """`size` actors playing a queue of jobs, one at a time each; a dead actor's episode is recorded as an error and
-    another actor takes its place (a strict run stops instead)."""
+    another actor is asked for in its place (a strict run stops instead). `playbooks` are the run's playbook files
+    (`Work.playbook_files`): every actor must then be on this machine."""
 
-    def __init__(self, ray: Any, work: Work, strict: bool, size: int) -> None:
-        self.ray, self.work, self.strict, self.size = ray, work, strict, size
+    def __init__(self, ray: Any, work: Work, strict: bool, size: int, halt: threading.Event | None = None,
+                 playbooks: Mapping[str, str] | None = None) -> None:
+        self.ray, self.work, self.strict, self.size, self.halt = ray, work, strict, size, halt
+        self.detached = work.detach()  # what the actors play: no file under the run directory
+        self.playbooks = dict(playbooks or {})
         self.remote_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(EpisodeActor)
 
     def _start(self) -> Any:
-        return self.remote_class.remote(self.work, self.strict, plugin_environment())
+        return self.remote_class.remote(self.detached, self.strict, plugin_environment())
 
-    def play(self, jobs: Sequence[Job]) -> Iterator[dict]:
+    def play(self, jobs: Sequence[Job]) -> Iterator[EpisodeRecord]:
         ray = self.ray
-        queue = JobQueue(jobs)
+        queue = JobQueue(jobs, self.halt)
         actors = [self._start() for _ in range(self.size)]
-        running: dict[Any, tuple[Any, Job]] = {}
+        started: list[Any] = []  # the actors that loaded the plugins (those `close` is asked of at the end)
+        running: dict[Any, tuple[Any, Job | None]] = {}  # a pending ref -> its actor and job (None: its start)
         try:
-            self._check(actors)
-            for actor in actors:
-                self._give(running, actor, queue.next_for(actor))
+            for actor in self._first(actors, running):
+                started.append(actor)
+                if queue:
+                    self._give(running, actor, queue.next_for(actor))
             while running:
-                [ready], _ = ray.wait(list(running), num_returns=1)
-                actor, job = running.pop(ready)
-                record, died = self._answer(ready, job)
+                playing = any(job is not None for _, job in running.values())
+                if not playing and not queue:
+                    break  # only replacements still waiting for room on the cluster, and nothing for them
+                done, _ = ray.wait(list(running), num_returns=1, timeout=None if playing else PLACE_TIMEOUT)
+                if not done:
+                    raise ExecutorError(f"no Ray worker could be started in {PLACE_TIMEOUT:g} s to play the episodes "
+                                        "left (the workers died and the cluster has no free CPU for another); they "
+                                        "are not played: rerun the same command when the cluster has room")
+                [ref] = done
+                actor, job = running.pop(ref)
+                if job is None:  # a replacement started: it plays the next job
+                    self._placed(self._get_ready([ref]))
+                    started.append(actor)
+                    if queue:
+                        self._give(running, actor, queue.next_for(actor))
+                    continue
+                record, died = self._answer(ref, job)
                 if died:
                     actors.remove(actor)
                     queue.give_back(actor)
                     ray.kill(actor)
-                    if queue:  # another actor takes its place
+                    if queue:  # another actor takes its place once the cluster has room for it
                         actor = self._start()
                         actors.append(actor)
-                        self._check([actor])
-                if queue:  # the next job first: the actor plays while the run writes the record
+                        running[actor.ready.remote()] = (actor, None)
+                elif queue:  # the next job first: the actor plays while the run writes the record
                     self._give(running, actor, queue.next_for(actor))
                 yield record
-            ray.get([actor.close.remote() for actor in actors])
+            self._close([actor for actor in started if actor in actors])
         finally:
             for actor in actors:
                 ray.kill(actor)
 
+    def _first(self, actors: list[Any], running: dict[Any, tuple[Any, Job | None]]) -> list[Any]:
+        """Wait for the first actors to start (all of them, or those the cluster has room for after START_GRACE s:
+        the others are left in `running` to start when it has); return those that started. Nothing is played before:
+        a fault loading the plugins raises here, and so does a playbook file with a worker on another machine."""
+        refs = {actor.ready.remote(): actor for actor in actors}
+        done, waiting = self.ray.wait(list(refs), num_returns=len(refs), timeout=START_GRACE)
+        if not done:
+            done, waiting = self.ray.wait(waiting, num_returns=1, timeout=PLACE_TIMEOUT)
+        if not done:
+            raise ExecutorError(f"no Ray worker could be started in {START_GRACE + PLACE_TIMEOUT:g} s: the cluster "
+                                "has no free CPU (each worker takes one)")
+        self._placed(self._get_ready(done))
+        for ref in waiting:
+            running[ref] = (refs[ref], None)
+        return [refs[ref] for ref in done]
+
     @staticmethod
-    def _give(running: dict[Any, tuple[Any, Job]], actor: Any, job: Job) -> None:
+    def _give(running: dict[Any, tuple[Any, Job | None]], actor: Any, job: Job) -> None:
         running[actor.play.remote(job)] = (actor, job)
 
-    def _check(self, actors: list[Any]) -> None:
-        """Every actor starts, loads the plugins and sees the run directory; else ExecutorError naming the problems
-        (nothing is recorded)."""
+    def _close(self, actors: list[Any]) -> None:
+        """Ask the actors to close their players (an env's engine ends cleanly); one that is gone is passed over."""
+        refs = [actor.close.remote() for actor in actors]
+        if not refs:
+            return
+        _, waiting = self.ray.wait(refs, num_returns=len(refs), timeout=30)
+        for ref in refs:
+            if ref not in waiting:
+                try:
+                    self.ray.get(ref)
+                except self.ray.exceptions.RayError:
+                    pass
+
+    def _get_ready(self, refs: list[Any]) -> list[str]:
+        """The node ids of the actors whose `ready` calls are `refs`: they started and loaded the plugins; else the
+        plugins' error, or ExecutorError (nothing is recorded for it)."""
         try:
-            problems = self.ray.get([actor.ready.remote() for actor in actors])
+            return self.ray.get(refs)
         except self.ray.exceptions.RayTaskError as exc:  # loading the plugins raised
             cause = getattr(exc, "cause", None)
             raise (cause if isinstance(cause, Exception) else exc) from None
         except self.ray.exceptions.RayError as exc:
             raise ExecutorError(f"a Ray worker died while starting: {exc}") from None
-        problems = sorted({problem for problem in problems if problem})
-        if problems:
-            raise ExecutorError("; ".join(problems))
 
-    def _answer(self, ref: Any, job: Job) -> tuple[dict, bool]:
-        """The record of `job`, and False; or, when its actor died, its error record and True. A strict run's
-        error, and a dead actor in a strict run, raise."""
+    def _placed(self, nodes: list[str]) -> None:
+        """Check that the actors on `nodes` may share the run's playbook files: all on this machine, or none used."""
+        if not self.playbooks:
+            return
+        here, addresses = machines(self.ray)
+        check_playbook_placement(self.playbooks, here, [addresses.get(node, f"node {node}") for node in nodes])
+
+    def _answer(self, ref: Any, job: Job) -> tuple[EpisodeRecord, bool]:
+        """The record of `job` (its traces written to the run directory first), and False; or, when its actor died,
+        its error record and True. A strict run's error, and a dead actor in a strict run, raise."""
         exceptions = self.ray.exceptions
         try:
-            return self.ray.get(ref), False
+            record, traces = self.ray.get(ref)
         except exceptions.RayTaskError as exc:  # the episode raised: a strict run's error, or a bug
             cause = getattr(exc, "cause", None)
             raise (cause if isinstance(cause, Exception) else exc) from None
@@ -210,3 +301,17 @@ class _Actors:
             if self.work.strict:
                 raise ExecutorError(f"{job.harness}/{job.task_id} (trial {job.trial}): {why}: {exc}") from None
             return self.work.failed(job, why), True
+        self.work.write_traces(traces)  # before the record: a recorded episode's trace is always there
+        return record, False
+
+
+def machines(ray: Any) -> tuple[str | None, dict[str, str]]:
+    """The address of the machine this run's process is on (None through Ray Client: no node of the cluster), and
+    each live node's address by node id (`ray.nodes()`)."""
+    addresses = {node["NodeID"]: node["NodeManagerAddress"] for node in ray.nodes() if node.get("Alive", True)}
+    try:
+        client = ray.util.client.ray.is_connected()
+    except AttributeError:
+        client = False
+    here = None if client else addresses.get(ray.get_runtime_context().get_node_id())
+    return here, addresses
