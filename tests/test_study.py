@@ -97,22 +97,13 @@ def shipped(host) -> list[str]:
     return host.studies.names()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["sentry-instrument-tw", "sentry-instrument-tw-budget", "sentry-instrument-alf",
-                                  "stack-workflow"])
-def test_every_shipped_study_runs_at_smoke_size_with_every_cell_in_its_table(host, tmp_path, name):
-    assert name in shipped(host)
-    study = load_study(host.studies.get(name).path)
-    run_study(host, study, tmp_path, smoke=True)
-    cells = study_table(study, tmp_path)
-    assert {(c.grid, c.harness) for c in cells} == {(g.name, h) for g in study.grids for h in g.harnesses}
-    assert all(c.episodes == min(g.episodes, study.smoke.episodes) * min(g.trials, study.smoke.trials)
-               for c in cells for g in study.grids if g.name == c.grid)
+# every shipped study at smoke size, its table's columns and plan's estimate: tests/test_shipped_studies.py
 
 
 def test_the_shipped_studies_are_these(host):
-    assert shipped(host) == ["sentry-instrument-alf", "sentry-instrument-tw", "sentry-instrument-tw-budget",
-                             "stack-workflow"]
+    from tests.test_shipped_studies import SHIPPED
+
+    assert shipped(host) == SHIPPED
 
 
 @pytest.mark.parametrize("name, folder", [("sentry-instrument-tw", "instrument-sentry-tw"),
@@ -130,3 +121,57 @@ def test_the_published_instrument_tables_re_derive_equal_through_the_study_layer
         entry = old[(cell.grid, cell.harness)]
         assert (cell.wins, cell.episodes) == (entry["won"], entry["episodes"])
         assert (cell.p if cell.p is not None else 1.0) == pytest.approx(entry["p"])
+
+
+@pytest.mark.parametrize("extra, words", [
+    ('[paper_figures.speed]\nbase = 1.0\n', "paper_figures: Value error, unknown metric speed"),
+    ('[paper_figures.steps]\n"noisy/nope" = 1.0\n', "the paper's steps names no cell of the study: noisy/nope"),
+    ('[smoke.stand_ins.nope]\nenv = "tiny"\n', "smoke.stand_ins names no grid: nope"),
+])
+def test_paper_figures_and_stand_ins_must_name_what_the_study_has(tmp_path, extra, words):
+    with pytest.raises(StudyError) as raised:
+        load_study(write(tmp_path, STUDY + "\n" + extra))
+    assert words in str(raised.value)
+
+
+def test_here_paper_figures_stand_ins_and_a_kept_agent(host, tmp_path):
+    """`{here}` is the study file's folder in a harness name (the table shows the name as declared); a paper column
+    per declared metric; a stand-in env at smoke size; `--agent` leaves a kept agent alone."""
+    from playground.run.study import sized, with_agent
+
+    text = STUDY.replace('harnesses = ["base", "sentry"]', 'harnesses = ["base", "reflexion:{here}"]') + """
+[paper_figures.steps]
+"noisy/base" = 4.5
+"""
+    study = load_study(write(tmp_path, text))
+    assert study.grids[0].runnable(study.here) == ["base", f"reflexion:{tmp_path.resolve()}"]
+    assert study.paper_number("steps", "noisy", "base") == 4.5 and study.paper_number("steps", "noisy", "x") is None
+    kept = study.model_copy(update={"grids": [study.grids[0].model_copy(update={"keep_agent": True})]})
+    assert with_agent(kept, "random").grids[0].agent == "noisy"
+    assert with_agent(study, "random").grids[0].agent == "random" and with_agent(study, "random").here == study.here
+    smoke = type(study.smoke).model_validate({**study.smoke.model_dump(),
+                                              "stand_ins": {"noisy": {"env": "tiny:default", "params": {}}}})
+    assert sized(study.grids[0], smoke).env == "tiny:default" and sized(study.grids[0], smoke).params == {}
+
+
+def test_plan_borrows_per_harness_rates_scaled_to_the_budget_and_reads_an_earlier_run(host, tmp_path):
+    """A cell not yet played takes the same harness's rates from the study's other grid (per step, scaled to its
+    budget); `rates_from` plans a fresh directory from an earlier run at another budget."""
+    two = STUDY.replace("[smoke]", """[[grids]]
+name = "later"
+env = "tiny"
+episodes = 3
+max_steps = 6
+agent = "noisy"
+agent_options = { repeat = 0.5 }
+harnesses = ["sentry", "base"]
+
+[smoke]""")
+    study = load_study(write(tmp_path, two))
+    out = tmp_path / "out"
+    run_study(host, study, out, grids=["noisy"])
+    first, later = plan(study, out)
+    assert (first.finished, first.calls, later.finished, later.borrowed) == (6, 0.0, 0, True)
+    assert later.calls == 0.0  # `noisy` answers no judge here: rules, no model calls
+    fresh = plan(study, tmp_path / "fresh", rates_from=out)
+    assert [row.finished for row in fresh] == [0, 0] and fresh[0].calls == 0.0 and fresh[0].seconds is not None

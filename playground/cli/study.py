@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from playground.cli.options import CLIError, parse_pairs
@@ -54,34 +55,42 @@ def list_command() -> None:
     if not len(host.studies):
         click.echo("no studies installed")
     for spec in host.studies:
-        click.echo(f"{spec.name:32s} {spec.title}  [plugin {spec.plugin}]  {spec.path}")
+        study = load_study(spec.path)  # validated when the plugin registered it
+        paper = f"  paper: {study.paper}" if study.paper else ""
+        click.echo(f"{spec.name:32s} {spec.title} ({study.kind}){paper}  [plugin {spec.plugin}]  {spec.path}")
 
 
 @study_group.command("plan")
 @click.argument("study")
 @click.option("--out", default=None, callback=path_callback, help="the study's directory [default: runs/study-NAME]")
 @click.option("--smoke", is_flag=True, help="at smoke size (the study's [smoke]: a few tasks, a few steps)")
-def plan_command(study: str, out: str | None, smoke: bool) -> None:
-    """Before anything runs: episodes per grid, those finished, and the model calls and time left at the rates
-    its finished episodes measured."""
+@click.option("--rates-from", default=None, callback=path_callback,
+              help="an earlier run of the study (its directory: a --smoke run, or one at another budget) whose "
+                   "measured rates plan the rest [default: the study's directory]")
+def plan_command(study: str, out: str | None, smoke: bool, rates_from: str | None) -> None:
+    """Before anything runs: episodes per grid, those finished, and the model calls, tokens and time left at the
+    rates its finished episodes (or those of --rates-from) measured, per cell and per step, scaled to the budget."""
     from playground.run.study import plan
 
     found, _ = find_study(get_host(), study)
-    rows = plan(found, Path(out) if out else default_out(found), smoke)
+    rows = plan(found, Path(out) if out else default_out(found), smoke, Path(rates_from) if rates_from else None)
     table = Table(title=f"{found.name}: {found.title} ({found.kind} figures)")
-    for column in ("grid", "episodes", "finished", "max steps", "model calls left", "time left"):
+    for column in ("grid", "episodes", "finished", "max steps", "model calls left", "tokens left", "time left"):
         table.add_column(column, justify="left" if column == "grid" else "right")
     for row in rows:
         mark = " *" if row.borrowed else ""
-        table.add_row(row.grid, str(row.episodes), str(row.finished), str(row.max_steps),
+        table.add_row(escape(row.grid), str(row.episodes), str(row.finished), str(row.max_steps),
                       "unknown" if row.calls is None else f"{row.calls:,.0f}{mark}",
+                      "unknown" if row.tokens is None else f"{row.tokens:,.0f}{mark}",
                       "unknown" if row.seconds is None else f"{row.seconds / 60:,.1f} min{mark}")
-    Console(width=max(120, Console().width)).print(table)
+    Console(width=max(120, Console().width), emoji=False).print(table)
     if any(row.borrowed for row in rows):
-        click.echo("*: estimated from the study's other grids with the same agent (this grid has not played yet); "
-                   "judge calls vary with the grid's options, so treat it as a rough figure")
+        click.echo("*: some cells have no finished episode yet: planned at the rates of the same harness in the "
+                   "study's other grids with the same agent (per step, scaled to the step budget), else of other "
+                   "harnesses; judge calls vary with the grid's options, so treat it as a rough figure")
     if any(row.calls is None for row in rows):
-        click.echo("unknown: no finished episode of that grid yet; a short first run (--smoke) measures its rates")
+        click.echo("unknown: no finished episode with that agent yet; a short first run measures the rates: "
+                   "study run --smoke --out S, then study plan --rates-from S")
 
 
 @study_group.command("run")
@@ -89,16 +98,21 @@ def plan_command(study: str, out: str | None, smoke: bool) -> None:
 @click.option("--out", default=None, callback=path_callback,
               help="the study's directory [default: runs/study-NAME]; rerun to resume")
 @click.option("--smoke", is_flag=True, help="at smoke size")
-@click.option("--agent", default=None, help="play every grid with this agent instead (a paper's table on your model)")
+@click.option("--agent", default=None, help="play every grid with this agent instead (a paper's table on your model); "
+                                            "a grid whose agent is part of the design (keep_agent) keeps its own")
 @click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE", help="options of --agent")
-def run_command(study: str, out: str | None, smoke: bool, agent: str | None, agent_options: tuple[str, ...]) -> None:
+@click.option("--llm-base-url", default=None, help="the OpenAI-compatible endpoint of --agent llm")
+@click.option("--model", default=None, help="the model name of --agent llm")
+@click.option("--grid", "grids", multiple=True, help="run only this grid (repeatable) [default: every grid]")
+def run_command(study: str, out: str | None, smoke: bool, agent: str | None, agent_options: tuple[str, ...],
+                llm_base_url: str | None, model: str | None, grids: tuple[str, ...]) -> None:
     """Run (or resume) every grid of the study, then print its table."""
     from playground.run.study import run_study, study_table
 
     host = get_host()
     found, _ = find_study(host, study)
-    if agent_options and agent is None:
-        raise CLIError("--agent-option needs --agent")
+    if (agent_options or llm_base_url or model) and agent is None:
+        raise CLIError("--agent-option, --llm-base-url and --model need --agent")
     directory = Path(out) if out else default_out(found)
     options = None
     if agent is not None:
@@ -106,8 +120,9 @@ def run_command(study: str, out: str | None, smoke: bool, agent: str | None, age
             options = {**host.agents.get(agent).default_options, **parse_pairs(agent_options, "--agent-option")}
         except KeyError as exc:
             raise CLIError(exc.args[0]) from None
+        options.update({key: value for key, value in (("base_url", llm_base_url), ("model", model)) if value})
     try:
-        run_study(host, found, directory, smoke, agent, options)
+        run_study(host, found, directory, smoke, agent, options, grids=list(grids) or None)
     except StudyError as exc:
         raise CLIError(str(exc)) from None
     print_table(found, study_table(found, directory))
@@ -134,32 +149,50 @@ def table_command(study: str, out: str | None, as_json: bool, as_csv: bool) -> N
 
 
 def cells_csv(cells: list[Cell]) -> str:
-    """The cells as CSV, one row each."""
+    """The cells as CSV, one row each (the paper's figures as `paper_METRIC` columns)."""
     out = io.StringIO()
-    fields = [*asdict(cells[0]), "success"] if cells else ["grid", "harness"]
-    writer = csv.DictWriter(out, fields)
+    metrics = sorted({metric for cell in cells for metric in cell.paper_figures})
+    rows = [{**{k: v for k, v in asdict(cell).items() if k != "paper_figures"}, "success": cell.success,
+             **{f"paper_{metric}": cell.paper_figures.get(metric) for metric in metrics}} for cell in cells]
+    writer = csv.DictWriter(out, list(rows[0]) if rows else ["grid", "harness"])
     writer.writeheader()
-    for cell in cells:
-        writer.writerow({**asdict(cell), "success": cell.success})
+    writer.writerows(rows)
     return out.getvalue()
 
 
+SHARES = ("success", "resolved")  # figures shown as percentages
+
+
+def _figure(metric: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if metric in SHARES:
+        return f"{value:.0%}"
+    return f"{value:,.0f}" if metric == "tokens" else f"{value:.2f}"
+
+
 def print_table(study: Study, cells: list[Cell]) -> None:
-    """The study's table in the terminal (rich)."""
+    """The study's table in the terminal (rich): every measured figure, and the paper's beside where it gives one
+    (`reward` and `resolved` only where some cell has them)."""
+    from playground.run.study import table_rows
+
+    papers = [metric for metric, _ in study.paper_metric_items()]
+    rows = table_rows(study, cells)
+    shown = [m for m in ("success", "reward", "steps", "invalid", "resolved", "calls", "tokens", "interventions",
+                         "lessons") if m not in ("reward", "resolved") or any(r[m] is not None for r in rows)
+             or m in papers]
     table = Table(title=f"{study.name}: {study.title} ({study.kind} figures)"
                         + (f"; the paper: {study.paper}" if study.paper else ""))
-    columns = ["grid", "harness", "n", "success", "95% CI", "vs ref (p)", "steps", "calls", "tokens", "interv.",
-               "lessons"] + (["paper"] if study.paper_success else [])
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("grid", "harness") else "right")
-    for c in cells:
-        versus = "-" if c.versus is None else f"{c.diff:+.0%} ({c.p:.2g})"
-        row = [c.grid, c.harness, str(c.episodes), f"{c.success:.0%}",
-               f"{c.ci[0]:.0%}-{c.ci[1]:.0%}", versus, f"{c.steps:.1f}", f"{c.calls:.1f}", f"{c.tokens:,.0f}",
-               f"{c.interventions:.2f}", f"{c.lessons:.2f}"]
-        if study.paper_success:
-            row.append("-" if c.paper is None else f"{c.paper:.0%}")
-        table.add_row(*row)
-    Console(width=max(140, Console().width)).print(table)
+    for column in ["grid", "harness", "n", *shown[:1], "95% CI", "vs ref (p)", *shown[1:],
+                   *(f"paper {m}" for m in papers)]:
+        table.add_column(column, justify="left" if column in ("grid", "harness") else "right",
+                         overflow="fold" if column in ("grid", "harness") else "ellipsis")
+    for row in rows:
+        versus = "-" if row["versus"] is None else f"{row['diff']:+.0%} ({row['p']:.2g})"
+        table.add_row(escape(row["grid"]), escape(row["harness"]), str(row["n"]), _figure("success", row["success"]),
+                      f"{row['ci_low']:.0%}-{row['ci_high']:.0%}", versus,
+                      *(_figure(m, row[m]) for m in shown[1:]), *(_figure(m, row[f"paper {m}"]) for m in papers))
+    Console(width=max(160, Console().width), emoji=False).print(table)
     click.echo("vs ref: the paired difference in success against the grid's reference harness (its first, unless "
-               "the study names one), exact McNemar p; calls, tokens, interv., lessons: per episode")
+               "the study names one), exact McNemar p; steps, invalid, calls, tokens, interventions, lessons: per "
+               "episode; resolved: the share of repair verdicts that judged the repair resolved")

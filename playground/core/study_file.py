@@ -1,5 +1,9 @@
 """A study file's model: the grids of runs a study plays, the smoke size, the paper's numbers (`Study`), read from
 TOML and validated (`load_study`). `playground.run.study` plans, runs and tabulates a study.
+
+A harness name may hold `{here}`, the folder of the study file: a study ships the files its harnesses read (a
+frozen policy, a prompt) beside it, as package data, and names them `PREFIX:{here}/FILE`. The table shows the
+name as declared; the runs see the path.
 """
 
 from __future__ import annotations
@@ -8,13 +12,18 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from playground.core.errors import PlaygroundError
 
 
 class StudyError(PlaygroundError, ValueError):
     """A study file that cannot be read or run: names the file and what is wrong."""
+
+
+HERE = "{here}"  # in a harness name: the study file's folder
+# the figures a cell has, each a per-episode mean or a share, that a paper's number can stand beside
+PAPER_METRICS = ("success", "reward", "steps", "invalid", "resolved", "calls", "tokens", "interventions", "lessons")
 
 
 class Grid(BaseModel):
@@ -31,6 +40,8 @@ class Grid(BaseModel):
     seed: int = 0
     agent: str = "noisy"
     agent_options: dict[str, Any] = Field(default_factory=dict)
+    keep_agent: bool = Field(default=False, description="the agent is part of the design (a model-free control): "
+                                                        "`study run --agent` does not replace it")
     harnesses: list[str] = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict, description="--param values for every harness")
     reference: str | None = Field(default=None, description="the harness each cell is paired with (default: "
@@ -43,15 +54,42 @@ class Grid(BaseModel):
             raise ValueError("a harness is listed twice")
         return harnesses
 
+    def runnable(self, here: str | None) -> list[str]:
+        """The harness names as the runs see them: `{here}` replaced by the study file's folder."""
+        return [resolve_here(harness, here) for harness in self.harnesses]
+
+
+def resolve_here(name: str, here: str | None) -> str:
+    """`name` with `{here}` replaced by `here`; StudyError where the study's folder is unknown (a study built in
+    code, not read from a file)."""
+    if HERE not in name:
+        return name
+    if here is None:
+        raise StudyError(f"harness {name!r} names {HERE}, the study file's folder, but this study was not read "
+                         f"from a file")
+    return name.replace(HERE, here)
+
+
+class StandIn(BaseModel):
+    """What a grid plays at smoke size instead of a task set that needs a download (CI has none): the env, its
+    split and, where the grid's params name the real data, the params to use instead."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    env: str = Field(description="ENV or ENV:TASKSET")
+    split: str | None = None
+    params: dict[str, Any] | None = Field(default=None, description="replace the grid's params (None: keep them)")
+
 
 class Smoke(BaseModel):
-    """The size every grid shrinks to under `--smoke`."""
+    """The size every grid shrinks to under `--smoke`, and the stand-ins of grids whose data needs a download."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     episodes: int = Field(default=2, ge=1)
     trials: int = Field(default=1, ge=1)
     max_steps: int = Field(default=3, ge=1)
+    stand_ins: dict[str, StandIn] = Field(default_factory=dict, description="grid name -> what it plays instead")
 
 
 class Study(BaseModel):
@@ -68,6 +106,9 @@ class Study(BaseModel):
     smoke: Smoke = Field(default_factory=Smoke)
     # the paper's success rate per "GRID/HARNESS" cell (or "HARNESS" for every grid), shown beside the measured
     paper_success: dict[str, float] = Field(default_factory=dict)
+    # the paper's other figures, per metric (PAPER_METRICS) then cell as paper_success: a column beside each
+    paper_figures: dict[str, dict[str, float]] = Field(default_factory=dict)
+    _here: str | None = PrivateAttr(default=None)  # the study file's folder (`{here}`), set by load_study
 
     @field_validator("grids")
     @classmethod
@@ -75,6 +116,45 @@ class Study(BaseModel):
         if len({g.name for g in grids}) != len(grids):
             raise ValueError("two grids share a name")
         return grids
+
+    @field_validator("paper_figures")
+    @classmethod
+    def _known_metrics(cls, figures: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        unknown = sorted(set(figures) - set(PAPER_METRICS))
+        if unknown:
+            raise ValueError(f"unknown metric {', '.join(unknown)}; choose from {', '.join(PAPER_METRICS)}")
+        return figures
+
+    @model_validator(mode="after")
+    def _cells_exist(self) -> Study:
+        cells = {f"{grid.name}/{harness}" for grid in self.grids for harness in grid.harnesses}
+        harnesses = {harness for grid in self.grids for harness in grid.harnesses}
+        for metric, figures in self.paper_metric_items():
+            stray = sorted(key for key in figures if key not in cells and key not in harnesses)
+            if stray:
+                raise ValueError(f"the paper's {metric} names no cell of the study: {', '.join(stray)} (GRID/HARNESS "
+                                 f"or HARNESS)")
+        stray = sorted(set(self.smoke.stand_ins) - {grid.name for grid in self.grids})
+        if stray:
+            raise ValueError(f"smoke.stand_ins names no grid: {', '.join(stray)}")
+        return self
+
+    @property
+    def here(self) -> str | None:
+        """The study file's folder (what `{here}` in a harness name stands for); None for a study built in code."""
+        return self._here
+
+    def paper_metric_items(self) -> list[tuple[str, dict[str, float]]]:
+        """The paper's figures per metric, success first (paper_success and paper_figures together)."""
+        merged = {**({"success": dict(self.paper_success)} if self.paper_success else {})}
+        for metric, figures in self.paper_figures.items():
+            merged[metric] = {**merged.get(metric, {}), **figures}
+        return sorted(merged.items(), key=lambda item: PAPER_METRICS.index(item[0]))
+
+    def paper_number(self, metric: str, grid: str, harness: str) -> float | None:
+        """The paper's figure for one cell (its "GRID/HARNESS" key, else its "HARNESS" key), or None."""
+        figures = dict(self.paper_metric_items()).get(metric, {})
+        return figures.get(f"{grid}/{harness}", figures.get(harness))
 
 
 def load_study(path: str | Path) -> Study:
@@ -87,8 +167,10 @@ def load_study(path: str | Path) -> Study:
     except tomllib.TOMLDecodeError as exc:
         raise StudyError(f"study {where!r} is not valid TOML: {exc}") from None
     try:
-        return Study.model_validate(data)
+        study = Study.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
         at = ".".join(str(part) for part in error["loc"]) or "(top)"
         raise StudyError(f"study {where!r}: {at}: {error['msg']}") from None
+    study._here = str(Path(path).resolve().parent)
+    return study

@@ -7,16 +7,22 @@ set, one agent with its options, its harnesses (each a cell; stacks `A+B` and lo
 on the same tasks, trials and seeds, so cells of a grid pair task by task. The table has a row per (grid, harness)
 cell: success with its Wilson interval, the paired difference against the grid's reference harness (exact
 McNemar), steps, model calls and tokens, the interventions and lessons per episode, and the paper's number
-where the study gives one. `--smoke` shrinks every grid (`[smoke]`: tasks, trials, step budget) so CI can run it.
+where the study gives one (its success and any other figure, `paper_figures`). `--smoke` shrinks every grid
+(`[smoke]`: tasks, trials, step budget; a stand-in env for a task set that needs a download) so CI can run it.
+
+`plan` estimates what is left before it runs, per cell: the model calls, tokens and seconds an episode of that
+harness took in that grid, else in the study's other grids with the same agent (per step, scaled to the grid's
+step budget), else the grid's or the study's other harnesses.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
+from playground.core.records import EpisodeRecord
 from playground.core.study_file import Grid, Smoke, Study, StudyError
 from playground.host.manager import Host
 from playground.run.config import RunConfig
@@ -27,31 +33,36 @@ from playground.run.validation import resolve_tasks
 
 
 def sized(grid: Grid, smoke: Smoke | None) -> Grid:
-    """The grid at smoke size (no larger than declared), or as declared."""
+    """The grid at smoke size (no larger than declared, on its stand-in where it has one), or as declared."""
     if smoke is None:
         return grid
-    return grid.model_copy(update={"episodes": min(grid.episodes, smoke.episodes),
-                                   "trials": min(grid.trials, smoke.trials),
-                                   "max_steps": min(grid.max_steps, smoke.max_steps)})
+    update: dict[str, Any] = {"episodes": min(grid.episodes, smoke.episodes), "trials": min(grid.trials, smoke.trials),
+                              "max_steps": min(grid.max_steps, smoke.max_steps)}
+    stand_in = smoke.stand_ins.get(grid.name)
+    if stand_in is not None:
+        update.update(env=stand_in.env, split=stand_in.split)
+        if stand_in.params is not None:
+            update["params"] = dict(stand_in.params)
+    return grid.model_copy(update=update)
 
 
-def grid_config(host: Host, grid: Grid, out: Path) -> RunConfig:
-    """The run configuration of one grid, its run directory `out`; StudyError for an env or split that does not
-    resolve."""
+def grid_config(host: Host, grid: Grid, out: Path, here: str | None = None) -> RunConfig:
+    """The run configuration of one grid, its run directory `out` (`here`: the study file's folder, for `{here}`
+    in harness names); StudyError for an env or split that does not resolve."""
     env, _, task_set = grid.env.partition(":")
     try:
         task_set, split, tasks = resolve_tasks(host, env, task_set or None, grid.split, grid.episodes)
     except ValueError as exc:
         raise StudyError(f"grid {grid.name!r}: {exc}") from None
     return RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=grid.agent,
-                     harnesses=list(grid.harnesses), out=str(out), seed=grid.seed, max_steps=grid.max_steps,
+                     harnesses=grid.runnable(here), out=str(out), seed=grid.seed, max_steps=grid.max_steps,
                      agent_options=dict(grid.agent_options), params=dict(grid.params), trials=grid.trials)
 
 
 @dataclass(frozen=True)
 class PlanRow:
-    """What one grid will play: episodes, the step budget, and the expected model calls and seconds (None where
-    no earlier run of the grid measured them)."""
+    """What one grid will play: episodes, the step budget, and the expected model calls, tokens and seconds (None
+    where no finished episode of the study measured them)."""
 
     grid: str
     episodes: int
@@ -59,71 +70,151 @@ class PlanRow:
     max_steps: int
     calls: float | None
     seconds: float | None
-    borrowed: bool = False  # the rates are other grids' (this one has no finished episode yet)
+    borrowed: bool = False  # some rates are other grids' or other harnesses' (not this cell's own episodes)
+    tokens: float | None = None
 
 
-def plan(study: Study, out: Path, smoke: bool = False) -> list[PlanRow]:
+@dataclass(frozen=True)
+class _Rates:
+    """Per-step means of a sample of episodes, and the mean steps they took under their step budget."""
+
+    calls: float
+    tokens: float
+    seconds: float
+    steps: float
+    budget: int
+
+    @classmethod
+    def of(cls, records: list[EpisodeRecord], budget: int) -> _Rates:
+        steps = sum(max(1, record.steps) for record in records)
+        return cls(sum(record.model_calls for record in records) / steps,
+                   sum(record.tokens for record in records) / steps,
+                   sum(record.seconds for record in records) / steps, steps / len(records), budget)
+
+    def per_episode(self, budget: int) -> tuple[float, float, float]:
+        """Calls, tokens and seconds of one episode under step budget `budget` (its steps scaled by the budgets)."""
+        steps = min(float(budget), self.steps * budget / self.budget)
+        return self.calls * steps, self.tokens * steps, self.seconds * steps
+
+
+def plan(study: Study, out: Path, smoke: bool = False, rates_from: Path | None = None) -> list[PlanRow]:
     """Before anything runs: per grid, the episodes to play (harnesses x tasks x trials), those already finished
-    in `out`, and the model calls and wall seconds the rest should take at the rates its finished episodes
-    measured (agent and judge calls per episode, seconds per episode; for a grid not played yet, those of the
-    study's grids with the same agent; None when there are none)."""
+    in `out`, and the model calls, tokens and wall seconds the rest should take. Each cell's rates are those its
+    own finished episodes measured (in `rates_from`, an earlier run of the study at any size or budget, such as a
+    `--smoke` run, else in `out`); for a cell with none, those of the same harness in the study's other grids
+    with the same agent, else of the grid's other harnesses, else of the study's grids with the same agent (rates
+    per step, scaled to the grid's step budget); None when the study has played nothing with that agent."""
+    grids = [sized(declared, study.smoke if smoke else None) for declared in study.grids]
+    done = {grid.name: split_by_harness(_records(out / grid.name)) for grid in grids}
+    source = out if rates_from is None else rates_from
+    measured = done if rates_from is None else {grid.name: split_by_harness(_records(source / grid.name))
+                                                for grid in grids}
+    played = {grid.name: _played_budget(source / grid.name, grid.max_steps) for grid in grids}
+    runnable = {grid.name: dict(zip(grid.harnesses, grid.runnable(study.here), strict=True)) for grid in grids}
+
+    def cell(grid: Grid, harness: str) -> list[EpisodeRecord]:
+        return measured[grid.name].get(runnable[grid.name][harness], [])
+
+    def finished_in(grid: Grid, harness: str) -> int:
+        return min(len(done[grid.name].get(runnable[grid.name][harness], [])), grid.episodes * grid.trials)
+
     rows = []
-    measured = {grid.name: _records(out / grid.name) for grid in study.grids}
-    for declared in study.grids:
-        grid = sized(declared, study.smoke if smoke else None)
-        total = len(grid.harnesses) * grid.episodes * grid.trials
-        records = measured[grid.name]
-        # a grid not played yet: the rates of the study's other grids with the same agent, where they have some
-        sample = records or [r for other in study.grids if other.agent == grid.agent for r in measured[other.name]]
-        left = max(0, total - len(records))
-        calls = seconds = None
-        if sample:
-            calls = left * sum(_calls(r) for r in sample) / len(sample)
-            seconds = left * sum(float(r.get("seconds") or 0.0) for r in sample) / len(sample)
-        rows.append(PlanRow(grid.name, total, min(len(records), total), grid.max_steps, calls, seconds,
-                            borrowed=bool(sample) and not records))
+    for grid in grids:
+        per_cell = grid.episodes * grid.trials
+        total = len(grid.harnesses) * per_cell
+        finished = sum(finished_in(grid, harness) for harness in grid.harnesses)
+        kin = [other for other in grids if other.agent == grid.agent]
+        calls = tokens = seconds = 0.0
+        known, borrowed = True, False
+        for harness in grid.harnesses:
+            left = per_cell - finished_in(grid, harness)
+            if not left:
+                continue
+            rates = _cell_rates(grid, harness, kin, cell, played)
+            if rates is None:
+                known = False
+                continue
+            borrowed = borrowed or rates[1]
+            episode = rates[0].per_episode(grid.max_steps)
+            calls, tokens, seconds = calls + left * episode[0], tokens + left * episode[1], seconds + left * episode[2]
+        rows.append(PlanRow(grid.name, total, finished, grid.max_steps, calls if known else None,
+                            seconds if known else None, borrowed=known and borrowed,
+                            tokens=tokens if known else None))
     return rows
 
 
-def _records(run_dir: Path) -> list[dict]:
+def _played_budget(run_dir: Path, declared: int) -> int:
+    """The step budget a grid's run directory was played under (its config), else `declared`."""
+    try:
+        return int(json.loads((run_dir / "config.json").read_text())["max_steps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return declared
+
+
+def _cell_rates(grid: Grid, harness: str, kin: list[Grid], cell, played: dict[str, int]) -> tuple[_Rates, bool] | None:
+    """The rates a cell's remaining episodes are planned at, and whether they are borrowed: its own episodes,
+    else the same harness in a kindred grid, else the grid's other harnesses, else any kindred grid's."""
+    own = cell(grid, harness)
+    if own:
+        return _Rates.of(own, played[grid.name]), False
+    for candidates in ([(other, harness) for other in kin if harness in other.harnesses],
+                       [(grid, other) for other in grid.harnesses],
+                       [(other, name) for other in kin for name in other.harnesses]):
+        pooled = [(other, cell(other, name)) for other, name in candidates if cell(other, name)]
+        if pooled:
+            records = [record for _, found in pooled for record in found]
+            steps = sum(max(1, record.steps) for record in records)
+            # the budget the sample played under, weighted by its steps
+            budget = sum(played[other.name] * sum(max(1, r.steps) for r in found) for other, found in pooled) / steps
+            rates = _Rates.of(records, 1)
+            return _Rates(rates.calls, rates.tokens, rates.seconds, rates.steps, budget), True
+    return None
+
+
+def _records(run_dir: Path) -> list[EpisodeRecord]:
     """A grid's finished records ([] before its first run)."""
     if not (run_dir / "episodes.jsonl").exists():
         return []
     return load_records(run_dir)
 
 
-def _tokens(record: Mapping[str, Any]) -> int:
-    """All the tokens one episode spent: the agent's and its judges'."""
-    return sum(int(record.get(key, 0)) for key in ("prompt_tokens", "completion_tokens", "judge_prompt_tokens",
-                                                    "judge_completion_tokens"))
-
-
-def _calls(record: Mapping[str, Any]) -> int:
-    """The model calls one episode made: the agent's (a completion per proposal with tokens) and its judges'."""
-    judged = sum(int(v.get("calls", 0)) for v in (record.get("judge_replies") or {}).values()
-                 if isinstance(v, dict))
-    return int(record.get("agent_calls", 0) or 0) + judged
+def with_agent(study: Study, agent: str | None, agent_options: dict[str, Any] | None = None) -> Study:
+    """The study with every grid played by `agent` (and `agent_options`) instead, but a grid whose agent is part of
+    the design (`keep_agent`); the study itself for None."""
+    if agent is None:
+        return study
+    grids = [grid if grid.keep_agent else grid.model_copy(update={"agent": agent,
+                                                                 "agent_options": dict(agent_options or {})})
+             for grid in study.grids]
+    changed = study.model_copy(update={"grids": grids})
+    changed._here = study.here
+    return changed
 
 
 def run_study(host: Host, study: Study, out: Path, smoke: bool = False, agent: str | None = None,
-              agent_options: dict[str, Any] | None = None) -> dict[str, dict]:
-    """Run (or resume) every grid of `study` under `out`, each its own run directory; return their summaries.
-    `agent`/`agent_options` replace every grid's (a paper's table on the user's model)."""
+              agent_options: dict[str, Any] | None = None, grids: list[str] | None = None) -> dict[str, dict]:
+    """Run (or resume) every grid of `study` under `out` (or those named in `grids`), each its own run directory;
+    return their summaries. `agent`/`agent_options` replace every grid's (a paper's table on the user's model), but
+    for a grid whose agent is part of the design (`keep_agent`)."""
     from playground.run.runner import run
 
+    unknown = sorted(set(grids or ()) - {grid.name for grid in study.grids})
+    if unknown:
+        raise StudyError(f"study {study.name!r} has no grid {', '.join(unknown)}")
     summaries = {}
-    for declared in study.grids:
+    for declared in with_agent(study, agent, agent_options).grids:
+        if grids is not None and declared.name not in grids:
+            continue
         grid = sized(declared, study.smoke if smoke else None)
-        if agent is not None:
-            grid = grid.model_copy(update={"agent": agent, "agent_options": dict(agent_options or {})})
-        summaries[grid.name] = run(host, grid_config(host, grid, out / grid.name))
+        summaries[grid.name] = run(host, grid_config(host, grid, out / grid.name, study.here))
+    out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(study.model_dump(), indent=2) + "\n")
     return summaries
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One row of a study's table: a harness of a grid and its figures."""
+    """One row of a study's table: a harness of a grid (as the study declares it) and its figures."""
 
     grid: str
     harness: str
@@ -138,7 +229,11 @@ class Cell:
     tokens: float
     interventions: float
     lessons: float
-    paper: float | None
+    paper: float | None  # the paper's success for this cell
+    invalid: float = 0.0  # invalid actions per episode
+    reward: float | None = None  # the mean score, where the env gives one
+    resolved: float | None = None  # the share of repair verdicts that judged the repair resolved
+    paper_figures: dict[str, float] = field(default_factory=dict)  # the paper's figures, per metric
 
     @property
     def success(self) -> float:
@@ -151,23 +246,57 @@ def study_table(study: Study, out: Path) -> list[Cell]:
     cells = []
     for grid in study.grids:
         by_harness = split_by_harness(_records(out / grid.name))
+        names = dict(zip(grid.harnesses, grid.runnable(study.here), strict=True))
         reference = grid.reference or grid.harnesses[0]
         for harness in grid.harnesses:
-            records = by_harness.get(harness, [])
+            records = by_harness.get(names[harness], [])
             if not records:
                 continue
-            n, wins = len(records), sum(1 for r in records if r["won"])
+            n, wins = len(records), sum(1 for record in records if record.won)
             diff = p = None
-            versus = reference if harness != reference and by_harness.get(reference) else None
+            versus = reference if harness != reference and by_harness.get(names.get(reference, reference)) else None
             if versus is not None:
-                success = compare(by_harness[reference], records, label_a=reference, label_b=harness,
+                success = compare(by_harness[names[reference]], records, label_a=reference, label_b=harness,
                                   resamples=1000).metric("success")
                 diff, p = success.diff, success.p_value
-            paper = study.paper_success.get(f"{grid.name}/{harness}", study.paper_success.get(harness))
             low, high = wilson_interval(wins, n)
-            cells.append(Cell(grid.name, harness, n, wins, (low, high), versus, diff, p,
-                              sum(r["steps"] for r in records) / n, sum(_calls(r) for r in records) / n,
-                              sum(_tokens(r) for r in records) / n,
-                              sum(sum((r.get("interventions") or {}).values()) for r in records) / n,
-                              sum(int(r.get("lessons_added", 0)) for r in records) / n, paper))
+            scores = [record.score for record in records if record.score is not None]
+            verdicts = sum(record.verified_recoveries + record.unresolved_recoveries for record in records)
+            figures = {metric: value for metric, _ in study.paper_metric_items()
+                       if (value := study.paper_number(metric, grid.name, harness)) is not None}
+            cells.append(Cell(
+                grid.name, harness, n, wins, (low, high), versus, diff, p,
+                steps=sum(record.steps for record in records) / n,
+                calls=sum(record.model_calls for record in records) / n,
+                tokens=sum(record.tokens for record in records) / n,
+                interventions=sum(sum(record.interventions.values()) for record in records) / n,
+                lessons=sum(record.lessons_added for record in records) / n,
+                paper=figures.get("success"),
+                invalid=sum(record.invalid_actions for record in records) / n,
+                reward=sum(scores) / len(scores) if scores else None,
+                resolved=sum(record.verified_recoveries for record in records) / verdicts if verdicts else None,
+                paper_figures=figures))
     return cells
+
+
+MEASURED = ("success", "reward", "steps", "invalid", "resolved", "calls", "tokens", "interventions", "lessons")
+
+
+def study_columns(study: Study) -> list[str]:
+    """The table's columns: the cell, its size and pairing, every measured figure, and a `paper METRIC` column for
+    each metric the study gives the paper's numbers for."""
+    return (["grid", "harness", "n", "ci_low", "ci_high", "versus", "diff", "p", *MEASURED]
+            + [f"paper {metric}" for metric, _ in study.paper_metric_items()])
+
+
+def table_rows(study: Study, cells: list[Cell]) -> list[dict[str, Any]]:
+    """The table's rows, one per cell, keyed by `study_columns` (None where a figure is not measured or the paper
+    gives none for that cell)."""
+    rows = []
+    for cell in cells:
+        row: dict[str, Any] = {"grid": cell.grid, "harness": cell.harness, "n": cell.episodes, "ci_low": cell.ci[0],
+                               "ci_high": cell.ci[1], "versus": cell.versus, "diff": cell.diff, "p": cell.p}
+        row.update({metric: getattr(cell, metric) for metric in MEASURED})
+        row.update({f"paper {metric}": cell.paper_figures.get(metric) for metric, _ in study.paper_metric_items()})
+        rows.append(row)
+    return rows

@@ -30,3 +30,13 @@ def _answer_diagnosis(request):
     from playground.plugins.aed.instrument import answer_diagnosis
 
     return answer_diagnosis(request)
+
+
+@hookimpl
+def register_studies(register) -> None:
+    """Ship the plugin's studies as data (the source runs of the matched replay): every `studies/*.toml` beside
+    this module."""
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).parent / "studies").glob("*.toml")):
+        register(path)

@@ -105,3 +105,13 @@ def register_commands(cli) -> None:
     from playground.plugins.darc.cli import darc_group
 
     cli.add_command(darc_group)
+
+
+@hookimpl
+def register_studies(register) -> None:
+    """Ship the plugin's studies as data (the paper's Tables 5, 6, 7, 9, 10, 13 and 14 that are grids of runs; the
+    frozen policies they deploy are `studies/policies/*.json`): every `studies/*.toml` beside this module."""
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).parent / "studies").glob("*.toml")):
+        register(path)
