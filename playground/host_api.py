@@ -29,6 +29,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.run.services": ("build_intervention",),
     "playground.cli.main": ("pass_host", "run_with_progress",),
     # Run folders, records and traces
+    "playground.core.records": ("AttemptOutcome", "EpisodeRecord", "read_record", "RecordError",),
     "playground.run.rundir": ("identity_mismatch", "load_records", "read_config", "record_trace", "RunDirError",),
     "playground.run.traces": ("read_events", "read_header", "read_jsonl", "read_trace", "TraceError", "TraceWriter",),
     "playground.run.lock": ("git_state", "plugin_distributions",),
@@ -90,6 +91,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.cli.main import pass_host, run_with_progress
     from playground.cli.options import CLIError, default_env, episode_options, make_config, nonempty, parse_pairs
     from playground.cli.terminal import visible
+    from playground.core.records import AttemptOutcome, EpisodeRecord, RecordError, read_record
     from playground.host.manager import Host, default_labels, get_host
     from playground.host.registry import HarnessSpec, InterventionSpec
     from playground.processes import die_with_parent, is_running, process_start_time, stop_process_group

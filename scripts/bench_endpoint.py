@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from playground.run.rundir import load_records
 from playground.testing.openai_server import FirstActionModel, ScriptedChatServer
 
 DEFAULT_CONFIGS = "workers=1,workers=2,workers=4,in-flight=8,in-flight=32,in-flight=64,in-flight=128"
@@ -70,10 +71,10 @@ def measure(config: str, args: argparse.Namespace, url: str, out: Path) -> dict:
     wall = time.perf_counter() - start
     if process.returncode != 0:
         raise SystemExit(f"{config}: the run failed: {process.stderr.read() if process.stderr else ''}")
-    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    records = load_records(out)
     return {"config": config, "in_flight": min(int(value), args.episodes), "wall_s": wall, "started_at": start,
             "ended_at": start + wall, "peak_rss_mb": peak,
-            "episodes": len(records), "errors": sum(r["status"] == "error" for r in records)}
+            "episodes": len(records), "errors": sum(r.status == "error" for r in records)}
 
 
 def main() -> None:

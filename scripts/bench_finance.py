@@ -20,7 +20,6 @@ difference each budget makes under its documented demo factor), never how an LLM
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -34,6 +33,7 @@ from playground.envs.finance.agents import MODE_LABELS, NUMBER_MODES, TAG_MODES,
 from playground.envs.finance.format_check import LABELS, check, expected_format
 from playground.host.manager import Host
 from playground.run.config import RunConfig
+from playground.run.rundir import load_records
 from playground.run.runner import run
 
 BUDGETS = (0, 1, 2, 4, 8, 16)
@@ -68,14 +68,14 @@ def accuracy(host: Host, task_set: str, split: str, tasks: list[str], out: Path,
     harnesses = ["base"] + [f"demos-k{k}" for k in BUDGETS if k] + ["format-guard"]
     summary = run(host, RunConfig(env="finance", task_set=task_set, split=split, tasks=tasks, agent="format-noisy",
                                   harnesses=harnesses, out=str(out), seed=seed, params=dict(params or {}), strict=True))
-    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    records = load_records(out)
     figures = {}
     for harness in harnesses:
-        mine = [r for r in records if r["harness"] == harness]
+        mine = [r for r in records if r.harness == harness]
         column = "k=0" if harness == "base" else ("guard" if harness == "format-guard" else harness.replace("demos-k", "k="))
         figures[column] = {
             "record": summary["harnesses"][harness]["success_rate"],
-            "entity": sum(r["score"] for r in mine) / sum(r["max_score"] for r in mine),
+            "entity": sum(r.score for r in mine) / sum(r.max_score for r in mine),
             "malformed": summary["harnesses"][harness]["invalid_actions_per_episode"],
         }
     return figures

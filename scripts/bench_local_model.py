@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from playground.run.rundir import load_records
+
 CONFIGS = {
     "sliding, 1 context": ["--agent-option", "history=sliding", "--agent-option", "contexts=1"],
     "blocks, 4 contexts": [],
@@ -108,20 +110,20 @@ def measure(name: str, extra: list[str], args: argparse.Namespace, folder: Path,
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     data = json.loads(counts.read_text())
-    records = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
-    steps = sum(r["steps"] for r in records)
-    seconds = sum(r["seconds"] for r in records)
+    records = load_records(run)
+    steps = sum(r.steps for r in records)
+    seconds = sum(r.seconds for r in records)
     calls = data["calls"]
     total = {key: sum(c[key] for c in calls) for key in ("prompt", "evaluated", "must", "completion")}
     return {"config": name, "threads": threads, "wall_s": wall, "cpu_s": cpu,
             "cpu_seconds_per_step": cpu / max(steps, 1), "steps": steps, "episodes": len(records),
-            "won": sum(bool(r["won"]) for r in records), "seconds_per_step": seconds / max(steps, 1),
+            "won": sum(r.won for r in records), "seconds_per_step": seconds / max(steps, 1),
             "calls_per_step": len(calls) / max(steps, 1), "peak_rss_mb": data["peak_rss_mb"],
             **{f"{key}_tokens_per_step": value / max(steps, 1) for key, value in total.items()},
             "seconds_per_step_by_harness": {
-                h: sum(r["seconds"] for r in records if r["harness"] == h)
-                / max(sum(r["steps"] for r in records if r["harness"] == h), 1)
-                for h in sorted({r["harness"] for r in records})}}
+                h: sum(r.seconds for r in records if r.harness == h)
+                / max(sum(r.steps for r in records if r.harness == h), 1)
+                for h in sorted({r.harness for r in records})}}
 
 
 def main() -> None:

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from playground.run.rundir import load_records, record_trace
+
 SEED_RUN = ["--env", "tiny", "--agent", "noisy", "--agent-option", "invalid=0.3", "--agent-option", "repeat=0.2",
             "--agent-option", "stop=0.05", "--harness", "base", "--harness", "sentry", "--episodes", "25", "--quiet"]
 
@@ -46,7 +48,7 @@ def playground(*args: str) -> float:
 def grow(seed_run: Path, out: Path, episodes: int) -> None:
     """Write a run directory of `episodes` episodes by copying the seed run's records and traces under new task ids."""
     config = json.loads((seed_run / "config.json").read_text())
-    records = [json.loads(line) for line in (seed_run / "episodes.jsonl").read_text().splitlines()]
+    records = load_records(seed_run)
     out.mkdir(parents=True)
     tasks: list[str] = []
     lines = []
@@ -55,13 +57,14 @@ def grow(seed_run: Path, out: Path, episodes: int) -> None:
         for record in records:
             if len(lines) >= episodes:
                 break
-            task = f"{record['task_id']}-c{copy}"
-            trace = f"traces/{record['harness']}/{task}.jsonl"
+            task = f"{record.task_id}-c{copy}"
+            trace = f"traces/{record.harness}/{task}.jsonl"
             target = out / trace
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(seed_run / record["trace"], target)
-            lines.append(json.dumps({**record, "task_id": task, "key": f"{record['harness']}/{task}",
-                                     "episode_id": f"{record['episode_id']}-c{copy}", "trace": trace}) + "\n")
+            shutil.copyfile(record_trace(seed_run, record), target)
+            copied = record.model_copy(update={"task_id": task, "key": f"{record.harness}/{task}",
+                                               "episode_id": f"{record.episode_id}-c{copy}", "trace": trace})
+            lines.append(json.dumps(copied.as_json()) + "\n")
             if task not in tasks:
                 tasks.append(task)
         copy += 1
@@ -92,7 +95,7 @@ def main() -> None:
         grow(seed_run, large, args.view_episodes)
         grow(seed_run, small, args.report_episodes)
         print(f"set-up: seed run and synthetic run directories in {time.perf_counter() - started:.1f} s")
-        key = json.loads((large / "episodes.jsonl").read_text().splitlines()[-1])["key"]
+        key = load_records(large)[-1].key
         startup = statistics.median(
             _timed([sys.executable, "-c", "import playground.cli.main"]) for _ in range(args.repeats))
         rows = [

@@ -28,6 +28,7 @@ from playground.envs.webshop.env import WebShopEnv, expert_query
 from playground.envs.webshop.search import build_index
 from playground.host.manager import Host
 from playground.run.config import RunConfig
+from playground.run.rundir import load_records
 from playground.run.runner import run
 
 STRESSED = {"invalid": 0.15, "repeat": 0.1, "stall": 0.1, "drift": 0.1, "stop": 0.08}
@@ -84,17 +85,17 @@ def noisy_rewards(episodes: int, max_steps: int, rates: dict) -> dict:
         tasks = [f"generated-{20_000 + i}" for i in range(episodes)]
         run(host, RunConfig(env="webshop", task_set="generated", split="test", tasks=tasks, agent="noisy",
                             harnesses=["base", "sentry"], out=str(out), max_steps=max_steps, agent_options=rates))
-        records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+        records = load_records(out)
         summary = json.loads((out / "summary.json").read_text())
     figures = {}
     for harness in ("base", "sentry"):
-        mine = [r for r in records if r["harness"] == harness]
-        figures[harness] = {"success": sum(r["status"] == "won" for r in mine) / len(mine),
-                            "mean_reward": statistics.mean(float(r.get("score") or 0.0) for r in mine),
+        mine = [r for r in records if r.harness == harness]
+        figures[harness] = {"success": sum(r.status == "won" for r in mine) / len(mine),
+                            "mean_reward": statistics.mean(float(r.score or 0.0) for r in mine),
                             "ci95": summary["harnesses"][harness].get("success_ci95"),
-                            "detections": sum(r["detected_failures"] for r in mine),
+                            "detections": sum(r.detected_failures for r in mine),
                             "resolved_share": summary["harnesses"][harness].get("resolved_share"),
-                            "lessons": sum(r["lessons_added"] for r in mine)}
+                            "lessons": sum(r.lessons_added for r in mine)}
     return figures
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from playground.run.rundir import load_records, record_trace  # noqa: E402
 from playground.core.events import StepEvent  # noqa: E402
+from playground.core.records import EpisodeRecord  # noqa: E402
+from playground.run.rundir import load_records, record_trace  # noqa: E402
 from playground.run.traces import read_events  # noqa: E402
 
 
-def actions(run: Path, record: dict) -> list[str]:
+def actions(run: Path, record: EpisodeRecord) -> list[str]:
     """The actions an episode sent to the env, in order."""
     return [event.action for event in read_events(record_trace(run, record)) if isinstance(event, StepEvent)]
 
@@ -32,9 +33,9 @@ def main() -> None:
     parser.add_argument("--base", default="base")
     args = parser.parse_args()
     run = Path(args.run_dir)
-    by_harness: dict[str, dict[str, dict]] = {}
+    by_harness: dict[str, dict[str, EpisodeRecord]] = {}
     for record in load_records(run):
-        by_harness.setdefault(record["harness"], {})[record["task_id"]] = record
+        by_harness.setdefault(record.harness, {})[record.task_id] = record
     base = by_harness.get(args.base, {})
     for harness, records in by_harness.items():
         if harness == args.base:

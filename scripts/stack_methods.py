@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from playground.cli.main import main as playground
+from playground.core.records import EpisodeRecord
 from playground.host.manager import Host
 from playground.run.harnesses import resolve_harness
-from playground.run.rundir import TRACES_LEFT_OUT
+from playground.run.rundir import TRACES_LEFT_OUT, load_records
 from playground.run.stats import compare, split_by_harness
 
 DOMAINS = ("schedule-form", "travel", "etl", "navigation", "diagnosis")
@@ -100,10 +101,9 @@ def aed_by_harness(run: Path) -> dict[str, dict[str, Any]]:
     if not (run / "aed" / "replays.jsonl").exists() and kept.exists():
         return json.loads(kept.read_text())
     harness_of = {}
-    for line in (run / "episodes.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        for attempt in record.get("attempts") or [record]:
-            harness_of[attempt["trace"]] = short(record["harness"])
+    for record in load_records(run):
+        for trace in [a.trace for a in record.attempts] if record.attempts else [record.trace]:
+            harness_of[trace] = short(record.harness)
     found: dict[str, dict[str, Any]] = {}
     for line in (run / "aed" / "replays.jsonl").read_text().splitlines():
         replay = json.loads(line)
@@ -124,13 +124,13 @@ def pooled(replays: list[dict[str, Any]], rate: str) -> float | None:
 def derive(out: Path, domains: tuple[str, ...]) -> dict[str, Any]:
     """Per harness, pooled over the domains: success, mean steps, interventions by kind, mean attempts, lessons,
     paired comparisons against base and against each part alone; AED's replays; DARC's policies; refusals."""
-    records: dict[str, list[dict]] = {}
+    records: dict[str, list[EpisodeRecord]] = {}
     policies, refusals, aed = {}, {}, {}
     for domain in domains:
         run = out / domain / "run"
-        for harness, rows in split_by_harness(json.loads(line) for line in
-                                              (run / "episodes.jsonl").read_text().splitlines()).items():
-            records.setdefault(short(harness), []).extend({**row, "harness": short(harness)} for row in rows)
+        for harness, rows in split_by_harness(load_records(run)).items():
+            records.setdefault(short(harness), []).extend(row.model_copy(update={"harness": short(harness)})
+                                                          for row in rows)
         policy = json.loads((out / domain / "darc" / "av" / "policy.json").read_text())
         policies[domain] = {"chain": policy["chain"], "mode": json.loads(
             (out / domain / "darc" / "diagnosis.json").read_text())["mode"]}
@@ -141,7 +141,7 @@ def derive(out: Path, domains: tuple[str, ...]) -> dict[str, Any]:
     for harness, found in records.items():
         kinds: dict[str, int] = {}
         for record in found:
-            for kind, count in (record.get("interventions") or {}).items():
+            for kind, count in record.interventions.items():
                 kinds[kind] = kinds.get(kind, 0) + count
         parts = [] if harness == "base" else ["base", *(p for p in harness.split("+") if p != harness)]
         against = {}
@@ -152,10 +152,10 @@ def derive(out: Path, domains: tuple[str, ...]) -> dict[str, Any]:
         replays = aed.get(harness, [])
         pairs = sum(r["pairs"] for r in replays)
         rows[harness] = {
-            "episodes": len(found), "success": sum(bool(r["won"]) for r in found) / len(found),
-            "steps": sum(r["steps"] for r in found) / len(found),
-            "attempts": sum(len(r.get("attempts") or [1]) for r in found) / len(found),
-            "lessons": sum(r.get("lessons_added", 0) for r in found),
+            "episodes": len(found), "success": sum(r.won for r in found) / len(found),
+            "steps": sum(r.steps for r in found) / len(found),
+            "attempts": sum(len(r.attempts or [1]) for r in found) / len(found),
+            "lessons": sum(r.lessons_added for r in found),
             "interventions_per_episode": {k: round(v / len(found), 3) for k, v in sorted(kinds.items())},
             "against": against,
             "aed": {"pairs": pairs, "correction_pass": pooled(replays, "correction_pass"),

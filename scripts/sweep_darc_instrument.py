@@ -34,7 +34,7 @@ from playground.agents.instrument_judge import state_from_events
 from playground.cli.main import main as playground
 from playground.host.manager import Host
 from playground.plugins.darc.instrument import injected_mode
-from playground.run.rundir import record_trace
+from playground.run.rundir import load_records, record_trace
 from playground.run.svg import color, line_chart, standalone
 from playground.run.traces import read_events
 
@@ -87,12 +87,11 @@ def truths(host: Host, folder: Path, candidates: list[str]) -> dict[str, str | N
                 packed.extractall(unpacked, filter="data")
             traces_dir = Path(unpacked)
         found = {}
-        for line in (run_dir / "episodes.jsonl").read_text().splitlines():
-            record = json.loads(line)
-            if record["won"]:
+        for record in load_records(run_dir):
+            if record.won:
                 continue
             mode = injected_mode(state_from_events(read_events(record_trace(traces_dir, record))), host.labels)
-            found[record["task_id"]] = mode if mode in candidates else None
+            found[record.task_id] = mode if mode in candidates else None
     return found
 
 
@@ -142,9 +141,8 @@ def downstream(runs: Path) -> dict[str, Any]:
     test = json.loads((runs / "test" / "summary.json").read_text())["harnesses"]
     controls = json.loads((runs / "t6" / "run" / "summary.json").read_text())["harnesses"]
     won: dict[str, list[bool]] = {}
-    for line in (runs / "test-base-2" / "episodes.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        won.setdefault(record["task_id"], []).append(bool(record["won"]))
+    for record in load_records(runs / "test-base-2"):
+        won.setdefault(record.task_id, []).append(record.won)
 
     def pass_at(k: int) -> float:
         return sum(any(trials[:k]) for trials in won.values()) / len(won)

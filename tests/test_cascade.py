@@ -244,8 +244,8 @@ def test_compare_sets_a_cascade_pass_at_l_beside_the_other_sides_pass_at_1_and_p
     from playground.run.rundir import load_records
 
     records = load_records(tmp_path / "two")
-    view = deployment("quitter", [r for r in records if r["harness"] == "quitter"],
-                      "cascade", [r for r in records if r["harness"] == "cascade"])
+    view = deployment("quitter", [r for r in records if r.harness == "quitter"],
+                      "cascade", [r for r in records if r.harness == "cascade"])
     assert view["cascade"]["budget"] == 2 and view["cascade"]["pass_at_budget"] == 1.0
     assert view["cascade"]["attempts_per_task"] == 2.0 and view["cascade"]["steps_per_task"] > 2  # 2, then a win
     assert view["single"]["pass_at_1"] == 0.0 and view["single"]["pass_at_budget"] == 0.0

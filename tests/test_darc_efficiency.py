@@ -6,12 +6,14 @@ import json
 
 import pytest
 
+from playground.host_api import EpisodeRecord, read_record
 from playground.plugins.darc.efficiency import efficiency, table
 from tests.conftest import cli
 
 
-def _record(harness: str, task: str, won: bool, steps: int, invalid: int = 0) -> dict:
-    return {"harness": harness, "task_id": task, "won": won, "steps": steps, "invalid_actions": invalid}
+def _record(harness: str, task: str, won: bool, steps: int, invalid: int = 0) -> EpisodeRecord:
+    return read_record({"harness": harness, "task_id": task, "status": "won" if won else "lost", "won": won,
+                        "steps": steps, "invalid_actions": invalid, "key": f"{harness}/{task}"})
 
 
 RECORDS = [_record("base", "a", True, 6, 2), _record("base", "b", False, 10, 4), _record("base", "c", True, 9),

@@ -16,7 +16,7 @@ from playground.core.instrument import InstrumentState, JudgeRequest, StepRecord
 from playground.host.manager import Host
 from playground.plugins.darc.instrument import answer_diagnosis
 from playground.plugins.darc.llm_diagnosis import ROLE, diagnosis_schema
-from playground.run.rundir import record_trace
+from playground.run.rundir import load_records, record_trace
 from playground.run.traces import read_events
 from tests.conftest import cli
 
@@ -53,10 +53,9 @@ def profile_with(capsys, tmp_path, accuracy: str) -> tuple[list[dict], list[str 
     diagnosis = json.loads((out / "diagnosis.json").read_text())
     assert diagnosis["llm"]["model"] == f"instrument (accuracy {float(accuracy):g})"
     labels = Host().load().labels
-    records = {json.loads(line)["task_id"]: json.loads(line)
-               for line in (out / "profile-run" / "episodes.jsonl").read_text().splitlines()}
-    failed = [e for e in diagnosis["per_episode"] if not e["won"]]
     run_dir = out / "profile-run"
+    records = {r.task_id: r for r in load_records(run_dir)}
+    failed = [e for e in diagnosis["per_episode"] if not e["won"]]
     truths = [truth_of(read_events(record_trace(run_dir, records[e["task_id"]])), labels) for e in failed]
     return failed, truths
 

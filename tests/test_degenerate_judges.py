@@ -13,11 +13,17 @@ import json
 from pathlib import Path
 
 from playground.core.events import DetectionEvent, EndEvent, JudgeCallEvent, VerificationEvent
+from playground.core.records import new_record
 from playground.run.event_text import describe_event
 from playground.testing.openai_server import ScriptedChatServer
 from tests.conftest import cli, run_cli
 
 AGENT = "Thought: look around\nAction: look"
+
+
+def _with_judgments(judgments: dict):
+    """An episode record carrying `judgments` (what `JudgmentTally.as_record` gives)."""
+    return new_record(harness="h", task_id="t", status="won", judgments=judgments)
 
 
 def _constant_judge(body: dict) -> str:
@@ -138,16 +144,16 @@ def test_the_rules_one_source_at_a_time():
     # four identical detections: too few for "constant" (5), but all one word: "empty"
     four = tally(*[DetectionEvent(step=i, detector="d", failure_type="progress", labels=["x"], evidence="no")
                    for i in range(4)])
-    assert summarise_judgments([{"judgments": four}])["detection:d"]["flags"] == ["empty"]
+    assert summarise_judgments([_with_judgments(four)])["detection:d"]["flags"] == ["empty"]
     # a model role's replies, where the judge_call event carries them (`reply`): constant over 5 calls
     replies = tally(*[JudgeCallEvent(role="r.verifier", extra={"reply": {"resolved": True, "evidence": "moved"}})
                       for _ in range(5)])
-    assert summarise_judgments([{"judgments": replies}])["reply:r.verifier"]["flags"] == ["constant"]
+    assert summarise_judgments([_with_judgments(replies)])["reply:r.verifier"]["flags"] == ["constant"]
     # verdicts against the outcome: one of two agrees with a won episode
     verdicts = tally(VerificationEvent(plugin="v", verdict="resolved", evidence="it took the key and opened the door"),
                      VerificationEvent(plugin="v", verdict="unresolved", evidence="it kept looking at the same wall"),
                      EndEvent(status="won", won=True))
-    summary = summarise_judgments([{"judgments": verdicts}, {"judgments": verdicts}])["verdict:v"]
+    summary = summarise_judgments([_with_judgments(verdicts), _with_judgments(verdicts)])["verdict:v"]
     assert (summary["judged"], summary["agree"], summary["outcome_agreement"], summary["flags"]) == (4, 2, 0.5, [])
     # an episode ended by an error has no outcome to agree with
     errored = tally(VerificationEvent(plugin="v", verdict="resolved", evidence="x y"), EndEvent(status="error"))

@@ -27,12 +27,13 @@ from playground.core.events import (
     InterventionEvent,
     JudgeCallEvent,
     LessonEvent,
-    ProposalEvent,
     PromptEvent,
+    ProposalEvent,
     RollbackEvent,
     StepEvent,
     VerificationEvent,
 )
+from playground.core.records import read_record
 from playground.run import event_text
 from playground.run.event_text import DESCRIBERS, SHORT, Description, describe_event
 
@@ -103,7 +104,7 @@ def episode(tmp_path) -> tuple[Path, dict, list[Event]]:
     record = {"key": "test/tiny-0", "episode_id": "e0", "harness": "test", "task_id": "tiny-0", "seed": 0,
               "trial": 1, "status": "lost", "won": False, "steps": 3, "trace": "traces/episode.jsonl"}
     (run / "episodes.jsonl").write_text(json.dumps(record) + "\n")
-    return run, record, events
+    return run, read_record(record), events
 
 
 def _flat(text: str) -> str:
@@ -124,7 +125,7 @@ def rendered(run: Path, record: dict, events: list[Event], tmp_path: Path) -> di
     screen = Console(record=True, width=2000, color_system=None)
     render_episode(screen, run, record)
     page = tmp_path / "report-transcripts" / "episode.html"
-    TranscriptPage(page, Run(run, "run", {}, None, [record]), record, [run / record["trace"]], "../report.html").write()
+    TranscriptPage(page, Run(run, "run", {}, None, [record]), record, [run / record.trace], "../report.html").write()
     return {"view": _flat(screen.export_text()),
             "transcript": _page_text(render_transcript("t", [], [("", events)], "../report.html")),
             "report": _page_text(page.read_text())}

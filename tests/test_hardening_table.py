@@ -36,8 +36,10 @@ def test_harnesses_listing_is_aligned_and_names_the_prefixes(capsys):
 
 
 def _record(task, won, score, max_score, status=None):
-    return {"harness": "h", "task_id": task, "won": won, "steps": 3, "score": score, "max_score": max_score,
-            "status": status or ("won" if won else "truncated")}
+    from playground.core.records import new_record
+
+    return new_record(harness="h", task_id=task, won=won, steps=3, score=score, max_score=max_score,
+                      status=status or ("won" if won else "truncated"))
 
 
 def test_the_mean_score_counts_episodes_the_env_did_not_score_as_0_and_the_table_says_how_many_it_scored():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 
+from playground.core.records import read_record
 from tests.conftest import cli
 
 RUN = ["run", "--env", "tiny", "--agent", "noisy", "--harness", "base", "--quiet"]
@@ -69,9 +70,9 @@ def test_a_record_with_a_deleted_attempt_trace_is_replayed_too(tmp_path):
     rundir = RunDir(tmp_path, config)
     (tmp_path / "traces" / "c").mkdir(parents=True)
     (tmp_path / "traces" / "c" / "t.jsonl").write_text("{}\n")
-    rundir.record({"key": "c/t", "harness": "c", "task_id": "t", "status": "won", "won": True,
+    rundir.record(read_record({"key": "c/t", "harness": "c", "task_id": "t", "status": "won", "won": True,
                    "trace": "traces/c/t.jsonl", "attempts": [{"trace": "traces/c/t.jsonl"},
-                                                             {"trace": "traces/c/t.attempt2.jsonl"}]})
+                                                             {"trace": "traces/c/t.attempt2.jsonl"}]}))
     rundir.close()
     try:
         RunDir(tmp_path, config).close()
@@ -103,12 +104,16 @@ def test_every_committed_run_directory_resumes_without_its_traces():
     """docs/runs keeps run files without (all) their traces; each such directory says so."""
     from pathlib import Path
 
-    from playground.run.rundir import TRACES_LEFT_OUT, missing_trace
+    from playground.run.rundir import TRACES_LEFT_OUT, missing_trace, read_episodes
 
     runs = Path(__file__).resolve().parents[1] / "docs" / "runs"
     unmarked = []
     for episodes in runs.rglob("episodes.jsonl"):
-        records = [json.loads(line) for line in episodes.read_text().splitlines() if line.strip()]
+        config = episodes.parent / "config.json"
+        if not config.exists() or "env" not in json.loads(config.read_text()):  # a bench's log, not a run's
+            continue
+        records, problems = read_episodes(episodes)  # every committed record reads, older versions upgraded
+        assert not problems, f"{episodes}: {problems[:1]}"
         if any(missing_trace(episodes.parent, r) for r in records) and not (episodes.parent / TRACES_LEFT_OUT).exists():
             unmarked.append(str(episodes.parent.relative_to(runs)))
     assert unmarked == [], f"run directories without their traces and without {TRACES_LEFT_OUT}: {unmarked}"

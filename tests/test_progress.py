@@ -3,15 +3,15 @@ from the step rate and the steps expected of the episodes left."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from playground.agents.response_cache import RESPONSE_CACHE_VARIABLE
+from playground.core.records import new_record
 from playground.host.manager import Host
-from playground.run.progress import RunProgress, StepNote, format_seconds
 from playground.run.config import RunConfig
+from playground.run.progress import RunProgress, StepNote, format_seconds
 from playground.run.runner import run
 from playground.testing.openai_server import FirstActionModel, ScriptedChatServer
 
@@ -24,8 +24,10 @@ def _config(out: Path, agent: str = "noisy", **agent_options) -> RunConfig:
                      agent_options=agent_options or {"invalid": 0.3})
 
 
-def _records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+def _records(out: Path):
+    from playground.run.rundir import load_records
+
+    return load_records(out)
 
 
 @pytest.mark.parametrize("how", [{}, {"in_flight": 3}, {"workers": 2}], ids=["here", "threads", "processes"])
@@ -33,13 +35,13 @@ def test_each_step_played_reaches_the_step_callback(tmp_path, how):
     notes: list[StepNote] = []
     finished: list[str] = []
 
-    def progress(message: str, record: dict | None) -> None:
+    def progress(message: str, record) -> None:
         if record is not None:
-            finished.append(record["key"])
+            finished.append(record.key)
 
     run(Host().load(), _config(tmp_path / "run"), progress, on_step=notes.append, **how)
     records = _records(tmp_path / "run")
-    steps = {r["key"]: r["steps"] for r in records}
+    steps = {r.key: r.steps for r in records}
     assert sum(steps.values()) > len(records)  # episodes of several steps: notes come within episodes
     played: dict[str, int] = {}
     for note in notes:
@@ -58,7 +60,7 @@ def test_model_calls_are_counted_as_they_are_made(tmp_path, monkeypatch):
         run(Host().load(), config, on_step=notes.append)
     assert model.total > 0
     assert sum(note.model_calls for note in notes) == model.total
-    assert sum(note.steps for note in notes) == sum(r["steps"] for r in _records(tmp_path / "run"))
+    assert sum(note.steps for note in notes) == sum(r.steps for r in _records(tmp_path / "run"))
 
 
 def test_a_resumed_run_reports_only_the_steps_it_plays(tmp_path):
@@ -67,7 +69,7 @@ def test_a_resumed_run_reports_only_the_steps_it_plays(tmp_path):
     run(Host().load(), RunConfig(**{**first.__dict__, "harnesses": ["base"]}))
     notes: list[StepNote] = []
     run(Host().load(), first, on_step=notes.append)
-    new = {r["key"]: r["steps"] for r in _records(out) if r["harness"] == "guard-only"}
+    new = {r.key: r.steps for r in _records(out) if r.harness == "guard-only"}
     assert len(new) == len(TASKS)
     assert {note.key for note in notes} == set(new)
     assert sum(note.steps for note in notes) == sum(new.values())
@@ -76,7 +78,8 @@ def test_a_resumed_run_reports_only_the_steps_it_plays(tmp_path):
 def test_the_eta_is_the_steps_left_over_the_step_rate():
     tally = RunProgress(episodes=4, max_steps=10)
     assert tally.eta(0.0) is None and tally.steps_left() == 40  # nothing finished: the step budget
-    tally.finished({"key": "a", "steps": 6})  # played before a resume: no rate from it
+    # played before a resume: no rate from it
+    tally.finished(new_record(harness="h", task_id="a", key="a", status="won", steps=6))
     assert tally.steps_per_episode() == 6 and tally.steps_left() == 18
     assert tally.rate(100.0) is None
     for second in range(5):  # episode b plays 5 steps, one a second: 4 steps in the 4 seconds after the first
@@ -85,7 +88,7 @@ def test_the_eta_is_the_steps_left_over_the_step_rate():
     assert tally.steps_left() == 1 + 6 + 6  # b has 1 of its expected 6 left; c and d have not started
     assert tally.eta(4.0) == 13.0
     tally.step(StepNote("b", 0, 2), 4.0)  # b's end: two more model calls, no step
-    tally.finished({"key": "b", "steps": 5})
+    tally.finished(new_record(harness="h", task_id="b", key="b", status="won", steps=5))
     assert tally.steps_per_episode() == 5.5 and tally.steps_left() == 11
     assert tally.model_calls == 7 and tally.steps == 5
     assert tally.describe(4.0) == "steps 5 · model calls 7 · 1.00 steps/s · ETA 0:11"
@@ -108,7 +111,7 @@ def test_the_run_commands_display_counts_the_steps_and_episodes_played(tmp_path)
 
     with ProgressDisplay(episodes=2 * len(TASKS), max_steps=12, hidden=True) as display:
         run(Host().load(), _config(tmp_path / "run"), display.progress, on_step=display.on_step)
-    steps = sum(r["steps"] for r in _records(tmp_path / "run"))
+    steps = sum(r.steps for r in _records(tmp_path / "run"))
     assert display.tally.done == 2 * len(TASKS) and display.tally.steps == steps
     assert display.text().startswith(f"steps {steps} · model calls 0 · ")
     assert display.last.endswith(("won", "lost"))

@@ -7,8 +7,10 @@ import os
 import signal
 import subprocess
 import sys
+
 import pytest
 
+from playground.core.records import read_record
 from playground.run.rundir import RunDir
 from tests.conftest import write_plugin_dist
 
@@ -94,13 +96,15 @@ def test_sigkill_then_resume_loses_nothing_and_counts_nothing_twice(tmp_path):
 def test_a_torn_last_record_is_dropped_and_the_episode_rerun(tmp_path):
     config = {"env": "tiny", "harnesses": ["base"]}
     rundir = RunDir(tmp_path, config)
-    rundir.record({"key": "base/tiny-1", "harness": "base", "task_id": "tiny-1", "status": "won", "won": True})
+    rundir.record(read_record({"key": "base/tiny-1", "harness": "base", "task_id": "tiny-1", "status": "won",
+                               "won": True}))
     rundir.close()
     with open(tmp_path / "episodes.jsonl", "a") as f:
         f.write('{"key": "base/tiny-2", "wo')  # killed mid-write
     rundir = RunDir(tmp_path, config)
     assert rundir.is_finished("base/tiny-1") and not rundir.is_finished("base/tiny-2")
-    rundir.record({"key": "base/tiny-2", "harness": "base", "task_id": "tiny-2", "status": "won", "won": True})
+    rundir.record(read_record({"key": "base/tiny-2", "harness": "base", "task_id": "tiny-2", "status": "won",
+                               "won": True}))
     rundir.close()
     lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
     assert [json.loads(line)["key"] for line in lines] == ["base/tiny-1", "base/tiny-2"]

@@ -73,16 +73,16 @@ def test_each_condition_gets_its_own_copy_frozen_ones_unchanged_evolving_grows(t
     # each episode wrote (and read) only its condition's copy
     records = load_records(out / "eval")
     for record in records:
-        trace = [json.loads(line) for line in (out / "eval" / record["trace"]).read_text().splitlines()]
+        trace = [json.loads(line) for line in (out / "eval" / str(record.trace)).read_text().splitlines()]
         written = {Path(e["lesson"]["playbook"]).name for e in trace if e["type"] == "verification" and e["lesson"]}
-        assert written <= {f"{record['harness']}.sqlite"}
+        assert written <= {f"{record.harness}.sqlite"}
         shown = [i for e in trace if e["type"] == "intervention" for i in e["details"].get("lessons", [])]
-        if record["harness"] == "sentry-retrieval-off":
+        if record.harness == "sentry-retrieval-off":
             assert not shown
-        elif record["harness"] != "sentry":
+        elif record.harness != "sentry":
             assert set(shown) <= {lesson[0] for lesson in init}
-    frozen_shown = sum(len(e["details"].get("lessons", [])) for r in records if r["harness"] == "sentry-frozen"
-                       for e in map(json.loads, (out / "eval" / r["trace"]).read_text().splitlines())
+    frozen_shown = sum(len(e["details"].get("lessons", [])) for r in records if r.harness == "sentry-frozen"
+                       for e in map(json.loads, (out / "eval" / str(r.trace)).read_text().splitlines())
                        if e["type"] == "intervention")
     assert frozen_shown > 0, "the frozen condition should retrieve lessons of the init playbook"
 
@@ -92,10 +92,10 @@ def test_every_condition_plays_each_task_with_the_same_seed(tiny_run):
     records = load_records(out / "eval")
     assert len(records) == 4 * 6
     for task in result["eval"]["tasks"]:
-        seeds = {r["harness"]: r["seed"] for r in records if r["task_id"] == task}
+        seeds = {r.harness: r.seed for r in records if r.task_id == task}
         assert set(seeds) == {c.harness for c in CONDITIONS}
         assert set(seeds.values()) == {episode_seed(0, task)} == {result["seeds"][task]}
-    headers = [json.loads((out / "eval" / r["trace"]).read_text().splitlines()[0]) for r in records]
+    headers = [json.loads((out / "eval" / str(r.trace)).read_text().splitlines()[0]) for r in records]
     assert {(h["task_id"], h["seed"]) for h in headers} == {(t, episode_seed(0, t)) for t in result["eval"]["tasks"]}
 
 
@@ -139,7 +139,7 @@ def test_a_run_cut_short_in_the_eval_phase_resumes_with_the_copies_it_had(capsys
     code, _, err = heldout(capsys, out, episodes=3)
     assert code == 0, err
     records = load_records(out / "eval")
-    assert len(records) == 12 and [r["key"] for r in records[len(kept):]] == dropped
+    assert len(records) == 12 and [r.key for r in records[len(kept):]] == dropped
     assert any(lesson[3] == "MARK" for lesson in lessons(evolving))
 
 
@@ -177,4 +177,4 @@ def test_webshop_generated_at_twenty_tasks(capsys, tmp_path):
     assert init and all(lessons(rows[name]["playbook"]) == init for name in ("frozen", "frozen-persistent"))
     assert rows["evolving"]["lessons_end"] > len(init)
     records = load_records(out / "eval")
-    assert len({(r["task_id"], r["seed"]) for r in records}) == 20
+    assert len({(r.task_id, r.seed) for r in records}) == 20

@@ -11,6 +11,7 @@ import sqlite3
 import pytest
 
 from playground.cli.main import main
+from playground.run.rundir import load_records
 from playground.run.traces import read_trace
 
 pytestmark = pytest.mark.slow
@@ -25,8 +26,8 @@ def sentry_run(tmp_path_factory):
     code = main(["run", "--env", "textworld:custom", "--agent", "noisy", *options, "--harness", "sentry",
                  "--episodes", "5", "--out", str(out), "--quiet"])
     assert code == 0
-    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
-    traces = {r["task_id"]: list(read_trace(out / r["trace"])) for r in records}
+    records = load_records(out)
+    traces = {r.task_id: list(read_trace(out / str(r.trace))) for r in records}
     return out, records, traces
 
 
@@ -36,7 +37,7 @@ def lesson_events(traces):
 
 def test_the_run_learned_lessons(sentry_run):
     out, records, traces = sentry_run
-    assert len(records) == 5 and all(r["status"] != "error" for r in records)
+    assert len(records) == 5 and all(r.status != "error" for r in records)
     summary = json.loads((out / "summary.json").read_text())
     lessons = lesson_events(traces)
     assert lessons, "the noisy agent's failures should have produced at least one verified lesson"

@@ -114,18 +114,22 @@ def test_summaries_count_schema_invalid_actions_only_where_the_env_checks_a_sche
     from playground.run.report import format_table, summarise_harness
     from playground.run.attempts import merge_attempts
 
-    checked = summarise_harness([{"won": True, "schema_invalid_steps": 1}, {"won": False, "schema_invalid_steps": 2}])
+    from playground.core.records import new_record
+
+    def record(won, **fields):
+        return new_record(harness="h", task_id=f"t{won}", won=won, status="won" if won else "lost", **fields)
+
+    checked = summarise_harness([record(True, schema_invalid_steps=1), record(False, schema_invalid_steps=2)])
     assert checked["schema_invalid_per_episode"] == 1.5
-    assert summarise_harness([{"won": True}])["schema_invalid_per_episode"] is None
+    assert summarise_harness([record(True)])["schema_invalid_per_episode"] is None
     table = format_table({"harnesses": {"checked": checked}})
     assert "schema/ep" in table.splitlines()[0] and "1.50" in table and "schema check found problems" in table
-    assert "schema/ep" not in format_table({"harnesses": {"plain": summarise_harness([{"won": True}])}})
+    assert "schema/ep" not in format_table({"harnesses": {"plain": summarise_harness([record(True)])}})
 
     class Spec:
         verifier, attempts = "rules", (("a",), ("b",))
 
-    attempt = {"interventions": {}, "won": False, "status": "lost", "steps": 2, "cost": 1.0, "trace": "t",
-               "schema_invalid_steps": 1}
-    assert merge_attempts([attempt, {**attempt, "won": True}], Spec())["schema_invalid_steps"] == 2
-    unchecked = {k: v for k, v in attempt.items() if k != "schema_invalid_steps"}
-    assert "schema_invalid_steps" not in merge_attempts([unchecked, unchecked], Spec())
+    attempt = record(False, steps=2, cost=1.0, trace="t", schema_invalid_steps=1)
+    assert merge_attempts([attempt, attempt.model_copy(update={"won": True})], Spec()).schema_invalid_steps == 2
+    unchecked = record(False, steps=2, cost=1.0, trace="t")
+    assert merge_attempts([unchecked, unchecked], Spec()).schema_invalid_steps is None

@@ -8,13 +8,24 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from playground.run.stats import (ComparisonError, bootstrap_ci, compare, format_comparison, holm, mcnemar_exact,
-                              sign_flip_p, split_by_harness)
+from playground.core.records import new_record
+from playground.run.stats import (
+    DEFAULT_METRICS,
+    ComparisonError,
+    Metric,
+    bootstrap_ci,
+    compare,
+    format_comparison,
+    holm,
+    mcnemar_exact,
+    sign_flip_p,
+    split_by_harness,
+)
 
 
 def record(task, harness, won, steps=10, invalid=0, prompt=100, completion=20, **extra):
-    return {"task_id": task, "harness": harness, "won": won, "steps": steps, "invalid_actions": invalid,
-            "prompt_tokens": prompt, "completion_tokens": completion, **extra}
+    return new_record(task_id=task, harness=harness, status="won" if won else "lost", won=won, steps=steps,
+                      invalid_actions=invalid, prompt_tokens=prompt, completion_tokens=completion, **extra)
 
 
 @pytest.mark.parametrize(("b", "c", "p"), [
@@ -151,27 +162,30 @@ def test_split_by_harness_separates_one_run_into_two():
     assert list(runs) == ["base", "sentry"] and len(runs["sentry"]) == 12
 
 
-@pytest.mark.parametrize(("mutate", "match"), [
-    (lambda a, b: b.append(dict(b[0])), "run sentry: task 't0' appears more than once"),
-    (lambda a, b: a[0].pop("steps"), "run base: task 't0' has no 'steps' field"),
-    (lambda a, b: a[0].update(steps="many"), "non-numeric 'steps'"),
-    (lambda a, b: b.clear() or b.append(record("zzz", "sentry", True)), "no task in common"),
+RATIO = Metric("ratio", ("score_ratio",))  # a field records carry only where a plugin added it
+
+
+def _with(records, **update):
+    return [r.model_copy(update=update) for r in records]
+
+
+@pytest.mark.parametrize(("mutate", "metrics", "match"), [
+    (lambda a, b: (a, b + [b[0]]), DEFAULT_METRICS, "run sentry: task 't0' appears more than once"),
+    (lambda a, b: (a, _with(b, score_ratio=0.5)), (RATIO,), "run base: task 't0' has no 'score_ratio' field"),
+    (lambda a, b: (_with(a, score_ratio="many"), _with(b, score_ratio=0.5)), (RATIO,), "non-numeric 'score_ratio'"),
+    (lambda a, b: (a, [record("zzz", "sentry", True)]), DEFAULT_METRICS, "no task in common"),
 ])
-def test_records_that_cannot_be_compared_are_named(mutate, match):
-    a, b = two_runs()
-    mutate(a, b)
+def test_records_that_cannot_be_compared_are_named(mutate, metrics, match):
+    a, b = mutate(*two_runs())
     with pytest.raises(ComparisonError, match=match):
-        compare(a, b, resamples=100)
+        compare(a, b, metrics=metrics, resamples=100)
 
 
 def test_group_key_must_be_present_and_agree():
     a, b = two_runs()
     with pytest.raises(ComparisonError, match="has no 'scenario' field"):
         compare(a, b, group_key="scenario", resamples=100)
-    for r in a:
-        r["scenario"] = "x"
-    for r in b:
-        r["scenario"] = "x"
-    b[0]["scenario"] = "y"
+    a, b = _with(a, scenario="x"), _with(b, scenario="x")
+    b[0] = b[0].model_copy(update={"scenario": "y"})
     with pytest.raises(ComparisonError, match="task 't0' is in group 'x' in run base but 'y' in run sentry"):
         compare(a, b, group_key="scenario", resamples=100)

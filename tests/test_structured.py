@@ -243,15 +243,19 @@ def test_the_runner_shares_the_agents_model_and_counts_judge_replies(tmp_path):
 
 
 def test_a_cascade_sums_its_attempts_judge_replies():
+    from playground.core.records import new_record
     from playground.run.report import merge_judge_replies, summarise_harness
 
-    attempts = [{"judge_replies": {"a": {"calls": 2, "unusable": 1, "modes": {"grammar": 2}}}},
-                {},
-                {"judge_replies": {"a": {"calls": 1, "unusable": 0, "modes": {"prompt": 1}},
-                                   "b": {"calls": 1, "unusable": 1, "modes": {"grammar": 1}}}}]
+    def record(**fields):
+        return new_record(harness="h", task_id="t", status="lost", **fields)
+
+    attempts = [record(judge_replies={"a": {"calls": 2, "unusable": 1, "modes": {"grammar": 2}}}),
+                record(),
+                record(judge_replies={"a": {"calls": 1, "unusable": 0, "modes": {"prompt": 1}},
+                                      "b": {"calls": 1, "unusable": 1, "modes": {"grammar": 1}}})]
     assert merge_judge_replies(attempts) == {"a": {"calls": 3, "unusable": 1, "modes": {"grammar": 2, "prompt": 1}},
                                              "b": {"calls": 1, "unusable": 1, "modes": {"grammar": 1}}}
-    assert "judge_replies" not in summarise_harness([{}, {}])
+    assert "judge_replies" not in summarise_harness([record(), record()])
 
 
 # -- the embedded SmolLM2: each Sentry role's schema gives a usable, validated reply --------------------------------

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from playground.core.records import new_record
 from playground.run.trials import flip_rate, noise_floor, outcomes_by_task, pass_hat_k, trial_fields
 from tests.conftest import cli
 
@@ -84,7 +85,8 @@ def test_more_trials_later_play_only_the_new_ones(capsys, tmp_path):
 def hand_built():
     # task a: 2 of 3 trials won, b: all, c: none
     outcomes = {"a": [True, False, True], "b": [True, True, True], "c": [False, False, False]}
-    recs = [{"task_id": task, "trial": i + 1, "won": won} for task, o in outcomes.items() for i, won in enumerate(o)]
+    recs = [new_record(harness="h", task_id=task, trial=i + 1, won=won, status="won" if won else "lost")
+            for task, o in outcomes.items() for i, won in enumerate(o)]
     return outcomes, recs
 
 

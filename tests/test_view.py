@@ -32,15 +32,15 @@ def console() -> Console:
 
 def test_filters_select_by_harness_status_task_and_label(run_dir):
     records = load_records(run_dir)
-    assert {r["harness"] for r in select(records, run_dir, harness="sentry")} == {"sentry"}
-    statuses = {r["status"] for r in records}
+    assert {r.harness for r in select(records, run_dir, harness="sentry")} == {"sentry"}
+    statuses = {r.status for r in records}
     for status in statuses:
-        assert {r["status"] for r in select(records, run_dir, status=status)} == {status}
-    assert [r["task_id"] for r in select(records, run_dir, task="tiny-20003")] == ["tiny-20003"] * 2
+        assert {r.status for r in select(records, run_dir, status=status)} == {status}
+    assert [r.task_id for r in select(records, run_dir, task="tiny-20003")] == ["tiny-20003"] * 2
     looping = select(records, run_dir, label="repetition_or_looping")
-    assert looping and all(any(k.endswith("/repetition_or_looping") for k in r["failures"]) for r in looping)
+    assert looping and all(any(k.endswith("/repetition_or_looping") for k in r.failures) for r in looping)
     assert select(records, run_dir, label="progress") == [r for r in records
-                                                          if any(k.startswith("progress/") for k in r["failures"])]
+                                                          if any(k.startswith("progress/") for k in r.failures)]
     assert select(records, run_dir, harness="base", label="repetition_or_looping") == []  # base detects nothing
     assert select(records, run_dir, label="no-such-label") == []
 
@@ -51,12 +51,12 @@ def test_the_list_shows_a_page_and_how_to_see_more(run_dir):
     render_list(screen, records[:5], len(records), len(records), offset=0)
     text = screen.export_text()
     assert f"{len(records)} of {len(records)} episodes" in text
-    assert all(r["key"] in text for r in records[:5]) and records[5]["key"] not in text
+    assert all(r.key in text for r in records[:5]) and records[5].key not in text
     assert "--offset 5 for more" in text and "showing 1-5" in text
     screen = console()
     render_list(screen, records[10:], len(records), len(records), offset=10)
     text = screen.export_text()
-    assert records[10]["key"] in text and records[9]["key"] not in text and "for more" not in text
+    assert records[10].key in text and records[9].key not in text and "for more" not in text
 
 
 def test_the_unfiltered_list_parses_only_its_page(run_dir, tmp_path):
@@ -78,12 +78,12 @@ def test_the_unfiltered_list_parses_only_its_page(run_dir, tmp_path):
 
 def test_one_episode_is_shown_step_by_step(run_dir):
     records = load_records(run_dir)
-    record = max((r for r in records if r["harness"] == "sentry"), key=lambda r: r["detected_failures"])
-    events = [json.loads(line) for line in (run_dir / record["trace"]).read_text().splitlines()]
+    record = max((r for r in records if r.harness == "sentry"), key=lambda r: r.detected_failures)
+    events = [json.loads(line) for line in (run_dir / record.trace).read_text().splitlines()]
     screen = console()
     render_episode(screen, run_dir, record)
     text = screen.export_text()
-    assert record["key"] in text and f"seed {record['seed']}" in text
+    assert record.key in text and f"seed {record.seed}" in text
     proposals = [e for e in events if e["type"] == "proposal"]
     assert text.count("propose ") == len(proposals)
     assert text.count("⚠ detected ") == sum(e["type"] == "detection" for e in events) > 0
@@ -111,14 +111,14 @@ def test_text_from_the_trace_is_shown_as_text_not_markup(run_dir, tmp_path):
 def test_find_episode_by_key_episode_id_or_unique_task(run_dir):
     records = load_records(run_dir)
     record = records[3]
-    assert find_episode(records, record["key"]) is record
-    assert find_episode(records, record["episode_id"]) is record
-    sentry = [r for r in records if r["harness"] == "sentry"]
-    assert find_episode(sentry, record["task_id"])["harness"] == "sentry"
+    assert find_episode(records, record.key) is record
+    assert find_episode(records, record.episode_id) is record
+    sentry = [r for r in records if r.harness == "sentry"]
+    assert find_episode(sentry, record.task_id).harness == "sentry"
     from playground.cli.options import CLIError
 
     with pytest.raises(CLIError, match="ambiguous"):
-        find_episode(records, record["task_id"])
+        find_episode(records, record.task_id)
     with pytest.raises(CLIError, match="no episode"):
         find_episode(records, "nope")
 
@@ -146,7 +146,7 @@ def test_an_episode_is_found_by_its_number_in_the_list(run_dir, capsys):
     base = select(records, run_dir, "base", None, None, None)
     assert find_episode(base, "1") is base[0]  # numbered within the same filters as the list
     code, out, _ = cli(capsys, "view", str(run_dir), "--episode", "1")
-    assert code == 0 and str(records[0]["key"]) in out
+    assert code == 0 and str(records[0].key) in out
     code, _, err = cli(capsys, "view", str(run_dir), "--episode", str(len(records) + 1))
     assert code == 2 and f"the list has {len(records)}" in err
 

@@ -7,6 +7,7 @@ import json
 import click
 
 from playground.cli.options import CLIError
+from playground.core.records import EpisodeRecord
 
 
 @click.command("compare")
@@ -45,7 +46,7 @@ def compare_command(run_a: str, run_b: str, harness_a: str | None, harness_b: st
                    + (f"\n{format_deployment(budget)}" if budget is not None else ""))
 
 
-def noise_verdict(records_a: list[dict], records_b: list[dict], diff: float, seed: int = 0) -> dict:
+def noise_verdict(records_a: list[EpisodeRecord], records_b: list[EpisodeRecord], diff: float, seed: int = 0) -> dict:
     """Whether a success difference exceeds the noise floor of the runs' repeated trials (the larger of the two)."""
     from playground.run.trials import noise_floor, outcomes_by_task
 
@@ -78,7 +79,7 @@ def _lock_warnings(run_a: str, run_b: str) -> list[str]:
     return [f"the runs' locks differ: {line}" for line in lock_differences(lock_a, lock_b, only=COMPARE_FIELDS)]
 
 
-def _harness_records(run_dir: str, harness: str | None, split_by_harness) -> list[dict]:
+def _harness_records(run_dir: str, harness: str | None, split_by_harness) -> list[EpisodeRecord]:
     """The episode records of one harness of a run directory."""
     from playground.run.rundir import load_records
 

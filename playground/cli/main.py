@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -82,8 +83,8 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
     return the summary. `checked` is the config's check (`make_checked_config`), so the runner need not repeat it."""
     trials = f" trials={config.trials}" if config.trials > 1 else ""
     trials += f" in-flight={in_flight}" if in_flight > 1 else ""
-    click.echo(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)}{trials} "
-               f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}", err=True)
+    click.echo(visible(f"run: {config.env}:{config.task_set} split={config.split} tasks={len(config.tasks)}{trials} "
+                       f"agent={config.agent} harnesses={','.join(config.harnesses)} -> {config.out}"), err=True)
     episodes = len(config.tasks) * len(config.harnesses) * config.trials
     with ProgressDisplay(episodes, config.max_steps, hidden=quiet) as display:
         try:
@@ -124,8 +125,10 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
                    "the --max-connections cap]")
 @click.option("--max-connections", "max_connections", type=click.IntRange(min=1), default=None,
               help="at most N requests at once to each model endpoint, across all episodes and judges of a process; "
-                   "with an endpoint agent (--agent llm) and no --in-flight, also N episodes in flight "
-                   "[default: no cap]")
+                   "under it the requests in flight adapt to the server (AIMD: a 429 or 503 halves them, a window "
+                   "of successes adds one; Retry-After pauses the endpoint); with an endpoint agent (--agent llm) "
+                   "and no --in-flight, also N episodes in flight [default: no cap; the adaptive limit stays at or "
+                   "under 256]")
 @click.option("--no-response-cache", "no_response_cache", is_flag=True,
               help="send every model request, even one the shared response cache holds (see docs/models.md)")
 def run_command(harnesses, out, playbook, workers, executor, address, repair, trials, check_lock, in_flight,
@@ -155,18 +158,24 @@ def run_command(harnesses, out, playbook, workers, executor, address, repair, tr
     except KeyboardInterrupt as stop:
         _say_interrupted(getattr(stop, "summary", None), config.out)
         raise
-    click.echo(format_table(summary))
-    click.echo(f"summary: {Path(config.out) / 'summary.json'}", err=True)
+    click.echo(visible(format_table(summary)))  # everything a run prints goes through `visible`
+    click.echo(visible(f"summary: {Path(config.out) / 'summary.json'}"), err=True)
+    if summary.get("stopped_by_budget"):
+        click.echo(f"token budget reached: {summary.get('tokens_spent', 0):,} tokens spent of --max-tokens-total "
+                   f"{summary.get('max_tokens_total') or 0:,}; {summary.get('not_played', 0)} episode(s) not played; "
+                   "rerun the same command with a larger --max-tokens-total (or none) to play them", err=True)
     if summary.get("unfinished"):
         why = "the run stopped after errors in a row; " if summary.get("stopped_by_breaker") else ""
-        click.echo(f"unfinished: {summary['unfinished']} episode(s) ended in an error and were not recorded "
-                   f"({why}see {Path(config.out) / 'unfinished.jsonl'}); fix the cause and rerun the same command to "
-                   "play them and whatever is left", err=True)
+        click.echo(visible(f"unfinished: {summary['unfinished']} episode(s) ended in an error and were not recorded "
+                           f"({why}see {Path(config.out) / 'unfinished.jsonl'}); fix the cause and rerun the same "
+                           "command to play them and whatever is left"), err=True)
+        raise click.exceptions.Exit(UNFINISHED_EXIT)
+    if summary.get("stopped_by_budget"):
         raise click.exceptions.Exit(UNFINISHED_EXIT)
 
 
 
-UNFINISHED_EXIT = 3  # the run ended with episodes left unfinished (errors outside the agent): rerun to finish
+UNFINISHED_EXIT = 3  # episodes left unfinished (errors outside the agent) or unplayed (the token budget): rerun
 
 
 def _say_interrupted(summary: dict | None, out: str) -> None:
@@ -174,9 +183,11 @@ def _say_interrupted(summary: dict | None, out: str) -> None:
     resume. A terminal that is gone (SIGHUP) cannot take them: the run directory holds them anyway."""
     try:
         if summary is not None:
-            click.echo(format_table(summary))
-            click.echo(f"summary: {Path(out) / 'summary.json'} (interrupted: the episodes recorded so far)", err=True)
-        click.echo(f"interrupted: what was played is kept in {out}; rerun the same command to resume", err=True)
+            click.echo(visible(format_table(summary)))
+            click.echo(visible(f"summary: {Path(out) / 'summary.json'} (interrupted: the episodes recorded so far)"),
+                       err=True)
+        click.echo(visible(f"interrupted: what was played is kept in {out}; rerun the same command to resume"),
+                   err=True)
     except OSError:
         pass
 
@@ -329,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         if command not in cli.commands:  # a plugin's command, or a listing: load the plugins' commands first
             get_host().add_commands(cli)
         code = cli.main(args=argv, prog_name="playground", standalone_mode=False)
+        sys.stdout.flush()  # here, not at exit: a full stdout is then the named error below
         # without standalone mode click returns the exit code of a `click.exceptions.Exit` a command raised
         return code if isinstance(code, int) and not isinstance(code, bool) else 0
     except click.exceptions.Exit as exc:
@@ -341,14 +353,40 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except click.UsageError as exc:
         where = f" (playground {exc.ctx.command.name})" if exc.ctx and exc.ctx.command else ""
-        click.echo(f"error: {exc.format_message()}{where}", err=True)
+        click.echo(visible(f"error: {exc.format_message()}{where}"), err=True)
         return 2
     except PlaygroundError as exc:
         click.echo(f"error: {visible(str(exc))}", err=True)  # it may quote a task id, a file or a model's reply
         return 2
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        click.echo(visible(f"error: {exc.format_message()}"), err=True)
         return exc.exit_code
+    except OSError as exc:
+        if exc.filename is not None or exc.errno not in OUTPUT_ERRNOS or not _stdout_broken():
+            raise
+        click.echo(f"error: cannot write to standard output ({exc.strerror or exc}); what the command wrote to files "
+                   "is kept (a run's records are in its directory)", err=True)
+        return 2
+
+
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EDQUOT, errno.EFBIG})
+
+
+def _stdout_broken() -> bool:
+    """Whether standard output cannot be written (a full disk, /dev/full, a closed pipe), tried with one newline
+    (asked only after a write failed with one of OUTPUT_ERRNOS). When so, it is pointed at /dev/null, so the
+    interpreter's last flush at exit does not fail a second time with a traceback."""
+    try:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        return False
+    except OSError:
+        pass
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # no file descriptor (a captured stream): nothing flushes it at exit
+    return True
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from playground.cli.terminal import visible
+from playground.core.records import EpisodeRecord
 from playground.run.progress import RunProgress, StepNote
 
 REDRAW_EVERY = 0.25  # seconds between redraws for steps (a scripted agent plays thousands of steps a second)
@@ -35,16 +37,19 @@ class ProgressDisplay:
         self._bar.__exit__(*exc)
 
     def text(self) -> str:
-        """What the bar shows after it: the run's step tally and ETA, and the last episode finished."""
-        return self.tally.describe(time.monotonic()) + (f" · {self.last}" if self.last else "")
+        """What the bar shows after it: the run's step tally and ETA, and the last episode finished (its task id made
+        safe for a terminal, `visible`)."""
+        return visible(self.tally.describe(time.monotonic()) + (f" · {self.last}" if self.last else ""))
 
-    def progress(self, message: str, record: dict | None) -> None:
-        """The runner's progress callback: a finished episode moves the bar; a message is printed."""
+    def progress(self, message: str, record: EpisodeRecord | None) -> None:
+        """The runner's progress callback: a finished episode moves the bar; a message is printed. Either may quote a
+        task id, a plugin's or env's exception or a model server's error body: each is shown through `visible`."""
+        message = visible(message)
         if record is None:
             click.echo(f"  {message}", err=True)
             return
         self.tally.finished(record)
-        self.last = f"{message}: {record['status']}"
+        self.last = f"{message}: {record.status}"
         if self.lines:
             click.echo(f"episode {self.tally.done}/{self.tally.episodes} · {self.text()}", err=True)
         self._bar.update(1, self.text())

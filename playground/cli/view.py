@@ -29,34 +29,36 @@ from rich.text import Text
 from playground.cli.options import CLIError
 from playground.cli.terminal import visible, visible_data
 from playground.core.events import Event, HeaderEvent, map_strings
+from playground.core.records import EpisodeRecord, RecordError, read_record
+from playground.core.run_summary import read_summary
 from playground.run.event_text import Description, attempt_heading, describe_event, interventions
 from playground.run.report import complete_record, error_cause
-from playground.run.rundir import RunDirError, describe_problems, load_records, record_problem, record_trace
+from playground.run.rundir import RunDirError, describe_problems, load_records, record_trace
 from playground.run.traces import read_events
 
 STATUS_STYLE = {"won": "bold green", "lost": "red", "error": "bold red", "truncated": "yellow", "stopped": "magenta"}
 
 
-def failure_matches(record: dict, label: str) -> bool:
+def failure_matches(record: EpisodeRecord, label: str) -> bool:
     """True when the episode detected a failure whose type, label or `type/label` is `label`."""
-    for key in record.get("failures") or {}:
+    for key in record.failures:
         failure_type, _, name = key.partition("/")
         if label in (key, failure_type, name):
             return True
     return False
 
 
-def select(records: Iterable[dict], run_path: Path, harness: str | None = None, status: str | None = None,
-           label: str | None = None, task: str | None = None) -> list[dict]:
+def select(records: Iterable[EpisodeRecord], run_path: Path, harness: str | None = None, status: str | None = None,
+           label: str | None = None, task: str | None = None) -> list[EpisodeRecord]:
     """The records that pass every filter given, in episodes.jsonl order. Only the label filter may read traces,
     and only of records written before episodes carried their failures."""
     out = []
     for record in records:
-        if harness is not None and record.get("harness") != harness:
+        if harness is not None and record.harness != harness:
             continue
-        if status is not None and record.get("status") != status:
+        if status is not None and record.status != status:
             continue
-        if task is not None and record.get("task_id") != task:
+        if task is not None and record.task_id != task:
             continue
         if label is not None and not failure_matches(complete_record(run_path, record), label):
             continue
@@ -64,7 +66,7 @@ def select(records: Iterable[dict], run_path: Path, harness: str | None = None, 
     return out
 
 
-def render_list(console: Console, page: Sequence[dict], matching: int, total: int, offset: int = 0,
+def render_list(console: Console, page: Sequence[EpisodeRecord], matching: int, total: int, offset: int = 0,
                 run_path: Path | None = None) -> None:
     """Print one page of episodes (the `matching` ones from number `offset`) as a table, and how to see more. With
     `run_path`, the page's records written before episodes carried their failures get them from their traces."""
@@ -75,16 +77,16 @@ def render_list(console: Console, page: Sequence[dict], matching: int, total: in
     for column in ("status", "steps", "tokens", "detected", "verified", "lessons"):
         table.add_column(column, justify="right")
     table.add_column("failures", overflow="fold", ratio=1, min_width=12)
-    for number, r in enumerate(page, start=offset + 1):
-        status = str(r.get("status"))
-        tokens = int(r.get("prompt_tokens") or 0) + int(r.get("completion_tokens") or 0)
-        labels = ", ".join(sorted({key.partition("/")[2] or key for key in r.get("failures") or {}}))
-        cause = error_cause(r)
+    for number, record in enumerate(page, start=offset + 1):
+        status = record.status
+        tokens = record.prompt_tokens + record.completion_tokens
+        labels = ", ".join(sorted({key.partition("/")[2] or key for key in record.failures}))
+        cause = error_cause(record)
         failures = Text(labels) if cause is None else Text.assemble(labels + ("; " if labels else ""),
                                                                     (f"error: {cause}", "red"))
-        table.add_row(str(number), str(r.get("key")), Text(status, style=STATUS_STYLE.get(status, "")),
-                      str(r.get("steps", 0)), f"{tokens:,}", str(r.get("detected_failures", 0)),
-                      str(r.get("verified_recoveries", 0)), str(r.get("lessons_added", 0)), failures)
+        table.add_row(str(number), record.key, Text(status, style=STATUS_STYLE.get(status, "")),
+                      str(record.steps), f"{tokens:,}", str(record.detected_failures),
+                      str(record.verified_recoveries), str(record.lessons_added), failures)
     console.print(table)
     shown_to = offset + len(page)
     more = f"; --offset {shown_to} for more" if shown_to < matching else ""
@@ -93,22 +95,24 @@ def render_list(console: Console, page: Sequence[dict], matching: int, total: in
                        style="dim"))
 
 
-def find_episode(records: Sequence[dict], wanted: str) -> dict:
+def find_episode(records: Sequence[EpisodeRecord], wanted: str) -> EpisodeRecord:
     """The record whose key, episode id or (when only one matches) task id is `wanted`, or the one listed with that
     number (`#` in the list, with the same filters); CLIError otherwise."""
-    for field in ("key", "episode_id"):
-        for record in records:
-            if record.get(field) == wanted:
-                return record
-    if wanted.isascii() and wanted.isdigit() and not any(r.get("task_id") == wanted for r in records):
+    for record in records:
+        if record.key == wanted:
+            return record
+    for record in records:
+        if record.episode_id == wanted:
+            return record
+    if wanted.isascii() and wanted.isdigit() and not any(record.task_id == wanted for record in records):
         if 1 <= int(wanted) <= len(records):
             return records[int(wanted) - 1]
         raise CLIError(f"no episode number {wanted}: the list has {len(records)} (numbers 1-{len(records)})")
-    by_task = [r for r in records if r.get("task_id") == wanted]
+    by_task = [record for record in records if record.task_id == wanted]
     if len(by_task) == 1:
         return by_task[0]
     if by_task:
-        raise CLIError(f"episode {wanted!r} is ambiguous: {', '.join(str(r.get('key')) for r in by_task[:10])}; "
+        raise CLIError(f"episode {wanted!r} is ambiguous: {', '.join(record.key for record in by_task[:10])}; "
                        "name one by its key (or add --harness)")
     raise CLIError(f"no episode {wanted!r} (give a number or a key as listed by `playground view DIR`, an episode id "
                    "or a task id)")
@@ -169,23 +173,23 @@ def _visible_events(path: Path) -> list[Event]:
     return [map_strings(event, visible) for event in read_events(path)]
 
 
-def render_episode(console: Console, run_path: Path, record: dict, full: bool = False) -> None:
+def render_episode(console: Console, run_path: Path, record: EpisodeRecord, full: bool = False) -> None:
     """Print an episode's summary and its trace (each attempt's, for a cascade) step by step."""
-    traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
-    record = visible_data(record)
-    first = _visible_events(record_trace(run_path, {**record, "trace": traces[0]}))
+    traces = [a.trace for a in record.attempts or []] or [record.trace]
+    first = _visible_events(record_trace(run_path, record, trace=traces[0]))
     header = first[0] if first and isinstance(first[0], HeaderEvent) else None
-    status = str(record.get("status"))
+    shown = read_record(visible_data(record.as_json()))
+    status = shown.status
     console.print(Panel(Text.assemble(
-        (f"{record.get('key')}  ", "bold"), (status, STATUS_STYLE.get(status, "")),
+        (f"{shown.key}  ", "bold"), (status, STATUS_STYLE.get(status, "")),
         f"\nenv {header.env if header else None}:{header.task_set if header else None}  task "
-        f"{record.get('task_id')}  trial {record.get('trial') or 1}  seed {record.get('seed')}  agent "
+        f"{shown.task_id}  trial {shown.trial}  seed {shown.seed}  agent "
         f"{header.agent if header else None}  interventions {interventions(header) or 'none'}",
-        f"\n{record.get('steps')} steps, {record.get('detected_failures', 0)} detected, "
-        f"{record.get('verified_recoveries', 0)} verified, {record.get('lessons_added', 0)} lessons",
+        f"\n{shown.steps} steps, {shown.detected_failures} detected, "
+        f"{shown.verified_recoveries} verified, {shown.lessons_added} lessons",
         ("\ntrace: " + ", ".join(str(t) for t in traces), "dim")), title="episode", title_align="left"))
     for number, trace in enumerate(traces, start=1):
-        events = first if number == 1 else _visible_events(record_trace(run_path, {**record, "trace": trace}))
+        events = first if number == 1 else _visible_events(record_trace(run_path, record, trace=trace))
         if len(traces) > 1:
             header = events[0] if events and isinstance(events[0], HeaderEvent) else None
             console.rule(attempt_heading(number, header))
@@ -211,7 +215,7 @@ def view_command(run_dir: str, episode: str | None, harness: str | None, status:
     path = Path(run_dir)
     note = interrupted_note(path)
 
-    def listing(console: Console, page: Sequence[dict], matching: int, total: int) -> None:
+    def listing(console: Console, page: Sequence[EpisodeRecord], matching: int, total: int) -> None:
         if note:
             console.print(Text(note, style="bold yellow"))
         render_list(console, page, matching, total, offset, path)
@@ -234,14 +238,12 @@ def interrupted_note(run_path: Path) -> str | None:
     """A line saying the run was interrupted, when its summary.json says so (`interrupted: true`, written when a run
     is stopped by Ctrl-C, SIGTERM or SIGHUP), else None (no summary, or an unreadable one)."""
     try:
-        summary = json.loads((run_path / "summary.json").read_bytes())
-    except (OSError, ValueError, RecursionError):
+        summary = read_summary(json.loads((run_path / "summary.json").read_bytes()))
+    except (OSError, ValueError, RecursionError):  # SummaryError is a ValueError
         return None
-    if not isinstance(summary, dict) or summary.get("interrupted") is not True:
+    if not summary.interrupted:
         return None
-    found = summary.get("harnesses")
-    harnesses: dict = found if isinstance(found, dict) else {}
-    recorded = sum(h["episodes"] for h in harnesses.values() if isinstance(h, dict) and type(h.get("episodes")) is int)
+    recorded = sum(figures.episodes for figures in summary.harnesses.values())
     return (f"interrupted: this run was stopped before its end; summary.json covers the {recorded} episode(s) "
             "recorded. Rerun the same command to resume")
 
@@ -267,7 +269,7 @@ def needs_pager(text: str, lines: int) -> bool:
     return text.count("\n") > lines - 1
 
 
-def read_page(run_path: Path, offset: int, limit: int) -> tuple[list[dict], int]:
+def read_page(run_path: Path, offset: int, limit: int) -> tuple[list[EpisodeRecord], int]:
     """The records of episodes.jsonl from `offset` (at most `limit`), and how many records it holds; only the page's
     lines are parsed (RunDirError names a bad one and how to recover)."""
     path = run_path / "episodes.jsonl"
@@ -281,14 +283,11 @@ def read_page(run_path: Path, offset: int, limit: int) -> tuple[list[dict], int]
     page, problems = [], []
     for number, raw in lines[offset:offset + limit]:
         try:
-            record = json.loads(raw.decode("utf-8"))
-            problem = record_problem(record)
+            page.append(read_record(json.loads(raw.decode("utf-8"))))
+        except RecordError as exc:
+            problems.append((number, str(exc), raw))
         except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON
-            record, problem = None, f"not valid JSON ({exc})"
-        if problem:
-            problems.append((number, problem, raw))
-        else:
-            page.append(record)
+            problems.append((number, f"not valid JSON ({exc})", raw))
     if problems:
         raise RunDirError(describe_problems(path, problems, repairable=False))
     return page, len(lines)

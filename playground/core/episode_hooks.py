@@ -7,10 +7,12 @@ external stores (e.g. the playbook database).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from playground.core.deadlines import HookDeadlineExceeded, watch
 from playground.core.errors import PlaygroundError
+from playground.core.labels import LabelRegistry
 from playground.core.payloads import Decision, Detection, Verification
 from playground.core.plugin_manager import implemented_hooks, new_plugin_manager
 
@@ -44,6 +46,24 @@ def _wrong_result(hook: str, result: Any) -> str | None:
     return None
 
 
+def wrong_detection(detection: Detection, labels: LabelRegistry | None = None) -> str | None:
+    """Why `detection` may not be recorded, or None: a confidence outside [0, 1] (or no finite number), and, given a
+    registry that declares types, a failure type or a label no plugin declared."""
+    problems = []
+    confidence = detection.confidence
+    if (isinstance(confidence, bool) or not isinstance(confidence, int | float) or not math.isfinite(confidence)
+            or not 0 <= confidence <= 1):
+        problems.append(f"confidence {confidence!r}, expected a number in [0, 1]")
+    if labels is not None and labels.types():
+        if labels.failure_type(detection.failure_type) is None:
+            problems.append(f"unknown failure type {detection.failure_type!r} (declared: {', '.join(labels.types())})")
+        unknown = [label for label in detection.labels if label not in labels]
+        if unknown:
+            problems.append(f"undeclared label(s) {', '.join(map(repr, unknown))} (`register_failure_labels` "
+                            "declares them)")
+    return f"returned a Detection (detector {detection.detector!r}) with {'; '.join(problems)}" if problems else None
+
+
 class PluginError(PlaygroundError):
     """A plugin raised inside a runtime hook; names the plugin and the hook."""
 
@@ -53,12 +73,15 @@ class PluginError(PlaygroundError):
 
 
 class EpisodeHooks:
-    """Calls runtime hooks on the plugins of one episode; each call within `hook_deadline` seconds (None: no limit)."""
+    """Calls runtime hooks on the plugins of one episode; each call within `hook_deadline` seconds (None: no limit).
+    Detections are checked against `labels`, the host's label registry, when given (`wrong_detection`)."""
 
     def __init__(self, interventions: Sequence[tuple[str, Any]] = (),
-                 observers: Sequence[tuple[str, Any]] = (), hook_deadline: float | None = None) -> None:
+                 observers: Sequence[tuple[str, Any]] = (), hook_deadline: float | None = None,
+                 labels: LabelRegistry | None = None) -> None:
         self.pm = new_plugin_manager()
         self.hook_deadline = hook_deadline
+        self.labels = labels
         for name, plugin in observers:
             self.pm.register(plugin, name=f"observer:{name}")
             extra = set(implemented_hooks(self.pm, plugin)) - OBSERVER_HOOKS
@@ -92,10 +115,15 @@ class EpisodeHooks:
         except (Exception, SystemExit) as exc:
             raise PluginError(self._culprit(caller, exc), hook, exc) from exc
         wrong = _wrong_result(hook, result)
+        kind: type[Exception] = TypeError
+        if wrong is None and hook == "detect_failures":
+            wrong, kind = next(filter(None, (wrong_detection(d, self.labels) for item in result or ()
+                                             for d in (item if isinstance(item, (list, tuple)) else [item])
+                                             if d is not None)), None), ValueError
         if wrong is not None:
             names = [impl.plugin_name for impl in reversed(caller.get_hookimpls())]
             culprit = names[0] if len(names) == 1 else "one of " + ", ".join(names)
-            raise PluginError(culprit, hook, TypeError(wrong))
+            raise PluginError(culprit, hook, kind(wrong))
         return result
 
     def _culprit(self, caller, exc: BaseException) -> str:

@@ -7,11 +7,12 @@ and the model client emit these objects, the writer turns them into records (`to
 them back (`from_record`), so no code outside this module and the trace reader and writer looks an event's type
 up by name.
 
-Fields keep the record's keys. A field marked optional (`_optional`) is left out of the record while it is None;
-every other field is always written. Keys a class does not declare (an env's own header facts, a plugin's lesson
-fields) are kept in `extra`, written back as they were. Values are the JSON values as read (lists, dicts, str,
-numbers): the dataclass is frozen, and its values are to be treated as read-only too. `t`, the wall time the
-event was written, does not take part in comparisons.
+Fields keep the record's keys, and a record read is checked against the fields' annotations by pydantic, strictly
+(JSON values as read: a bool is no int, a string no number; `EventError` names the field). A field marked optional
+(`_optional`) is left out of the record while it is None; every other field is always written. Keys a class does
+not declare (an env's own header facts, a plugin's lesson fields) are kept in `extra`, written back as they were.
+Values are the JSON values as read (lists, dicts, str, numbers): the dataclass is frozen, and its values are to be
+treated as read-only too. `t`, the wall time the event was written, does not take part in comparisons.
 
 Versions. The header of a trace names its format version (`trace_version`, `TRACE_VERSION` now); a trace
 whose header has none is version 1 (written before events were typed). Reading a version-1 record goes through
@@ -24,7 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, get_type_hints
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+from playground.core.event_versions import V1_DEFAULTS, upgrade_v1  # noqa: F401 (V1_DEFAULTS re-exported)
+from playground.core.payloads import AttemptVerdict, Decision, Detection, InterventionMessage, Verification
 
 TRACE_VERSION = 2  # the trace format this module writes; 1: traces written before `trace_version` existed
 
@@ -175,6 +181,11 @@ class DetectionEvent(Event):
     evidence: str = ""
     subtype: str = ""
 
+    def payload(self) -> Detection:
+        """The `Detection` the detector returned (what the hook passed on, as the trace keeps it)."""
+        return Detection(self.detector, self.failure_type, tuple(self.labels), self.confidence, self.evidence,
+                         self.subtype)
+
 
 @dataclass(frozen=True, kw_only=True)
 class InterventionEvent(Event):
@@ -191,6 +202,15 @@ class InterventionEvent(Event):
     rollback_to: int | None = None
     detections: list[Mapping[str, Any]] = field(default_factory=list)
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    def payload(self) -> Decision:
+        """The `Decision` the plugin returned (what the hook passed on, as the trace keeps it)."""
+        message = None if self.message is None else InterventionMessage(**{
+            **self.message, "actions": tuple(self.message.get("actions", ())),
+            "labels": tuple(self.message.get("labels", ()))})
+        detections = tuple(Detection(**{**d, "labels": tuple(d.get("labels", ()))}) for d in self.detections)
+        return Decision(self.plugin, self.kind, message, self.action, self.stop, self.rollback_to, detections,
+                        dict(self.details))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -235,6 +255,11 @@ class VerificationEvent(Event):
     verdict: str = ""
     evidence: str = ""
     lesson: Mapping[str, Any] | None = None
+
+    def payload(self) -> Verification:
+        """The `Verification` the verifier returned (what the hook passed on, as the trace keeps it)."""
+        return Verification(self.plugin, self.repair_step, self.failure_type, self.verdict, self.evidence,
+                            self.lesson)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -305,6 +330,10 @@ class AttemptVerdictEvent(Event):
     passed: bool
     why: str = ""
 
+    def payload(self) -> AttemptVerdict:
+        """The `AttemptVerdict` the deployment verifier returned."""
+        return AttemptVerdict(self.passed, self.why)
+
 
 EVENT_CLASSES: dict[str, type[Event]] = {cls.TYPE: cls for cls in (
     HeaderEvent, ResetEvent, CheckpointEvent, ProposalEvent, DetectionEvent, InterventionEvent, RollbackEvent,
@@ -355,52 +384,8 @@ def trace_version(header: Mapping[str, Any]) -> int:
     return version
 
 
-# Version 1: every field a version-1 record could lack, with the value its readers assumed.
-V1_DEFAULTS: dict[str, dict[str, Any]] = {
-    "header": {"trace_version": 1, "env": "", "task_set": "", "task_id": "", "seed": None, "harness": "",
-               "agent": "", "max_steps": None, "run_id": None, "split": None, "params": {}, "interventions": [],
-               "agent_options": {}},
-    "reset": {"goal": "", "observation": "", "admissible_actions": None, "max_score": None},
-    "checkpoint": {"step": 0, "id": "", "branch": 0, "parent": None},
-    "proposal": {"step": 0, "attempt": 0, "thought": "", "action": "", "finish": False, "prompt_tokens": 0,
-                 "completion_tokens": 0, "intervention_chars": 0, "seconds": 0.0, "admissible_actions": None,
-                 "message": None, "notes": [], "prompt": None},
-    "detection": {"step": 0, "attempt": 0, "detector": "", "failure_type": "", "labels": [], "confidence": 1.0,
-                  "evidence": "", "subtype": ""},
-    "intervention": {"step": 0, "attempt": 0, "plugin": "", "kind": "", "message": None, "action": None,
-                     "stop": False, "rollback_to": None, "detections": [], "details": {}},
-    "rollback": {"to_step": 0, "restored": True, "checkpoint": "", "branch": 0, "from_step": None},
-    "step": {"step": 0, "action": "", "observation": "", "reward": 0.0, "score": None, "valid_action": True,
-             "won": False, "terminated": False, "truncated": False},
-    "verification": {"plugin": "", "repair_step": 0, "failure_type": "", "verdict": "", "evidence": "",
-                     "lesson": None},
-    "lesson": {},
-    "error": {"message": ""},
-    "end": {"status": "error", "won": False, "steps": 0, "error": None, "score": None, "max_score": None},
-    "prompt": {"hash": "", "text": ""},
-    "judge_call": {"role": "unknown", "prompt_tokens": 0, "completion_tokens": 0, "usable": True, "mode": "prompt"},
-    "attempt_verdict": {"verifier": "", "passed": False, "why": ""},
-}
-
-
-def upgrade_v1(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-1 record as version 2: the fields it lacks filled in from `V1_DEFAULTS`; a rollback that
-    named its target `step` (before `to_step`) renamed; nulls where version 1 wrote null for "none" in a field
-    that version 2 always fills (a detection's labels, an intervention's detections and details) emptied."""
-    upgraded = dict(record)
-    kind = upgraded.get("type")
-    if kind == "rollback" and "to_step" not in upgraded and "step" in upgraded:
-        upgraded["to_step"] = upgraded.pop("step")
-    for key in ("labels", "detections", "details", "notes", "params", "interventions", "agent_options"):
-        if key in upgraded and upgraded[key] is None and key in V1_DEFAULTS.get(str(kind), {}):
-            del upgraded[key]
-    for key, default in V1_DEFAULTS.get(str(kind), {}).items():
-        if key not in upgraded:
-            upgraded[key] = _plain(default)
-    return upgraded
-
-
 UPGRADES: dict[int, Callable[[Mapping[str, Any]], dict[str, Any]]] = {1: upgrade_v1}  # version -> to version + 1
+# (each step in playground.core.event_versions)
 
 
 def from_record(record: Mapping[str, Any], version: int = TRACE_VERSION) -> Event:
@@ -419,9 +404,11 @@ def from_record(record: Mapping[str, Any], version: int = TRACE_VERSION) -> Even
     t = None
     for key, value in record.items():
         if key in spec.checks:
-            annotation, test = spec.checks[key]
-            if not test(value):
-                raise EventError(f"a {kind} event's {key!r} is {value!r:.60}, expected {annotation}")
+            annotation, adapter = spec.checks[key]
+            try:
+                adapter.validate_python(value)
+            except ValidationError:
+                raise EventError(f"a {kind} event's {key!r} is {value!r:.60}, expected {annotation}") from None
             object.__setattr__(event, key, value)
         elif key == "t":
             if value is not None and type(value) not in (int, float):
@@ -464,23 +451,15 @@ def map_strings(event: Event, fn: Callable[[str], str]) -> Event:
     return dataclasses.replace(event, **changes)
 
 
-_CHECKS: dict[str, Callable[[Any], bool]] = {  # by the annotation's outer name (JSON values: exact types)
-    "None": lambda v: v is None, "str": lambda v: type(v) is str, "int": lambda v: type(v) is int,
-    "float": lambda v: type(v) in (int, float), "bool": lambda v: type(v) is bool, "Any": lambda v: True,
-    "list": lambda v: type(v) is list, "Mapping": lambda v: type(v) is dict}
-
-
-def _test(annotation: str) -> Callable[[Any], bool]:
-    """The check that a JSON value is of a field's annotated type (`list[str] | None`: a list, or null)."""
-    tests = [_CHECKS[part.strip().split("[")[0]] for part in annotation.split(" | ")]
-    return tests[0] if len(tests) == 1 else (lambda v: any(test(v) for test in tests))
+_STRICT = ConfigDict(strict=True)  # JSON values as read: an int is no bool, a string no number
 
 
 @dataclass(frozen=True)
 class _Spec:
-    """What reading a record of one class needs: each field's check, the fields a record must carry, the others."""
+    """What reading a record of one class needs: each field's annotation and its pydantic validator (strict), the
+    fields a record must carry, the others."""
 
-    checks: dict[str, tuple[str, Callable[[Any], bool]]]
+    checks: dict[str, tuple[str, TypeAdapter]]
     required: tuple[str, ...]
     optional: tuple[str, ...]
 
@@ -492,7 +471,8 @@ def _spec(cls: type) -> _Spec:
     """The `_Spec` of an event class, made on first use."""
     if cls not in _SPECS:
         declared = [f for f in dataclasses.fields(cls) if f.name not in _BASE]
-        _SPECS[cls] = _Spec({f.name: (str(f.type), _test(str(f.type))) for f in declared},
+        hints = get_type_hints(cls)
+        _SPECS[cls] = _Spec({f.name: (str(f.type), TypeAdapter(hints[f.name], config=_STRICT)) for f in declared},
                             tuple(f.name for f in declared if not f.metadata.get("optional")),
                             tuple(f.name for f in declared if f.metadata.get("optional")))
     return _SPECS[cls]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -70,6 +70,9 @@ class Services:
         return path
 
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
 class ParameterError(PlaygroundError, ValueError):
     """A plugin's parameters break its declaration: names the owner, the parameter, the rule and the value."""
 
@@ -83,12 +86,18 @@ def declared_values(model: type[BaseModel], params: Mapping[str, Any] | BaseMode
     true or false, a number is not a string), the defaults filled in, other keys ignored. `error` (ParameterError
     unless the plugin names its own class) says "OWNER parameter 'KEY': RULE, got VALUE".
     """
+    return declared_params(model, params, owner, error).model_dump()
+
+
+def declared_params(model: type[_Model], params: Mapping[str, Any] | BaseModel, owner: str,
+                    error: type[Exception] = ParameterError) -> _Model:
+    """`declared_values` as an instance of `model`: what the host hands an intervention factory."""
     if isinstance(params, model):
-        return params.model_dump()
+        return params
     source = params.model_dump() if isinstance(params, BaseModel) else params
     given = {key: value for key, value in source.items() if key in model.model_fields}
     try:
-        return model.model_validate(given, strict=True).model_dump()
+        return model.model_validate(given, strict=True)
     except ValidationError as exc:
         first = exc.errors()[0]
         key = first["loc"][0] if first["loc"] else None

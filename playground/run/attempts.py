@@ -28,6 +28,7 @@ from playground.core.events import (
 )
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.core.payloads import AttemptStep, AttemptVerdict, AttemptView, EpisodeIds
+from playground.core.records import EpisodeRecord, episode_key, new_record, read_record
 from playground.host.manager import Host
 from playground.host.registry import GRADE_VERIFIER, HarnessSpec
 from playground.run.config import RunConfig, episode_id, episode_seed, playbook_path
@@ -35,10 +36,9 @@ from playground.run.harnesses import attempt_verifier, resolve_intervention
 from playground.run.judge_quality import merge_judgments
 from playground.run.progress import StepCounter
 from playground.run.report import EpisodeTally, merge_cache_use, merge_failures, merge_judge_replies
-from playground.run.rundir import episode_key
 from playground.run.secrets import redact, redact_text
 from playground.run.services import build_intervention, episode_services
-from playground.run.traces import TraceWriter
+from playground.run.traces import TraceSink, TraceWriter
 
 
 class Instances(Protocol):
@@ -50,38 +50,47 @@ class Instances(Protocol):
     def discard(self) -> None:
         """Close the env and forget both."""
 
+    def open_trace(self, path: Path, header: HeaderEvent) -> TraceSink:
+        """Where the attempt's trace goes: a `TraceWriter` at `path`, or a `TraceBuffer` a worker hands back."""
 
-def merge_attempts(attempts: list[dict], spec: HarnessSpec) -> dict:
+    def scratch_root(self) -> str | None:
+        """The folder the interventions' scratch folders go under: None for the run directory, else a folder on the
+        worker's node (a worker that must not write the run directory)."""
+
+
+def merge_attempts(attempts: list[EpisodeRecord], spec: HarnessSpec) -> EpisodeRecord:
     """One record for a cascade: the last attempt's outcome, summed counts and costs, and each attempt."""
-    merged = dict(attempts[-1])
+    last = attempts[-1].as_json()
     counters = [key for key, value in EpisodeTally().as_record().items() if isinstance(value, int)]
-    counters += [key for key in EpisodeTally.OPTIONAL_COUNTERS if any(key in a for a in attempts)]
+    counters += [key for key in EpisodeTally.OPTIONAL_COUNTERS if any(not a.lacks(key) for a in attempts)]
+    merged: dict[str, Any] = {**last}
     for key in ["steps", "seconds", "cost", *counters]:  # every tally counter, so new ones add up too
-        merged[key] = sum(a.get(key) or 0 for a in attempts)
-    merged["interventions"] = dict(sum((Counter(a["interventions"]) for a in attempts), Counter()))
+        merged[key] = sum(getattr(a, key) or 0 for a in attempts)
+    merged["interventions"] = dict(sum((Counter(a.interventions) for a in attempts), Counter()))
     merged["failures"] = merge_failures(attempts)
-    if any("judge_replies" in a for a in attempts):
+    if any(a.judge_replies is not None for a in attempts):
         merged["judge_replies"] = merge_judge_replies(attempts)
-    if any("judgments" in a for a in attempts):
+    if any(a.judgments is not None for a in attempts):
         merged["judgments"] = merge_judgments(attempts)
     if (cache := merge_cache_use(attempts)) is not None:
         merged["response_cache"] = cache
-    merged["trace"] = attempts[0]["trace"]
+    merged["trace"] = attempts[0].trace
     merged["verifier"] = spec.verifier
     merged["cascade_length"] = len(spec.attempts)
-    merged["attempts"] = [{"interventions": list(names), "won": a["won"], "status": a["status"], "steps": a["steps"],
-                           "cost": a["cost"], "trace": a["trace"],
-                           **({"verified": a["verified"]} if "verified" in a else {})}
+    merged["attempts"] = [{"interventions": list(names), "won": a.won, "status": a.status, "steps": a.steps,
+                           "cost": a.cost, "trace": a.trace, **({"verified": a.verified} if a.verified is not None
+                                                                   else {})}
                           for names, a in zip(spec.attempts, attempts)]
     merged.pop("verified", None)  # per attempt only: the merged record's outcome is the last attempt's grade
-    return merged
+    return read_record(merged)
 
 
 class AttemptRecorder:
     """One attempt's trace and tally: its header written on opening, each event counted as it is written."""
 
     def __init__(self, path: Path, header_base: dict, config: RunConfig, run_id: str, harness: str, task_id: str,
-                 seed: int, trial: int, params: dict, names: tuple[str, ...], number: int) -> None:
+                 seed: int, trial: int, params: dict, names: tuple[str, ...], number: int,
+                 open_trace: Callable[[Path, HeaderEvent], TraceSink] = TraceWriter) -> None:
         self.path, self.harness, self.task_id, self.seed, self.trial = path, harness, task_id, seed, trial
         self.episode = episode_id(run_id, harness, task_id, trial)
         self.tally = EpisodeTally()
@@ -89,7 +98,7 @@ class AttemptRecorder:
         self.cache_use: Counter[str] = Counter()  # response-cache hits and misses of the episode's model calls
         self.seen = SeenByAgent()  # what a deployment verifier may see of the attempt
         self.started = time.perf_counter()
-        self.trace = TraceWriter(path, HeaderEvent.from_fields(
+        self.trace = open_trace(path, HeaderEvent.from_fields(
             header_base, task_id=task_id, harness=harness, seed=seed, episode_id=self.episode, params=params,
             interventions=list(names), agent_options=redact(dict(config.agent_options)), max_steps=config.max_steps,
             attempt=number, trial=trial))
@@ -97,17 +106,18 @@ class AttemptRecorder:
     def emit(self, event: Event) -> None:
         """Write one event to the trace and count it (credentials in URLs of its texts masked: an error message
         quotes the endpoint's URL)."""
-        if any(isinstance(value, str) and "://" in value for value in vars(event).values()):
+        if "://" in repr(vars(event)):  # a URL anywhere in it, nested ones too (a lesson event's playbook URL)
             event = map_strings(event, redact_text)
         self.trace.emit(event)
         self.tally.add(event)
         self.seen.add(event)
         self.steps.add(event)
 
-    def record(self, status: str, won: bool, steps: int, error: str | None, score: Any, max_score: Any) -> dict:
-        """Close the trace; return the attempt's record."""
+    def record(self, status: str, won: bool, steps: int, error: str | None, score: Any, max_score: Any,
+               verified: bool | None = None) -> EpisodeRecord:
+        """Close the trace; return the attempt's record (`verified`: a deployment verifier's verdict on it)."""
         self.trace.close()
-        return {
+        return new_record(**{
             "harness": self.harness, "task_id": self.task_id, "episode_id": self.episode, "trial": self.trial,
             "seed": self.seed, "status": status, "won": won, "steps": steps,
             "error": redact_text(error) if error else error,
@@ -117,17 +127,18 @@ class AttemptRecorder:
             **self.tally.as_record(),
             **({"response_cache": {"hits": self.cache_use["hits"], "misses": self.cache_use["misses"]}}
                if self.cache_use else {}),
-        }
+            "verified": verified,
+        })
 
 
 def play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, header_base: dict, harness: str,
                   spec: HarnessSpec, names: tuple[str, ...], task_id: str, attempt: int, trial: int,
-                  player: Instances) -> dict:
+                  player: Instances) -> EpisodeRecord:
     """Play one attempt with the player's env and agent and fresh intervention plugins; return its record."""
     seed = episode_seed(config.seed, task_id, trial)
     params = {**spec.params, **config.params}
     play = AttemptRecorder(trace_path, header_base, config, run_id, harness, task_id, seed, trial, params, names,
-                           attempt)
+                           attempt, player.open_trace)
     playbook = playbook_path(config, harness)
     try:
         try:
@@ -138,10 +149,12 @@ def play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, h
                     cache_use_counted() as play.cache_use:
                 interventions = [(name, build_intervention(
                     resolve_intervention(host, name), {**spec.params_for(name), **config.params},
-                    episode_services(run_id, config.env, harness, seed, playbook, str(config.out), name)))
+                    episode_services(run_id, config.env, harness, seed, playbook, str(config.out), name,
+                                     scratch_root=player.scratch_root())))
                                  for name in names]
                 observers = [(o.name, o.factory()) for o in host.observers]
-                hooks = EpisodeHooks(interventions, observers, hook_deadline=config.hook_deadline or None)
+                hooks = EpisodeHooks(interventions, observers, hook_deadline=config.hook_deadline or None,
+                                     labels=host.labels)
                 episode_config = EpisodeConfig(run_id, play.episode, config.env, task_id, harness, config.agent,
                                                seed, config.max_steps, playbook, params,
                                                config.strict, config.task_set, attempt,
@@ -168,10 +181,8 @@ def play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, h
     if status == "error":
         player.discard()  # whatever failed may have left the env or the agent broken
         verdict = None
-    record = play.record(status, won, steps, error, score, max_score)
-    if verdict is not None:
-        record["verified"] = verdict.passed
-    return record
+    return play.record(status, won, steps, error, score, max_score,
+                       verified=verdict.passed if verdict is not None else None)
 
 
 class SeenByAgent:

@@ -3,16 +3,17 @@ against success)."""
 
 from __future__ import annotations
 
+from playground.core.records import EpisodeRecord
 from playground.host.registry import InterventionSpec
 
 UNIT_COSTS = {
-    "steps": lambda record: float(record.get("steps", 0)),
-    "tokens": lambda record: float(record.get("prompt_tokens", 0) + record.get("completion_tokens", 0)),
-    "reasks": lambda record: float(sum(record.get("interventions", {}).values())),
+    "steps": lambda record: float(record.steps),
+    "tokens": lambda record: float(record.prompt_tokens + record.completion_tokens),
+    "reasks": lambda record: float(sum(record.interventions.values())),
 }
 
 
-def attempt_cost(specs: list[InterventionSpec], record: dict) -> float:
+def attempt_cost(specs: list[InterventionSpec], record: EpisodeRecord) -> float:
     """The cost of one attempt (an episode record) under the given interventions.
 
     A fixed `cost` registered with an intervention wins; otherwise the unit decides

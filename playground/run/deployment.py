@@ -17,10 +17,11 @@ Only records are read; nothing is played.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
+from playground.core.records import EpisodeRecord
 from playground.host.registry import GRADE_VERIFIER
-from playground.run.trials import outcomes_by_task, pass_at_k, trial_of
+from playground.run.trials import outcomes_by_task, pass_at_k
 
 
 @dataclass(frozen=True)
@@ -50,37 +51,38 @@ class SingleSide:
     why_no_pass_at_budget: str = ""
 
 
-def is_cascade(records: Sequence[Mapping[str, Any]]) -> bool:
+def is_cascade(records: Sequence[EpisodeRecord]) -> bool:
     """True when the records come from a cascade harness (each keeps its attempts)."""
-    return bool(records) and all(isinstance(r.get("attempts"), list) for r in records)
+    return bool(records) and all(record.attempts is not None for record in records)
 
 
-def cascade_side(label: str, records: Sequence[Mapping[str, Any]]) -> CascadeSide:
+def cascade_side(label: str, records: Sequence[EpisodeRecord]) -> CascadeSide:
     """The cascade's budget, success and spend (first trial of each task)."""
-    first = [r for r in records if trial_of(r) == 1]
-    budget = max(int(r.get("cascade_length") or len(r["attempts"])) for r in first)
-    verifiers = sorted({str(r.get("verifier") or GRADE_VERIFIER) for r in first})
+    first = [record for record in records if record.trial == 1]
+    budget = max(record.cascade_length or len(record.attempts or ()) for record in first)
+    verifiers = sorted({record.verifier or GRADE_VERIFIER for record in first})
     n = len(first)
-    return CascadeSide(label, n, budget, sum(bool(r.get("won")) for r in first) / n,
-                       sum(len(r["attempts"]) for r in first) / n, sum(float(r.get("cost") or 0) for r in first) / n,
-                       sum(int(r.get("steps") or 0) for r in first) / n, ", ".join(verifiers))
+    return CascadeSide(label, n, budget, sum(record.won for record in first) / n,
+                       sum(len(record.attempts or ()) for record in first) / n,
+                       sum(record.cost or 0.0 for record in first) / n,
+                       sum(record.steps for record in first) / n, ", ".join(verifiers))
 
 
-def single_side(label: str, records: Sequence[Mapping[str, Any]], budget: int) -> SingleSide:
+def single_side(label: str, records: Sequence[EpisodeRecord], budget: int) -> SingleSide:
     """pass@1 and, given enough trials, pass@`budget` of a single-attempt harness."""
     outcomes = outcomes_by_task(records)
-    first = [r for r in records if trial_of(r) == 1]
+    first = [record for record in records if record.trial == 1]
     n = len(first)
     trials = min((len(o) for o in outcomes.values()), default=0)
     at_budget = pass_at_k(outcomes, budget) if trials >= budget else None
     why = "" if at_budget is not None else (
         f"it has {trials} trial(s) per task; play it with --trials {budget} to give it the cascade's budget")
-    return SingleSide(label, n, sum(bool(r.get("won")) for r in first) / n, at_budget, trials,
-                      sum(int(r.get("steps") or 0) for r in first) / n, why)
+    return SingleSide(label, n, sum(record.won for record in first) / n, at_budget, trials,
+                      sum(record.steps for record in first) / n, why)
 
 
-def deployment(label_a: str, records_a: Sequence[Mapping[str, Any]], label_b: str,
-               records_b: Sequence[Mapping[str, Any]]) -> dict | None:
+def deployment(label_a: str, records_a: Sequence[EpisodeRecord], label_b: str,
+               records_b: Sequence[EpisodeRecord]) -> dict | None:
     """The attempt-budget view when exactly one side is a cascade (else None)."""
     cascades = [(label, records) for label, records in ((label_a, records_a), (label_b, records_b))
                 if is_cascade(records)]

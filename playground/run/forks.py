@@ -190,12 +190,12 @@ def find_episode(run_dir: str | Path, episode: str) -> Path:
     except (RunDirError, OSError):
         records = []
     for record in records:
-        if record.get("key") == episode:
+        if record.key == episode:
             return record_trace(run_dir, record)
     candidate = confined(run_dir, episode, what=f"episode {episode!r}")
     if candidate.is_file():
         return candidate
-    keys = ", ".join(sorted(str(r.get("key")) for r in records)[:10])
+    keys = ", ".join(sorted(record.key for record in records)[:10])
     raise ForkError(f"{run_dir}: no episode {episode!r} (an episode key such as {keys or 'HARNESS/TASK'}, "
                     "or a trace path inside the run directory)")
 

@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from playground.core.events import Event, HeaderEvent
+from playground.core.records import EpisodeRecord
+from playground.core.run_summary import read_summary
 from playground.run import svg
 from playground.run.event_text import attempt_heading
-from playground.run.files import OutputError, PathEscapeError, atomic_write_text, confined, safe_file_name
+from playground.run.files import TEXT_ERRORS, OutputError, PathEscapeError, atomic_write_text, confined, safe_file_name
 from playground.run.judge_quality import flags_html
 from playground.run.lock import LOCK_FILE, LockError, read_lock
 from playground.run.report import (
@@ -58,7 +60,7 @@ class Run:
     label: str
     config: dict[str, Any]
     lock: dict[str, Any] | None
-    records: list[dict]
+    records: list[EpisodeRecord]
     interrupted: bool = False  # its summary.json says it was stopped before its end (Ctrl-C, SIGTERM, SIGHUP)
 
 
@@ -69,7 +71,7 @@ class Series:
     name: str
     run: Run
     harness: str
-    records: list[dict]
+    records: list[EpisodeRecord]
     figures: dict[str, Any]
     color: str
 
@@ -86,8 +88,8 @@ def load_run(path: str | Path, label: str) -> Run:
         except LockError:
             lock = None
     try:
-        interrupted = json.loads((path / "summary.json").read_bytes()).get("interrupted") is True
-    except (OSError, ValueError, RecursionError, AttributeError):
+        interrupted = read_summary(json.loads((path / "summary.json").read_bytes())).interrupted
+    except (OSError, ValueError, RecursionError):  # SummaryError is a ValueError
         interrupted = False
     return Run(path, label, config, lock, [complete_record(path, r) for r in records], interrupted)
 
@@ -98,9 +100,9 @@ def build_series(runs: Sequence[Run]) -> list[Series]:
     series: list[Series] = []
     for run in runs:
         harnesses = list(run.config.get("harnesses") or [])
-        by_harness: dict[str, list[dict]] = {}
+        by_harness: dict[str, list[EpisodeRecord]] = {}
         for record in run.records:
-            by_harness.setdefault(str(record.get("harness")), []).append(record)
+            by_harness.setdefault(record.harness, []).append(record)
         for harness in harnesses + [h for h in by_harness if h not in harnesses]:
             records = list(by_harness.get(harness, []))
             if not records:
@@ -123,7 +125,7 @@ class TranscriptPage:
 
     path: Path
     run: Run
-    record: dict
+    record: EpisodeRecord
     traces: list[Path]
     back: str
 
@@ -142,23 +144,23 @@ class TranscriptPage:
             heading = attempt_heading(number, header) if len(self.traces) > 1 else ""
             attempts.append((heading, events))
         first = headers[0] if headers else None
-        r = self.record
-        facts = [("run", f"{self.run.label} ({self.run.path})"), ("harness", r.get("harness")),
-                 ("task", r.get("task_id")), ("trial", r.get("trial") or 1), ("seed", r.get("seed")),
+        record = self.record
+        facts = [("run", f"{self.run.label} ({self.run.path})"), ("harness", record.harness),
+                 ("task", record.task_id), ("trial", record.trial), ("seed", record.seed),
                  ("env", f"{first.env if first else '?'}:{first.task_set if first else '?'}"),
                  ("agent", first.agent if first else None),
-                 ("status", r.get("status")), ("steps", r.get("steps")),
-                 ("detected", r.get("detected_failures", 0)),
-                 ("interventions", sum((r.get("interventions") or {}).values())),
-                 ("verified", r.get("verified_recoveries", 0)), ("lessons", r.get("lessons_added", 0)),
+                 ("status", record.status), ("steps", record.steps),
+                 ("detected", record.detected_failures),
+                 ("interventions", sum(record.interventions.values())),
+                 ("verified", record.verified_recoveries), ("lessons", record.lessons_added),
                  ("trace", ", ".join(str(t.relative_to(self.run.path)) for t in self.traces))]
-        if error_cause(r):
-            facts.insert(8, ("error", error_cause(r, width=400)))
+        if error_cause(record):
+            facts.insert(8, ("error", error_cause(record, width=400)))
         facts += [("unreadable", problem) for problem in problems]
-        html = render_transcript(str(r.get("key")), facts, attempts, self.back)
+        html = render_transcript(record.key, facts, attempts, self.back)
         try:  # a plain write (no fsync): a page torn by an interrupt is written again by the next report
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(html, encoding="utf-8")
+            self.path.write_text(html, encoding="utf-8", errors=TEXT_ERRORS)
         except OSError as exc:
             raise OutputError(f"cannot write the transcript {str(self.path)!r}: {exc.strerror or exc}") from None
 
@@ -220,13 +222,13 @@ def _interval(pair: Sequence[float] | None) -> str:
     return "" if not pair else f"[{_pct(pair[0])}, {_pct(pair[1])}]"
 
 
-def _score_interval(records: list[dict]) -> tuple[float, float] | None:
+def _score_interval(records: list[EpisodeRecord]) -> tuple[float, float] | None:
     ratios = score_ratios(records)
     return bootstrap_ci(ratios, resamples=2000, seed=0) if ratios else None
 
 
-def _tokens(record: dict) -> int:
-    return int(record.get("prompt_tokens") or 0) + int(record.get("completion_tokens") or 0)
+def _tokens(record: EpisodeRecord) -> int:
+    return record.prompt_tokens + record.completion_tokens
 
 
 def _model(config: dict, lock: dict) -> str:
@@ -300,10 +302,10 @@ def _success_section(series: Sequence[Series]) -> str:
 
 def _budget_section(series: Sequence[Series], runs: Sequence[Run]) -> str:
     budget = max([int(r.config.get("max_steps") or 0) for r in runs]
-                 + [int(rec.get("steps") or 0) for s in series for rec in s.records])
+                 + [record.steps for s in series for record in s.records])
     lines = []
     for s in series:
-        won = sorted(int(r.get("steps") or 0) for r in s.records if r.get("won"))
+        won = sorted(record.steps for record in s.records if record.won)
         points, count = [], 0
         for b in range(budget + 1):
             while count < len(won) and won[count] <= b:
@@ -332,14 +334,14 @@ def _cost_section(series: Sequence[Series]) -> str:
 def _growth_section(series: Sequence[Series]) -> str:
     parts = []
     for s in series:
-        totals = {key: sum(int(r.get(key) or 0) for r in s.records) for key, _, _ in GROWTH}
+        totals = {key: sum(int(getattr(record, key) or 0) for record in s.records) for key, _, _ in GROWTH}
         if not any(totals.values()):
             continue
         lines = []
         for key, label, stroke in GROWTH:
             running, points = 0, [(0.0, 0.0)]
             for i, record in enumerate(s.records, start=1):
-                running += int(record.get(key) or 0)
+                running += int(getattr(record, key) or 0)
                 points.append((float(i), float(running)))
             lines.append((f"{label} ({totals[key]})", points, stroke))
         parts.append(f"<h3>{escape(s.name)}</h3>" + svg.line_chart(lines, "episodes, in the order they finished",
@@ -407,11 +409,11 @@ def _graded_judges_section(series: Sequence[Series]) -> str:
     return svg.interval_bars(rows, "share of the role's replies that were right (instrument figures)")
 
 
-def _transcript_link(s: Series, record: dict, out: Path, pages: list[TranscriptPage]) -> str:
+def _transcript_link(s: Series, record: EpisodeRecord, out: Path, pages: list[TranscriptPage]) -> str:
     """A link to the episode's transcript page, by a path relative to the report `out` ("./..." so that no part of
     it can read as a URL scheme such as "javascript:"), and the page added to `pages`. A record whose trace is
     missing, or names a file outside the run, gets no link."""
-    traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
+    traces = [a.trace for a in record.attempts or []] or [record.trace]
     files = []
     for trace in traces:
         if not isinstance(trace, str):
@@ -423,7 +425,7 @@ def _transcript_link(s: Series, record: dict, out: Path, pages: list[TranscriptP
         if not target.is_file():
             return "–"
         files.append(target)
-    name = safe_file_name(str(record.get("key") or record.get("episode_id"))) + ".html"
+    name = safe_file_name(record.key) + ".html"
     page = transcripts_folder(out) / safe_file_name(s.run.label) / name
     back = Path(os.path.relpath(out, page.parent)).as_posix()
     pages.append(TranscriptPage(page, s.run, record, files, back))
@@ -431,9 +433,9 @@ def _transcript_link(s: Series, record: dict, out: Path, pages: list[TranscriptP
     return f'<a href="{escape(href)}">transcript</a>'
 
 
-def _status(record: dict) -> str:
+def _status(record: EpisodeRecord) -> str:
     """The status cell: the status, and for an episode that ended in an error its one-line cause."""
-    status = escape(str(record.get("status")))
+    status = escape(record.status)
     cause = error_cause(record)
     return (f'<span class="status {status}">{status}</span>'
             + (f'<div class="cause">{escape(cause)}</div>' if cause else ""))
@@ -442,12 +444,12 @@ def _status(record: dict) -> str:
 def _episodes_section(series: Sequence[Series], out: Path, pages: list[TranscriptPage]) -> str:
     rows = []
     for s in series:
-        for r in s.records:
-            failures = ", ".join(sorted(r.get("failures") or {}))
-            cells = (escape(s.name), escape(str(r.get("task_id"))), r.get("trial") or 1, _status(r),
-                     r.get("steps", 0), f"{_tokens(r):,}", r.get("detected_failures", 0),
-                     r.get("verified_recoveries", 0), r.get("lessons_added", 0), escape(failures),
-                     _transcript_link(s, r, out, pages))
+        for record in s.records:
+            failures = ", ".join(sorted(record.failures))
+            cells = (escape(s.name), escape(record.task_id), record.trial, _status(record),
+                     record.steps, f"{_tokens(record):,}", record.detected_failures,
+                     record.verified_recoveries, record.lessons_added, escape(failures),
+                     _transcript_link(s, record, out, pages))
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in ("harness", "task", "trial", "status", "steps", "tokens", "detected",
                                              "verified", "lessons", "failures detected", "transcript"))

@@ -31,6 +31,7 @@ from html import escape
 from typing import Any, Iterable, Mapping
 
 from playground.core.events import DetectionEvent, EndEvent, Event, JudgeCallEvent, LessonEvent, VerificationEvent
+from playground.core.records import EpisodeRecord
 
 MAX_VALUES = 20  # distinct judgment texts an episode's record keeps per source
 MAX_CHARS = 100  # a judgment's text as kept
@@ -139,11 +140,11 @@ class JudgmentTally:
         return record
 
 
-def merge_judgments(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def merge_judgments(records: Iterable[EpisodeRecord]) -> dict[str, dict[str, Any]]:
     """The `judgments` of several records added up per source."""
     total: dict[str, dict[str, Any]] = {}
     for record in records:
-        for source, entry in (record.get("judgments") or {}).items():
+        for source, entry in (record.judgments or {}).items():
             into = total.setdefault(source, {"n": 0, "values": Counter(), "other": 0, "empty": 0, "echo": 0})
             into["values"].update({str(k): int(v) for k, v in (entry.get("values") or {}).items()})
             for key in ("n", "other", "empty", "echo", "judged", "agree"):
@@ -152,7 +153,7 @@ def merge_judgments(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str,
     return total
 
 
-def summarise_judgments(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def summarise_judgments(records: Iterable[EpisodeRecord]) -> dict[str, dict[str, Any]]:
     """Per source, over a harness's records: judgments, distinct ones, the most frequent (`top`, `top_count`),
     empty and echoing ones, the verdicts' agreement with the outcomes (`outcome_agreement`) and the `flags`."""
     summary = {}

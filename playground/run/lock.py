@@ -26,24 +26,78 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from playground.agents.response_cache import file_sha256
 from playground.core.errors import PlaygroundError
+from playground.core.records import EpisodeRecord
 from playground.run.files import atomic_write_text
+from playground.run.paths import url_scheme
 from playground.run.report import merge_judge_replies
 from playground.run.secrets import redact
 
 LOCK_FILE = "lock.json"
 LOCK_VERSION = 1
 # Fields that are records, not inputs: never a reason to refuse a run.
-NOT_COMPARED = ("created", "trials", "agent.model_file.path", "judge_reply_modes")
+NOT_COMPARED = ("created", "trials", "agent.model_file.path", "judge_reply_modes", "run.max_tokens_total")
 # What `playground compare` warns about: the software, the env's data and tasks, the model.
 COMPARE_FIELDS = ("playground", "python", "distributions", "env", "data_files", "tasks", "agent.model_file")
 
 
 class LockError(PlaygroundError):
     """A lock file that cannot be read, or a run whose lock differs from the one it must match."""
+
+
+class _Section(BaseModel):
+    """A part of the lock: a JSON object whose keys are the env's, the agent's, the run's own."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class RunLock(BaseModel):
+    """The model of lock.json a lock is checked against when it is written and read (version `LOCK_VERSION`): the
+    sections below, each a JSON object (the playbooks, data files and judge reply modes where the run has them)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    lock_version: StrictInt
+    created: StrictStr | None
+    playground: _Section
+    python: StrictStr
+    distributions: dict[str, StrictStr]
+    env: _Section
+    agent: _Section
+    run: _Section
+    data_files: dict[str, StrictStr | None] = Field(default_factory=dict)
+    tasks: _Section | None = None
+    trials: StrictInt = 1
+    playbooks: dict[str, _Section] = Field(default_factory=dict)
+    judge_reply_modes: dict[str, dict[str, StrictInt]] | None = None
+
+
+LOCK_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}  # version -> version + 1 (none older yet)
+
+
+def checked_lock(lock: Any, where: str) -> dict[str, Any]:
+    """`lock` as this version's lock (older versions upgraded), checked against `RunLock`; LockError names `where`
+    and what is wrong."""
+    if not isinstance(lock, dict) or "lock_version" not in lock:
+        raise LockError(f"{where}: not a lock file (no 'lock_version'; a run directory's lock.json is one)")
+    version = lock["lock_version"]
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= LOCK_VERSION:
+        raise LockError(f"{where}: lock_version {version!r} is not one this playground reads (1 to {LOCK_VERSION}); "
+                        "a newer one needs a newer playground")
+    for old in range(version, LOCK_VERSION):
+        lock = LOCK_UPGRADES[old](lock)
+    try:
+        RunLock.model_validate(lock)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        raise LockError(f"{where}: not a lock file: {field!r}: {first['msg']}") from None
+    return lock
 
 
 def playbook_hash(path: str | Path, host=None) -> str | None:
@@ -54,6 +108,9 @@ def playbook_hash(path: str | Path, host=None) -> str | None:
     `host`, the file is hashed by its bytes.
     """
     file = Path(path)
+    if host is not None and url_scheme(str(path)) is not None:  # a playbook in a database: only its plugin can hash it
+        digest = host.pm.hook.playbook_digest(path=str(path))
+        return str(digest) if digest else None
     if not file.is_file():
         return None
     if host is not None:
@@ -159,13 +216,14 @@ def build_lock(host, config, fingerprints: Mapping[str, str], playbooks: Mapping
         "agent": {"name": config.agent, "options": redact(json.loads(json.dumps(config.agent_options, default=str))),
                   "model_file": model_file(agent)},
         "run": {"seed": config.seed, "max_steps": config.max_steps,
-                "params": json.loads(json.dumps(config.params, default=str)), "harnesses": dict(fingerprints)},
+                "params": json.loads(json.dumps(config.params, default=str)), "harnesses": dict(fingerprints),
+                "max_tokens_total": getattr(config, "max_tokens_total", None)},  # where it stops, not what it plays
         "trials": config.trials,
         "playbooks": {h: {"path": str(p), "before": before[h], "after": None} for h, p in playbooks.items()},
     }
 
 
-def finish_lock(lock: dict[str, Any], host=None, records: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def finish_lock(lock: dict[str, Any], host=None, records: Iterable[EpisodeRecord] = ()) -> dict[str, Any]:
     """The lock with each playbook's hash after the run filled in, and, where the run's model roles made judge
     calls, how their replies were constrained (`judge_reply_modes`: per role, calls per mode, e.g. "grammar",
     "json_schema", or "json_object" after an endpoint refused a schema): learnt while playing, so recorded after."""
@@ -180,9 +238,10 @@ def finish_lock(lock: dict[str, Any], host=None, records: Iterable[Mapping[str, 
 def write_lock(run_path: str | Path, lock: dict[str, Any], previous: Mapping[str, Any] | None = None) -> Path:
     """Write DIR/lock.json atomically; return its path. A lock equal to `previous` but for the time it was made
     keeps that time, so rerunning a finished run leaves the file as it was."""
-    if previous is not None and {**lock, "created": None} == {**previous, "created": None}:
-        lock["created"] = previous.get("created")
-    return atomic_write_text(Path(run_path) / LOCK_FILE, json.dumps(lock, indent=2, sort_keys=False) + "\n")
+    written = checked_lock(redact(lock), str(Path(run_path) / LOCK_FILE))  # a URL's credentials never reach it
+    if previous is not None and {**written, "created": None} == {**previous, "created": None}:
+        lock["created"] = written["created"] = previous.get("created")
+    return atomic_write_text(Path(run_path) / LOCK_FILE, json.dumps(written, indent=2, sort_keys=False) + "\n")
 
 
 def read_lock(path: str | Path) -> dict[str, Any]:
@@ -193,9 +252,7 @@ def read_lock(path: str | Path) -> dict[str, Any]:
         raise LockError(f"{path}: cannot read the lock file ({exc.strerror or exc})") from None
     except (ValueError, RecursionError) as exc:
         raise LockError(f"{path}: not a lock file: not valid JSON ({exc})") from None
-    if not isinstance(lock, dict) or "lock_version" not in lock:
-        raise LockError(f"{path}: not a lock file (no 'lock_version'; a run directory's lock.json is one)")
-    return lock
+    return checked_lock(lock, str(path))
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:

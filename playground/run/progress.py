@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from playground.core.events import EndEvent, Event, JudgeCallEvent, ProposalEvent, StepEvent
+from playground.core.records import EpisodeRecord
 from playground.run.report import asked_a_model
 
 
@@ -92,11 +93,11 @@ class RunProgress:
         self.model_calls += note.model_calls
         self._playing[note.key] = self._playing.get(note.key, 0) + note.steps
 
-    def finished(self, record: dict) -> None:
+    def finished(self, record: EpisodeRecord) -> None:
         """Count a finished episode (played now, or before a resume)."""
         self.done += 1
-        self._done_steps += int(record.get("steps") or 0)
-        self._playing.pop(str(record.get("key")), None)
+        self._done_steps += record.steps
+        self._playing.pop(record.key, None)
 
     def steps_per_episode(self) -> float:
         """The steps an episode is expected to take: the mean of the finished ones, else the step budget."""

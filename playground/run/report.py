@@ -21,43 +21,55 @@ from playground.core.events import (
     StepEvent,
     VerificationEvent,
 )
+from playground.core.records import TRACE_COUNTED, EpisodeRecord
 from playground.run.judge_quality import JudgmentTally, flag_lines, flagged_columns, summarise_judgments
 from playground.run.traces import TraceError, read_events
 from playground.run.trials import trial_fields
 
 
-def merge_failures(records: Iterable[dict]) -> dict[str, dict[str, int]]:
+def merge_failures(records: Iterable[EpisodeRecord]) -> dict[str, dict[str, int]]:
     """The `failures` counts of several records (a cascade's attempts, a harness's episodes) added up."""
+    return add_failures(record.failures for record in records)
+
+
+def add_failures(failures: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+    """Several `failures` counts ("failure_type/label" -> counts) added up."""
     total: dict[str, Counter[str]] = {}
-    for record in records:
-        for key, counts in (record.get("failures") or {}).items():
+    for counts_by_key in failures:
+        for key, counts in counts_by_key.items():
             total.setdefault(key, Counter()).update(counts)
     return {key: dict(counts) for key, counts in sorted(total.items())}
 
 
-def tally_trace(events: Iterable[Event]) -> dict[str, Any]:
+def tally_trace(events: Iterable[Event]) -> EpisodeTally:
     """The counts of one episode from its trace events (for records written before a count existed)."""
     tally = EpisodeTally()
     for event in events:
         tally.add(event)
-    return tally.as_record()
+    return tally
 
 
-def merge_cache_use(records: Iterable[Mapping[str, Any]]) -> dict[str, int] | None:
+def merge_cache_use(records: Iterable[EpisodeRecord]) -> dict[str, int] | None:
     """The `response_cache` hits and misses of several records added up; None when none of them used the cache."""
-    used = [record["response_cache"] for record in records if record.get("response_cache")]
+    used = [record.response_cache for record in records if record.response_cache]
     if not used:
         return None
     return {"hits": sum(int(u.get("hits") or 0) for u in used), "misses": sum(int(u.get("misses") or 0) for u in used)}
 
 
-def merge_judge_replies(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The `judge_replies` of several records (a cascade's attempts, a harness's episodes) added up: per role,
+def merge_judge_replies(records: Iterable[EpisodeRecord]) -> dict[str, dict[str, Any]]:
+    """The `judge_replies` of several records (a cascade's attempts, a harness's episodes) added up
+    (`add_judge_replies`)."""
+    return add_judge_replies(record.judge_replies for record in records)
+
+
+def add_judge_replies(replies: Iterable[Mapping[str, Mapping[str, Any]] | None]) -> dict[str, dict[str, Any]]:
+    """Several `judge_replies` added up: per role,
     its calls, the unusable ones among them and the calls per mode; and, where a failure-injection instrument graded
     the replies against its truth, how many it graded and how many were right (`graded`, `right`)."""
     total: dict[str, dict[str, Any]] = {}
-    for record in records:
-        for role, counts in (record.get("judge_replies") or {}).items():
+    for by_role in replies:
+        for role, counts in (by_role or {}).items():
             entry = total.setdefault(role, {"calls": 0, "unusable": 0, "modes": Counter(), "graded": 0, "right": 0})
             entry["calls"] += int(counts.get("calls") or 0)
             entry["unusable"] += int(counts.get("unusable") or 0)
@@ -70,24 +82,22 @@ def merge_judge_replies(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[
             for role, entry in sorted(total.items())}
 
 
-def error_cause(record: Mapping[str, Any], width: int = 160) -> str | None:
+def error_cause(record: EpisodeRecord, width: int = 160) -> str | None:
     """The one-line cause of an episode that ended in an error (its error's first line, cut to `width` characters),
     or None for an episode that did not."""
-    if record.get("status") != "error":
+    if record.status != "error":
         return None
-    lines = str(record.get("error") or "").strip().splitlines()
+    lines = str(record.error or "").strip().splitlines()
     line = lines[0].strip() if lines else "no cause recorded"
     return line if len(line) <= width else line[:width - 1] + "…"
 
 
-COMPLETED_FIELDS = ("failures", "lessons_retrieved", "lessons_helped")  # counted from traces for older records
-
-
-def complete_record(run_path: Path, record: dict) -> dict:
-    """The record with the counts older records lack, counted from its trace(s); unchanged when it has them."""
-    if all(field in record for field in COMPLETED_FIELDS):
+def complete_record(run_path: Path, record: EpisodeRecord) -> EpisodeRecord:
+    """The record with the counts older records lack (`TRACE_COUNTED`), counted from its trace(s); unchanged when it
+    has them."""
+    if not any(record.lacks(name) for name in TRACE_COUNTED):
         return record
-    traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
+    traces = [a.trace for a in record.attempts or []] or [record.trace]
     tallies = []
     for trace in traces:
         if isinstance(trace, str) and (Path(run_path) / trace).is_file():
@@ -95,9 +105,9 @@ def complete_record(run_path: Path, record: dict) -> dict:
                 tallies.append(tally_trace(read_events(Path(run_path) / trace)))
             except TraceError:
                 continue
-    return {**record, "failures": merge_failures(tallies),
-            "lessons_retrieved": sum(t["lessons_retrieved"] for t in tallies),
-            "lessons_helped": sum(t["lessons_helped"] for t in tallies)}
+    return record.model_copy(update={"failures": add_failures(t.failures for t in tallies),
+                                     "lessons_retrieved": sum(t.lessons_retrieved for t in tallies),
+                                     "lessons_helped": sum(t.lessons_helped for t in tallies)})
 
 
 def asked_a_model(proposal: ProposalEvent) -> bool:
@@ -212,7 +222,7 @@ class EpisodeTally:
             "completion_tokens": self.completion_tokens,
             "judge_prompt_tokens": self.judge_prompt_tokens,
             "judge_completion_tokens": self.judge_completion_tokens,
-            **({"judge_replies": merge_judge_replies([{"judge_replies": self.judge_replies}])}
+            **({"judge_replies": add_judge_replies([self.judge_replies])}
                if self.judge_replies else {}),
             **({"judgments": judgments} if self.judge_replies and (judgments := self.judgments.as_record()) else {}),
             **({"schema_invalid_steps": self.schema_invalid_steps} if self.schema_checked else {}),
@@ -220,17 +230,18 @@ class EpisodeTally:
         }
 
 
-def summarise_harness(records: list[dict]) -> dict[str, Any]:
+def summarise_harness(records: list[EpisodeRecord]) -> dict[str, Any]:
     """Return the summary.json entry for one harness from its episode records."""
     n = len(records)
     interventions: Counter[str] = Counter()
-    for r in records:
-        interventions.update(r.get("interventions", {}))
-    total = lambda key: sum(int(r.get(key, 0)) for r in records)  # noqa: E731
+    for record in records:
+        interventions.update(record.interventions)
+    total = lambda name: sum(int(getattr(record, name) or 0) for record in records)  # noqa: E731
+    wins = sum(1 for record in records if record.won)
     return {
         "episodes": n,
-        "success_rate": sum(1 for r in records if r.get("won")) / n if n else 0.0,
-        "mean_steps": sum(r.get("steps", 0) for r in records) / n if n else 0.0,
+        "success_rate": wins / n if n else 0.0,
+        "mean_steps": total("steps") / n if n else 0.0,
         "invalid_actions_per_episode": total("invalid_actions") / n if n else 0.0,
         "schema_invalid_per_episode": _mean_of(records, "schema_invalid_steps"),
         "detected_failures": total("detected_failures"),
@@ -246,30 +257,31 @@ def summarise_harness(records: list[dict]) -> dict[str, Any]:
         "judge_completion_tokens": total("judge_completion_tokens"),
         "tokens_per_episode": _per_episode(records, "prompt_tokens", "completion_tokens"),
         "judge_tokens_per_episode": _per_episode(records, "judge_prompt_tokens", "judge_completion_tokens"),
-        **({"judge_replies": merge_judge_replies(records)} if any("judge_replies" in r for r in records) else {}),
-        **({"judgments": summarise_judgments(records)} if any(r.get("judgments") for r in records) else {}),
+        **({"judge_replies": merge_judge_replies(records)}
+           if any(record.judge_replies is not None for record in records) else {}),
+        **({"judgments": summarise_judgments(records)} if any(record.judgments for record in records) else {}),
         **({"response_cache": cache} if (cache := merge_cache_use(records)) else {}),
-        "success_ci95": wilson_interval(sum(1 for r in records if r.get("won")), n),
+        "success_ci95": wilson_interval(wins, n),
         "resolved_share": _share(total("verified_recoveries"),
                                  total("verified_recoveries") + total("unresolved_recoveries")),
-        "seconds_per_step": _share(sum(float(r.get("seconds", 0.0)) for r in records), total("steps")),
+        "seconds_per_step": _share(sum(record.seconds for record in records), total("steps")),
         "mean_score": _mean_score(records),
-        "scored_episodes": sum(1 for r in records if scored(r)),
-        "errors": sum(1 for r in records if r.get("status") == "error"),
-        "statuses": dict(sorted(Counter(r.get("status", "?") for r in records).items())),
+        "scored_episodes": sum(1 for record in records if scored(record)),
+        "errors": sum(1 for record in records if record.status == "error"),
+        "statuses": dict(sorted(Counter(record.status for record in records).items())),
         **_cascade_fields(records),
         **trial_fields(records),
     }
 
 
-def _cascade_fields(records: list[dict]) -> dict[str, Any]:
+def _cascade_fields(records: list[EpisodeRecord]) -> dict[str, Any]:
     """For cascade harnesses: the verifier used, mean summed cost and attempts per task."""
-    cascades = [r for r in records if "attempts" in r]
+    cascades = [record for record in records if record.attempts is not None]
     if not cascades:
         return {}
-    return {"verifier": cascades[0].get("verifier"),
-            "mean_cost": sum(float(r.get("cost", 0.0)) for r in cascades) / len(cascades),
-            "mean_attempts": sum(len(r["attempts"]) for r in cascades) / len(cascades)}
+    return {"verifier": cascades[0].verifier,
+            "mean_cost": sum(record.cost or 0.0 for record in cascades) / len(cascades),
+            "mean_attempts": sum(len(record.attempts or ()) for record in cascades) / len(cascades)}
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> list[float]:
@@ -286,44 +298,45 @@ def _share(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
-def _per_episode(records: list[dict], *keys: str) -> float | None:
-    """The sum of `keys` per episode; None when the episodes spent none (no model, or one that counts no tokens)."""
-    spent = sum(int(r.get(key) or 0) for r in records for key in keys)
+def _per_episode(records: list[EpisodeRecord], *names: str) -> float | None:
+    """The sum of fields `names` per episode; None when the episodes spent none (no model, or one that counts no
+    tokens)."""
+    spent = sum(int(getattr(record, name) or 0) for record in records for name in names)
     return spent / len(records) if spent else None
 
 
-def _mean_of(records: list[dict], key: str) -> float | None:
-    """Mean of `key` over the records that have it (None when none does)."""
-    values = [float(r[key]) for r in records if r.get(key) is not None]
+def _mean_of(records: list[EpisodeRecord], name: str) -> float | None:
+    """Mean of field `name` over the records that have it (None when none does)."""
+    values = [float(value) for record in records if (value := getattr(record, name)) is not None]
     return sum(values) / len(values) if values else None
 
 
-def scored(record: dict) -> bool:
+def scored(record: EpisodeRecord) -> bool:
     """Whether the env scored the episode: it reports a score and a (non-zero) max score."""
-    return record.get("score") is not None and bool(record.get("max_score"))
+    return record.score is not None and bool(record.max_score)
 
 
-def score_ratios(records: list[dict]) -> list[float] | None:
+def score_ratios(records: list[EpisodeRecord]) -> list[float] | None:
     """Each episode's score / max score, an episode the env did not score (it ended before the env evaluated it,
     or errored) counted as 0, as it is not won; None when no episode was scored (the env reports no score)."""
     if not any(scored(r) for r in records):
         return None
-    return [r["score"] / r["max_score"] if scored(r) else 0.0 for r in records]
+    return [(record.score or 0.0) / (record.max_score or 1.0) if scored(record) else 0.0 for record in records]
 
 
-def _mean_score(records: list[dict]) -> float | None:
+def _mean_score(records: list[EpisodeRecord]) -> float | None:
     """Mean of `score_ratios` over all episodes (None when the env scored none)."""
     ratios = score_ratios(records)
     return sum(ratios) / len(ratios) if ratios else None
 
 
-def summarise_run(env: str, agent: str, harnesses: list[str], records: Iterable[dict]) -> dict[str, Any]:
+def summarise_run(env: str, agent: str, harnesses: list[str], records: Iterable[EpisodeRecord]) -> dict[str, Any]:
     """Return the summary.json contract: env, agent, task count and one entry per harness."""
-    by_harness: dict[str, list[dict]] = {h: [] for h in harnesses}
+    by_harness: dict[str, list[EpisodeRecord]] = {h: [] for h in harnesses}
     tasks: set[str] = set()  # distinct tasks: a task played in several trials counts once
     for record in records:
-        by_harness.setdefault(record["harness"], []).append(record)
-        tasks.add(record["task_id"])
+        by_harness.setdefault(record.harness, []).append(record)
+        tasks.add(record.task_id)
     cache = merge_cache_use(r for rs in by_harness.values() for r in rs)
     return {
         "env": env,

@@ -29,25 +29,18 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 from playground.core.errors import PlaygroundError
-from playground.run.files import PathEscapeError, atomic_write_text, confined, safe_file_name
+from playground.core.records import EpisodeRecord, RecordError, episode_key, read_record, record_problem  # noqa: F401 (re-exported)
+from playground.run.files import PathEscapeError, atomic_write_text, confined, is_run_dir, safe_file_name
 from playground.run.traces import TraceError, json_line, read_header
 
 QUARANTINE = "episodes.quarantine.jsonl"
 UNFINISHED = "unfinished.jsonl"  # episodes that ended in an error, left for the next run to play again
-# Fields every episode record has, and the types of the optional ones the reports read.
-RECORD_TEXT_FIELDS = ("key", "harness", "task_id", "status")
-RECORD_NUMBER_FIELDS = ("steps", "invalid_actions", "detected_failures", "verified_recoveries",
-                        "unresolved_recoveries", "lessons_added", "lessons_retrieved", "lessons_helped",
-                        "prompt_tokens", "completion_tokens", "judge_prompt_tokens", "judge_completion_tokens",
-                        "seconds", "cost")
-
 # Config keys that must match for a directory to be resumed; harnesses may be added, and tasks after the recorded ones.
 IDENTITY_KEYS = ("env", "task_set", "split", "tasks", "agent", "agent_options", "seed", "max_steps", "params")
 SHOWN = 3  # a refusal names at most this many ids (tasks, episodes), then a count
@@ -95,11 +88,6 @@ class RunDirError(PlaygroundError):
     """The directory cannot be used for this run; the message says why."""
 
 
-def episode_key(harness: str, task_id: str, trial: int = 1) -> str:
-    """Return the key identifying one episode of a run: `harness/task`, and `harness/task#N` for trial N > 1."""
-    return f"{harness}/{task_id}" + (f"#{trial}" if trial > 1 else "")
-
-
 class RunDir:
     """An open, locked run directory."""
 
@@ -119,14 +107,14 @@ class RunDir:
             self.config = self._merge_config(config)
             self.episodes_path = self.path / "episodes.jsonl"
             self._drop_torn_tail()
-            self.records: dict[str, dict] = {}
+            self.records: dict[str, EpisodeRecord] = {}
             self.missing_traces: list[str] = []  # episodes whose trace was gone, moved out by `repair` to replay
             if self.episodes_path.exists():
                 numbered, problems = read_numbered_episodes(self.episodes_path)
                 if problems and not repair:
                     raise RunDirError(describe_problems(self.episodes_path, problems, repairable=True))
                 packed = (self.path / TRACES_LEFT_OUT).exists()  # traces removed on purpose: not damage
-                gone = [(number, problem, raw, record["key"]) for number, raw, record in numbered
+                gone = [(number, problem, raw, record.key) for number, raw, record in numbered
                         if not packed and (problem := missing_trace(self.path, record))]
                 if gone and not repair:
                     raise RunDirError(describe_missing_traces(self.episodes_path, [(g[3], g[1]) for g in gone]))
@@ -136,7 +124,7 @@ class RunDir:
                 moved = {g[0] for g in gone}
                 for number, _, record in numbered:
                     if number not in moved:
-                        self.records.setdefault(record["key"], record)
+                        self.records.setdefault(record.key, record)
         except BaseException:
             self._lock.close()
             raise
@@ -173,6 +161,8 @@ class RunDir:
                       "trials": max(_trials(old), _trials(config))}
             if old.get("run_id"):  # the run's identity survives resumes (lessons are keyed by it)
                 config["run_id"] = old["run_id"]
+            elif (found := run_id_in_files(self.path)) is not None:  # a config.json that lost its id: as below
+                config["run_id"] = found
         elif (found := run_id_in_files(self.path)) is not None:
             # config.json was moved away (as a damaged one is advised to be): the run keeps the id its episodes and
             # lessons carry, so an unfinished episode's lessons are still taken back when it is replayed
@@ -200,21 +190,20 @@ class RunDir:
         """Return where the trace of one episode (or of a cascade's later attempt) goes."""
         return trace_path(self.path, harness, task_id, attempt, trial)
 
-    def record(self, record: dict[str, Any]) -> None:
+    def record(self, record: EpisodeRecord) -> None:
         """Append a finished episode's record and force it to disk."""
-        if record["key"] in self.records:
-            raise RunDirError(f"episode {record['key']!r} is already recorded")
+        if record.key in self.records:
+            raise RunDirError(f"episode {record.key!r} is already recorded")
         with open(self.episodes_path, "a", encoding="utf-8") as f:
-            f.write(json_line(record))
+            f.write(json_line(record.as_json()))
             f.flush()
             os.fsync(f.fileno())
-        self.records[record["key"]] = record
+        self.records[record.key] = record
 
-    def note_unfinished(self, record: dict[str, Any]) -> None:
+    def note_unfinished(self, record: EpisodeRecord) -> None:
         """Log an episode that ended in an error and is left unfinished (unfinished.jsonl; the next run replays it)."""
-        entry = {"key": record["key"], "harness": record.get("harness"), "task_id": record.get("task_id"),
-                 "trial": record.get("trial", 1), "error": record.get("error"), "trace": record.get("trace"),
-                 "t": time.time()}
+        entry = {"key": record.key, "harness": record.harness, "task_id": record.task_id, "trial": record.trial,
+                 "error": record.error, "trace": record.trace, "t": time.time()}
         with open(self.path / UNFINISHED, "a", encoding="utf-8") as f:
             f.write(json_line(entry))
 
@@ -263,7 +252,9 @@ def _check_new_empty_or_run(path: Path) -> None:
         entries = {entry.name for entry in path.iterdir()} if path.is_dir() else set()
     except OSError as exc:
         raise RunDirError(f"cannot read run directory {str(path)!r}: {exc.strerror or exc}") from None
-    if entries and not entries & set(RUN_MARKERS):
+    # a run is known by its records or config (`is_run_dir`), never by a folder name alone: a source tree holding a
+    # `playbooks/` is no run; a folder of nothing but a run's markers (its playbooks put in first) is one being set up
+    if entries and not is_run_dir(path) and not entries <= set(RUN_MARKERS):
         shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
         raise RunDirError(f"{str(path)!r} is a folder of other files ({shown}) and holds no run (no config.json or "
                           "episodes.jsonl); name a new or empty folder for --out, or a run directory to resume")
@@ -287,53 +278,14 @@ def read_config(path: Path) -> dict[str, Any]:
     return old
 
 
-def record_problem(record: Any) -> str | None:
-    """What makes `record` unusable as an episode record, or None when it is one."""
-    if not isinstance(record, dict):
-        return f"expected a JSON object, got {type(record).__name__}"
-    for name in RECORD_TEXT_FIELDS:
-        if not isinstance(record.get(name), str) or not record[name]:
-            return f"no {name!r} (a non-empty string)"
-    if "won" in record and not isinstance(record["won"], bool):
-        return f"'won' must be true or false, got {record['won']!r}"
-    for name in RECORD_NUMBER_FIELDS:
-        value = record.get(name, 0)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                  or not math.isfinite(value)):
-            return f"{name!r} must be a number, got {value!r}"
-    for name in ("score", "max_score"):
-        value = record.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                  or not math.isfinite(value)):
-            return f"{name!r} must be a number or null, got {value!r}"
-    interventions = record.get("interventions", {})
-    if not isinstance(interventions, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in interventions.values()):
-        return "'interventions' must be an object of counts"
-    failures = record.get("failures", {})
-    if not isinstance(failures, dict) or not all(
-            isinstance(counts, dict) and all(isinstance(v, int) and not isinstance(v, bool) for v in counts.values())
-            for counts in failures.values()):
-        return "'failures' must be an object of objects of counts"
-    if "attempts" in record and not isinstance(record["attempts"], list):
-        return "'attempts' must be a list"
-    if "trial" in record and (isinstance(record["trial"], bool) or not isinstance(record["trial"], int)
-                              or record["trial"] < 1):
-        return f"'trial' must be a whole number from 1, got {record['trial']!r}"
-    if "trace" in record and not isinstance(record["trace"], str):
-        return "'trace' must be a string"
-    return None
-
-
 def run_id_in_files(run_path: Path) -> str | None:
     """The run id a run directory's records or trace headers carry (None when it has neither)."""
     episodes = run_path / "episodes.jsonl"
     if episodes.is_file():
         records, _ = read_episodes(episodes)
         for record in records:
-            episode = record.get("episode_id")
-            if isinstance(episode, str) and ":" in episode:
-                return episode.split(":", 1)[0]
+            if record.episode_id and ":" in record.episode_id:
+                return record.episode_id.split(":", 1)[0]
     for trace in sorted((run_path / "traces").glob("*/*.jsonl")):
         try:
             header = read_header(trace)
@@ -344,7 +296,7 @@ def run_id_in_files(run_path: Path) -> str | None:
     return None
 
 
-def read_episodes(path: Path) -> tuple[list[dict], list[tuple[int, str, bytes]]]:
+def read_episodes(path: Path) -> tuple[list[EpisodeRecord], list[tuple[int, str, bytes]]]:
     """Return the records of an episodes.jsonl file and its bad lines as (line number, problem, raw bytes).
 
     Blank lines are skipped; a torn (unterminated) last line, from a killed process, is ignored.
@@ -353,7 +305,7 @@ def read_episodes(path: Path) -> tuple[list[dict], list[tuple[int, str, bytes]]]
     return [record for _, _, record in numbered], problems
 
 
-def read_numbered_episodes(path: Path) -> tuple[list[tuple[int, bytes, dict]], list[tuple[int, str, bytes]]]:
+def read_numbered_episodes(path: Path) -> tuple[list[tuple[int, bytes, EpisodeRecord]], list[tuple[int, str, bytes]]]:
     """`read_episodes`, each record with its line number and raw bytes: (line number, raw bytes, record)."""
     try:
         data = path.read_bytes()
@@ -361,7 +313,7 @@ def read_numbered_episodes(path: Path) -> tuple[list[tuple[int, bytes, dict]], l
         raise RunDirError(f"{path}: cannot read ({exc.strerror or exc})") from None
     lines = data.split(b"\n")
     lines.pop()  # after the last newline: empty, or a torn last line
-    records: list[tuple[int, bytes, dict]] = []
+    records: list[tuple[int, bytes, EpisodeRecord]] = []
     problems: list[tuple[int, str, bytes]] = []
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
@@ -374,18 +326,17 @@ def read_numbered_episodes(path: Path) -> tuple[list[tuple[int, bytes, dict]], l
         except (ValueError, RecursionError) as exc:
             problems.append((number, f"not valid JSON ({getattr(exc, 'msg', exc)})", raw))
             continue
-        problem = record_problem(record)
-        if problem:
+        try:
+            records.append((number, raw, read_record(record)))
+        except RecordError as problem:
             problems.append((number, f"not an episode record: {problem}", raw))
-        else:
-            records.append((number, raw, record))
     return records, problems
 
 
-def missing_trace(run_path: Path, record: dict) -> str | None:
+def missing_trace(run_path: Path, record: EpisodeRecord) -> str | None:
     """What is wrong with the trace files a record names (its `trace`, each attempt's) when one is gone or lies
     outside the run directory; None when they are all there (or the record names none)."""
-    names = [record.get("trace")] + [a.get("trace") for a in record.get("attempts") or () if isinstance(a, dict)]
+    names = [record.trace] + [a.trace for a in record.attempts or ()]
     for name in names:
         if not isinstance(name, str) or not name:
             continue
@@ -441,7 +392,7 @@ def quarantine(path: Path, problems: list[tuple[int, str, bytes]]) -> int:
     return len(bad)
 
 
-def load_records(run_path: str | Path) -> list[dict]:
+def load_records(run_path: str | Path) -> list[EpisodeRecord]:
     """The episode records of a run directory, checked (RunDirError names a bad line and how to recover)."""
     path = Path(run_path) / "episodes.jsonl"
     try:
@@ -455,8 +406,10 @@ def load_records(run_path: str | Path) -> list[dict]:
     return records
 
 
-def record_trace(run_path: str | Path, record: dict) -> Path:
-    """The trace file a record names, which must lie inside its run directory (PathEscapeError otherwise)."""
-    if not isinstance(record.get("trace"), str):
-        raise RunDirError(f"{run_path}: episode {record.get('key')!r} names no trace file")
-    return confined(run_path, record["trace"], what=f"trace of episode {record.get('key')!r}")
+def record_trace(run_path: str | Path, record: EpisodeRecord, trace: str | None = None) -> Path:
+    """The trace file a record names (or `trace`, one of its attempts'), which must lie inside its run directory
+    (PathEscapeError otherwise)."""
+    name = trace if trace is not None else record.trace
+    if not isinstance(name, str):
+        raise RunDirError(f"{run_path}: episode {record.key!r} names no trace file")
+    return confined(run_path, name, what=f"trace of episode {record.key!r}")

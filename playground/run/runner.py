@@ -11,10 +11,13 @@ import errno
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from playground.core.errors import PlaygroundError
+from playground.core.records import EpisodeRecord
+from playground.core.run_summary import read_summary
 from playground.host.manager import Host
+from playground.run.budget import TokenBudget
 from playground.run.config import RunConfig, RunConfigError, episode_id, playbook_path
 from playground.run.episodes import BuiltAgent, RunWork
 from playground.run.executors import Executor, Job, make_executor
@@ -29,7 +32,7 @@ from playground.run.validation import CheckedRun, check_config
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a write failed for want of space: a named error, not a traceback
 
 
-def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], None] | None = None,
+def run(host: Host, config: RunConfig, progress: Callable[[str, EpisodeRecord | None], None] | None = None,
         workers: int | None = None, repair: bool = False, check_lock: dict | None = None,
         executor: str | Executor = "local", address: str | None = None, in_flight: int = 1,
         on_step: StepListener | None = None, checked: CheckedRun | None = None) -> dict:
@@ -60,6 +63,9 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
     """
     if isinstance(config.trials, bool) or not isinstance(config.trials, int) or config.trials < 1:
         raise RunConfigError(f"trials must be a whole number of at least 1, got {config.trials!r}")
+    budget = getattr(config, "max_tokens_total", None)
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+        raise RunConfigError(f"max_tokens_total must be a whole number of at least 1 (or None), got {budget!r}")
     chosen = executor if isinstance(executor, Executor) else make_executor(executor, workers, address, in_flight)
     if checked is not None and checked.holds(host, config):
         agent = checked.agent  # checked (and built) once, by the caller
@@ -111,6 +117,12 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, dict | None], No
                             notify(f"{key} (done before)", rundir.records[key])
                         else:
                             pending.append(Job(harness, task_id, trial))
+            unfinished.budget = TokenBudget(getattr(config, "max_tokens_total", None), rundir.records.values(),
+                                            getattr(chosen, "stop_handing_out", lambda: None))
+            unfinished.pending = [episode_key(job.harness, job.task_id, job.trial) for job in pending]
+            if unfinished.budget.reached and pending:  # spent in earlier sessions: nothing new is handed out
+                unfinished.budget.stopped, pending = True, []
+                notify(unfinished.budget.message(len(unfinished.pending)), None)
             discard_unfinished(host, config, run_id, pending)
             work = RunWork(config, run_id, str(rundir.path), header_base, BuiltAgent(agent, host))
             _play_and_record(host, config, run_id, rundir, chosen.play(host, work, pending, on_step), notify,
@@ -148,8 +160,10 @@ def _finish(host: Host, config: RunConfig, rundir: RunDir, lock: dict, previous_
     summary.update(run_id=rundir.config["run_id"], split=config.split, seed=config.seed, max_steps=config.max_steps,
                    unfinished=len(unfinished.keys), unfinished_keys=unfinished.keys,
                    stopped_by_breaker=unfinished.stopped)
+    summary.update(unfinished.budget_summary(rundir.records))
     if interrupted:
         summary["interrupted"] = True
+    summary = read_summary(summary).as_json()  # checked against the summary's model, its version named
     rundir.write_summary(summary)
     write_lock(rundir.path, finish_lock(lock, host, rundir.records.values()), previous_lock)
     return summary
@@ -167,7 +181,12 @@ class RunIncomplete(PlaygroundError):
 
 def check_finished(summary: dict, out: str | Path) -> dict:
     """Return `summary`, or raise RunIncomplete when its run left episodes unfinished: a command that builds a table
-    on a run (an evidence table, a diagnosis) must not build it on a part of the tasks."""
+    on a run (an evidence table, a diagnosis) must not build it on a part of the tasks. A run its token budget
+    stopped (`stopped_by_budget`) is refused the same way."""
+    if summary.get("stopped_by_budget"):
+        raise RunIncomplete(f"{out}: the token budget (--max-tokens-total {summary.get('max_tokens_total')}) stopped "
+                            f"the run with {summary.get('not_played', 0)} episode(s) not played; rerun the same "
+                            "command with a larger budget (or none) to finish it")
     if summary.get("unfinished"):
         raise RunIncomplete(f"{summary['unfinished']} episode(s) of {out} ended in an error and are unfinished "
                             f"(see {Path(out) / 'unfinished.jsonl'}); fix the cause and rerun the same command, or "
@@ -181,10 +200,24 @@ class Unfinished:
 
     keys: list[str] = field(default_factory=list)
     stopped: bool = False
+    budget: TokenBudget | None = None  # the run's token budget (`--max-tokens-total`), when one is given
+    pending: list[str] = field(default_factory=list)  # the keys of the episodes this session was to play
+
+    def not_played(self, records: Mapping[str, Any]) -> int:
+        """How many of this session's episodes were neither recorded nor left unfinished (a budget held them)."""
+        ended = set(self.keys)
+        return sum(1 for key in self.pending if key not in records and key not in ended)
+
+    def budget_summary(self, records: Mapping[str, Any]) -> dict[str, Any]:
+        """What summary.json says of the token budget: `stopped_by_budget` always; with a budget, its limit, the
+        tokens spent and the episodes it left unplayed."""
+        if self.budget is None or self.budget.limit is None:
+            return {"stopped_by_budget": False}
+        return self.budget.summary(self.not_played(records))
 
 
-def _play_and_record(host: Host, config: RunConfig, run_id: str, rundir: RunDir, records: Iterator[dict],
-                     notify: Callable[[str, dict | None], None], unfinished: Unfinished) -> Unfinished:
+def _play_and_record(host: Host, config: RunConfig, run_id: str, rundir: RunDir, records: Iterator[EpisodeRecord],
+                     notify: Callable[[str, EpisodeRecord | None], None], unfinished: Unfinished) -> Unfinished:
     """Record each finished episode as it comes. An episode that ended in an error is not recorded (unless
     `config.record_errors`): it is logged to unfinished.jsonl (and noted in `unfinished`, which also says whether
     the breaker stopped the run), its playbook writes are taken back as a killed episode's are, and the next run
@@ -193,20 +226,21 @@ def _play_and_record(host: Host, config: RunConfig, run_id: str, rundir: RunDir,
     streak = 0
     try:
         for record in records:
-            if record.get("status") != "error" or config.record_errors:
+            if record.status != "error" or config.record_errors:
                 streak = 0
                 rundir.record(record)
-                notify(record["key"], record)
+                notify(record.key, record)
+                if unfinished.budget is not None and unfinished.budget.add(record):
+                    notify(unfinished.budget.message(), None)
                 continue
             streak += 1
-            unfinished.keys.append(record["key"])
+            unfinished.keys.append(record.key)
             rundir.note_unfinished(record)
-            discard_unfinished(host, config, run_id, [Job(record["harness"], record["task_id"],
-                                                          int(record.get("trial") or 1))])
-            notify(f"{record['key']} unfinished: {record.get('error')}", None)
+            discard_unfinished(host, config, run_id, [Job(record.harness, record.task_id, record.trial)])
+            notify(f"{record.key} unfinished: {record.error}", None)
             if config.max_consecutive_errors and streak >= config.max_consecutive_errors:
                 unfinished.stopped = True
-                notify(f"stopped: {streak} episodes in a row ended in an error (the last: {record.get('error')}); "
+                notify(f"stopped: {streak} episodes in a row ended in an error (the last: {record.error}); "
                        "nothing more is played. Fix the cause and rerun the same command", None)
                 break
     finally:

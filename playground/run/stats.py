@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from playground.core.errors import PlaygroundError
+from playground.core.records import EpisodeRecord
 
 EXACT_SIGN_FLIP_MAX_UNITS = 16
 _CHUNK_ELEMENTS = 2_000_000
@@ -43,17 +44,17 @@ class Metric:
     fields: tuple[str, ...]
     binary: bool = False
 
-    def value(self, record: Mapping[str, Any], label: str) -> float:
+    def value(self, record: EpisodeRecord, label: str) -> float:
         """Return the metric for one episode record, or raise ComparisonError naming a missing or bad field."""
         total = 0.0
         for field in self.fields:
-            if field not in record:
-                raise ComparisonError(f"run {label}: task {record.get('task_id')!r} has no {field!r} field")
-            value = record[field]
+            if not record.has(field):
+                raise ComparisonError(f"run {label}: task {record.task_id!r} has no {field!r} field")
+            value = record.value(field)
             if self.binary:
                 value = bool(value)
             elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ComparisonError(f"run {label}: task {record.get('task_id')!r} has a non-numeric "
+                raise ComparisonError(f"run {label}: task {record.task_id!r} has a non-numeric "
                                       f"{field!r}: {value!r}")
             total += float(value)
         return total
@@ -200,26 +201,23 @@ def sign_flip_p(diffs: Sequence[float], groups: Sequence[Any] | None = None, res
     return (1 + hits) / (1 + resamples)
 
 
-def _by_task(records: Iterable[Mapping[str, Any]], label: str) -> dict[str, Mapping[str, Any]]:
+def _by_task(records: Iterable[EpisodeRecord], label: str) -> dict[str, EpisodeRecord]:
     """Records by task id, and by `task#N` for trial N > 1 (trial N of A is paired with trial N of B)."""
-    out: dict[str, Mapping[str, Any]] = {}
+    out: dict[str, EpisodeRecord] = {}
     for record in records:
-        if "task_id" not in record:
-            raise ComparisonError(f"run {label}: an episode record has no 'task_id'")
-        trial = int(record.get("trial") or 1)
-        task = str(record["task_id"]) + (f"#{trial}" if trial > 1 else "")
+        task = record.task_id + (f"#{record.trial}" if record.trial > 1 else "")
         if task in out:
             raise ComparisonError(f"run {label}: task {task!r} appears more than once")
         out[task] = record
     return out
 
 
-def _label(records: Sequence[Mapping[str, Any]], default: str) -> str:
-    harnesses = {str(r.get("harness")) for r in records if r.get("harness") is not None}
+def _label(records: Sequence[EpisodeRecord], default: str) -> str:
+    harnesses = {record.harness for record in records}
     return harnesses.pop() if len(harnesses) == 1 else default
 
 
-def compare(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[str, Any]], *,
+def compare(records_a: Sequence[EpisodeRecord], records_b: Sequence[EpisodeRecord], *,
             label_a: str | None = None, label_b: str | None = None, group_key: str | None = None,
             metrics: Sequence[Metric] = DEFAULT_METRICS, resamples: int = 10_000, seed: int = 0,
             confidence: float = 0.95) -> Comparison:
@@ -238,19 +236,20 @@ def compare(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[
     tasks = [task for task in a if task in b]
     if not tasks:
         raise ComparisonError(f"runs {label_a} and {label_b} have no task in common")
-    if group_key is None and any(int(a[task].get("trial") or 1) > 1 for task in tasks):
+    if group_key is None and any(a[task].trial > 1 for task in tasks):
         group_key = "task_id"
     groups = None
     if group_key is not None:
         groups = []
         for task in tasks:
             for label, record in ((label_a, a[task]), (label_b, b[task])):
-                if group_key not in record:
+                if not record.has(group_key):
                     raise ComparisonError(f"run {label}: task {task!r} has no {group_key!r} field")
-            if str(a[task][group_key]) != str(b[task][group_key]):
-                raise ComparisonError(f"task {task!r} is in group {a[task][group_key]!r} in run {label_a} "
-                                      f"but {b[task][group_key]!r} in run {label_b}")
-            groups.append(str(a[task][group_key]))
+            group_a, group_b = a[task].value(group_key), b[task].value(group_key)
+            if str(group_a) != str(group_b):
+                raise ComparisonError(f"task {task!r} is in group {group_a!r} in run {label_a} "
+                                      f"but {group_b!r} in run {label_b}")
+            groups.append(str(group_a))
     rows = []
     for metric in metrics:
         values_a = np.array([metric.value(a[task], label_a) for task in tasks])
@@ -273,11 +272,11 @@ def compare(records_a: Sequence[Mapping[str, Any]], records_b: Sequence[Mapping[
                       len(set(groups)) if groups is not None else len(tasks), resamples, seed, confidence, results)
 
 
-def split_by_harness(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+def split_by_harness(records: Iterable[EpisodeRecord]) -> dict[str, list[EpisodeRecord]]:
     """Group one run's episode records by their `harness` field, in order of first appearance."""
-    out: dict[str, list[Mapping[str, Any]]] = {}
+    out: dict[str, list[EpisodeRecord]] = {}
     for record in records:
-        out.setdefault(str(record.get("harness")), []).append(record)
+        out.setdefault(record.harness, []).append(record)
     return out
 
 

@@ -28,20 +28,15 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from playground.core.records import EpisodeRecord
 from playground.run.stats import bootstrap_ci
 
 
-def trial_of(record: Mapping[str, Any]) -> int:
-    """The trial number of an episode record (1 for records written before trials existed)."""
-    return int(record.get("trial") or 1)
-
-
-def outcomes_by_task(records: Iterable[Mapping[str, Any]]) -> dict[str, list[bool]]:
-    """Each task's outcomes (won or not), in trial order (records without a task id are left out)."""
+def outcomes_by_task(records: Iterable[EpisodeRecord]) -> dict[str, list[bool]]:
+    """Each task's outcomes (won or not), in trial order."""
     by_task: dict[str, list[tuple[int, bool]]] = {}
     for record in records:
-        if record.get("task_id") is not None:
-            by_task.setdefault(str(record["task_id"]), []).append((trial_of(record), bool(record.get("won"))))
+        by_task.setdefault(record.task_id, []).append((record.trial, record.won))
     return {task: [won for _, won in sorted(pairs)] for task, pairs in by_task.items()}
 
 
@@ -76,7 +71,7 @@ def noise_floor(outcomes: Mapping[str, list[bool]], resamples: int = 2_000, seed
     return {"half_split_difference": sum(diffs) / len(diffs), "noise_floor": (high - low) / 2 * scale}
 
 
-def trial_fields(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def trial_fields(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     """The summary fields of repeated trials for one harness; empty when no task was played more than once."""
     outcomes = outcomes_by_task(records)
     most = max((len(o) for o in outcomes.values()), default=0)

@@ -385,16 +385,18 @@ def failed_episodes(run_dir: str | Path, counts: Counter) -> Iterator[tuple[str,
     run_dir = Path(run_dir)
     for record in load_records(run_dir):
         counts["episodes"] += 1
-        if record.get("status") == "won" or record.get("won"):
+        if record.status == "won" or record.won:
             counts["won"] += 1
             continue
-        if record.get("status") == "error":
+        if record.status == "error":
             counts["screened:infrastructure_error"] += 1
             continue
-        traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
+        traces = [a.trace for a in record.attempts or []] or [record.trace]
         for relative in traces:
             try:
-                episode = load_episode(record_trace(run_dir, {**record, "trace": relative}))
+                if relative is None:  # an attempt naming no trace file (not the episode's first trace)
+                    raise FileNotFoundError(f"episode {record.key!r}: an attempt names no trace file")
+                episode = load_episode(record_trace(run_dir, record, trace=relative))
             except Exception:  # noqa: BLE001 - a trace that cannot be read is screened out and counted
                 counts["screened:unreadable_trace"] += 1
                 continue

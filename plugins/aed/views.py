@@ -27,7 +27,15 @@ from typing import Any
 
 import jsonschema
 
-from playground.host_api import EpisodeTrace, atomic_write_text, confined, load_episode, load_records, record_trace
+from playground.host_api import (
+    EpisodeTrace,
+    RunDirError,
+    atomic_write_text,
+    confined,
+    load_episode,
+    load_records,
+    record_trace,
+)
 from playground.plugins.aed.diagnose import read_jsonl_file
 
 VIEWS = ("diagnosis", "actor", "adp")
@@ -159,13 +167,14 @@ def build_view(run_dir: str | Path, view: str, min_grade: str | None = None, pro
     run_dir = Path(run_dir)
     records: list[dict] = []
     if view == "adp":
-        for record in load_records(run_dir):
-            if record.get("status") == "error":
+        for played in load_records(run_dir):
+            if played.status == "error":
                 continue
-            traces = [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]
+            traces = [a.trace for a in played.attempts or []] or [played.trace]
             for relative in traces:
-                records.append(adp_view(load_episode(record_trace(run_dir, {**record, "trace": relative})),
-                                        str(relative)))
+                if relative is None:  # an attempt naming no trace file (not the episode's first trace)
+                    raise RunDirError(f"{run_dir}: episode {played.key!r} names no trace file")
+                records.append(adp_view(load_episode(record_trace(run_dir, played, trace=relative)), relative))
     else:
         replays = _replays(run_dir)
         episodes: dict[str, EpisodeTrace] = {}

@@ -23,7 +23,16 @@ from typing import Any, Mapping, Sequence
 
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import EpisodeStart, StepContext
-from playground.host_api import HarnessSpec, Host, RunConfig, check_finished, load_records, mcnemar_exact, run
+from playground.host_api import (
+    EpisodeRecord,
+    HarnessSpec,
+    Host,
+    RunConfig,
+    check_finished,
+    load_records,
+    mcnemar_exact,
+    run,
+)
 from playground.plugins.darc.distill import distill, policy_dict
 from playground.plugins.darc.evaluate import EVAL_PREFIX
 from playground.plugins.darc.evidence import Evidence
@@ -135,11 +144,11 @@ def info_harness(name: str, rest: str) -> HarnessSpec:
 # --- the runs and their tables -------------------------------------------------------------------------------------
 
 
-def _won_by_task(records: Sequence[Mapping[str, Any]], harness: str) -> dict[str, bool]:
-    return {r["task_id"]: bool(r["won"]) for r in records if r["harness"] == harness}
+def _won_by_task(records: Sequence[EpisodeRecord], harness: str) -> dict[str, bool]:
+    return {r.task_id: r.won for r in records if r.harness == harness}
 
 
-def _rows(summary: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+def _rows(summary: Mapping[str, Any], records: Sequence[EpisodeRecord],
           rows: Sequence[tuple[str, str, str]], reference: str) -> list[ControlRow]:
     """(label, harness, detail) rows measured from one run, paired by task with the `reference` harness."""
     ref = _won_by_task(records, reference)
@@ -147,8 +156,8 @@ def _rows(summary: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
     for label, harness, detail in rows:
         stats = summary["harnesses"][harness]
         won = _won_by_task(records, harness)
-        cascade = [r for r in records if r["harness"] == harness and isinstance(r.get("attempts"), list)]
-        attempts = sum(len(r["attempts"]) for r in cascade) / len(cascade) if cascade else None
+        cascade = [r.attempts for r in records if r.harness == harness and r.attempts is not None]
+        attempts = sum(len(a) for a in cascade) / len(cascade) if cascade else None
         pair: dict[str, Any] = {}
         if harness != reference:
             shared = sorted(set(ref) & set(won))
@@ -160,7 +169,7 @@ def _rows(summary: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
     return out
 
 
-def _run(host: Host, config: RunConfig, harnesses: list[str], run_dir: Path) -> tuple[dict, list[dict]]:
+def _run(host: Host, config: RunConfig, harnesses: list[str], run_dir: Path) -> tuple[dict, list[EpisodeRecord]]:
     summary = check_finished(run(host, replace(config, harnesses=harnesses, out=str(run_dir))), run_dir)
     return summary, load_records(run_dir)
 

@@ -9,12 +9,12 @@ left (none of the shipped interventions reads them).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.host_api import split_by_harness
+from playground.host_api import EpisodeRecord, split_by_harness
 
 
 @dataclass(frozen=True)
@@ -53,28 +53,28 @@ class Efficiency:
                 "solved_within": list(self.solved_within)}
 
 
-def _count(record: Mapping[str, Any], field: str, where: str) -> int:
-    value = record.get(field, 0) or 0
+def _count(record: EpisodeRecord, field: str, where: str) -> int:
+    value = getattr(record, field)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{where}: {field!r} must be a whole number of at least 0, got {value!r}")
     return value
 
 
-def efficiency(records: Iterable[Mapping[str, Any]], harnesses: Sequence[str] = ()) -> list[Efficiency]:
+def efficiency(records: Iterable[EpisodeRecord], harnesses: Sequence[str] = ()) -> list[Efficiency]:
     """Each harness's figures (those named, in that order, else all in the run's order), budgets 1..longest."""
     by_harness = split_by_harness(records)
     for name in harnesses:
         if name not in by_harness:
             raise ValueError(f"harness {name!r} is not in the run; it has: {', '.join(by_harness)}")
     chosen = list(harnesses) or list(by_harness)
-    steps = {name: [_count(r, "steps", f"harness {name}, task {r.get('task_id')!r}") for r in by_harness[name]]
+    steps = {name: [_count(r, "steps", f"harness {name}, task {r.task_id!r}") for r in by_harness[name]]
              for name in chosen}
     budget = max((s for values in steps.values() for s in values), default=0)
     rows = []
     for name in chosen:
-        won = [bool(r.get("won")) for r in by_harness[name]]
+        won = [r.won for r in by_harness[name]]
         within = tuple(sum(1 for w, s in zip(won, steps[name]) if w and s <= b) for b in range(1, budget + 1))
-        invalid = sum(_count(r, "invalid_actions", f"harness {name}, task {r.get('task_id')!r}")
+        invalid = sum(_count(r, "invalid_actions", f"harness {name}, task {r.task_id!r}")
                       for r in by_harness[name])
         rows.append(Efficiency(name, len(won), sum(won), sum(steps[name]), invalid, within))
     return rows

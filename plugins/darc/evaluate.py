@@ -24,6 +24,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from playground.host_api import (
+    EpisodeRecord,
     HarnessSpec,
     Host,
     RunConfig,
@@ -82,7 +83,7 @@ class ProfileMismatch(ValueError):
     """`--base-from` names no profile, or one whose episodes are not this evaluation's base attempts."""
 
 
-def profiled_base_records(profile_dir: str | Path, config: RunConfig) -> dict[str, dict]:
+def profiled_base_records(profile_dir: str | Path, config: RunConfig) -> dict[str, EpisodeRecord]:
     """{task id: the profile's base-agent episode} for every task of `config`, from `profile_dir/profile-run`.
 
     Raises ProfileMismatch when the profile was run with other settings than `config` or lacks a task."""
@@ -96,8 +97,8 @@ def profiled_base_records(profile_dir: str | Path, config: RunConfig) -> dict[st
     if key:
         raise ProfileMismatch(f"--base-from {str(run_dir)!r}: profiled with another {key} ({profiled.get(key)!r}, "
                               f"now {wanted.get(key)!r}); its episodes are not this evaluation's base attempts")
-    by_task = {r["task_id"]: r for r in load_records(run_dir)
-               if r["harness"].startswith(PROFILE_HARNESS + ":") and r.get("trial", 1) == 1}
+    by_task = {r.task_id: r for r in load_records(run_dir)
+               if r.harness.startswith(PROFILE_HARNESS + ":") and r.trial == 1}
     missing = [t for t in config.tasks if t not in by_task]
     if missing:
         raise ProfileMismatch(f"--base-from {str(run_dir)!r}: {len(missing)} of the {len(config.tasks)} tasks "
@@ -123,17 +124,17 @@ def evaluate(host: Host, config: RunConfig, interventions: list[str], out: str |
     run_dir = out / "evaluate-run"
     check_finished(run(host, replace(config, harnesses=harnesses, out=str(run_dir))), run_dir)
     records = load_records(run_dir)
-    base_records = list(profiled.values()) if profiled is not None else [r for r in records if r["harness"] == BASE]
-    base_rows = [(r["task_id"], BASE, int(bool(r["won"])), attempt_cost([], r)) for r in base_records]
+    base_records = list(profiled.values()) if profiled is not None else [r for r in records if r.harness == BASE]
+    base_rows = [(r.task_id, BASE, int(r.won), attempt_cost([], r)) for r in base_records]
     rows = []
     for record in records:
-        if not record["harness"].startswith(EVAL_PREFIX):
+        if not record.harness.startswith(EVAL_PREFIX):
             continue
-        name = record["harness"][len(EVAL_PREFIX):]
+        name = record.harness[len(EVAL_PREFIX):]
         if name not in interventions:  # another evaluation's episodes in a shared run directory
             continue
         cost = attempt_cost([host.interventions.get(name)], record)
-        rows.append((record["task_id"], name, int(bool(record["won"])), cost))
+        rows.append((record.task_id, name, int(record.won), cost))
     rows.sort()
     base_rows.sort()
     write_evidence(out / BASE_FILE, base_rows)

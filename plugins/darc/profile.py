@@ -220,7 +220,7 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
     episodes: list[dict[str, Any]] = []
     traces: list[list[Event]] = []
     for record in records:
-        invalid += int(record.get("invalid_actions", 0))
+        invalid += record.invalid_actions
         previous: set[str] = set()  # labels detected at the previous step: a streak counts once
         current: set[str] = set()
         step = None
@@ -237,7 +237,7 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
             if label not in previous:
                 histogram.setdefault(event.failure_type, Counter())[label] += 1
                 onsets[host.labels.mode_of(event.failure_type)] += 1
-        episodes.append({"task_id": record["task_id"], "won": bool(record["won"]), "steps": record.get("steps", 0),
+        episodes.append({"task_id": record.task_id, "won": record.won, "steps": record.steps,
                          "onsets": dict(sorted(onsets.items())),
                          "rule": dominant({m: n for m, n in onsets.items() if allowed(m)})})
         traces.append(events)

@@ -31,6 +31,7 @@ from typing import Any
 
 from playground.core.errors import PlaygroundError
 from playground.host_api import (
+    EpisodeRecord,
     Host,
     RunConfig,
     atomic_write_text,
@@ -139,13 +140,14 @@ def _lessons(path: str | Path) -> int:
         return len(playbook)
 
 
-def _with_score_ratio(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Records with `score_ratio` (score / max score) where the episode reports both."""
+def _with_score_ratio(records: Sequence[EpisodeRecord]) -> list[EpisodeRecord]:
+    """Records with `score_ratio` (score / max score, a key the model does not declare) where the episode reports
+    both."""
     out = []
     for record in records:
-        score, top = record.get("score"), record.get("max_score")
-        ratio = {"score_ratio": score / top} if isinstance(score, (int, float)) and top else {}
-        out.append({**record, **ratio})
+        score, top = record.score, record.max_score
+        ratio = {"score_ratio": score / top} if score is not None and top else {}
+        out.append(record.model_copy(update=ratio) if ratio else record)
     return out
 
 
@@ -155,17 +157,17 @@ def report(init: RunConfig, evaluation: RunConfig, copies: Mapping[str, Path],
     from playground.host_api import Metric, compare
 
     tasks = set(evaluation.tasks)
-    by_harness: dict[str, list[dict[str, Any]]] = {c.harness: [] for c in CONDITIONS}
+    by_harness: dict[str, list[EpisodeRecord]] = {c.harness: [] for c in CONDITIONS}
     for record in load_records(evaluation.out):
-        if record["harness"] in by_harness and record["task_id"] in tasks:
-            by_harness[record["harness"]].append(record)
+        if record.harness in by_harness and record.task_id in tasks:
+            by_harness[record.harness].append(record)
     by_harness = {harness: _with_score_ratio(records) for harness, records in by_harness.items()}
     init_records = [r for r in load_records(init.out)
-                    if r["harness"] == INIT_HARNESS and r["task_id"] in set(init.tasks)]
+                    if r.harness == INIT_HARNESS and r.task_id in set(init.tasks)]
     init_playbook = playbook_path(init, INIT_HARNESS)
     start = _lessons(init_playbook)
     ref = condition(reference)
-    scored = all("score_ratio" in r for records in by_harness.values() for r in records)
+    scored = all("score_ratio" in r.extra for records in by_harness.values() for r in records)
     metrics = (Metric("success", ("won",), binary=True), *([Metric("score", ("score_ratio",))] if scored else []))
     rows = []
     for known in CONDITIONS:
@@ -182,13 +184,13 @@ def report(init: RunConfig, evaluation: RunConfig, copies: Mapping[str, Path],
                                                  for m in result.metrics}}
         rows.append({"condition": known.name, "label": known.label, "harness": known.harness,
                      "playbook": str(copies[known.harness]), "episodes": figures["episodes"],
-                     "won": sum(1 for r in records if r.get("won")), "success_rate": figures["success_rate"],
+                     "won": sum(1 for r in records if r.won), "success_rate": figures["success_rate"],
                      "success_ci95": figures["success_ci95"], "mean_score": figures["mean_score"],
                      "mean_steps": figures["mean_steps"],
                      "lessons_start": start, "lessons_end": _lessons(copies[known.harness]),
                      "lessons_added": figures["lessons_added"], "errors": figures["errors"],
                      "vs_reference": paired})
-    seeds = {r["task_id"]: r["seed"] for records in by_harness.values() for r in records}
+    seeds = {r.task_id: r.seed for records in by_harness.values() for r in records}
     return {
         "protocol": "held-out", "env": f"{evaluation.env}:{evaluation.task_set}", "agent": evaluation.agent,
         "agent_options": evaluation.agent_options, "params": evaluation.params, "seed": evaluation.seed,
@@ -201,7 +203,7 @@ def report(init: RunConfig, evaluation: RunConfig, copies: Mapping[str, Path],
     }
 
 
-def _init_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+def _init_figures(records: list[EpisodeRecord]) -> dict[str, Any]:
     figures = summarise_harness(records)
     return {"episodes": figures["episodes"], "success_rate": figures["success_rate"],
             "lessons_added": figures["lessons_added"]}

@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from playground.core.events import JudgeCallEvent
-from playground.host_api import Host, compare, load_records, wilson_interval
+from playground.host_api import EpisodeRecord, Host, compare, load_records, wilson_interval
 from playground.plugins.sentry.bench import mode_matcher
 from playground.plugins.sentry.harness import DEFAULTS
 from playground.plugins.sentry.truth import traces, verdict_truths
 
 
-def harness_records(run_dir: str | Path, harness: str) -> list[dict]:
+def harness_records(run_dir: str | Path, harness: str) -> list[EpisodeRecord]:
     """The finished (not errored) episode records of `harness`, in the order they were played."""
-    return [r for r in load_records(run_dir) if r.get("harness") == harness and r.get("status") != "error"]
+    return [r for r in load_records(run_dir) if r.harness == harness and r.status != "error"]
 
 
 def judge_grades(run_dir: str | Path, harness: str, shadow: bool = False) -> dict[str, dict[str, Any]]:
@@ -69,7 +69,7 @@ def lesson_precision(host: Host, run_dir: str | Path, harness: str, window: int 
 
 def learning_curve(run_dir: str | Path, harness: str) -> dict[str, Any]:
     """Success by episode index: each episode's outcome in play order, and the first and last quarter's rates."""
-    won = [bool(r.get("won")) for r in harness_records(run_dir, harness)]
+    won = [r.won for r in harness_records(run_dir, harness)]
     quarter = max(1, len(won) // 4)
     first, last = won[:quarter], won[-quarter:]
     return {"episodes": len(won), "won": won,
@@ -81,7 +81,7 @@ def success_against(run_dir: str | Path, harness: str, reference: str = "base") 
     """`harness`'s success with its Wilson interval, and the exact McNemar test against `reference` on the tasks
     both played (`playground.run.stats.compare`; b: reference won and harness lost; c: the reverse)."""
     mine, theirs = harness_records(run_dir, harness), harness_records(run_dir, reference)
-    wins = sum(bool(r.get("won")) for r in mine)
+    wins = sum(r.won for r in mine)
     row = {"episodes": len(mine), "won": wins, "success": wins / len(mine) if mine else None,
            "ci95": wilson_interval(wins, len(mine)), "pairs": 0, "b": 0, "c": 0, "p": None}
     if mine and theirs:

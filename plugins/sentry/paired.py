@@ -140,21 +140,21 @@ def intervention_points(run_dir: str | Path, harness: str, plugin: str = NAME) -
         records = load_records(run_dir)
     except RunDirError as exc:
         raise PairedForkError(str(exc)) from None
-    harnesses = sorted({str(r.get("harness")) for r in records})
+    harnesses = sorted({r.harness for r in records})
     if harness not in harnesses:
         raise PairedForkError(f"{run_dir}: no episodes of harness {harness!r} (the run has: {', '.join(harnesses)})")
     points: list[Point] = []
     counts = {"episodes": 0, "errored": 0, "undetected": 0}
     for record in records:
-        if record.get("harness") != harness:
+        if record.harness != harness:
             continue
         counts["episodes"] += 1
-        if record.get("status") == "error":
+        if record.status == "error":
             counts["errored"] += 1
             continue
-        for relative in [a.get("trace") for a in record.get("attempts") or []] or [record.get("trace")]:
-            episode = load_episode(record_trace(run_dir, {**record, "trace": relative}))
-            found, undetected = episode_points(episode, str(relative), str(record.get("key")), plugin)
+        for relative in [a.trace for a in record.attempts or []] or [record.trace]:
+            episode = load_episode(record_trace(run_dir, record, trace=relative))
+            found, undetected = episode_points(episode, str(relative), record.key, plugin)
             points += found
             counts["undetected"] += undetected
     return points, counts

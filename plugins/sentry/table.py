@@ -19,6 +19,7 @@ from typing import Any
 
 from playground.core.events import DetectionEvent, Event, InterventionEvent
 from playground.host_api import (
+    EpisodeRecord,
     load_records,
     mcnemar_exact,
     merge_judge_replies,
@@ -67,30 +68,29 @@ def harness_table(run_dir: str | Path, reference: str = "sentry") -> list[Harnes
     """The rows of every harness of the run (the reference first), paired with `reference` on shared tasks.
 
     Errored episodes are left out of every figure (and of the pairing)."""
-    records = [r for r in load_records(run_dir) if r.get("status") != "error"]
-    by_harness: dict[str, list[dict]] = {}
+    records = [r for r in load_records(run_dir) if r.status != "error"]
+    by_harness: dict[str, list[EpisodeRecord]] = {}
     for record in records:
-        by_harness.setdefault(str(record.get("harness")), []).append(record)
+        by_harness.setdefault(record.harness, []).append(record)
     if reference not in by_harness:
         raise ValueError(f"{run_dir}: the reference harness {reference!r} has no finished episode; the run has: "
                          f"{', '.join(sorted(by_harness)) or '(none)'}")
-    reference_won = {(r["task_id"], r.get("trial", 1)): bool(r.get("won")) for r in by_harness[reference]}
+    reference_won = {(r.task_id, r.trial): r.won for r in by_harness[reference]}
     rows = []
     for harness in [reference, *sorted(set(by_harness) - {reference})]:
         mine = by_harness[harness]
-        won = sum(bool(r.get("won")) for r in mine)
+        won = sum(r.won for r in mine)
         row = HarnessRow(harness, len(mine), won, wilson_interval(won, len(mine)))
         for record in mine:
-            key = (record["task_id"], record.get("trial", 1))
+            key = (record.task_id, record.trial)
             if key in reference_won and harness != reference:
-                row.b += reference_won[key] and not record.get("won")
-                row.c += bool(record.get("won")) and not reference_won[key]
-            row.resolved += int(record.get("verified_recoveries") or 0)
-            row.verdicts += int(record.get("verified_recoveries") or 0) + int(record.get("unresolved_recoveries") or 0)
-            row.soft_repairs += int((record.get("interventions") or {}).get("soft_repair") or 0)
-            row.agent_tokens += int(record.get("prompt_tokens") or 0) + int(record.get("completion_tokens") or 0)
-            row.judge_tokens += (int(record.get("judge_prompt_tokens") or 0)
-                                 + int(record.get("judge_completion_tokens") or 0))
+                row.b += reference_won[key] and not record.won
+                row.c += record.won and not reference_won[key]
+            row.resolved += record.verified_recoveries
+            row.verdicts += record.verified_recoveries + record.unresolved_recoveries
+            row.soft_repairs += record.interventions.get("soft_repair", 0)
+            row.agent_tokens += record.prompt_tokens + record.completion_tokens
+            row.judge_tokens += record.judge_prompt_tokens + record.judge_completion_tokens
             row.declined += declined_detections(read_events(record_trace(run_dir, record)))
         row.p = mcnemar_exact(row.b, row.c)
         row.judge_replies = merge_judge_replies(mine)

@@ -77,14 +77,14 @@ def traces(run_dir: str | Path, harness: str, required: bool = True) -> list[Epi
     False, none is an empty list rather than a TruthError."""
     try:
         records = load_records(run_dir)
-        mine = [r for r in records if r.get("harness") == harness and r.get("status") != "error"]
+        mine = [r for r in records if r.harness == harness and r.status != "error"]
         paths = [record_trace(run_dir, r) for r in mine]
     except RunDirError as exc:
         raise TruthError(str(exc)) from None
     if not paths and not required:
         return []
     if not paths:
-        harnesses = sorted({str(r.get("harness")) for r in records})
+        harnesses = sorted({r.harness for r in records})
         raise TruthError(f"{run_dir}: no finished episode of harness {harness!r}; the run has: "
                          f"{', '.join(harnesses) or '(none)'}")
     try:
