@@ -11,7 +11,7 @@ from playground.agents.response_cache import RESPONSE_CACHE_VARIABLE
 from playground.core.records import new_record
 from playground.host.manager import Host
 from playground.run.config import RunConfig
-from playground.run.progress import RunProgress, StepNote, format_seconds
+from playground.run.progress import EpisodeDone, RunProgress, StepNote, format_seconds
 from playground.run.runner import run
 from playground.testing.openai_server import FirstActionModel, ScriptedChatServer
 
@@ -35,11 +35,13 @@ def test_each_step_played_reaches_the_step_callback(tmp_path, how):
     notes: list[StepNote] = []
     finished: list[str] = []
 
-    def progress(message: str, record) -> None:
-        if record is not None:
-            finished.append(record.key)
+    def progress(event) -> None:  # the one channel: steps, episodes recorded and messages, in order
+        if isinstance(event, StepNote):
+            notes.append(event)
+        elif isinstance(event, EpisodeDone):
+            finished.append(event.record.key)
 
-    run(Host().load(), _config(tmp_path / "run"), progress, on_step=notes.append, **how)
+    run(Host().load(), _config(tmp_path / "run"), progress, **how)
     records = _records(tmp_path / "run")
     steps = {r.key: r.steps for r in records}
     assert sum(steps.values()) > len(records)  # episodes of several steps: notes come within episodes
@@ -57,7 +59,7 @@ def test_model_calls_are_counted_as_they_are_made(tmp_path, monkeypatch):
     notes: list[StepNote] = []
     with ScriptedChatServer(default=model) as server:
         config = _config(tmp_path / "run", agent="llm", base_url=server.base_url, model="m", retries=0)
-        run(Host().load(), config, on_step=notes.append)
+        run(Host().load(), config, lambda event: notes.append(event) if isinstance(event, StepNote) else None)
     assert model.total > 0
     assert sum(note.model_calls for note in notes) == model.total
     assert sum(note.steps for note in notes) == sum(r.steps for r in _records(tmp_path / "run"))
@@ -68,7 +70,7 @@ def test_a_resumed_run_reports_only_the_steps_it_plays(tmp_path):
     first = _config(out)
     run(Host().load(), RunConfig(**{**first.__dict__, "harnesses": ["base"]}))
     notes: list[StepNote] = []
-    run(Host().load(), first, on_step=notes.append)
+    run(Host().load(), first, lambda event: notes.append(event) if isinstance(event, StepNote) else None)
     new = {r.key: r.steps for r in _records(out) if r.harness == "guard-only"}
     assert len(new) == len(TASKS)
     assert {note.key for note in notes} == set(new)
@@ -110,7 +112,7 @@ def test_the_run_commands_display_counts_the_steps_and_episodes_played(tmp_path)
     from playground.cli.progress import ProgressDisplay
 
     with ProgressDisplay(episodes=2 * len(TASKS), max_steps=12, hidden=True) as display:
-        run(Host().load(), _config(tmp_path / "run"), display.progress, on_step=display.on_step)
+        run(Host().load(), _config(tmp_path / "run"), display.progress)
     steps = sum(r.steps for r in _records(tmp_path / "run"))
     assert display.tally.done == 2 * len(TASKS) and display.tally.steps == steps
     assert display.text().startswith(f"steps {steps} · model calls 0 · ")
@@ -121,7 +123,7 @@ def test_without_a_terminal_each_finished_episode_is_one_line_and_no_bar_is_draw
     from playground.cli.progress import ProgressDisplay
 
     with ProgressDisplay(episodes=2 * len(TASKS), max_steps=12, hidden=False, terminal=False) as display:
-        run(Host().load(), _config(tmp_path / "run"), display.progress, on_step=display.on_step)
+        run(Host().load(), _config(tmp_path / "run"), display.progress)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 * len(TASKS)  # no bare "episodes" label above them, no redrawn bar
     assert lines[0].startswith(f"episode 1/{2 * len(TASKS)} · steps ") and lines[-1].endswith(("won", "lost"))

@@ -89,9 +89,7 @@ def run_with_progress(host, config: RunConfig, quiet: bool, workers: int | None 
     with ProgressDisplay(episodes, config.max_steps, hidden=quiet) as display:
         try:
             return run(host, config, display.progress, workers=workers, repair=repair, check_lock=check_lock,
-                       executor=executor, address=address, in_flight=in_flight,
-                       on_step=None if quiet else display.on_step,  # --quiet: no step notes at all
-                       checked=checked)
+                       executor=executor, address=address, in_flight=in_flight, checked=checked)
         except (RunConfigError, RunDirError) as exc:
             raise CLIError(str(exc)) from None
 

@@ -9,8 +9,7 @@ from typing import Any
 import click
 
 from playground.cli.terminal import visible
-from playground.core.records import EpisodeRecord
-from playground.run.progress import RunProgress, StepNote
+from playground.run.progress import ProgressEvent, RunMessage, RunProgress, StepNote
 
 REDRAW_EVERY = 0.25  # seconds between redraws for steps (a scripted agent plays thousands of steps a second)
 
@@ -18,8 +17,8 @@ REDRAW_EVERY = 0.25  # seconds between redraws for steps (a scripted agent plays
 class ProgressDisplay:
     """A click progress bar over a run's episodes whose text says steps and model calls played and the ETA from
     the step rate (`playground.run.progress.RunProgress`); use it as a context manager and hand its `progress`
-    and `on_step` to `playground.run.runner.run`. When stderr is not a terminal (a log file, a pipe) it prints one
-    line per finished episode instead of a bar, which a log could not redraw."""
+    to `playground.run.runner.run` (the run's one progress channel). When stderr is not a terminal (a log file, a
+    pipe) it prints one line per finished episode instead of a bar, which a log could not redraw."""
 
     def __init__(self, episodes: int, max_steps: int, hidden: bool, terminal: bool | None = None) -> None:
         self.tally = RunProgress(episodes, max_steps)
@@ -41,22 +40,25 @@ class ProgressDisplay:
         safe for a terminal, `visible`)."""
         return visible(self.tally.describe(time.monotonic()) + (f" · {self.last}" if self.last else ""))
 
-    def progress(self, message: str, record: EpisodeRecord | None) -> None:
-        """The runner's progress callback: a finished episode moves the bar; a message is printed. Either may quote a
-        task id, a plugin's or env's exception or a model server's error body: each is shown through `visible`."""
-        message = visible(message)
-        if record is None:
-            click.echo(f"  {message}", err=True)
+    def progress(self, event: ProgressEvent) -> None:
+        """The run's progress listener: a step moves the tally (`on_step`), a recorded episode the bar, a message is
+        printed. Each may quote a task id, a plugin's or env's exception or a model server's error body: each is
+        shown through `visible`."""
+        if isinstance(event, StepNote):
+            self.on_step(event)
             return
-        self.tally.finished(record)
-        self.last = f"{message}: {record.status}"
+        if isinstance(event, RunMessage):
+            click.echo(f"  {visible(event.text)}", err=True)
+            return
+        self.tally.finished(event.record)
+        self.last = f"{visible(event.label)}: {event.record.status}"
         if self.lines:
             click.echo(f"episode {self.tally.done}/{self.tally.episodes} · {self.text()}", err=True)
         self._bar.update(1, self.text())
         self._drawn = time.monotonic()
 
     def on_step(self, note: StepNote) -> None:
-        """The runner's step callback: count the step and redraw the bar (at most every REDRAW_EVERY seconds)."""
+        """Count a step and redraw the bar (at most every REDRAW_EVERY seconds)."""
         now = time.monotonic()
         self.tally.step(note, now)
         if not self.lines and now - self._drawn >= REDRAW_EVERY:

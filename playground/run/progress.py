@@ -1,4 +1,5 @@
-"""Progress within episodes: each step played is reported as it is played, and a run's ETA comes from step rates.
+"""A run's progress, on one channel: each step played (`StepNote`), each episode recorded (`EpisodeDone`) and each
+message (`RunMessage`) reach the run's one listener (`ProgressListener`); a run's ETA comes from step rates.
 
 While an episode plays, its attempt reports each step (`report_step`) to the listener that
 whoever plays it set (`steps_reported`): the run itself, a thread that passes the note on to
@@ -30,6 +31,27 @@ class StepNote:
 
 
 StepListener = Callable[[StepNote], None]
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    """A line the run has for its user (a repair, a warning, an episode left unfinished, a stop)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class EpisodeDone:
+    """An episode recorded: `label` says which (its key, "KEY (done before)" for one a resume found finished)."""
+
+    label: str
+    record: EpisodeRecord
+
+
+# The one progress channel of a run (`playground.run.runner.run(progress=...)`): each step played, each episode
+# recorded, each message, in the order they happen.
+ProgressEvent = StepNote | RunMessage | EpisodeDone
+ProgressListener = Callable[[ProgressEvent], None]
 _listener: ContextVar[StepListener | None] = ContextVar("step_listener", default=None)
 
 

@@ -23,7 +23,7 @@ from playground.run.episodes import BuiltAgent, RunWork
 from playground.run.executors import Executor, Job, make_executor
 from playground.run.harnesses import harness_fingerprint
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
-from playground.run.progress import StepListener
+from playground.run.progress import EpisodeDone, ProgressListener, RunMessage
 from playground.run.report import summarise_run
 from playground.run.rundir import QUARANTINE, RunDir, RunDirError, episode_key, listed
 from playground.run.secrets import redact
@@ -32,10 +32,10 @@ from playground.run.validation import CheckedRun, check_config
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a write failed for want of space: a named error, not a traceback
 
 
-def run(host: Host, config: RunConfig, progress: Callable[[str, EpisodeRecord | None], None] | None = None,
+def run(host: Host, config: RunConfig, progress: ProgressListener | None = None,
         workers: int | None = None, repair: bool = False, check_lock: dict | None = None,
         executor: str | Executor = "local", address: str | None = None, in_flight: int = 1,
-        on_step: StepListener | None = None, checked: CheckedRun | None = None) -> dict:
+        checked: CheckedRun | None = None) -> dict:
     """Run every (task, harness) episode not yet finished in `config.out`; return the summary.
 
     `executor` plays the episodes (`playground.run.executors`): "local" (the default) in this
@@ -52,8 +52,9 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, EpisodeRecord | 
     DIR/lock.json records what the results depend on (`playground.run.lock`); with `check_lock`
     (another run's lock) a run whose lock differs from it in what matters is refused (LockError
     naming the fields) before anything is written.
-    `on_step` is handed a `progress.StepNote` for each step played (in this thread; from worker processes and
-    threads too, but not from Ray workers), so a display can move while an episode plays.
+    `progress` is the run's one progress channel (`playground.run.progress`): it is handed a `StepNote` for each
+    step played (from threads and worker processes too, not from Ray workers), an `EpisodeDone` for each episode
+    recorded and a `RunMessage` for each line the run has for its user, in the order they happen.
     `checked` is the caller's check of this very config (`validation.check_run`, as `playground run` makes it): while
     it holds, the config is not checked again, and its agent is the run's (the lock reads it; the first player in
     this process plays it).
@@ -87,7 +88,11 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, EpisodeRecord | 
             raise _disk_full(config, exc, "nothing was played") from None
         raise
     run_id = rundir.config["run_id"]
-    notify = progress or (lambda message, record: None)
+    listener: ProgressListener = progress or (lambda event: None)
+
+    def notify(message: str, record: EpisodeRecord | None) -> None:
+        listener(RunMessage(message) if record is None else EpisodeDone(message, record))
+
     missing = rundir.missing_traces
     if rundir.quarantined > len(missing):
         notify(f"moved {rundir.quarantined - len(missing)} bad line(s) of episodes.jsonl to {QUARANTINE}", None)
@@ -125,8 +130,8 @@ def run(host: Host, config: RunConfig, progress: Callable[[str, EpisodeRecord | 
                 notify(unfinished.budget.message(len(unfinished.pending)), None)
             discard_unfinished(host, config, run_id, pending)
             work = RunWork(config, run_id, str(rundir.path), header_base, BuiltAgent(agent, host))
-            _play_and_record(host, config, run_id, rundir, chosen.play(host, work, pending, on_step), notify,
-                             unfinished)
+            played = chosen.play(host, work, pending, listener if progress else None)
+            _play_and_record(host, config, run_id, rundir, played, notify, unfinished)
         except KeyboardInterrupt:  # the episodes in flight are settled (their generator closed): what was played
             stopped = _finish(host, config, rundir, lock, previous_lock, unfinished, interrupted=True) \
                 if rundir.records else None
