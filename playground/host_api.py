@@ -34,7 +34,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.run.traces": ("read_events", "read_header", "read_jsonl", "read_trace", "TraceError", "TraceWriter",),
     "playground.run.lock": ("git_state", "plugin_distributions",),
     "playground.run.forks": (
-        "EpisodeTrace", "fork", "fork_path", "ForkError", "load_episode", "RecordedStep", "replay_contexts",
+        "EpisodeTrace", "fork", "fork_path", "ForkError", "ForkResult", "load_episode", "RecordedStep",
+        "replay_contexts",
     ),
     "playground.run.report": ("merge_judge_replies", "summarise_harness", "wilson_interval",),
     "playground.run.secrets": ("redact_url",),
@@ -111,6 +112,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.run.forks import (
         EpisodeTrace,
         ForkError,
+        ForkResult,
         RecordedStep,
         fork,
         fork_path,

@@ -104,8 +104,8 @@ def test_fork_continues_from_the_recorded_state(tiny_run, tmp_path):
     result = fork(get_host(), episode, position, tmp_path / "f.jsonl", agent="expert")
     events = read_trace(tmp_path / "f.jsonl")
     assert events[0]["source_trace"] == str(episode.path) and events[0]["fork_point"] == position
-    assert events[1]["observation"] == episode.observation_before(position) == result["start_observation"]
-    assert result["restored"]["observation_equal"] and result["won"]
+    assert events[1]["observation"] == episode.observation_before(position) == result.start_observation
+    assert result.restored["observation_equal"] and result.won
     assert events[2]["step"] == position  # numbered from the fork point
 
 
@@ -172,7 +172,7 @@ def test_fork_observers_watch_but_cannot_intervene(tiny_run, tmp_path):
     result = fork(get_host(), episode, 1, tmp_path / "w.jsonl", agent="expert", observers=[("watch", watcher)])
     events = read_trace(tmp_path / "w.jsonl")
     assert events[0]["observers"] == ["watch"] and events[0]["interventions"] == []
-    assert watcher.steps == [e["action"] for e in events if e["type"] == "step"] and len(watcher.steps) == result["steps"]
+    assert watcher.steps == [e["action"] for e in events if e["type"] == "step"] and len(watcher.steps) == result.steps
     with pytest.raises(ForkError, match="observers may only watch"):
         fork(get_host(), episode, 1, tmp_path / "m.jsonl", agent="expert", observers=[("meddler", Meddler())])
     assert not (tmp_path / "m.jsonl").exists()

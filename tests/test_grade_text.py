@@ -220,7 +220,7 @@ def test_a_fork_hands_its_observers_the_envs_remove_grade_text(tmp_path):
     recorder = StartRecorder()
     result = fork(get_host(), load_episode(path), 1, tmp_path / "fork.jsonl", agent="expert",
                   observers=[("rec", recorder)])
-    assert result["won"]
+    assert result.won
     won = "You drop the red key. Well done: the red key is back in the hall."
     assert recorder.starts[0].remove_grade_text(won) == "You drop the red key."
     assert recorder.cleaned[-1].startswith("You drop the ") and "Well done" not in recorder.cleaned[-1]

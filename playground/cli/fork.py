@@ -34,4 +34,4 @@ def fork_command(run_dir: str, episode: str, position: int, agent: str, agent_op
                       seed=seed)
     except ForkError as exc:
         raise CLIError(str(exc)) from None
-    click.echo(json.dumps({k: v for k, v in result.items() if k != "start_observation"}, indent=2))
+    click.echo(json.dumps(result.as_json(), indent=2))

@@ -19,6 +19,7 @@ fork point and the restored-state check, then the usual loop events, numbered fr
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,31 @@ from playground.run.traces import TraceWriter, read_events
 
 class ForkError(PlaygroundError):
     """A fork cannot be made: the trace lacks what is needed, or the rebuilt state differs from the recorded one."""
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    """How a fork played (`fork`): its outcome, its trace, where it started and the check that the rebuilt state
+    matched the recorded one (`restored`: `observation_equal`, `replayed_actions`)."""
+
+    status: str
+    won: bool
+    steps: int
+    error: str | None
+    score: float | None
+    trace: str
+    fork_point: int
+    action: str | None
+    finish: bool
+    agent: str
+    seed: int
+    restored: dict[str, Any]
+    start_observation: str  # the observation the fork started from (arms of one point must share it)
+    seconds: float
+
+    def as_json(self) -> dict[str, Any]:
+        """The result as JSON, without the start observation (what `playground fork` prints)."""
+        return {name: value for name, value in dataclasses.asdict(self).items() if name != "start_observation"}
 
 
 @dataclass
@@ -354,7 +380,7 @@ def prefix_turns(episode: EpisodeTrace, position: int) -> tuple[Turn, ...]:
 def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, agent: str = "expert",
          agent_options: dict | None = None, action: str | None = None, seed: int | None = None,
          max_steps: int | None = None, lineage: dict | None = None, finish: bool = False,
-         observers: Sequence[tuple[str, Any]] = ()) -> dict:
+         observers: Sequence[tuple[str, Any]] = ()) -> ForkResult:
     """Rebuild the state before action `position`, play on under `agent` (first `action`, or a finish with
     `finish=True`, if given), write the fork's trace to `out`; return the fork's record (status, won, steps,
     trace, the restored-state check).
@@ -399,10 +425,9 @@ def fork(host: Host, episode: EpisodeTrace, position: int, out: str | Path, *, a
     finally:
         trace.close()
         env.close()
-    return {"status": result.status, "won": result.won, "steps": result.steps, "error": result.error,
-            "score": result.score, "trace": str(out), "fork_point": position, "action": action, "finish": finish,
-            "agent": agent, "seed": seed, "restored": {k: v for k, v in restored.items() if k != "observation"},
-            "start_observation": observation, "seconds": round(time.perf_counter() - started, 3)}
+    return ForkResult(result.status, result.won, result.steps, result.error, result.score, str(out), position,
+                      action, finish, agent, seed, {k: v for k, v in restored.items() if k != "observation"},
+                      observation, round(time.perf_counter() - started, 3))
 
 
 def fork_path(run_dir: str | Path, episode: EpisodeTrace, position: int, name: str) -> Path:

@@ -96,12 +96,12 @@ def replay_pair(host: Host, run_dir: Path, record: dict, *, agent: str | None, a
                        **({"candidate": index} if arm == "candidate" else {})}
             result = fork(host, episode, position, out, agent=agent, agent_options=agent_options, action=action,
                           seed=seed + trial, finish=finish, lineage=lineage)
-            starts.add(result["start_observation"])
-            (control if index is None else won[index]).append(bool(result["won"]))
+            starts.add(result.start_observation)
+            (control if index is None else won[index]).append(result.won)
             transcripts.append({"arm": arm, **({"candidate": index} if arm == "candidate" else {}), "trial": trial,
-                                "seed": seed + trial, "action": action, "finish": finish, "won": result["won"],
-                                "status": result["status"], "steps": result["steps"],
-                                "trace": str(out.relative_to(run_dir)), "restored": result["restored"]})
+                                "seed": seed + trial, "action": action, "finish": finish, "won": result.won,
+                                "status": result.status, "steps": result.steps,
+                                "trace": str(out.relative_to(run_dir)), "restored": result.restored})
         if len(starts) != 1:
             raise ForkError(f"diagnosis {record['id']}: the arms of trial {trial} started from different states")
     replayed = [{"index": k, "action": action, "won": won[k], "grade": evidence_grade(won[k], control)}

@@ -210,10 +210,10 @@ def play_point(host: Host, run_dir: Path, episode: EpisodeTrace, point: Point, *
             result = fork(host, episode, point.position, out, agent=agent, agent_options=options, action=action,
                           finish=finish, seed=seed + trial, observers=[("local-recovery", judge)],
                           lineage={"paired_point": point.id, "arm": arm, "trial": trial})
-            starts[arm] = result["start_observation"]
+            starts[arm] = result.start_observation
             arms[arm].append({"trial": trial, "seed": seed + trial, "action": action, "finish": finish,
-                              "recovered": judge.recovered, "evidence": judge.evidence, "won": bool(result["won"]),
-                              "status": result["status"], "steps": result["steps"],
+                              "recovered": judge.recovered, "evidence": judge.evidence, "won": result.won,
+                              "status": result.status, "steps": result.steps,
                               "trace": str(out.relative_to(run_dir))})
         if len(set(starts.values())) != 1:
             raise ForkError(f"{point.id}: the arms of trial {trial} started from different observations")
