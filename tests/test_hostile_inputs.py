@@ -367,3 +367,38 @@ def test_a_non_finite_deadline_is_refused(capsys, tmp_path, option, value):
     code, _, err = cli(capsys, "run", *TINY, "--episodes", "1", option, value, "--out", str(tmp_path / "run"))
     assert code == 2 and option in err and "finite" in err, err
     assert not (tmp_path / "run").exists()
+
+
+# -- also seen: a plugin that changes a frozen payload with object.__setattr__ is named ----------------------------
+
+def test_a_plugin_that_changes_a_frozen_proposal_is_named_and_the_trace_does_not_lie():
+    from playground.core.episode_hooks import EpisodeHooks, PluginError
+    from playground.core.events import ErrorEvent, ProposalEvent, StepEvent
+    from playground.core.hookspecs import hookimpl
+    from playground.core.loop import EpisodeConfig, run_episode
+    from playground.testing import ScriptedAgent, tiny_env
+
+    class Forger:
+        @hookimpl
+        def detect_failures(self, context, proposal):
+            object.__setattr__(proposal, "action", "x")
+
+    events: list = []
+    config = EpisodeConfig("r", "e", "tiny", "tiny-1", "h", "scripted", 0, 10)
+    result = run_episode(tiny_env(), ScriptedAgent(), EpisodeHooks([("forger", Forger())]), config, events.append)
+    assert result.status == "error"
+    assert "'forger'" in result.error and "detect_failures" in result.error and "proposal.action" in result.error
+    [error] = [e for e in events if isinstance(e, ErrorEvent)]
+    assert error.plugin == "forger" and error.hook == "detect_failures"
+    proposed = {e.step: e.action for e in events if isinstance(e, ProposalEvent)}
+    assert "x" not in proposed.values()
+    assert all(proposed[e.step] == e.action for e in events if isinstance(e, StepEvent))  # no step differs
+
+    class OutcomeForger:
+        @hookimpl
+        def step_completed(self, outcome):
+            object.__setattr__(outcome.proposal, "action", "x")
+
+    with pytest.raises(PluginError, match=r"'late'.*step_completed.*outcome\.proposal\.action"):
+        run_episode(tiny_env(), ScriptedAgent(), EpisodeHooks([("late", OutcomeForger())]),
+                    EpisodeConfig("r", "e", "tiny", "tiny-1", "h", "scripted", 0, 10, strict=True), events.append)

@@ -64,6 +64,61 @@ def wrong_detection(detection: Detection, labels: LabelRegistry | None = None) -
     return f"returned a Detection (detector {detection.detector!r}) with {'; '.join(problems)}" if problems else None
 
 
+_PAYLOAD_TYPES: dict[type, bool] = {}
+
+
+def _is_payload(kind: type) -> bool:
+    """Whether instances of `kind` are dataclass instances with a `__dict__` (what `_fingerprints` records)."""
+    known = _PAYLOAD_TYPES.get(kind)
+    if known is None:
+        known = _PAYLOAD_TYPES[kind] = (hasattr(kind, "__dataclass_fields__") and hasattr(kind, "__dict__")
+                                        and "__slots__" not in kind.__dict__ and not issubclass(kind, type))
+    return known
+
+
+def _fingerprints(kwargs: dict[str, Any]) -> list[tuple[str, Any, tuple]]:
+    """(path, payload, its field values) for each frozen payload handed to a hook: the arguments, the payloads in
+    a list argument (detections) and the payloads held in their fields (an outcome's context and proposal, a
+    context's ids), two levels deep; tuples of payloads (a history) are not walked, to keep each call cheap."""
+    found: list[tuple[str, Any, tuple]] = []
+
+    def walk(path: str, value: Any, depth: int) -> None:
+        if not _is_payload(type(value)):
+            return
+        fields = value.__dict__
+        found.append((path, value, tuple(fields.values())))
+        if depth < 2:
+            for name, held in fields.items():
+                if _is_payload(type(held)):
+                    walk(path + "." + name, held, depth + 1)
+
+    for name, value in kwargs.items():
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(f"{name}[{i}]", item, 1)
+        else:
+            walk(name, value, 0)
+    return found
+
+
+def _changed(fingerprints: list[tuple[str, Any, tuple]]) -> str | None:
+    """Which field of a payload no longer holds what it held before the hook (`_fingerprints`), or None."""
+    for path, payload, values in fingerprints:
+        now = tuple(payload.__dict__.values())
+        if now != values:
+            for name, old, new in zip(payload.__dict__, values, now):
+                if old is not new and old != new:
+                    return f"{path}.{name} was {_short(old)}, is now {_short(new)}"
+            return f"{path}: its fields were added or removed"
+    return None
+
+
+def _short(value: Any) -> str:
+    """`repr(value)`, cut to 60 characters."""
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
 class PluginError(PlaygroundError):
     """A plugin raised inside a runtime hook; names the plugin and the hook."""
 
@@ -104,8 +159,10 @@ class EpisodeHooks:
     def call(self, hook: str, **kwargs: Any) -> Any:
         """Call `hook`; an exception, or a `sys.exit()` inside a plugin, is re-raised as a PluginError naming the
         plugin (Ctrl-C still stops the run). So is a result of the wrong type (`RETURNS`), naming the plugin that
-        implements the hook (or, when several do, each of them)."""
+        implements the hook (or, when several do, each of them), and so is a payload handed in that the hook changed
+        (`object.__setattr__` on a frozen payload: the trace would then show what was not played)."""
         caller = getattr(self.pm.hook, hook)
+        before = _fingerprints(kwargs)
         try:
             with watch(self.hook_deadline, HookDeadlineExceeded):
                 result = caller(**kwargs)
@@ -114,6 +171,10 @@ class EpisodeHooks:
             raise PluginError(self._culprit(caller, exc), hook, late) from None
         except (Exception, SystemExit) as exc:
             raise PluginError(self._culprit(caller, exc), hook, exc) from exc
+        changed = _changed(before)
+        if changed is not None:
+            raise PluginError(self._implementers(caller), hook, RuntimeError(
+                f"changed the frozen payload it was handed ({changed}); a payload is read-only"))
         wrong = _wrong_result(hook, result)
         kind: type[Exception] = TypeError
         if wrong is None and hook == "detect_failures":
@@ -121,10 +182,14 @@ class EpisodeHooks:
                                              for d in (item if isinstance(item, (list, tuple)) else [item])
                                              if d is not None)), None), ValueError
         if wrong is not None:
-            names = [impl.plugin_name for impl in reversed(caller.get_hookimpls())]
-            culprit = names[0] if len(names) == 1 else "one of " + ", ".join(names)
-            raise PluginError(culprit, hook, kind(wrong))
+            raise PluginError(self._implementers(caller), hook, kind(wrong))
         return result
+
+    @staticmethod
+    def _implementers(caller) -> str:
+        """The plugin that implements the hook, or "one of A, B" when several do."""
+        names = [impl.plugin_name for impl in reversed(caller.get_hookimpls())]
+        return names[0] if len(names) == 1 else "one of " + ", ".join(names)
 
     def _culprit(self, caller, exc: BaseException) -> str:
         codes = {impl.function.__code__: impl.plugin_name for impl in caller.get_hookimpls()
