@@ -460,3 +460,17 @@ def test_a_broken_memory_file_named_up_front_is_refused_with_its_line(tmp_path):
 def test_the_trajectory_holds_no_grade():
     fields = set(Trajectory.__dataclass_fields__) | set(Trajectory().__dict__)
     assert not fields & {"won", "reward", "score", "status"}
+
+
+def test_a_baseline_memory_beside_a_url_playbook_is_refused_by_name(tmp_path):
+    """A playbook URL (postgresql://...) has no folder for a baseline's memory file: the error names the parameter
+    that names the file instead of a file being made under a path built from the URL."""
+    from playground import EpisodeStart
+    from playground.plugins.baselines.store import MemoryFileError, memory_path
+
+    ids = EpisodeIds("r", "e", "tiny", "t", "h")
+    start = EpisodeStart(ids, "noisy", 1, "goal", "obs", 10, playbook="postgresql://u@127.0.0.1:5432/db?schema=x")
+    with pytest.raises(MemoryFileError, match=r"postgresql://\.\.\..*--param rb_memory=PATH"):
+        memory_path(start, "memory.jsonl", "", "rb_memory")
+    assert memory_path(start, "memory.jsonl", str(tmp_path / "m.jsonl"), "rb_memory") == tmp_path / "m.jsonl"
+    assert not any(Path.cwd().glob("postgresql:*"))

@@ -388,7 +388,7 @@ class AcePlugin(MemoryBaseline):
     def begin(self, start: EpisodeStart) -> None:
         """Render the playbook into the note, within the budget; remember the bullets shown."""
         self.start = start
-        self.path = memory_path(start, "ace.txt", str(self.p["ace_playbook"]))
+        self.path = memory_path(start, "ace.txt", str(self.p["ace_playbook"]), "ace_playbook")
         playbook = AcePlaybook.load(self.path)
         self.note, shown_ids = playbook.render(int(self.p["ace_budget"]))
         self.shown = [b for b in playbook.bullets if b.id in shown_ids]

@@ -91,7 +91,7 @@ class AwmPlugin(MemoryBaseline):
 
     def begin(self, start: EpisodeStart) -> None:
         """Read the memory's workflows into the note."""
-        self.path = memory_path(start, "workflows.jsonl", str(self.p["awm_memory"]))
+        self.path = memory_path(start, "workflows.jsonl", str(self.p["awm_memory"]), "awm_memory")
         self.note = render(workflows(read_records(self.path)), int(self.p["awm_budget"]))
 
     def learn(self, end: EpisodeEnd) -> None:

@@ -129,7 +129,7 @@ class ReasoningBankPlugin(MemoryBaseline):
 
     def begin(self, start: EpisodeStart) -> None:
         """Retrieve the memory items most similar to the goal into the note."""
-        self.path = memory_path(start, "memory.jsonl", str(self.p["rb_memory"]))
+        self.path = memory_path(start, "memory.jsonl", str(self.p["rb_memory"]), "rb_memory")
         self.retrieved = retrieve(read_records(self.path), start.goal, int(self.p["rb_k"]))
         self.note = render(self.retrieved)
 

@@ -31,12 +31,19 @@ class MemoryFileError(PlaygroundError):
     """A baseline's memory file cannot be read: the file and line are named."""
 
 
-def memory_path(start: EpisodeStart, suffix: str, override: str = "") -> Path | None:
-    """The memory file of a baseline: `override` if given, else the run's playbook path with `suffix`, else None."""
+def memory_path(start: EpisodeStart, suffix: str, override: str = "", param: str = "") -> Path | None:
+    """The memory file of a baseline: `override` if given, else the run's playbook path with `suffix`, else None.
+    A playbook given as a URL (`postgresql://...`) has no folder to keep the file beside: MemoryFileError says to
+    name the file with the baseline's parameter `param` (or to give a file playbook)."""
     if override:
         return Path(override)
     if not start.playbook:
         return None
+    if "://" in start.playbook:
+        scheme = start.playbook.split("://", 1)[0]
+        how = f"name the file with --param {param}=PATH" if param else "run it with a file --playbook"
+        raise MemoryFileError(f"the playbook is a URL ({scheme}://...), and this baseline keeps its memory "
+                              f"(*.{suffix}) in a file beside a file playbook: {how}")
     playbook = Path(start.playbook)
     return playbook.with_name(f"{playbook.stem}.{suffix}")
 
