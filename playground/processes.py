@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
 import os
 import signal
 import subprocess
@@ -40,14 +41,53 @@ def usable_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def run_processes() -> int:
+    """How many of the run's worker processes share this machine's cores (`RUN_PROCESSES_ENV`; 1 when unset or
+    garbled)."""
+    try:
+        return max(1, int(os.environ.get(RUN_PROCESSES_ENV, "1")))
+    except ValueError:
+        return 1
+
+
 def cores_per_process() -> int:
     """This process's fair share of the usable cores: all of them, divided by the run's worker processes when it is
     one of several (a worker process is told their number through `RUN_PROCESSES_ENV`); at least 1."""
+    return max(1, usable_cores() // run_processes())
+
+
+def machine_load() -> float | None:
+    """The machine's 1-minute load average, or None where the system does not say."""
     try:
-        processes = max(1, int(os.environ.get(RUN_PROCESSES_ENV, "1")))
-    except ValueError:
-        processes = 1
-    return max(1, usable_cores() // processes)
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def threads_by_contention(affinity: int | None = None, processes: int | None = None, load: float | None = None,
+                          machine_cores: int | None = None) -> tuple[int, str]:
+    """The compute threads for this process now, and why: its share of the cores it may run on (`affinity`: the
+    affinity mask's size; `processes`: the run's worker processes), less the cores other processes keep busy.
+
+    Those come from the 1-minute load average (`load`), scaled from the machine's cores (`machine_cores`) to this
+    process's, less what the run's other workers account for (up to their share each); a core counts as busy once
+    the load on it reaches half a core past the whole cores already counted (on 2 cores at load 1.5 or more: 1
+    thread). A thread on a core something else holds stalls the others at every synchronisation, which on shared
+    cores costs more than the thread adds. Every value left None is read from this process and machine; at least 1.
+    """
+    cores = usable_cores() if affinity is None else max(1, affinity)
+    processes = run_processes() if processes is None else max(1, processes)
+    share = max(1, cores // processes)
+    where = f"{cores} usable core{'s' * (cores != 1)}, {processes} worker process{'es' * (processes != 1)}"
+    load = machine_load() if load is None else load
+    if load is None:
+        return share, f"{share}: {where}, load unknown"
+    machine_cores = max(1, machine_cores or os.cpu_count() or cores)
+    others = max(0.0, load * cores / max(machine_cores, cores) - (processes - 1) * share)
+    busy = max(0, math.floor(others - 0.5 + 1e-9))
+    threads = max(1, min(share, (cores - busy) // processes))
+    return threads, (f"{threads}: {where}, 1-minute load {load:.2f} ({busy} core{'s' * (busy != 1)} "
+                     f"busy with other work)")
 
 
 def die_with_parent(parent_pid: int | None = None) -> bool:

@@ -23,9 +23,11 @@ from playground.testing.tiny import TinyProvider
 
 class WeightsExpert(ExpertAgent):
     # The expert, run "from" a weights file: exposes its path as model_file, as a model-backed agent does.
-    def __init__(self, weights=""):
+    def __init__(self, weights="", threads=""):
         super().__init__()
         self.model_file = weights
+        # and, as the local model's agent does, the threads it computes with and why
+        self.thread_choice = {"count": int(threads), "reason": "given"} if threads else None
 
 
 class FiledTiny(TinyProvider):
@@ -189,3 +191,16 @@ def test_a_playbook_is_hashed_by_content_and_left_untouched(tmp_path):
     db.close()
     assert playbook_hash(book, get_host()) != first
     assert playbook_hash(tmp_path / "none.sqlite", get_host()) is None
+
+
+def test_the_agents_threads_are_recorded_but_not_compared(capsys, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(write_plugin_dist(tmp_path / "site", "lock-threads", {"demo": PLUGIN})))
+    monkeypatch.setenv("FILED_TINY_DATA", str(tmp_path / "absent.txt"))
+    code, _, err = cli(capsys, "run", "--env", "filed-tiny", "--agent", "weights-expert", "--agent-option",
+                       "threads=1", "--harness", "base", "--episodes", "1", "--quiet", "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    lock = json.loads((tmp_path / "a" / "lock.json").read_text())
+    assert lock["agent"]["threads"] == {"count": 1, "reason": "given"}
+    other = json.loads(json.dumps(lock))
+    other["agent"]["threads"] = {"count": 2, "reason": "auto: 2: 2 usable cores, 1 worker process, 1-minute load 0.10"}
+    assert lock_differences(lock, other) == []

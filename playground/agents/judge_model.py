@@ -26,7 +26,8 @@ def judge_named(settings: Mapping[str, Any]) -> bool:
 def build_judge_model(settings: Mapping[str, Any], owner: str, *, max_tokens: int = 200, retries: int = 3,
                       threads: int | None = None, api_key: str | None = None) -> ChatModel:
     """The judge model the settings name: the endpoint (temperature 0, `retries` retries, `api_key` if given) or
-    the embedded model (`threads` CPU threads, else its default), both with the shared response cache.
+    the embedded model (`threads` CPU threads, else those `threads_by_contention` picks), both with the shared
+    response cache.
 
     ValueError, naming `owner` (the plugin or role asking), when the settings name none, name an endpoint
     without a model, or the embedded model cannot be loaded (e.g. its extra is missing).
@@ -40,10 +41,10 @@ def build_judge_model(settings: Mapping[str, Any], owner: str, *, max_tokens: in
                              max_tokens=max_tokens, retries=retries, cache_dir=default_cache_dir())
     if settings.get("judge_local"):
         from playground.agents.local_model import LocalChatModel
+        from playground.processes import threads_by_contention
 
         try:
-            if threads is None:
-                return LocalChatModel(max_tokens=max_tokens, cache_dir=default_cache_dir())
+            threads = threads_by_contention()[0] if threads is None else threads
             return LocalChatModel(max_tokens=max_tokens, threads=threads, cache_dir=default_cache_dir())
         except LLMError as exc:
             raise ValueError(f"{owner}: {exc}") from None

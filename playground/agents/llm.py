@@ -44,7 +44,7 @@ from playground.agents.response_cache import OFF_WORDS, default_cache_dir
 from playground.agents.structured import json_object_in
 from playground.core.actions import is_admissible, is_template
 from playground.core.payloads import AgentView, Proposal
-from playground.processes import cores_per_process
+from playground.processes import threads_by_contention
 
 SYSTEM_PROMPT = (
     "You are an agent acting in a text environment to reach a goal. Each turn, answer in exactly this format:\n"
@@ -185,6 +185,14 @@ class LLMAgent:
         path = getattr(self.model, "path", None)
         return str(path) if path is not None else None
 
+    @property
+    def thread_choice(self) -> dict[str, Any] | None:
+        """The compute threads the model runs with and why (a run's lock.json records them), or None (an endpoint)."""
+        threads = getattr(self.model, "threads", None)
+        if not isinstance(threads, int):
+            return None
+        return {"count": threads, "reason": str(getattr(self.model, "threads_reason", "given"))}
+
     def reset(self, task_id: str, seed: int) -> None:
         pass
 
@@ -285,12 +293,18 @@ def _cache_dir(option: str) -> Path | None:
 
 
 def local_threads(option: Any) -> int:
-    """The llama.cpp threads from the `local` agent's `threads` option: a count of at least 1, or "auto": this
-    process's share of the usable cores (all of them alone; one each for two workers on 2 cores), which is what
-    measured fastest (docs/results.md, "Threads: chosen by measurement")."""
+    """The llama.cpp threads from the `local` agent's `threads` option (see `local_thread_choice`)."""
+    return local_thread_choice(option)[0]
+
+
+def local_thread_choice(option: Any) -> tuple[int, str]:
+    """The llama.cpp threads from the `local` agent's `threads` option and why: a count of at least 1 (it wins), or
+    "auto": the cores this process can have now, its share of the usable cores less those the machine's load keeps
+    busy (`threads_by_contention`; on 2 shared cores under load, 1 thread measured fastest: docs/results.md)."""
     text = str(option).strip().lower()
     if text == "auto":
-        return cores_per_process()
+        threads, why = threads_by_contention()
+        return threads, f"auto: {why}"
     try:
         threads = int(text)
     except ValueError:
@@ -298,7 +312,7 @@ def local_threads(option: Any) -> int:
     if threads < 1:
         raise AgentConfigError(f"agent 'local' option 'threads' expects 'auto' or a whole number of at least 1, "
                                f"got {option!r}")
-    return threads
+    return threads, "given"
 
 
 def make_llm_agent(**options: Any) -> LLMAgent:
@@ -315,11 +329,13 @@ def make_llm_agent(**options: Any) -> LLMAgent:
 def make_local_agent(**options: Any) -> LLMAgent:
     """Build the `local` agent: a GGUF model run by llama.cpp (SmolLM2-135M by default)."""
     o = parse_options(LOCAL_DEFAULTS, options, "local")
+    threads, why = local_thread_choice(o["threads"])
     try:
         model = LocalChatModel(o["gguf"] or None, o["temperature"], o["seed"], o["max_tokens"],
-                               n_ctx=o["n_ctx"], threads=local_threads(o["threads"]),
+                               n_ctx=o["n_ctx"], threads=threads,
                                cache_dir=_cache_dir(o["cache_dir"]), contexts=o["contexts"])
     except LLMError as exc:
         raise ValueError(f"agent 'local': {exc}") from None
+    model.threads_reason = why
     return LLMAgent(model, o["window"], o["max_obs_chars"], constrained=o["constrained"], history=o["history"],
                     think=o["think"])

@@ -185,11 +185,11 @@ class NoisyAgent:
         return [k.strip() for k in str(self.options["shadow_kinds"]).split(",") if k.strip()]
 
     def _local_model(self) -> Any:
-        """The embedded model, with this process's share of the cores."""
+        """The embedded model, with the cores this process can have now (`threads_by_contention`)."""
         from playground.agents.judge_model import build_judge_model
-        from playground.processes import cores_per_process
+        from playground.processes import threads_by_contention
 
-        return build_judge_model({"judge_local": True}, "agent 'noisy'", threads=cores_per_process())
+        return build_judge_model({"judge_local": True}, "agent 'noisy'", threads=threads_by_contention()[0])
 
     def _delegate(self) -> Any:
         """The real model that answers instead (graded), or None."""

@@ -5,7 +5,8 @@ the Python version, the version of every installed distribution that provides pl
 plugins, the env's description (its `describe()`, as in trace headers) and the SHA-256 of
 each data file the env names (`EnvProvider.data_files`), a hash of the task list, the
 agent, its options and the SHA-256 of its model file (an agent that runs from a weights
-file exposes its path as `model_file`), the run's seed, step budget, parameters and
+file exposes its path as `model_file`; one that computes on this machine's cores, its threads and why as
+`thread_choice`, recorded not compared), the run's seed, step budget, parameters and
 harness fingerprints, each harness's playbook content hash before the run's first
 episode and after its last, and how the model roles' replies were constrained
 (`judge_reply_modes`, after the run).
@@ -41,7 +42,8 @@ from playground.run.secrets import redact
 LOCK_FILE = "lock.json"
 LOCK_VERSION = 1
 # Fields that are records, not inputs: never a reason to refuse a run.
-NOT_COMPARED = ("created", "trials", "agent.model_file.path", "judge_reply_modes", "run.max_tokens_total")
+NOT_COMPARED = ("created", "trials", "agent.model_file.path", "judge_reply_modes", "run.max_tokens_total",
+                "agent.threads")  # threads=auto follows the machine's load: the same replies, another speed
 # What `playground compare` warns about: the software, the env's data and tasks, the model.
 COMPARE_FIELDS = ("playground", "python", "distributions", "env", "data_files", "tasks", "agent.model_file")
 
@@ -214,7 +216,8 @@ def build_lock(host, config, fingerprints: Mapping[str, str], playbooks: Mapping
         "tasks": {"task_set": config.task_set, "split": config.split, "count": len(config.tasks),
                   "sha256": hashlib.sha256(tasks_text.encode()).hexdigest()},
         "agent": {"name": config.agent, "options": redact(json.loads(json.dumps(config.agent_options, default=str))),
-                  "model_file": model_file(agent)},
+                  "model_file": model_file(agent),
+                  **({"threads": agent.thread_choice} if getattr(agent, "thread_choice", None) else {})},
         "run": {"seed": config.seed, "max_steps": config.max_steps,
                 "params": json.loads(json.dumps(config.params, default=str)), "harnesses": dict(fingerprints),
                 "max_tokens_total": getattr(config, "max_tokens_total", None)},  # where it stops, not what it plays
