@@ -21,6 +21,7 @@ from playground.host.manager import Host
 from playground.run.config import RunConfig
 from playground.run.episodes import RunWork
 from playground.run.executors.ray_tasks import PlaybookPlacementError, check_playbook_placement
+from playground.run.progress import EpisodeDone
 from playground.run.runner import run
 from tests.conftest import needs_extra, write_plugin_dist
 
@@ -223,8 +224,8 @@ def test_a_node_lost_mid_run_leaves_its_episode_unfinished_and_the_rerun_plays_i
     config = _config(out, agent="slow-noisy", harnesses=("base",), tasks=[f"tiny-{n}" for n in range(20_000, 20_006)])
     lost = []
 
-    def progress(message, record):
-        if record is not None and not lost:  # the first record: both workers hold an episode now
+    def progress(event):
+        if isinstance(event, EpisodeDone) and not lost:  # the first record: both workers hold an episode now
             lost.append(next(iter(nodes.worker_nodes)))
             nodes.remove_node(lost[0], allow_graceful=False)
 

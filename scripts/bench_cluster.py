@@ -1,0 +1,153 @@
+"""Sentry on a three-node local Ray cluster with a PostgreSQL playbook beside the same episodes with `--workers` on one
+node and an SQLite playbook, in one run: throughput of each, their ratio (issue 55's floor: >= 0.8x) and exactly-once.
+
+Plays N episodes of the `noisy` agent (repeat=0.3, stall=0.2: Sentry repairs, verifies and learns on most of them) on
+the `tiny` env's test split under the `sentry` harness twice, each into a fresh run directory:
+
+1. `local`: `--executor local --workers W` with the playbook in an SQLite file (one machine's default);
+2. `ray`: `--executor ray --workers W` on a `ray.cluster_utils.Cluster` started here: a head without CPUs and W
+   one-CPU worker nodes, each its own raylet (three nodes for W=2), the playbook in a PostgreSQL schema.
+
+Each figure is the whole `run()`: workers' start-up, the playbook's writes and the driver's writing of records and
+traces included; the cluster's and the server's start-up not (a cluster is already up when a run joins it). Then each
+run is checked from its run directory and playbook alone (`tests/exactly_once.py`): records twice (0 expected),
+lessons whose provenance names no finished episode or whose counters differ from what the traces say (0 expected).
+
+    python scripts/bench_cluster.py --episodes 10000            # the issue's figure
+    python scripts/bench_cluster.py --episodes 200              # a check of the script, about a minute
+    python scripts/bench_cluster.py --url 'postgresql://me@db/lessons'   # a server of yours (PGPASSWORD)
+
+Without `--url` it starts a throw-away PostgreSQL as the tests do (tests/postgres_server.py: the pgserver wheel of the
+`test` extra); the playbook's schema is dropped at the end either way. Needs the `ray` and `postgres` extras. The
+figures are wall-clock on whatever cores the machine has: run it on otherwise idle ones, and give the core count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+NOISE = {"repeat": 0.3, "stall": 0.2}
+OBJECT_STORE = 100 * 1024**2  # bytes per node: a record and its traces are a few kB
+
+
+def config(out: Path, playbook: str, episodes: int) -> Any:
+    """The run both executors play: `episodes` tasks of tiny's test split, noisy agent, sentry."""
+    from playground.host.manager import Host
+    from playground.run.config import RunConfig
+    from playground.run.validation import resolve_tasks
+
+    task_set, split, tasks = resolve_tasks(Host().load(), "tiny", None, "test", episodes)
+    return RunConfig(env="tiny", task_set=task_set, split=split, tasks=list(tasks), agent="noisy",
+                     harnesses=["sentry"], out=str(out), agent_options=NOISE, playbook=playbook)
+
+
+def timed(executor: str, workers: int, run_config: Any) -> tuple[float, dict]:
+    """(seconds, summary) of one whole run."""
+    from playground.host.manager import Host
+    from playground.run.runner import run
+
+    host = Host().load()
+    started = time.perf_counter()
+    summary = run(host, run_config, executor=executor, workers=workers)
+    return time.perf_counter() - started, summary
+
+
+def checked(playbook: str, out: Path) -> dict:
+    """The exactly-once figures of one run: records, duplicate records, lessons, problems (tests/exactly_once.py)."""
+    from playground.run.rundir import load_records
+    from tests.exactly_once import problems
+
+    records = load_records(out)
+    lessons, found = problems(playbook, [out])
+    return {"records": len(records), "duplicate_records": len(records) - len({r.key for r in records}),
+            "lessons": lessons, "problems": len(found), "first_problems": found[:5]}
+
+
+def start_cluster(workers: int) -> Any:
+    """A head without CPUs and `workers` one-CPU worker nodes on this machine, joined by this process."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                          "object_store_memory": OBJECT_STORE})
+    for _ in range(workers):
+        nodes.add_node(num_cpus=1, object_store_memory=OBJECT_STORE)
+    nodes.wait_for_nodes()
+    ray.init(address=nodes.address, include_dashboard=False, logging_level="WARNING")
+    return nodes
+
+
+def main() -> int:
+    """Start the server, play both runs, check them and print the table (and JSON with --json)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=10_000, help="tasks of tiny's test split (at most 10,000)")
+    parser.add_argument("--workers", type=int, default=2, help="local workers, and worker nodes of one CPU [2]")
+    parser.add_argument("--url", default=None, help="a PostgreSQL server's URL (default: start one)")
+    parser.add_argument("--out", default=None, help="folder for the run directories [a temporary one]")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    server = None
+    if args.url is None:
+        from tests.postgres_server import PASSWORD, PostgresServer
+
+        server = PostgresServer().start()
+        os.environ["PGPASSWORD"] = PASSWORD  # before the cluster starts: every node's workers inherit it
+        args.url = server.url()
+    url = f"{args.url}{'&' if '?' in args.url else '?'}schema=bench_{uuid.uuid4().hex[:12]}"
+    from playground.plugins.playbook.postgres import drop
+
+    nodes = None
+    figures: dict[str, Any] = {"episodes": args.episodes, "workers": args.workers, "cores": os.cpu_count()}
+    try:
+        with tempfile.TemporaryDirectory(dir=args.out) as folder:
+            local_book = str(Path(folder) / "local.sqlite")
+            seconds, summary = timed("local", args.workers, config(Path(folder) / "local", local_book, args.episodes))
+            figures["local"] = {"seconds": seconds, "unfinished": summary["unfinished"],
+                                **checked(local_book, Path(folder) / "local")}
+            nodes = start_cluster(args.workers)
+            seconds, summary = timed("ray", args.workers, config(Path(folder) / "ray", url, args.episodes))
+            figures["ray"] = {"seconds": seconds, "unfinished": summary["unfinished"],
+                              **checked(url, Path(folder) / "ray")}
+    finally:
+        if nodes is not None:
+            import ray
+
+            ray.shutdown()
+            nodes.shutdown()
+        drop(url)
+        if server is not None:
+            server.stop()
+    for name in ("local", "ray"):
+        figures[name]["episodes_per_s"] = figures[name]["records"] / figures[name]["seconds"]
+    figures["ratio"] = figures["ray"]["episodes_per_s"] / figures["local"]["episodes_per_s"]
+    print(f"{args.episodes:,} noisy episodes under sentry on tiny, {args.workers} workers, {os.cpu_count()} cores "
+          "(a machinery figure)")
+    print(f"{'run':<34} {'seconds':>8} {'episodes/s':>10} {'records':>8} {'dup':>4} {'lessons':>8} {'problems':>8}")
+    for name, label in (("local", f"local --workers {args.workers}, SQLite"),
+                        ("ray", f"ray, {args.workers + 1} nodes, PostgreSQL")):
+        row = figures[name]
+        print(f"{label:<34} {row['seconds']:8.1f} {row['episodes_per_s']:10.1f} {row['records']:8,} "
+              f"{row['duplicate_records']:4} {row['lessons']:8,} {row['problems']:8}")
+    print(f"throughput ratio ray/local: {figures['ratio']:.2f}x (floor 0.8x)")
+    for name in ("local", "ray"):
+        for problem in figures[name]["first_problems"]:
+            print(f"{name}: {problem}")
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    exact = all(figures[n]["duplicate_records"] == 0 and figures[n]["problems"] == 0 and figures[n]["unfinished"] == 0
+                and figures[n]["records"] == args.episodes for n in ("local", "ray"))
+    return 0 if exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
