@@ -31,6 +31,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from playground.core.event_versions import V1_DEFAULTS, upgrade_v1  # noqa: F401 (V1_DEFAULTS re-exported)
 from playground.core.payloads import AttemptVerdict, Decision, Detection, InterventionMessage, Verification
+from playground.core.versions import named_version
 
 TRACE_VERSION = 2  # the trace format this module writes; 1: traces written before `trace_version` existed
 
@@ -375,13 +376,7 @@ def fields_of(event: Event) -> dict[str, Any]:
 
 def trace_version(header: Mapping[str, Any]) -> int:
     """The format version a header record names (1 without one); EventError for one this module cannot read."""
-    version = header.get("trace_version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise EventError(f"trace_version {version!r} is not a version number")
-    if version > TRACE_VERSION:
-        raise EventError(f"trace format version {version} is newer than this playground reads (up to "
-                         f"{TRACE_VERSION}); upgrade playground to read it")
-    return version
+    return named_version(header, "trace_version", TRACE_VERSION, "trace", EventError)
 
 
 UPGRADES: dict[int, Callable[[Mapping[str, Any]], dict[str, Any]]] = {1: upgrade_v1}  # version -> to version + 1

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
 
 from playground.core.errors import PlaygroundError
+from playground.core.versions import named_version
 
 RECORD_VERSION = 2  # the record format this module writes; 1: records written before `record_version` existed
 TRACE_COUNTED = ("failures", "lessons_retrieved", "lessons_helped")  # counts older records lack (from the trace)
@@ -171,13 +172,7 @@ def _describe(error: ValidationError) -> str:
 
 def record_version(data: Mapping[str, Any]) -> int:
     """The format version a record names (1 without one); RecordError for one this module cannot read."""
-    version = data.get("record_version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise RecordError(f"record_version {version!r} is not a version number")
-    if version > RECORD_VERSION:
-        raise RecordError(f"episode record format version {version} is newer than this playground reads (up to "
-                          f"{RECORD_VERSION}); upgrade playground to read it")
-    return version
+    return named_version(data, "record_version", RECORD_VERSION, "episode record", RecordError)
 
 
 def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:

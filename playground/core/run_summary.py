@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from playground.core.errors import PlaygroundError
+from playground.core.versions import named_version
 
 SUMMARY_VERSION = 2  # the summary format this module writes; 1: summaries written before `summary_version`
 
@@ -102,13 +103,7 @@ class RunSummary(_Frozen):
 
 def summary_version(data: Mapping[str, Any]) -> int:
     """The format version a summary names (1 without one); SummaryError for one this module cannot read."""
-    version = data.get("summary_version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise SummaryError(f"summary_version {version!r} is not a version number")
-    if version > SUMMARY_VERSION:
-        raise SummaryError(f"summary format version {version} is newer than this playground reads (up to "
-                           f"{SUMMARY_VERSION}); upgrade playground to read it")
-    return version
+    return named_version(data, "summary_version", SUMMARY_VERSION, "summary", SummaryError)
 
 
 def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
