@@ -93,6 +93,19 @@ def test_the_cli_lists_plans_runs_and_prints_tables(tmp_path, capsys):
     assert "no study 'nope'" in capsys.readouterr().err
 
 
+def test_a_study_plays_where_it_is_told_with_one_playbook(tmp_path, capsys):
+    """`study run` takes `playground run`'s placement: worker processes here (or Ray), and one playbook for every
+    grid (a file here; a postgresql:// URL on a cluster)."""
+    path = write(tmp_path, STUDY)
+    out, book = tmp_path / "out", tmp_path / "shared.sqlite"
+    assert main(["study", "run", str(path), "--smoke", "--out", str(out), "--workers", "2",
+                 "--playbook", str(book)]) == 0
+    config = json.loads((out / "noisy" / "config.json").read_text())
+    assert config["playbook"] == str(book) and book.is_file()
+    assert len((out / "noisy" / "episodes.jsonl").read_text().splitlines()) == 4
+    assert not (out / "noisy" / "playbooks").exists()  # sentry grew the shared playbook, not its own
+
+
 def shipped(host) -> list[str]:
     return host.studies.names()
 

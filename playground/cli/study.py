@@ -104,8 +104,17 @@ def plan_command(study: str, out: str | None, smoke: bool, rates_from: str | Non
 @click.option("--llm-base-url", default=None, help="the OpenAI-compatible endpoint of --agent llm")
 @click.option("--model", default=None, help="the model name of --agent llm")
 @click.option("--grid", "grids", multiple=True, help="run only this grid (repeatable) [default: every grid]")
+@click.option("--playbook", default=None,  # checked by each run, once the backends have registered their URLs
+              help="every grid's playbook: a file, or a postgresql:// URL on a cluster [default: each run's own]")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="where episodes play, as for `playground run`")
+@click.option("--address", default=None, help="the Ray cluster to join (--executor ray)")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="worker processes or Ray actors")
+@click.option("--in-flight", type=click.IntRange(min=1), default=1, show_default=True,
+              help="episodes played at once in this process (threads)")
 def run_command(study: str, out: str | None, smoke: bool, agent: str | None, agent_options: tuple[str, ...],
-                llm_base_url: str | None, model: str | None, grids: tuple[str, ...]) -> None:
+                llm_base_url: str | None, model: str | None, grids: tuple[str, ...], playbook: str | None,
+                executor: str, address: str | None, workers: int | None, in_flight: int) -> None:
     """Run (or resume) every grid of the study, then print its table."""
     from playground.run.study import run_study, study_table
 
@@ -122,7 +131,8 @@ def run_command(study: str, out: str | None, smoke: bool, agent: str | None, age
             raise CLIError(exc.args[0]) from None
         options.update({key: value for key, value in (("base_url", llm_base_url), ("model", model)) if value})
     try:
-        run_study(host, found, directory, smoke, agent, options, grids=list(grids) or None)
+        run_study(host, found, directory, smoke, agent, options, grids=list(grids) or None, playbook=playbook,
+                  executor=executor, address=address, workers=workers, in_flight=in_flight)
     except StudyError as exc:
         raise CLIError(str(exc)) from None
     print_table(found, study_table(found, directory))

@@ -18,7 +18,7 @@ step budget), else the grid's or the study's other harnesses.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,10 +192,13 @@ def with_agent(study: Study, agent: str | None, agent_options: dict[str, Any] | 
 
 
 def run_study(host: Host, study: Study, out: Path, smoke: bool = False, agent: str | None = None,
-              agent_options: dict[str, Any] | None = None, grids: list[str] | None = None) -> dict[str, dict]:
+              agent_options: dict[str, Any] | None = None, grids: list[str] | None = None,
+              playbook: str | None = None, **where: Any) -> dict[str, dict]:
     """Run (or resume) every grid of `study` under `out` (or those named in `grids`), each its own run directory;
     return their summaries. `agent`/`agent_options` replace every grid's (a paper's table on the user's model), but
-    for a grid whose agent is part of the design (`keep_agent`)."""
+    for a grid whose agent is part of the design (`keep_agent`). `playbook` is every grid's playbook (a file, or a
+    URL such as `postgresql://...` for a cluster); `where` says where episodes play, as `runner.run` takes it
+    (`executor`, `address`, `workers`, `in_flight`)."""
     from playground.run.runner import run
 
     unknown = sorted(set(grids or ()) - {grid.name for grid in study.grids})
@@ -206,7 +209,10 @@ def run_study(host: Host, study: Study, out: Path, smoke: bool = False, agent: s
         if grids is not None and declared.name not in grids:
             continue
         grid = sized(declared, study.smoke if smoke else None)
-        summaries[grid.name] = run(host, grid_config(host, grid, out / grid.name, study.here))
+        config = grid_config(host, grid, out / grid.name, study.here)
+        if playbook is not None:
+            config = replace(config, playbook=playbook)
+        summaries[grid.name] = run(host, config, **where)
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(study.model_dump(), indent=2) + "\n")
     return summaries
