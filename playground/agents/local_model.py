@@ -110,6 +110,7 @@ class LocalChatModel:
         if contexts < 1:
             raise LLMError(f"contexts must be at least 1, not {contexts}")
         self.contexts, self.n_ctx, self.threads = contexts, n_ctx, threads
+        self.threads_reason = "given"  # why this many threads, where the agent chose them (lock.json's agent.threads)
         self._key = (str(self.path), threads, n_ctx)
         self._context("")  # load the model now: a missing or broken model fails here, not in the first step
 
