@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from playground.core.errors import PlaygroundError
-from playground.core.versions import named_version
+from playground.core.versions import read_versioned
 
 RECORD_VERSION = 2  # the record format this module writes; 1: records written before `record_version` existed
 TRACE_COUNTED = ("failures", "lessons_retrieved", "lessons_helped")  # counts older records lack (from the trace)
@@ -160,21 +160,6 @@ class EpisodeRecord(_Frozen):
         return data
 
 
-def _describe(error: ValidationError) -> str:
-    """The first problem pydantic found, as one line naming the field and the value."""
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "record"
-    message = first["msg"]
-    if first["type"] == "missing":
-        return f"no {where!r}"
-    return f"{where!r}: {message[0].lower() + message[1:]}, got {first.get('input')!r:.60}"
-
-
-def record_version(data: Mapping[str, Any]) -> int:
-    """The format version a record names (1 without one); RecordError for one this module cannot read."""
-    return named_version(data, "record_version", RECORD_VERSION, "episode record", RecordError)
-
-
 def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
     """A version-1 record as version 2: null counts (version 1 wrote null for none) dropped for their defaults,
     and the version named. Fields it lacks take the model's defaults, which are what version-1 readers assumed."""
@@ -190,16 +175,8 @@ UPGRADES: dict[int, Callable[[Mapping[str, Any]], dict[str, Any]]] = {1: upgrade
 def read_record(data: Any) -> EpisodeRecord:
     """The episode record a JSON value holds (upgraded to this version first); RecordError says what is wrong with
     one that is not."""
-    if isinstance(data, EpisodeRecord):
-        return data
-    if not isinstance(data, dict):
-        raise RecordError(f"expected a JSON object, got {type(data).__name__}")
-    for old in range(record_version(data), RECORD_VERSION):
-        data = UPGRADES[old](data)
-    try:
-        return EpisodeRecord.model_validate(data)
-    except ValidationError as error:
-        raise RecordError(_describe(error)) from None
+    return read_versioned(data, EpisodeRecord, "record_version", RECORD_VERSION, UPGRADES, "episode record",
+                          RecordError)
 
 
 def record_problem(data: Any) -> str | None:

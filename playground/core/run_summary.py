@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from playground.core.errors import PlaygroundError
-from playground.core.versions import named_version
+from playground.core.versions import read_versioned
 
 SUMMARY_VERSION = 2  # the summary format this module writes; 1: summaries written before `summary_version`
 
@@ -101,11 +101,6 @@ class RunSummary(_Frozen):
         return data
 
 
-def summary_version(data: Mapping[str, Any]) -> int:
-    """The format version a summary names (1 without one); SummaryError for one this module cannot read."""
-    return named_version(data, "summary_version", SUMMARY_VERSION, "summary", SummaryError)
-
-
 def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
     """A version-1 summary as version 2: the version named; the fields it lacks take the model's defaults, which
     are what version-1 readers assumed."""
@@ -117,18 +112,5 @@ UPGRADES: dict[int, Callable[[Mapping[str, Any]], dict[str, Any]]] = {1: upgrade
 
 def read_summary(data: Any) -> RunSummary:
     """The run summary a JSON value holds (upgraded to this version first); SummaryError says what is wrong."""
-    if isinstance(data, RunSummary):
-        return data
-    if not isinstance(data, dict):
-        raise SummaryError(f"a run summary is a JSON object, got {type(data).__name__}")
-    for old in range(summary_version(data), SUMMARY_VERSION):
-        data = UPGRADES[old](data)
-    try:
-        return RunSummary.model_validate(data)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        if first["type"] == "missing":
-            raise SummaryError(f"the summary has no {where!r}") from None
-        raise SummaryError(f"the summary's {where!r}: {first['msg'][0].lower() + first['msg'][1:]}, got "
-                           f"{first.get('input')!r:.60}") from None
+    return read_versioned(data, RunSummary, "summary_version", SUMMARY_VERSION, UPGRADES, "summary", SummaryError,
+                          label="the summary")
