@@ -11,14 +11,15 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from playground.core.errors import PlaygroundError
+from playground.core.records import record_problem
 from playground.plugins.darc.evidence import load_evidence
 from playground.plugins.darc.policy import parse_policy
 from playground.plugins.playbook.io import MAX_CLOCK_SKEW_S, MAX_COUNTER, read_ace
 from playground.plugins.playbook.io import read_jsonl as read_lessons
 from playground.plugins.playbook.store import Playbook
-
-from playground.core.errors import PlaygroundError
-from playground.run.rundir import read_config, read_episodes, record_problem
+from playground.run.rundir import read_config, read_episodes
 from playground.run.traces import read_trace
 
 

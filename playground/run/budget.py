@@ -13,11 +13,6 @@ from typing import Any, Callable
 from playground.core.records import EpisodeRecord
 
 
-def record_tokens(record: EpisodeRecord) -> int:
-    """The tokens one episode record says its episode spent: agent and model roles, prompt and completion."""
-    return record.tokens
-
-
 class TokenBudget:
     """The tokens a run may spend (`limit`; None: no budget) and those its recorded episodes spent (`spent`).
 
@@ -29,7 +24,7 @@ class TokenBudget:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"max_tokens_total must be a whole number of at least 1, got {limit!r}")
         self.limit, self.stop = limit, stop
-        self.spent = sum(record_tokens(record) for record in recorded)
+        self.spent = sum(record.tokens for record in recorded)
         self.stopped = False
 
     @property
@@ -40,7 +35,7 @@ class TokenBudget:
     def add(self, record: EpisodeRecord) -> bool:
         """Count a newly recorded episode; return True the first time the spending reaches the limit (after calling
         `stop`)."""
-        self.spent += record_tokens(record)
+        self.spent += record.tokens
         if self.reached and not self.stopped:
             self.stopped = True
             self.stop()

@@ -25,7 +25,7 @@ from playground.run.report import asked_a_model
 class StepNote:
     """What one episode played since its last note: `steps` (1 for a step, 0 at its end) and `model_calls`."""
 
-    key: str  # the episode's key (`rundir.episode_key`)
+    key: str  # the episode's key (`core.records.episode_key`)
     steps: int
     model_calls: int
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.core.errors import PlaygroundError
-from playground.core.records import EpisodeRecord, RecordError, episode_key, read_record, record_problem  # noqa: F401 (re-exported)
+from playground.core.records import EpisodeRecord, RecordError, read_record
 from playground.run.files import PathEscapeError, atomic_write_text, confined, is_run_dir, safe_file_name
 from playground.run.traces import TraceError, json_line, read_header
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from playground.core.errors import PlaygroundError
-from playground.core.records import EpisodeRecord
+from playground.core.records import EpisodeRecord, episode_key
 from playground.core.run_summary import read_summary
 from playground.host.manager import Host
 from playground.run.budget import TokenBudget
@@ -25,7 +25,7 @@ from playground.run.harnesses import harness_fingerprint
 from playground.run.lock import LOCK_FILE, LockError, build_lock, finish_lock, lock_differences, read_lock, write_lock
 from playground.run.progress import EpisodeDone, ProgressListener, RunMessage
 from playground.run.report import summarise_run
-from playground.run.rundir import QUARANTINE, RunDir, RunDirError, episode_key, listed
+from playground.run.rundir import QUARANTINE, RunDir, RunDirError, listed
 from playground.run.secrets import redact
 from playground.run.validation import CheckedRun, check_config
 
