@@ -43,7 +43,7 @@ from playground.plugins.playbook.postgres_schema import (
     checked_schema,
     quoted,
 )
-from playground.plugins.playbook.schema import FORMAT, SCHEMA_VERSION
+from playground.plugins.playbook.schema import FORMAT, SCHEMA_VERSION, newer_schema
 
 POOL_MAX = 4  # connections per server and process
 CONNECT_TIMEOUT_S = 10
@@ -258,10 +258,9 @@ def _problem(db: Session, schema: str) -> str | None:
     meta: dict[str, str] = dict(db.execute(f"SELECT key, value FROM {quoted(schema)}.playbook_meta").fetchall())
     if meta.get("format") != FORMAT:
         return f"schema {schema!r} holds a playbook_meta table but not a playbook"
-    version = meta.get("schema_version", "0")
-    if not version.isdigit() or int(version) > SCHEMA_VERSION:
-        return (f"playbook schema version {version} is newer than this playground understands ({SCHEMA_VERSION}); "
-                "upgrade playground")
+    newer = newer_schema(meta)
+    if newer:
+        return newer
     missing = sorted(set(TABLES) - set(tables))
     return f"schema {schema!r}: the playbook lacks its tables {', '.join(missing)}" if missing else None
 

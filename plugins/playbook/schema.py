@@ -276,6 +276,12 @@ def playbook_problem(path: str | Path, *, read_pages: bool = False) -> str | Non
         return None
     if meta.get("format") != FORMAT:
         return f"an SQLite database but not a playbook (has {', '.join(sorted(names)[:5])})"
+    return newer_schema(meta)
+
+
+def newer_schema(meta: dict[str, str]) -> str | None:
+    """Why a playbook whose meta table says `meta` is of a schema this playground cannot read (a newer one), or None;
+    the same for every backend."""
     version = meta.get("schema_version", "0")
     if not version.isdigit() or int(version) > SCHEMA_VERSION:
         return (f"playbook schema version {version} is newer than this playground understands ({SCHEMA_VERSION}); "
