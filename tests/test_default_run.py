@@ -130,6 +130,8 @@ def test_bare_run_plays_smollm2_constrained_on_textworld_easy(tmp_path):
     result = run_cli("run", "--episodes", "2", "--quiet", "--out", str(run), timeout=1800)
     assert result.returncode == 0, result.stderr
     assert "success" in result.stdout and "base" in result.stdout and "sentry" in result.stdout  # the table
+    # after the table, what a 135M model's table can show, and where to see a mechanism work
+    assert "SmolLM2-135M" in result.stderr and "--agent noisy" in result.stderr and "--llm-base-url" in result.stderr
     config = json.loads((run / "config.json").read_text())
     assert (config["agent"], config["agent_options"]) == ("local", {"constrained": True})
     assert (config["env"], config["task_set"], config["split"]) == ("textworld", "easy", "test")

@@ -77,30 +77,48 @@ def test_a_resumed_run_reports_only_the_steps_it_plays(tmp_path):
     assert sum(note.steps for note in notes) == sum(new.values())
 
 
-def test_the_eta_is_the_steps_left_over_the_step_rate():
+def test_without_model_calls_the_eta_is_the_steps_left_over_the_step_rate():
     tally = RunProgress(episodes=4, max_steps=10)
-    assert tally.eta(0.0) is None and tally.steps_left() == 40  # nothing finished: the step budget
+    assert tally.eta(0.0) is None and tally.work_left() == 40  # nothing finished: the step budget
     # played before a resume: no rate from it
     tally.finished(new_record(harness="h", task_id="a", key="a", status="won", steps=6))
-    assert tally.steps_per_episode() == 6 and tally.steps_left() == 18
+    assert tally.expected_per_episode() == 6 and tally.work_left() == 18
     assert tally.rate(100.0) is None
     for second in range(5):  # episode b plays 5 steps, one a second: 4 steps in the 4 seconds after the first
-        tally.step(StepNote("b", 1, 1), float(second))
+        tally.step(StepNote("b", 1, 0), float(second))
     assert tally.rate(4.0) == 1.0
-    assert tally.steps_left() == 1 + 6 + 6  # b has 1 of its expected 6 left; c and d have not started
+    assert tally.work_left() == 1 + 6 + 6  # b has 1 of a's 6 left; c and d have not started
     assert tally.eta(4.0) == 13.0
-    tally.step(StepNote("b", 0, 2), 4.0)  # b's end: two more model calls, no step
     tally.finished(new_record(harness="h", task_id="b", key="b", status="won", steps=5))
-    assert tally.steps_per_episode() == 5.5 and tally.steps_left() == 11
-    assert tally.model_calls == 7 and tally.steps == 5
-    assert tally.describe(4.0) == "steps 5 · model calls 7 · 1.00 steps/s · ETA 0:11"
+    assert tally.expected_per_episode() == 5.5 and tally.work_left() == 11
+    assert tally.describe(4.0) == "steps 5 · model calls 0 · 1.00 steps/s · ETA 0:11"
 
 
-def test_an_episode_past_its_expected_steps_adds_none_left():
+def test_the_eta_counts_model_calls_left_judges_included():
+    tally = RunProgress(episodes=3, max_steps=10)
+    # a, before a resume: 4 steps, 12 calls (8 of them judge calls, 4 after its last step)
+    tally.finished(new_record(harness="h", task_id="a", key="a", status="won", steps=4,
+                              agent_calls=4, judge_replies={"verifier": {"calls": 8}}))
+    assert tally.by_model_calls() and tally.expected_per_episode() == 12
+    for second in range(4):  # b: a step and two calls a second
+        tally.step(StepNote("b", 1, 2), float(second))
+    assert tally.rate(3.0) == 2.0  # 6 calls in the 3 seconds after the first step
+    assert tally.work_left() == (12 - 8) + 12  # b: a's calls beyond 8; c: a's total
+    assert tally.eta(3.0) == 8.0
+    tally.step(StepNote("b", 0, 4), 4.0)  # b's end: the judges' four calls, no step
+    # b has made a's 12: nothing finished went further, so one more step's calls (24 calls / 8 steps), and c
+    assert tally.work_left() == 3 + 12
+    assert tally.describe(4.0).startswith("steps 4 · model calls 12 · ")
+
+
+def test_an_episode_past_what_was_expected_still_has_work_left():
     tally = RunProgress(episodes=2, max_steps=3)
     for second in range(8):
         tally.step(StepNote("a", 1, 0), float(second))  # a cascade may play more than the budget
-    assert tally.steps_left() == 3  # b: the budget; a: nothing more expected
+    assert tally.work_left() == 3 + 1  # b: the budget; a: one more step, never none while in play
+    tally.finished(new_record(harness="h", task_id="b", key="b", status="won", steps=3))
+    assert tally.work_left() == 1  # a is past every finished total: one more step
+    assert tally.eta(7.0) == 1.0 and format_seconds(tally.eta(7.0)) != "0:00"
 
 
 def test_seconds_read_as_hours_minutes_and_seconds():

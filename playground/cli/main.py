@@ -158,6 +158,8 @@ def run_command(harnesses, out, playbook, workers, executor, address, repair, tr
         raise
     click.echo(visible(format_table(summary)))  # everything a run prints goes through `visible`
     click.echo(visible(f"summary: {Path(config.out) / 'summary.json'}"), err=True)
+    if config.agent == "local" and not config.agent_options.get("gguf"):
+        click.echo(TINY_MODEL_NOTE, err=True)
     if summary.get("stopped_by_budget"):
         click.echo(f"token budget reached: {summary.get('tokens_spent', 0):,} tokens spent of --max-tokens-total "
                    f"{summary.get('max_tokens_total') or 0:,}; {summary.get('not_played', 0)} episode(s) not played; "
@@ -172,6 +174,12 @@ def run_command(harnesses, out, playbook, workers, executor, address, repair, tr
         raise click.exceptions.Exit(UNFINISHED_EXIT)
 
 
+
+TINY_MODEL_NOTE = (
+    "note: these figures come from the embedded SmolLM2-135M, a tiny model: its judges' detections, verdicts and "
+    "lessons are mostly empty (see the flags beside the counts), so this table shows that the loop runs, not where a "
+    "method pays off. `playground run --agent noisy --agent-option judge_accuracy=0.9` shows each mechanism at a set "
+    "judge accuracy in seconds; `--agent llm --llm-base-url URL --model NAME` plays a real model (docs/models.md).")
 
 UNFINISHED_EXIT = 3  # episodes left unfinished (errors outside the agent) or unplayed (the token budget): rerun
 

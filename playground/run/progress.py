@@ -1,12 +1,12 @@
 """A run's progress, on one channel: each step played (`StepNote`), each episode recorded (`EpisodeDone`) and each
-message (`RunMessage`) reach the run's one listener (`ProgressListener`); a run's ETA comes from step rates.
+message (`RunMessage`) reach the run's one listener (`ProgressListener`); a run's ETA comes from the rate of work.
 
 While an episode plays, its attempt reports each step (`report_step`) to the listener that
 whoever plays it set (`steps_reported`): the run itself, a thread that passes the note on to
 the run's thread, or a worker process that sends it over its pipe. A note is small and
 picklable. `RunProgress` adds the notes and finished episodes up for a display: steps and
-model calls played, and an ETA from the rate of steps (steps remaining, estimated from the
-mean steps of finished episodes or the step budget, over steps per second).
+model calls played, and an ETA from the rate of work (model calls, judges' included, or steps
+in a run that makes none) and the work expected of the episodes left.
 """
 
 from __future__ import annotations
@@ -93,9 +93,13 @@ class RunProgress:
     """The progress of a run, for a display: episodes finished, steps and model calls played, and an ETA.
 
     Feed it each step note (`step`) and each finished episode's record (`finished`), with the time each came
-    (`now`, seconds on any clock). The rate is that of the steps played since the first note of this session;
-    the steps remaining are, for each episode not finished, the mean steps of the finished episodes (the step
-    budget `max_steps` while none is), less what an episode being played has played already.
+    (`now`, seconds on any clock). The ETA counts work: model calls once the run has made any (judge calls
+    included, which come after an episode's last step), steps otherwise. The rate is that of the work done since
+    the first note of this session. The work left is, for each episode waiting, the mean of the finished
+    episodes' totals (from the step budget while none has finished), and for each episode in play, the mean
+    of what the finished episodes that went further than it did beyond that point (their mean residual), or
+    one more step's work when none went that far: an episode still in play always has work left, so the ETA
+    never reads 0:00 while the run has work to do.
     """
 
     def __init__(self, episodes: int, max_steps: int) -> None:
@@ -103,48 +107,88 @@ class RunProgress:
         self.steps = 0  # played in this session
         self.model_calls = 0
         self.done = 0
-        self._done_steps = 0
-        self._playing: dict[str, int] = {}  # steps played so far by each episode in play
+        self._totals: list[tuple[int, int]] = []  # (steps, model calls) of each finished episode
+        self._playing: dict[str, tuple[int, int]] = {}  # (steps, model calls) so far of each episode in play
         self._first: float | None = None  # when the first step of this session was reported
+        self._work_at_first = (0, 0)  # (steps, model calls) counted by then
 
     def step(self, note: StepNote, now: float) -> None:
         """Count a step note that came at `now`."""
-        if note.steps and self._first is None:
-            self._first = now
         self.steps += note.steps
         self.model_calls += note.model_calls
-        self._playing[note.key] = self._playing.get(note.key, 0) + note.steps
+        steps, calls = self._playing.get(note.key, (0, 0))
+        self._playing[note.key] = (steps + note.steps, calls + note.model_calls)
+        if note.steps and self._first is None:
+            self._first, self._work_at_first = now, (self.steps, self.model_calls)
 
     def finished(self, record: EpisodeRecord) -> None:
         """Count a finished episode (played now, or before a resume)."""
         self.done += 1
-        self._done_steps += record.steps
+        self._totals.append((record.steps, record.model_calls))
         self._playing.pop(record.key, None)
 
-    def steps_per_episode(self) -> float:
-        """The steps an episode is expected to take: the mean of the finished ones, else the step budget."""
-        return self._done_steps / self.done if self.done else float(self.max_steps)
+    def by_model_calls(self) -> bool:
+        """Whether the ETA counts model calls (the run has made some) rather than steps."""
+        return self.model_calls > 0 or any(calls for _, calls in self._totals)
 
-    def steps_left(self) -> float:
-        """The steps expected before the run ends."""
-        expected = self.steps_per_episode()
+    def _unit(self) -> int:
+        return 1 if self.by_model_calls() else 0
+
+    def work_per_step(self) -> float:
+        """The work one step costs: 1 when counting steps, else the model calls per step seen so far."""
+        if not self.by_model_calls():
+            return 1.0
+        steps = self.steps + sum(steps for steps, _ in self._totals)
+        calls = self.model_calls + sum(calls for _, calls in self._totals)
+        return calls / steps if steps else 1.0
+
+    def expected_per_episode(self) -> float:
+        """The work an episode is expected to take: the mean of the finished ones, else the step budget's."""
+        unit = self._unit()
+        if self._totals:
+            return sum(total[unit] for total in self._totals) / len(self._totals)
+        return self.max_steps * self.work_per_step()
+
+    def expected_left(self, done_so_far: int) -> float:
+        """The work expected of an episode in play that has done `done_so_far`: the mean residual of the finished
+        episodes that went further, else the budget's share left, else one more step's work (never 0)."""
+        unit = self._unit()
+        further = [total[unit] - done_so_far for total in self._totals if total[unit] > done_so_far]
+        if further:
+            return sum(further) / len(further)
+        if not self._totals and done_so_far < self.max_steps * self.work_per_step():
+            return self.max_steps * self.work_per_step() - done_so_far
+        return self.work_per_step()
+
+    def work_left(self) -> float:
+        """The work (model calls, or steps) expected before the run ends."""
+        unit = self._unit()
         waiting = max(self.episodes - self.done - len(self._playing), 0)
-        return waiting * expected + sum(max(expected - played, 0.0) for played in self._playing.values())
+        in_play = sum(self.expected_left(done[unit]) for done in self._playing.values())
+        return waiting * self.expected_per_episode() + in_play
 
     def rate(self, now: float) -> float | None:
+        """Work per second done since the first step of this session (None before any work after it)."""
+        if self._first is None or now <= self._first:
+            return None
+        unit = self._unit()
+        done = (self.steps, self.model_calls)[unit] - self._work_at_first[unit]
+        return done / (now - self._first) if done > 0 else None
+
+    def step_rate(self, now: float) -> float | None:
         """Steps per second played since the first step of this session (None before two steps apart in time)."""
         if self._first is None or now <= self._first or self.steps < 2:
             return None
-        return (self.steps - 1) / (now - self._first)
+        return (self.steps - self._work_at_first[0]) / (now - self._first) or None
 
     def eta(self, now: float) -> float | None:
         """Seconds until the run ends at the present rate, or None while there is no rate yet."""
         rate = self.rate(now)
-        return self.steps_left() / rate if rate else None
+        return self.work_left() / rate if rate else None
 
     def describe(self, now: float) -> str:
         """One line for the display: steps, model calls, steps per second and the ETA."""
-        rate, eta = self.rate(now), self.eta(now)
+        rate, eta = self.step_rate(now), self.eta(now)
         parts = [f"steps {self.steps}", f"model calls {self.model_calls}"]
         if rate is not None:
             parts.append(f"{rate:.2f} steps/s" if rate < 10 else f"{rate:.0f} steps/s")
