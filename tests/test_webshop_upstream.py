@@ -2,8 +2,11 @@
 
 The cases are those of upstream's `tests/web-agent-site/engine/test_goal.py`
 (github.com/princeton-nlp/WebShop, MIT licence, Copyright (c) 2022 Princeton Natural
-Language Processing), written afresh for this project's `Product`/`Goal` records. Each
+Language Processing; the version on its default branch `master`, whose goal.py loads
+`en_core_web_sm`), written afresh for this project's `Product`/`Goal` records. Each
 test keeps upstream's inputs and expected values; only the calling convention differs.
+One title-score case is a strict xfail: the project's default noun tagger is a stand-in
+for spaCy and does not reach upstream's value there (its reason says how it differs).
 Upstream's `get_reward` test passes the goal's options as a dict; the port compares
 their values, which is what upstream's expected totals assume.
 """
@@ -16,7 +19,15 @@ import pytest
 
 from playground.envs.webshop.catalogue import Goal, Product
 from playground.envs.webshop.reward import (
-    attributes_matched, fuzzy_match, normalize_color, options_matched, purchase_reward, title_nouns, type_reward,
+    STAND_IN,
+    attributes_matched,
+    fuzzy_match,
+    normalize_color,
+    noun_tagger,
+    options_matched,
+    purchase_reward,
+    title_nouns,
+    type_reward,
 )
 
 
@@ -52,15 +63,20 @@ def test_get_type_reward():
             is matches, path
 
 
+SAIREED = "Saireed UL Listed 2 Prong Power Cord for JBL Bar 3.1 Bar 2.1 Channel 4K Ultra HD Soundbar"
+BRST = "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V DVD/VCR Combo Home Theater System"
+
+
 @pytest.mark.parametrize("goal_name, bought_name, score", [
-    ("adidas Unisex-Adult D.o.n. Issue 2 Basketball Shoe", "adidas Unisex-Adult D.o.n. Issue 2 Indoor Court Shoe",
-     0.85),
-    ("Saireed UL Listed 2 Prong Power Cord for JBL Bar 3.1 Bar 2.1 Channel 4K Ultra HD Soundbar Home Theater System "
-     "Subwoofer", "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V DVD/VCR Combo Home "
-     "Theater System", 0.31),
-    ("Saireed UL Listed 2 Prong Power Cord for JBL Bar 3.1 Bar 2.1 Channel 4K Ultra HD Soundbar",
-     "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V DVD/VCR Combo Home Theater System",
-     0.17),
+    pytest.param(
+        "Mens D.O.N. Issue 2 Gca Basketball Sneakers Shoes Casual - Off White",
+        "PEAK High Top Mens Basketball Shoes Lou Williams Streetball Master Breathable Non Slip Outdoor Sneakers",
+        0.333, marks=pytest.mark.xfail(noun_tagger() == STAND_IN, strict=True, reason=(
+            "noun tagger: upstream's en_core_web_sm gives 1/3; the default stand-in tags the four shared words "
+            "(mens, basketball, shoes, sneakers) nouns on both sides, of 9 goal nouns (mens d.o.n. issue gca "
+            "basketball sneakers shoes casual white): 4/9 = 0.444"))),
+    (SAIREED + " Home Theater System Subwoofer", BRST, 0.3),
+    (SAIREED, BRST, 0.15),
 ])
 def test_get_type_reward_title_scores(goal_name, bought_name, score):
     wanted = goal(query="Query 1", product_category="a › b › c", name=goal_name)

@@ -18,14 +18,24 @@ spaces, characters 128-255 dropped, rounded to an integer), and a match needs mo
   these hold; 0.1 when the noun overlap is under 10%; 0 when it is nil. The overlap is
   |nouns(product) ∩ nouns(goal)| / (number of noun tokens in the goal name, repeats
   counted), 0.2 when the goal name has none. Upstream tags nouns with spaCy's
-  `en_core_web_lg`; by default `title_nouns` is the stand-in below, and with
-  `WEBSHOP_NOUN_TAGGER=<spaCy model>` (the model installed) spaCy tags them as upstream does.
+  `en_core_web_sm` (goal.py's `spacy.load("en_core_web_sm")`); by default `title_nouns` is
+  the stand-in below, and with `WEBSHOP_NOUN_TAGGER=en_core_web_sm` (or another spaCy model,
+  installed) spaCy tags them as upstream does.
 
-The stand-in splits a name as spaCy's tokenizer does on the cases that matter here
-(hyphens and slashes between words, brackets, trailing punctuation), and takes as nouns
-the word tokens that are not numbers (any digit), function words, common product
-adjectives or past participles (-ed, not -eed). It passes upstream's own reward tests
-(tests/test_webshop_upstream.py); on other names it can still differ from spaCy.
+The stand-in's rules, in order, for each token:
+1. Tokens as spaCy's English tokenizer splits the name on the cases that matter here:
+   hyphens and slashes between words, brackets, trailing punctuation, and a unit after a
+   number ("4K" -> "4" "K", "16oz" -> "16" "oz"; spaCy's unit list, case as written).
+2. Not nouns: numbers (any digit), punctuation, function words (any case) and past
+   participles (-ed, not -eed; any case: "UL Listed" stays a verb).
+3. A capitalised word (first letter upper case) is a noun: en_core_web_sm tags most
+   capitalised words inside a title as PROPN, adjectives included ("Non Slip", "Easy
+   Clean", "Sulfate Free", "Quick Dry", "Off White" -> non, slip, easy, clean, free,
+   quick, dry, white).
+4. A lower-case word is a noun unless it is a common product adjective (`ADJECTIVES`).
+It passes upstream's reward tests but one (tests/test_webshop_upstream.py; the xfail case
+there names the difference). It was not measured against en_core_web_sm itself (the model
+is not on PyPI), so on other names it can still differ from spaCy.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ from playground.envs.webshop.catalogue import Goal, Product
 MATCH_THRESHOLD = 85
 NOUN_TAGGER_ENV = "WEBSHOP_NOUN_TAGGER"
 STAND_IN = "stand-in"
+UPSTREAM_SPACY_MODEL = "en_core_web_sm"  # the model upstream goal.py loads
 
 # Upstream's COLOR_SET (web_agent_site/engine/normalize.py), in its order.
 COLOR_SET = (
@@ -72,6 +83,9 @@ ADJECTIVES = frozenset(
     "stainless black white red blue green yellow pink purple grey gray brown beige "
     "comfortable breathable washable reusable disposable rechargeable lightweight unscented".split())
 _TOKEN = re.compile(r"'[sS]\b|[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*\.?|[^\sA-Za-z0-9]")
+# spaCy's English units (spacy.lang.char_classes.UNITS, ASCII ones): split off a number they follow.
+_UNITS = ("km m dm cm mm ha nm yd in ft kg g mg t lb oz kmh mph hPa Pa mbar mb MB kb KB gb GB tb TB T G M K").split()
+_NUMBER_UNIT = re.compile(r"(.*[0-9])(%s)" % "|".join(sorted(_UNITS, key=len, reverse=True)))
 
 
 def match_score(a: str, b: str) -> int:
@@ -92,19 +106,28 @@ def normalize_color(value: str) -> str:
     return value
 
 
+def _tokens(title: str) -> list[str]:
+    """The name's tokens as spaCy's tokenizer splits them (the cases the stand-in covers)."""
+    tokens: list[str] = []
+    for token in _TOKEN.findall(title):
+        unit = _NUMBER_UNIT.fullmatch(token)
+        tokens.extend(unit.groups() if unit else (token,))
+    return tokens
+
+
 def title_nouns(title: str) -> list[str]:
     """The lowercased noun tokens of a product name, repeats kept (the stand-in; module docstring)."""
     nouns = []
-    for token in _TOKEN.findall(title):
+    for token in _tokens(title):
         word = token.lower()
         if word.endswith(".") and "." not in word[:-1]:
             word = word[:-1]  # a sentence's full stop; "d.o.n." keeps its dots as spaCy's abbreviations do
-        if not word[0].isalpha() or any(c.isdigit() for c in word):
-            continue
-        if word in FUNCTION_WORDS or word in ADJECTIVES:
+        if not word[0].isalpha() or any(c.isdigit() for c in word) or word in FUNCTION_WORDS:
             continue
         if len(word) > 4 and word.endswith("ed") and not word.endswith("eed"):
             continue
+        if word in ADJECTIVES and not token[0].isupper():
+            continue  # capitalised, en_core_web_sm tags it PROPN ("Non", "Free", "Easy", "Quick", "Dry")
         nouns.append(word)
     return nouns
 
@@ -123,7 +146,8 @@ def _spacy_model(name: str):
 
 
 def noun_tagger() -> str:
-    """The noun tagger in use: a spaCy model name from WEBSHOP_NOUN_TAGGER, or the stand-in."""
+    """The noun tagger in use: a spaCy model name from WEBSHOP_NOUN_TAGGER (upstream's is
+    `en_core_web_sm`), or the stand-in."""
     return os.environ.get(NOUN_TAGGER_ENV, "").strip() or STAND_IN
 
 
