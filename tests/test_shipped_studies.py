@@ -26,7 +26,7 @@ MODEL_FREE = {"noisy", "expert", "guard-top1", "random"}  # the scripted agents 
 SHIPPED = ["aed-matched-replay", "darc-table10", "darc-table13", "darc-table14", "darc-table5", "darc-table6",
            "darc-table7", "darc-table9", "dart-bench", "sentry-a64-retrieval", "sentry-instrument-alf",
            "sentry-instrument-tw", "sentry-instrument-tw-budget", "sentry-main", "sentry-table3-ablations",
-           "stack-workflow"]
+           "sentry-table4-heldout", "stack-workflow"]
 PAPER_TABLES = [name for name in SHIPPED if "instrument" not in name and name != "stack-workflow"]
 
 

@@ -77,7 +77,7 @@ def test_report_and_plugin_outputs_refuse_a_url(capsys, tmp_path, monkeypatch, u
     _refused(capsys, tmp_path, monkeypatch, "--out", url, "aed", "export", str(run_dir), "--view", "diagnosis",
              "--out", url)
     _refused(capsys, tmp_path, monkeypatch, "--evidence", url, "darc", "distill", "--evidence", url)
-    _refused(capsys, tmp_path, monkeypatch, "--out", url, "sentry", "heldout", "--env", "tiny", "--out", url)
+    _refused(capsys, tmp_path, monkeypatch, "--out", url, "study", "run", "sentry-table4-heldout", "--out", url)
 
 
 def test_a_path_with_a_colon_later_is_still_a_path(capsys, tmp_path, monkeypatch):

@@ -256,6 +256,19 @@ def playbook_digest(path: str) -> str | None:
     """
 
 
+@hookspec(firstresult=True)
+def copy_playbook(source: str, target: str) -> bool | None:
+    """First result: copy the whole playbook at `source` (a file, or a URL the owning plugin registered) to
+    `target`, where none is yet; True once copied, None when `source` is not one of your playbooks.
+
+    Called by the study layer before a grid that starts from another grid's playbook (a study file's
+    `playbook_from`, the held-out protocol) plays its first episode: once per harness of that grid, with the
+    playbook the source cell grew and the one the harness will use, only where the target does not exist yet
+    (so a resumed grid keeps the copy it had). A missing `source` (a source cell that stored nothing) copies
+    as an empty playbook. The copy is whole or absent: never a part of one at `target`.
+    """
+
+
 @hookspec
 def discard_episodes(run_id: str, episode_ids: list[str], playbook: str) -> None:
     """Observer, fan-out: undo what unfinished plays of these episodes wrote outside the run directory.

@@ -46,6 +46,10 @@ class Grid(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="--param values for every harness")
     reference: str | None = Field(default=None, description="the harness each cell is paired with (default: "
                                                              "the first)")
+    playbook_from: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+/.+$",
+                                      description="GRID/HARNESS: before this grid plays, each of its harnesses "
+                                                  "gets its own copy of the playbook that earlier cell grew (the "
+                                                  "held-out protocol); the two grids may share no task")
 
     @field_validator("harnesses")
     @classmethod
@@ -134,6 +138,14 @@ class Study(BaseModel):
             if stray:
                 raise ValueError(f"the paper's {metric} names no cell of the study: {', '.join(stray)} (GRID/HARNESS "
                                  f"or HARNESS)")
+        earlier: dict[str, Grid] = {}
+        for grid in self.grids:
+            if grid.playbook_from is not None:
+                source, _, harness = grid.playbook_from.partition("/")
+                if source not in earlier or harness not in earlier[source].harnesses:
+                    raise ValueError(f"grid {grid.name!r}: playbook_from {grid.playbook_from!r} names no harness of "
+                                     f"an earlier grid (GRID/HARNESS; a grid plays after the grids above it)")
+            earlier[grid.name] = grid
         stray = sorted(set(self.smoke.stand_ins) - {grid.name for grid in self.grids})
         if stray:
             raise ValueError(f"smoke.stand_ins names no grid: {', '.join(stray)}")

@@ -9,6 +9,8 @@ cell: success with its Wilson interval, the paired difference against the grid's
 McNemar), steps, model calls and tokens, the interventions and lessons per episode, and the paper's number
 where the study gives one (its success and any other figure, `paper_figures`). `--smoke` shrinks every grid
 (`[smoke]`: tasks, trials, step budget; a stand-in env for a task set that needs a download) so CI can run it.
+Grids play in the file's order; a grid with `playbook_from = "GRID/HARNESS"` starts each of its harnesses from
+its own copy of the playbook that earlier cell grew, on tasks it never saw (the held-out protocol).
 
 `plan` estimates what is left before it runs, per cell: the model calls, tokens and seconds an episode of that
 harness took in that grid, else in the study's other grids with the same agent (per step, scaled to the grid's
@@ -25,7 +27,7 @@ from typing import Any
 from playground.core.records import EpisodeRecord
 from playground.core.study_file import Grid, Smoke, Study, StudyError
 from playground.host.manager import Host
-from playground.run.config import RunConfig
+from playground.run.config import RunConfig, playbook_path
 from playground.run.report import wilson_interval
 from playground.run.rundir import load_records
 from playground.run.stats import compare, split_by_harness
@@ -205,17 +207,54 @@ def run_study(host: Host, study: Study, out: Path, smoke: bool = False, agent: s
     if unknown:
         raise StudyError(f"study {study.name!r} has no grid {', '.join(unknown)}")
     summaries = {}
-    for declared in with_agent(study, agent, agent_options).grids:
+    played = with_agent(study, agent, agent_options)
+    for declared in played.grids:
         if grids is not None and declared.name not in grids:
             continue
         grid = sized(declared, study.smoke if smoke else None)
         config = grid_config(host, grid, out / grid.name, study.here)
-        if playbook is not None:
+        if grid.playbook_from is not None:
+            start_from_playbook(host, played, grid, config, out, smoke, playbook)
+        elif playbook is not None:
             config = replace(config, playbook=playbook)
         summaries[grid.name] = run(host, config, **where)
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(study.model_dump(), indent=2) + "\n")
     return summaries
+
+
+def start_from_playbook(host: Host, study: Study, grid: Grid, config: RunConfig, out: Path, smoke: bool,
+                        shared: str | None) -> None:
+    """The held-out protocol (a grid's `playbook_from`): give each harness of `grid` its own copy of the playbook
+    the source cell grew, where it has none yet (so a resumed grid keeps the copy it had), through the plugin
+    that owns the playbook format (`copy_playbook`). StudyError, before anything is written, for a shared
+    `--playbook`, a source grid that shares a task with `grid` or has not finished its cell."""
+    source_name, _, harness = str(grid.playbook_from).partition("/")
+    if shared is not None:
+        raise StudyError(f"grid {grid.name!r} starts each harness from its own copy of the playbook "
+                         f"{grid.playbook_from} grew; a shared --playbook would mix its cells")
+    source_grid = sized(next(g for g in study.grids if g.name == source_name), study.smoke if smoke else None)
+    source = grid_config(host, source_grid, out / source_name, study.here)
+    both = sorted(set(source.tasks) & set(config.tasks))
+    if both:
+        raise StudyError(f"grid {grid.name!r} and grid {source_name!r}, whose playbook it starts from, share "
+                         f"{len(both)} task(s) ({', '.join(both[:3])}{', ...' if len(both) > 3 else ''}); a playbook "
+                         f"carried to the tasks it grew on is not held out: give the grids disjoint splits")
+    grown_by = source_grid.runnable(study.here)[source_grid.harnesses.index(harness)]
+    finished = {record.task_id for record in split_by_harness(_records(out / source_name)).get(grown_by, [])}
+    if not set(source.tasks) <= finished:
+        raise StudyError(f"grid {grid.name!r} starts from the playbook {grid.playbook_from} grows, but that cell "
+                         f"has {len(set(source.tasks) - finished)} task(s) left to play: run grid {source_name!r} "
+                         f"first")
+    grown = playbook_path(source, grown_by)
+    for name in config.harnesses:
+        target = Path(playbook_path(config, name))
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not host.pm.hook.copy_playbook(source=grown, target=str(target)):
+            raise StudyError(f"grid {grid.name!r}: no loaded plugin copies the playbook at {grown!r} "
+                             f"(copy_playbook)")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ and ACE file formats and validation (`ace_format` the rules of ACE's text), `cli
 `playground playbook ...` commands (`cli_output` what they print), added through
 `register_commands`. Declares the failure type `procedure` (lessons without a diagnosed
 failure, e.g. imported ACE playbooks) with one label per ACE section. For runs, it
-checks each playbook file before the first episode (`check_playbook`) and, before unfinished
+checks each playbook file before the first episode (`check_playbook`), copies a whole playbook for a
+study's grid that starts from another's (`copy_playbook`) and, before unfinished
 episodes are played again, takes back what they wrote to it (`discard_episodes`).
 """
 
@@ -55,6 +56,25 @@ def playbook_digest(path: str) -> str | None:
     from playground.plugins.playbook.backend import location_digest
 
     return location_digest(path)
+
+
+@hookimpl
+def copy_playbook(source: str, target: str) -> bool | None:
+    """Copy the playbook at `source` to `target` (`Playbook.copy_to`: whole or absent); a missing source file
+    copies as an empty playbook. None for a source that is not a playbook."""
+    from pathlib import Path
+
+    from playground.plugins.playbook.backend import is_database_url, location_problem
+    from playground.plugins.playbook.store import Playbook
+
+    if not is_database_url(source) and not Path(source).exists():
+        Playbook(target).close()  # the source cell stored nothing: an empty playbook
+        return True
+    if location_problem(source, read_pages=False) is not None:
+        return None
+    with Playbook(source, read_only=not is_database_url(source)) as playbook:
+        playbook.copy_to(target)
+    return True
 
 
 @hookimpl

@@ -3,9 +3,9 @@
 Registers the `sentry` and `validity-guard` interventions, the harness `sentry` (the paper's
 configuration), its variants (`VARIANTS`: `sentry-rules`, `sentry-shortlist`) and
 ablations (`ABLATIONS`), `sentry-persistent`, `sentry-frozen-persistent`, `guard-only` and
-`sentry-llm`, the `playground sentry` command group (`heldout`: the held-out protocol;
-`paired-forks`: each intervention point forked with and without the repair; `detectors`: the
-detectors and verifier measured against a failure-injection agent's injected failures), and
+`sentry-llm`, the `playground sentry` command group (`paired-forks`: each intervention point
+forked with and without the repair; `detectors`: the detectors and verifier measured against a
+failure-injection agent's injected failures), its studies (the papers' tables, `studies/`), and
 declares the failure types its detectors report (`action_validity`, `progress`,
 `grounding`) with their labels.
 """
@@ -138,7 +138,7 @@ def register_harnesses(register):
 
 @hookimpl
 def register_commands(cli) -> None:
-    """Add the `sentry` command group (`heldout`, `paired-forks`, `detectors`)."""
+    """Add the `sentry` command group (`paired-forks`, `detectors`)."""
     from playground.plugins.sentry.cli import sentry_group
 
     cli.add_command(sentry_group)
