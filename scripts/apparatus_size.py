@@ -1,0 +1,123 @@
+"""How much experiment apparatus the methods carry, and how many command-line options the plugins own: the figures
+of the "studies as data" change, at a base revision and now, side by side (machinery figures: code size, not
+speed).
+
+Apparatus is the code a method carries to run experiments about itself rather than to be the method: run-driving
+protocols, counters and tables, bench loops, and the CLI that fronts them. Each method's apparatus modules are
+listed in APPARATUS (a module that is gone counts 0 lines); a module that is the method (detectors, repair,
+distillation, diagnosis, the sidecar) is not. Options are counted on the live command tree: every `click.Option`
+of every command, owned by a plugin when the command's callback lives in `playground.plugins`.
+
+    python scripts/apparatus_size.py                  # now
+    python scripts/apparatus_size.py --base 0256f21   # a base revision beside now (a git worktree under /tmp)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+APPARATUS = {
+    "sentry": ["plugins/sentry/heldout.py", "plugins/sentry/paired.py", "plugins/sentry/truth.py",
+               "plugins/sentry/measure.py", "plugins/sentry/bench.py", "plugins/sentry/table.py",
+               "plugins/sentry/cli.py"],
+    "darc": ["plugins/darc/cli.py", "plugins/darc/profile.py", "plugins/darc/evaluate.py", "plugins/darc/controls.py",
+             "plugins/darc/factorial.py", "plugins/darc/efficiency.py", "plugins/darc/agreement.py",
+             "plugins/darc/frontier.py"],
+    "dart": ["plugins/dart/bench.py", "plugins/dart/latency.py", "plugins/dart/cli.py"],
+    "aed": ["plugins/aed/cli.py", "plugins/aed/summary.py"],
+}
+
+COUNT_OPTIONS = r"""
+import json, click
+from playground.cli.main import cli
+from playground.host.manager import get_host
+get_host().add_commands(cli)
+counts = {"host": 0, "plugins": 0, "commands": 0, "plugin_commands": 0}
+def walk(command):
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            walk(sub)
+        return
+    owner = "plugins" if (command.callback and command.callback.__module__.startswith("playground.plugins")) else "host"
+    counts["commands"] += 1
+    counts["plugin_commands"] += owner == "plugins"
+    counts[owner] += sum(isinstance(p, click.Option) and p.name != "help" for p in command.params)
+walk(cli)
+print(json.dumps(counts))
+"""
+
+
+def lines_at(tree: Path) -> dict[str, int]:
+    """Apparatus lines per method in the source tree `tree`."""
+    out = {}
+    for method, modules in APPARATUS.items():
+        out[method] = sum(len((tree / m).read_text().splitlines()) for m in modules if (tree / m).is_file())
+    return out
+
+
+def options_at(tree: Path) -> dict[str, int]:
+    """Command and option counts of the CLI in `tree` (imported from there, ahead of the installed copy)."""
+    shim = Path(tempfile.mkdtemp(prefix="apparatus-"))
+    package = shim / "playground"
+    if tree != ROOT:  # a worktree: lay out the package as the editable install maps it
+        package.symlink_to(tree / "playground")
+        for name in ("plugins", "envs"):
+            link = tree / "playground" / name
+            if not link.exists():
+                link.symlink_to(tree / name)
+    # PYTHONPATH comes before the editable install's finder; run from the empty shim, so no `playground/` in the
+    # working directory is imported instead
+    env = {**os.environ, "PYTHONPATH": str(shim) if tree != ROOT else os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-c", COUNT_OPTIONS + "\nprint(__import__('playground').__file__)"],
+                          capture_output=True, text=True, env=env, check=True, cwd=shim)
+    where = done.stdout.strip().splitlines()[-1]
+    if not where.startswith(str(shim if tree != ROOT else ROOT)):
+        raise SystemExit(f"counted the CLI of {where}, not of {tree}")
+    return json.loads(done.stdout.strip().splitlines()[-2])
+
+
+def worktree(rev: str) -> Path:
+    """A detached worktree of `rev` under /tmp (made once per revision)."""
+    path = Path(tempfile.gettempdir()) / f"apparatus-{rev}"
+    if not path.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), rev], check=True,
+                       capture_output=True)
+    return path
+
+
+def main() -> None:
+    """Print apparatus lines per method and plugin-owned options, at --base and now, with the ratio."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", help="a git revision to compare with")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    now = {"lines": lines_at(ROOT), "options": options_at(ROOT)}
+    base = None
+    if args.base:
+        tree = worktree(args.base)
+        base = {"lines": lines_at(tree), "options": options_at(tree)}
+    if args.json:
+        print(json.dumps({"base": base, "now": now, "base_rev": args.base}, indent=2))
+        return
+    rows = [(f"apparatus lines, {m}", now["lines"][m], base and base["lines"][m]) for m in APPARATUS]
+    rows.append(("apparatus lines, all", sum(now["lines"].values()), base and sum(base["lines"].values())))
+    for key in ("plugins", "host", "plugin_commands", "commands"):
+        label = {"plugins": "options owned by plugins", "host": "options owned by the host",
+                 "plugin_commands": "commands owned by plugins", "commands": "commands"}[key]
+        rows.append((label, now["options"][key], base and base["options"][key]))
+    print(f"{'figure':32} {'base ' + (args.base or '-'):>14} {'now':>8} {'now/base':>9}")
+    for label, value, was in rows:
+        ratio = f"{value / was:.2f}" if was else "-"
+        print(f"{label:32} {'' if was is None else was:>14} {value:>8} {ratio:>9}")
+
+
+if __name__ == "__main__":
+    main()
