@@ -9,7 +9,7 @@ import pytest
 from playground.host.manager import Host
 from playground.agents.llm import LLMAgent, parse_reply
 from playground.agents.chat import LLMError
-from playground.agents.http_model import HTTPChatModel
+from playground.agents.http_model import EndpointUnreachable, HTTPChatModel
 from playground.plugins.playbook.store import Playbook
 from playground.run.config import RunConfig
 from playground.run.runner import run
@@ -207,3 +207,36 @@ def test_template_actions_parse_and_constrain():
     assert _grammar_alternative("search[...]").startswith('"search[" ')
     view = AgentView("buy shoes", "WebShop", (), ("search[...]",), 0)
     assert "In search[...] replace ... with your own words." in render_prompt(view, 5, 800)[1]["content"]
+
+
+def test_an_unreachable_endpoint_is_tried_once_per_request_after_one_request_spent_its_retries(monkeypatch):
+    """A request that could not connect on any try marks the endpoint unreachable: the next request tries once, not
+    its whole schedule; a reply clears the mark. A refusal followed by an answer is retried as before."""
+    refusals, tries = [0], []
+    real = HTTPChatModel._post_once
+
+    def refuse_first(self, *args):
+        tries.append(1)
+        if refusals[0] > 0:
+            refusals[0] -= 1
+            raise ConnectionRefusedError(111, "Connection refused")
+        return real(self, *args)
+
+    monkeypatch.setattr(HTTPChatModel, "_post_once", refuse_first)
+    hi = [{"role": "user", "content": "hi"}]
+    with ScriptedChatServer(default=lambda body: "Action: look") as server:
+        client = model(server, retries=3)
+        client.limiter.unreachable = None  # a port an earlier test's dead server used may be marked
+        refusals[0] = 2  # a server that comes up within the retries is retried, as before
+        assert client.complete(hi).text == "Action: look" and len(tries) == 3
+        refusals[0], tries[:] = 100, []
+        with pytest.raises(LLMError, match="gave up after 4 attempts; last error: ConnectionRefusedError"):
+            client.complete(hi)
+        assert len(tries) == 4 and client.limiter.unreachable
+        with pytest.raises(EndpointUnreachable, match="unreachable .*not retried until the endpoint answers"):
+            client.complete(hi)
+        assert len(tries) == 5  # one try, not four
+        refusals[0] = 0
+        assert client.complete(hi).text == "Action: look" and client.limiter.unreachable is None
+        refusals[0], tries[:] = 2, []
+        assert client.complete(hi).text == "Action: look" and len(tries) == 3  # the whole schedule again

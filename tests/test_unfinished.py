@@ -8,6 +8,7 @@ them, and the records equal those of an undisturbed run. A circuit breaker stops
 from __future__ import annotations
 
 import json
+import socket
 import threading
 
 from playground.testing.openai_server import FirstActionModel, Reply, ScriptedChatServer
@@ -97,3 +98,41 @@ def test_a_command_that_builds_a_table_on_a_run_refuses_unfinished_episodes(caps
                        "--agent-option", "cache_dir=off", "--episodes", "2", "--quiet", "--out", str(tmp_path / "p"))
     assert code == 2 and "unfinished" in err and "rerun the same command" in err
     assert not (tmp_path / "p" / "diagnosis.json").exists()
+
+
+def test_a_dead_endpoint_costs_the_first_episodes_retries_then_the_breaker_stops_the_run(capsys, tmp_path,
+                                                                                          monkeypatch):
+    """A closed port: the first episode spends its retries, every later one gives up after one try (the endpoint is
+    marked unreachable), so the breaker stops the run after the first episode's retries, not five episodes' worth."""
+    from playground.agents.endpoint_limits import MAX_CONNECTIONS_VARIABLE, endpoint_limiter
+    from playground.agents.http_model import HTTPChatModel
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"  # closed on leaving: every connection is refused
+    monkeypatch.delenv(MAX_CONNECTIONS_VARIABLE, raising=False)
+    limiter = endpoint_limiter(url)
+    monkeypatch.setattr(limiter, "sleep", lambda seconds: None)  # the backoff's waits: attempts are counted, not timed
+    monkeypatch.setattr(limiter, "unreachable", None)
+    tries, real = [], HTTPChatModel._post_once
+
+    def counted(self, *args):
+        tries.append(1)
+        return real(self, *args)
+
+    monkeypatch.setattr(HTTPChatModel, "_post_once", counted)
+    retries, breaker = 3, 5
+    out = tmp_path / "run"
+    command = ["run", "--env", "tiny", "--agent", "llm", "--agent-option", f"base_url={url}", "--agent-option",
+               "model=m", "--agent-option", f"retries={retries}", "--no-response-cache", "--episodes", "8",
+               "--max-steps", "6", "--harness", "base", "--quiet", "--out", str(out),
+               "--max-consecutive-errors", str(breaker)]
+    code, _, err = cli(capsys, *command)
+    assert code == 3 and f"{breaker} episodes in a row ended in an error" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped_by_breaker"] and summary["unfinished"] == breaker and records(out) == {}
+    # the first episode's whole schedule, then one try for each later episode (before: retries + 1 each)
+    assert len(tries) == (retries + 1) + (breaker - 1)
+    logged = [json.loads(line) for line in (out / "unfinished.jsonl").read_text().splitlines()]
+    assert f"gave up after {retries + 1} attempts" in logged[0]["error"]
+    assert all("unreachable" in entry["error"] for entry in logged[1:])

@@ -16,6 +16,10 @@ alone, so a server that admits K of M concurrent requests keeps refusing M - K o
 
 A `Retry-After` (seconds or an HTTP date; at most `MAX_RETRY_AFTER_S`) on any retried status pauses every request to
 the endpoint until it passes, not only the one that got it.
+
+An endpoint that could not be reached (connection refused, name not resolved) on every try of a request is marked
+`unreachable` (a circuit breaker): the requests after it try once, not their whole retry schedule, until one gets an
+HTTP reply, so a dead endpoint costs one request's retries, not every episode's.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class EndpointLimiter:
         self.successes = 0  # 2xx replies since the limit last changed
         self.cuts = 0  # times the limit was halved (for reports and tests)
         self.refused_at: int | None = None  # the level (requests in flight) of the last cut
+        self.unreachable: str | None = None  # why every try of a request failed to connect, until a reply comes
         self._resume_at = 0.0
         self._condition = threading.Condition()
 
@@ -90,6 +95,8 @@ class EndpointLimiter:
             in_flight = self.in_flight
             self.in_flight -= 1
             congested = False
+            if status is not None:  # the endpoint answered: it is reachable again
+                self.unreachable = None
             if status is not None and status in BUSY_STATUS:
                 congested = in_flight > 1
                 if ticket.generation == self.generation:
@@ -107,6 +114,12 @@ class EndpointLimiter:
                         self.limit += 1
             self._condition.notify_all()
             return congested
+
+    def mark_unreachable(self, why: str) -> None:
+        """Note that every try of a request failed to reach the endpoint (`why`: the last error); until a reply comes
+        (`release` with a status), a request tries once instead of spending its retries."""
+        with self._condition:
+            self.unreachable = why
 
     def pause(self, seconds: float) -> None:
         """Hold every request to this endpoint for `seconds` from now (a later pause wins)."""

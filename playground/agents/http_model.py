@@ -13,6 +13,7 @@ then to the prompt alone where the server refuses it).
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import os
@@ -41,6 +42,21 @@ BUSY_RETRIES = 50  # at most this many retries of one request for congestion (se
 # `response_format` counts too, whatever its status); the client then tries the next, plainer one.
 REFUSAL_STATUS = {400, 404, 415, 422, 501}
 REPLY_FORMATS = ("json_schema", "json_object", "prompt")  # an HTTP client's structured-reply modes, strictest first
+
+
+class EndpointUnreachable(LLMError):
+    """The endpoint could not be reached, and an earlier request could not reach it on any of its tries either: the
+    request gave up after one try (`EndpointLimiter.unreachable`)."""
+
+
+# An error that says no connection was made at all (not one cut off or timed out after it was made).
+UNREACHABLE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL})
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether a request's error says the endpoint could not be reached: refused, no route, a name not resolved."""
+    return (isinstance(exc, (ConnectionRefusedError, socket.gaierror))
+            or getattr(exc, "errno", None) in UNREACHABLE_ERRNOS)
 
 
 class ResponseFormatRefused(LLMError):
@@ -143,19 +159,29 @@ class HTTPChatModel:
         """POST `body` until a reply comes: at most `retries` more attempts after the first, each failure waiting the
         server's Retry-After (which pauses the whole endpoint) or `backoff` x 2^attempt seconds. A 429 or 503 that
         came while other requests of this process were in flight is congestion (the endpoint's limit was halved): it
-        is retried after the same wait without spending an attempt, at most BUSY_RETRIES times."""
+        is retried after the same wait without spending an attempt, at most BUSY_RETRIES times.
+
+        A request that could not reach the endpoint on any try marks it unreachable (`EndpointLimiter.unreachable`);
+        while it is marked, a request that cannot reach it either gives up after its first try (EndpointUnreachable)."""
         limiter = self.limiter
         last_error = ""
         attempt = busy = 0
+        never_reached = True
         while True:
             ticket = limiter.acquire()
             status: int | None = None
+            unreachable = False
             try:
-                outcome, wait, last_error, status = self._attempt(body, refusable)
+                outcome, wait, last_error, status, unreachable = self._attempt(body, refusable)
             finally:
                 congested = limiter.release(ticket, status)
             if outcome is not None:
                 return outcome
+            never_reached = never_reached and unreachable
+            if never_reached and limiter.unreachable is not None:
+                raise EndpointUnreachable(f"{self.base_url.rstrip('/')}/chat/completions: unreachable ({last_error}); "
+                                          "an earlier request could not reach it on any of its tries, so this one "
+                                          "is not retried until the endpoint answers")
             if congested and busy < BUSY_RETRIES:
                 busy += 1
                 spent = False
@@ -170,12 +196,14 @@ class HTTPChatModel:
                 limiter.sleep(self.backoff * (2 ** attempt))
             attempt += spent
         busy_note = f" (and {busy} retries for congestion)" if busy else ""
+        if never_reached:
+            limiter.mark_unreachable(last_error)
         raise LLMError(f"{self.base_url.rstrip('/')}/chat/completions: gave up after {self.retries + 1} attempts"
                        f"{busy_note}; last error: {last_error}")
 
-    def _attempt(self, body: dict, refusable: bool) -> tuple[dict | None, float | None, str, int | None]:
-        """One POST: (the reply, None, "", status) or (None, seconds the server asked to wait or None, the error, the
-        HTTP status or None when no reply came)."""
+    def _attempt(self, body: dict, refusable: bool) -> tuple[dict | None, float | None, str, int | None, bool]:
+        """One POST: (the reply, None, "", status, False) or (None, seconds the server asked to wait or None, the
+        error, the HTTP status or None when no reply came, whether the endpoint could not be reached at all)."""
         url = self.base_url.rstrip("/") + "/chat/completions"
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
@@ -184,16 +212,16 @@ class HTTPChatModel:
         try:
             status, reply_headers, raw = self._post_once(url, data, headers)
         except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, cut off mid-body
-            return None, None, f"{type(exc).__name__}: {exc}", None
+            return None, None, f"{type(exc).__name__}: {exc}", None, _unreachable(exc)
         if status >= 400:
             error = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
             if refusable and refuses_response_format(status, raw):
                 raise ResponseFormatRefused(f"{url}: {error}", status)
             if status not in RETRY_STATUS:
                 raise LLMError(f"{url}: {error}")
-            return None, retry_after_seconds(reply_headers.get("Retry-After")), error, status
+            return None, retry_after_seconds(reply_headers.get("Retry-After")), error, status, False
         try:
-            return json.loads(raw), None, "", status
+            return json.loads(raw), None, "", status, False
         except (ValueError, RecursionError):  # not JSON, not UTF-8
             raise LLMError(f"{url}: reply is not JSON: {raw[:200]!r}") from None
 

@@ -362,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(visible(f"error: {exc.format_message()}{where}"), err=True)
         return 2
     except PlaygroundError as exc:
+        raised = getattr(exc, "traceback", None)  # a plugin's, the env's or the agent's error (a --strict run's)
+        if isinstance(raised, str) and raised:
+            click.echo(visible(f"{raised.rstrip()}\n"), err=True)
         click.echo(f"error: {visible(str(exc))}", err=True)  # it may quote a task id, a file or a model's reply
         return 2
     except click.ClickException as exc:

@@ -11,7 +11,7 @@ import math
 from typing import Any, Sequence
 
 from playground.core.deadlines import HookDeadlineExceeded, watch
-from playground.core.errors import PlaygroundError
+from playground.core.errors import PlaygroundError, format_exception, traceback_text
 from playground.core.labels import LabelRegistry
 from playground.core.payloads import Decision, Detection, Verification
 from playground.core.plugin_manager import implemented_hooks, new_plugin_manager
@@ -120,11 +120,26 @@ def _short(value: Any) -> str:
 
 
 class PluginError(PlaygroundError):
-    """A plugin raised inside a runtime hook; names the plugin and the hook."""
+    """A plugin raised inside a runtime hook; names the plugin and the hook, and the file and line that raised
+    (` (at FILE:LINE)`); `traceback` is the plugin's whole traceback (None for a fault the host found, such as a
+    result of the wrong type). It crosses to another process (pickle) with its message and traceback intact."""
 
     def __init__(self, plugin: str, hook: str, error: BaseException) -> None:
-        super().__init__(f"plugin {plugin!r} raised in hook {hook!r}: {type(error).__name__}: {error}")
+        super().__init__(f"plugin {plugin!r} raised in hook {hook!r}: {format_exception(error)}")
         self.plugin, self.hook, self.error = plugin, hook, error
+        self.traceback = traceback_text(error)
+
+    def __reduce__(self) -> tuple:
+        return _restore_plugin_error, (str(self), self.plugin, self.hook, self.error, self.traceback)
+
+
+def _restore_plugin_error(message: str, plugin: str, hook: str, error: BaseException,
+                          traceback: str | None) -> PluginError:
+    """A PluginError unpickled: what it said where it was raised (its error's traceback does not travel)."""
+    restored = PluginError.__new__(PluginError)
+    PlaygroundError.__init__(restored, message)
+    restored.plugin, restored.hook, restored.error, restored.traceback = plugin, hook, error, traceback
+    return restored
 
 
 class EpisodeHooks:

@@ -19,7 +19,16 @@ class MissingExtra(PlaygroundError, ImportError):
 
 
 def format_exception(exc: BaseException) -> str:
-    """Return `Type: message` plus the last traceback line, for error records."""
+    """Return `Type: message` plus the last traceback line (` (at FILE:LINE)`, where it was raised), for error
+    records."""
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
     return f"{type(exc).__name__}: {exc}{where}"
+
+
+def traceback_text(exc: BaseException | None) -> str | None:
+    """The whole traceback of `exc` as Python prints it (`Traceback (most recent call last):`, each frame's file and
+    line, then `Type: message`), or None for an error made but never raised (it has no traceback)."""
+    if exc is None or exc.__traceback__ is None:
+        return None
+    return "".join(traceback.format_exception(exc))

@@ -277,13 +277,15 @@ class LessonEvent(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ErrorEvent(Event):
-    """An error: the plugin and hook that raised it where a plugin did; `fatal` False where the episode went on."""
+    """An error: the plugin and hook that raised it where a plugin did; `fatal` False where the episode went on;
+    `traceback`, where the error was raised in a plugin, the env or the agent, its whole Python traceback."""
 
     TYPE: ClassVar[str] = "error"
     message: str
     plugin: str | None = _optional()
     hook: str | None = _optional()
     fatal: bool | None = _optional()
+    traceback: str | None = _optional()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,7 +32,7 @@ from playground.core.actions import kind_of
 from playground.core.deadlines import EpisodeDeadlineExceeded, watch
 from playground.core.env import ObservableFailure
 from playground.core.episode_hooks import EpisodeHooks, PluginError
-from playground.core.errors import PlaygroundError, format_exception
+from playground.core.errors import PlaygroundError, format_exception, traceback_text
 from playground.core.events import (
     CheckpointEvent,
     DetectionEvent,
@@ -190,7 +190,9 @@ class _CheckpointTree:
 
 
 class EpisodeError(PlaygroundError):
-    """The env or the agent failed; the message says which and how."""
+    """The env or the agent failed; the message says which and how (`traceback`: the failure's, where it has one)."""
+
+    traceback: str | None = None
 
 
 def _call(what: str, fn: Callable, *args, **kwargs):
@@ -199,7 +201,15 @@ def _call(what: str, fn: Callable, *args, **kwargs):
     except PluginError:
         raise
     except Exception as exc:
-        raise EpisodeError(f"{what} failed: {format_exception(exc)}") from exc
+        failed = EpisodeError(f"{what} failed: {format_exception(exc)}")
+        failed.traceback = traceback_text(exc)
+        raise failed from exc
+
+
+def _error_event(exc: PluginError | EpisodeError) -> ErrorEvent:
+    """The `error` event of an episode's error: its message, the plugin and hook, and its traceback where it has one."""
+    return ErrorEvent(message=str(exc), plugin=getattr(exc, "plugin", None), hook=getattr(exc, "hook", None),
+                      traceback=getattr(exc, "traceback", None))
 
 
 def run_episode(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit) -> EpisodeResult:
@@ -214,7 +224,7 @@ def run_episode(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Em
                                ) from None
     except (PluginError, EpisodeError) as exc:
         state.status, state.error = "error", str(exc)
-        emit(ErrorEvent(message=str(exc), plugin=getattr(exc, "plugin", None), hook=getattr(exc, "hook", None)))
+        emit(_error_event(exc))
         if config.strict:
             _finish(hooks, config, emit, state)
             raise
@@ -243,13 +253,13 @@ def _finish(hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, state: _Epis
             _verdicts(hooks.collect("verify_at_end", end=end), emit)
         except PluginError as exc:
             failed, state.status, state.error = exc, "error", str(exc)
-            emit(ErrorEvent(message=str(exc), plugin=exc.plugin, hook=exc.hook))
+            emit(_error_event(exc))
     if state.started:
         try:
             hooks.call("episode_finished",
                        end=EpisodeEnd(config.ids, state.status, state.steps, state.won, state.error))
         except PluginError as exc:  # the episode's record must not hide it: it ends as an error
-            emit(ErrorEvent(message=str(exc), plugin=exc.plugin, hook=exc.hook))
+            emit(_error_event(exc))
             failed = failed or exc
             state.status, state.error = "error", state.error or str(exc)
     emit(EndEvent(status=state.status, won=state.won, steps=state.steps, error=state.error, score=state.score,

@@ -13,7 +13,7 @@ from playground.agents.judge_calls import judge_calls_reported
 from playground.agents.response_cache import cache_use_counted
 from playground.agents.structured import agent_model_shared
 from playground.core.episode_hooks import EpisodeHooks
-from playground.core.errors import MissingExtra, format_exception
+from playground.core.errors import MissingExtra, format_exception, traceback_text
 from playground.core.events import (
     AttemptVerdictEvent,
     EndEvent,
@@ -172,7 +172,7 @@ def play_attempt(host: Host, config: RunConfig, run_id: str, trace_path: Path, h
             player.discard()
             status, won, steps, error = "error", False, 0, f"episode setup failed: {format_exception(exc)}"
             score = max_score = None
-            play.emit(ErrorEvent(message=error))
+            play.emit(ErrorEvent(message=error, traceback=traceback_text(exc)))
             play.emit(EndEvent(status=status, won=won, steps=steps, error=error))
     except BaseException:  # a strict run's error, or an interrupt: the run stops here
         play.trace.close()
