@@ -3,9 +3,10 @@
 
 Hooks (`hookimpl`; the specifications are `playground.core.hookspecs`), the frozen payloads the hooks pass and
 return, the env contract and task sets, failure labels, errors, the failure-injection instrument's request and
-answer records, and what an intervention factory receives: its parameter model (`JudgeSettings` for one that
-names a judge) and `Services`. Testing fixtures are `playground.testing` (a pytest plugin). A plugin that drives
-whole runs (profiles, forks, replays, its own commands) also uses the floor above, `playground.host_api`.
+answer records, study table columns (`Figure`), and what an intervention factory receives: its parameter model
+(`JudgeSettings` for one that names a judge) and `Services`. Testing fixtures are `playground.testing` (a pytest
+plugin). A plugin that drives whole runs (profiles, forks, replays, its own commands) also uses the floor above,
+`playground.host_api`.
 
 An import-linter contract in pyproject.toml keeps this module on the ground floor (it imports only
 `playground.core`), and tests/test_layering.py plants a violation to see it break. docs/plugin-api.md lists and
@@ -25,6 +26,7 @@ from playground.core.env import (
 )
 from playground.core.errors import MissingExtra, PlaygroundError
 from playground.core.events import Event
+from playground.core.figures import Figure, per_episode, per_episode_from_events
 from playground.core.hookspecs import hookimpl
 from playground.core.instrument import InstrumentState, JudgeAnswer, JudgeRequest
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry, UnknownFailure
@@ -67,4 +69,6 @@ __all__ = [
     "JudgeRequest", "JudgeAnswer", "InstrumentState",
     # what an intervention factory receives
     "JudgeSettings", "Services", "declared_values", "ParameterError",
+    # study table columns (`register_figures`)
+    "Figure", "per_episode", "per_episode_from_events",
 ]

@@ -12,9 +12,9 @@ from playground.agents.llm import LLMAgent
 from playground.core.events import DetectionEvent, InterventionEvent
 from playground.core.payloads import Detection
 from playground.plugins.sentry import VARIANTS
+from playground.plugins.sentry.figures import declined_detections
 from playground.plugins.sentry.harness import RULE_ROLES, SentryPlugin, judge_roles, parse_params
 from playground.plugins.sentry.need_check import FIRST_SIGHTING, DetectionMemory, need_score
-from playground.plugins.sentry.table import declined_detections
 from playground.testing import ScriptedAgent, play, tiny_env
 from tests.conftest import require_extra, run_cli
 
@@ -139,16 +139,22 @@ def test_declined_counts_detected_steps_with_no_intervention():
     assert declined_detections(events) == 1
 
 
-def test_sentry_table_pairs_every_harness_with_sentry(tmp_path):
+def test_the_study_table_of_a_run_pairs_every_harness_with_sentry_and_shows_sentrys_figures(tmp_path):
     run = tmp_path / "run"
     result = run_cli("run", "--env", "tiny", "--agent", "noisy", "--harness", "base", "--harness", "sentry",
                      "--harness", "sentry-no-need-check", "--episodes", "4", "--quiet", "--out", str(run))
     assert result.returncode == 0, result.stderr
-    table = run_cli("sentry", "table", str(run), "--json")
+    table = run_cli("study", "table", str(run), "--reference", "sentry", "--json")
     assert table.returncode == 0, table.stderr
-    rows = {row["harness"]: row for row in json.loads(table.stdout)}
-    assert set(rows) == {"base", "sentry", "sentry-no-need-check"}
-    assert all(row["episodes"] == 4 for row in rows.values())
-    assert rows["sentry-no-need-check"]["declined"] == 0 and rows["base"]["soft_repairs"] == 0
-    missing = run_cli("sentry", "table", str(run), "--against", "nope")
-    assert missing.returncode == 2 and "'nope' has no finished episode" in missing.stderr
+    cells = {cell["harness"]: cell for cell in json.loads(table.stdout)}
+    assert set(cells) == {"base", "sentry", "sentry-no-need-check"}
+    assert all(cell["episodes"] == 4 for cell in cells.values())
+    assert cells["sentry"]["versus"] is None and cells["base"]["versus"] == "sentry"
+    assert cells["sentry-no-need-check"]["figures"]["need_check_declined"] == 0
+    assert cells["base"]["figures"]["soft_repairs"] == 0
+    assert set(cells["sentry"]["figures"]) >= {"soft_repairs", "need_check_declined"}
+    assert "agent_tokens" not in cells["sentry"]["figures"]  # a scripted agent: 0 in every cell, so not shown
+    text = run_cli("study", "table", str(run), "--reference", "sentry")
+    assert text.returncode == 0 and "soft_repairs: Sentry's soft repairs" in text.stdout
+    missing = run_cli("study", "table", str(run), "--reference", "nope")
+    assert missing.returncode == 2 and "--reference 'nope' is not a harness of" in missing.stderr

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from playground.cli.options import CLIError, parse_pairs
+from playground.core.figures import Figure
 from playground.core.study_file import Study, StudyError, load_study
 from playground.host.manager import Host, get_host
 from playground.run.paths import path_callback
@@ -36,6 +37,37 @@ def find_study(host: Host, name_or_path: str) -> tuple[Study, str]:
         return load_study(path), path
     except StudyError as exc:
         raise CLIError(str(exc)) from None
+
+
+MODEL_AGENTS = ("local", "llm")  # the built-in agents whose figures are a model's (the kind a run's table is)
+
+
+def run_as_study(run_dir: Path, reference: str | None) -> Study:
+    """A plain run directory (`playground run --out DIR`) read as a one-grid study of its harnesses, paired with
+    `reference` (default: the run's first harness); its table then reads `run_dir` itself."""
+    from playground.run.rundir import RunDirError, read_config
+
+    try:
+        config = read_config(run_dir / "config.json")
+    except RunDirError as exc:
+        raise CLIError(str(exc)) from None
+    harnesses = list(config.get("harnesses") or [])
+    if reference is not None and reference not in harnesses:
+        raise CLIError(f"--reference {reference!r} is not a harness of {run_dir} ({', '.join(harnesses)})")
+    grid = {"name": run_dir.name, "env": str(config.get("env") or "?"), "harnesses": harnesses,
+            "episodes": max(1, len(config.get("tasks") or ())), "reference": reference}
+    agent = str(config.get("agent") or "")
+    kind = "real-model" if agent in MODEL_AGENTS else "instrument" if agent == "noisy" else "machinery"
+    try:
+        return Study.model_validate({"name": run_dir.name, "title": f"the run {run_dir} (agent {agent})",
+                                     "kind": kind, "grids": [grid]})
+    except ValueError as exc:
+        raise CLIError(f"{run_dir} cannot be read as a study: {exc}") from None
+
+
+def host_figures(host: Host) -> dict[str, Figure]:
+    """The study table columns the loaded plugins registered (`register_figures`), by name."""
+    return {figure.name: figure for figure in host.figures}
 
 
 def default_out(study: Study) -> Path:
@@ -135,21 +167,37 @@ def run_command(study: str, out: str | None, smoke: bool, agent: str | None, age
                   executor=executor, address=address, workers=workers, in_flight=in_flight)
     except StudyError as exc:
         raise CLIError(str(exc)) from None
-    print_table(found, study_table(found, directory))
+    try:
+        print_table(found, study_table(found, directory, host_figures(host)))
+    except StudyError as exc:
+        raise CLIError(str(exc)) from None
 
 
 @study_group.command("table")
 @click.argument("study")
 @click.option("--out", default=None, callback=path_callback, help="the study's directory [default: runs/study-NAME]")
+@click.option("--reference", default=None,
+              help="STUDY is a run directory: the harness every other is paired with [default: its first]")
 @click.option("--json", "as_json", is_flag=True, help="the cells as JSON")
 @click.option("--csv", "as_csv", is_flag=True, help="the cells as CSV")
-def table_command(study: str, out: str | None, as_json: bool, as_csv: bool) -> None:
-    """The study's table from its run directories (each cell: success and interval, paired difference against
-    the grid's reference, steps, calls, tokens, interventions and lessons per episode, the paper's number)."""
+def table_command(study: str, out: str | None, reference: str | None, as_json: bool, as_csv: bool) -> None:
+    """The table of a study (a name or file, its runs in --out) or of one run directory: each cell's success and
+    interval, paired difference against the reference, steps, calls, tokens, interventions and lessons per
+    episode, the plugins' figures and the paper's number."""
     from playground.run.study import study_table
 
-    found, _ = find_study(get_host(), study)
-    cells = study_table(found, Path(out) if out else default_out(found))
+    host = get_host()
+    if (Path(study) / "config.json").is_file() and study not in host.studies:
+        found, directory = run_as_study(Path(study), reference), Path(study).parent
+    elif reference is not None:
+        raise CLIError("--reference is for a run directory; a study names its reference per grid")
+    else:
+        found, _ = find_study(host, study)
+        directory = Path(out) if out else default_out(found)
+    try:
+        cells = study_table(found, directory, host_figures(host))
+    except StudyError as exc:
+        raise CLIError(str(exc)) from None
     if as_json:
         click.echo(json.dumps([{**asdict(c), "success": c.success} for c in cells], indent=2))
     elif as_csv:
@@ -162,7 +210,8 @@ def cells_csv(cells: list[Cell]) -> str:
     """The cells as CSV, one row each (the paper's figures as `paper_METRIC` columns)."""
     out = io.StringIO()
     metrics = sorted({metric for cell in cells for metric in cell.paper_figures})
-    rows = [{**{k: v for k, v in asdict(cell).items() if k != "paper_figures"}, "success": cell.success,
+    rows = [{**{k: v for k, v in asdict(cell).items() if k not in ("paper_figures", "figures")},
+             "success": cell.success, **cell.figures,
              **{f"paper_{metric}": cell.paper_figures.get(metric) for metric in metrics}} for cell in cells]
     writer = csv.DictWriter(out, list(rows[0]) if rows else ["grid", "harness"])
     writer.writeheader()
@@ -188,21 +237,36 @@ def print_table(study: Study, cells: list[Cell]) -> None:
 
     papers = [metric for metric, _ in study.paper_metric_items()]
     rows = table_rows(study, cells)
+    host = get_host()
+    figures = [host.figures.get(name) for name in dict.fromkeys(n for cell in cells for n in cell.figures)]
     shown = [m for m in ("success", "reward", "steps", "invalid", "resolved", "calls", "tokens", "interventions",
                          "lessons") if m not in ("reward", "resolved") or any(r[m] is not None for r in rows)
              or m in papers]
     table = Table(title=f"{study.name}: {study.title} ({study.kind} figures)"
                         + (f"; the paper: {study.paper}" if study.paper else ""))
-    for column in ["grid", "harness", "n", *shown[:1], "95% CI", "vs ref (p)", *shown[1:],
-                   *(f"paper {m}" for m in papers)]:
-        table.add_column(column, justify="left" if column in ("grid", "harness") else "right",
-                         overflow="fold" if column in ("grid", "harness") else "ellipsis")
+    one_grid = len(study.grids) == 1  # (a run directory's table: the grid column would repeat its name)
+    for column in [*([] if one_grid else ["grid"]), "harness", "n", *shown[:1], "95% CI", "vs ref (p)", *shown[1:],
+                   *(figure.name for figure in figures), *(f"paper {m}" for m in papers)]:
+        named = column in ("grid", "harness")  # never cut: a harness name is what the row is
+        table.add_column(column, justify="left" if named else "right", overflow="fold" if named else "ellipsis",
+                         min_width=max((len(str(row[column])) for row in rows), default=0) if named else None)
     for row in rows:
         versus = "-" if row["versus"] is None else f"{row['diff']:+.0%} ({row['p']:.2g})"
-        table.add_row(escape(row["grid"]), escape(row["harness"]), str(row["n"]), _figure("success", row["success"]),
+        table.add_row(*([] if one_grid else [escape(row["grid"])]), escape(row["harness"]), str(row["n"]),
+                      _figure("success", row["success"]),
                       f"{row['ci_low']:.0%}-{row['ci_high']:.0%}", versus,
-                      *(_figure(m, row[m]) for m in shown[1:]), *(_figure(m, row[f"paper {m}"]) for m in papers))
-    Console(width=max(160, Console().width), emoji=False).print(table)
+                      *(_figure(m, row[m]) for m in shown[1:]),
+                      *(_plugin_figure(figure, row.get(figure.name)) for figure in figures),
+                      *(_figure(m, row[f"paper {m}"]) for m in papers))
+    Console(width=max(200, Console().width), emoji=False).print(table)
     click.echo("vs ref: the paired difference in success against the grid's reference harness (its first, unless "
                "the study names one), exact McNemar p; steps, invalid, calls, tokens, interventions, lessons: per "
                "episode; resolved: the share of repair verdicts that judged the repair resolved")
+    for figure in figures:
+        click.echo(f"{figure.name}: {figure.description} [plugin {figure.plugin}]")
+
+
+def _plugin_figure(figure: Figure, value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0%}" if figure.share else (f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.2f}")

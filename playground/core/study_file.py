@@ -112,6 +112,8 @@ class Study(BaseModel):
     paper_success: dict[str, float] = Field(default_factory=dict)
     # the paper's other figures, per metric (PAPER_METRICS) then cell as paper_success: a column beside each
     paper_figures: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # the plugins' table columns (`register_figures`) to show; None: every one some cell has a value for
+    figures: list[str] | None = None
     _here: str | None = PrivateAttr(default=None)  # the study file's folder (`{here}`), set by load_study
 
     @field_validator("grids")

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from playground.core.env import EnvProvider
 from playground.core.episode_hooks import PluginError
 from playground.core.errors import PlaygroundError
+from playground.core.figures import Figure
 from playground.core.instrument import JUDGE_KINDS, InstrumentJudgeSpec
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry
 from playground.core.payloads import EFFECTS
@@ -96,6 +97,7 @@ class Host:
         # how the failure-injection instrument answers each model role's requests (`register_instrument_judges`)
         self.instrument_judges: Registry[InstrumentJudgeSpec] = Registry("instrument judge role")
         self.studies: Registry[StudySpec] = Registry("study")  # study files the plugins ship (`register_studies`)
+        self.figures: Registry[Figure] = Registry("figure")  # study table columns (`register_figures`)
         self.labels = LabelRegistry()  # the failure types and labels the plugins declared
         self.commands_added = False
 
@@ -155,7 +157,7 @@ class Host:
         except Exception as exc:  # noqa: BLE001
             for registry in (self.envs, self.agents, self.interventions, self.harnesses, self.observers,
                              self.harness_loaders, self.intervention_loaders, self.attempt_verifiers,
-                             self.instrument_judges, self.studies):
+                             self.instrument_judges, self.studies, self.figures):
                 registry.remove_from_plugin(plugin_name)
             self.labels.remove_from_plugin(plugin_name)
             self.pm.unregister(name=plugin_name)
@@ -236,6 +238,11 @@ class Host:
                 raise RegistrationError(str(exc)) from None
             self.studies.add(found.name, StudySpec(found.name, str(path), found.title, plugin))
 
+        def figure(declared) -> None:
+            if not isinstance(declared, Figure) or not callable(declared.of):
+                raise RegistrationError(f"register_figures expects a Figure with a callable `of`, got {declared!r}")
+            self.figures.add(declared.name, replace(declared, plugin=plugin))
+
         def failure_label(declaration) -> None:
             if not isinstance(declaration, (FailureType, FailureLabel)):
                 raise RegistrationError(f"register_failure_labels expects a FailureType or FailureLabel, "
@@ -246,7 +253,8 @@ class Host:
                 "register_harnesses": harness, "register_observers": observer,
                 "register_harness_loaders": harness_loader, "register_intervention_loaders": intervention_loader,
                 "register_failure_labels": failure_label, "register_attempt_verifiers": attempt_verifier,
-                "register_instrument_judges": instrument_judge, "register_studies": study}
+                "register_instrument_judges": instrument_judge, "register_studies": study,
+                "register_figures": figure}
 
     def _check_harnesses(self) -> None:
         """Drop harnesses that name interventions no loaded plugin provides."""

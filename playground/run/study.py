@@ -20,17 +20,21 @@ step budget), else the grid's or the study's other harnesses.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from playground.core.events import Event
+from playground.core.figures import Figure
 from playground.core.records import EpisodeRecord
 from playground.core.study_file import Grid, Smoke, Study, StudyError
 from playground.host.manager import Host
 from playground.run.config import RunConfig, playbook_path
 from playground.run.report import wilson_interval
-from playground.run.rundir import load_records
+from playground.run.rundir import RunDirError, load_records, record_trace
 from playground.run.stats import compare, split_by_harness
+from playground.run.traces import read_events
 from playground.run.validation import resolve_tasks
 
 
@@ -279,6 +283,7 @@ class Cell:
     reward: float | None = None  # the mean score, where the env gives one
     resolved: float | None = None  # the share of repair verdicts that judged the repair resolved
     paper_figures: dict[str, float] = field(default_factory=dict)  # the paper's figures, per metric
+    figures: dict[str, float | None] = field(default_factory=dict)  # the plugins' columns (`register_figures`)
 
     @property
     def success(self) -> float:
@@ -286,10 +291,38 @@ class Cell:
         return self.wins / self.episodes if self.episodes else 0.0
 
 
-def study_table(study: Study, out: Path) -> list[Cell]:
-    """The study's table from its run directories: one cell per (grid, harness) that has finished episodes."""
+def chosen_figures(study: Study, figures: Mapping[str, Figure]) -> dict[str, Figure]:
+    """The plugins' figures the study's table computes: those it names (StudyError for one no plugin registers),
+    else every one."""
+    if study.figures is None:
+        return dict(figures)
+    unknown = [name for name in study.figures if name not in figures]
+    if unknown:
+        raise StudyError(f"study {study.name!r} names figure(s) no loaded plugin registers: {', '.join(unknown)} "
+                         f"(registered: {', '.join(sorted(figures)) or 'none'})")
+    return {name: figures[name] for name in study.figures}
+
+
+def _events_in(run_dir: Path):
+    """A reader of one episode's trace events in `run_dir` ([] where the trace is not there)."""
+
+    def events(record: EpisodeRecord) -> list[Event]:
+        try:
+            path = record_trace(run_dir, record)
+        except RunDirError:
+            return []
+        return read_events(path) if path.is_file() else []
+
+    return events
+
+
+def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = None) -> list[Cell]:
+    """The study's table from its run directories: one cell per (grid, harness) that has finished episodes, with the
+    plugins' `figures` (`chosen_figures`; a study that names none shows those some cell has a value for)."""
+    chosen = chosen_figures(study, figures or {})
     cells = []
     for grid in study.grids:
+        events = _events_in(out / grid.name)
         by_harness = split_by_harness(_records(out / grid.name))
         names = dict(zip(grid.harnesses, grid.runnable(study.here), strict=True))
         reference = grid.reference or grid.harnesses[0]
@@ -320,17 +353,33 @@ def study_table(study: Study, out: Path) -> list[Cell]:
                 invalid=sum(record.invalid_actions for record in records) / n,
                 reward=sum(scores) / len(scores) if scores else None,
                 resolved=sum(record.verified_recoveries for record in records) / verdicts if verdicts else None,
-                paper_figures=figures))
+                paper_figures=figures, figures=_figure_values(chosen, records, events)))
+    if study.figures is None:  # show only the figures that say something about some cell
+        shown = [name for name in chosen if any(cell.figures.get(name) for cell in cells)]
+        cells = [replace(cell, figures={name: cell.figures[name] for name in shown}) for cell in cells]
     return cells
+
+
+def _figure_values(chosen: Mapping[str, Figure], records: list[EpisodeRecord], events) -> dict[str, float | None]:
+    """Each figure's value for one cell; StudyError names a figure whose function failed, and its plugin."""
+    values = {}
+    for name, figure in chosen.items():
+        try:
+            values[name] = figure.of(records, events)
+        except Exception as exc:  # noqa: BLE001 - a plugin's figure function; named, not a crash
+            raise StudyError(f"figure {name!r} (plugin {figure.plugin!r}) failed: {type(exc).__name__}: {exc}") \
+                from exc
+    return values
 
 
 MEASURED = ("success", "reward", "steps", "invalid", "resolved", "calls", "tokens", "interventions", "lessons")
 
 
-def study_columns(study: Study) -> list[str]:
-    """The table's columns: the cell, its size and pairing, every measured figure, and a `paper METRIC` column for
-    each metric the study gives the paper's numbers for."""
-    return (["grid", "harness", "n", "ci_low", "ci_high", "versus", "diff", "p", *MEASURED]
+def study_columns(study: Study, cells: Sequence[Cell] = ()) -> list[str]:
+    """The table's columns: the cell, its size and pairing, every measured figure, the plugins' figures the cells
+    have, and a `paper METRIC` column for each metric the study gives the paper's numbers for."""
+    plugins = list(dict.fromkeys(name for cell in cells for name in cell.figures))
+    return (["grid", "harness", "n", "ci_low", "ci_high", "versus", "diff", "p", *MEASURED, *plugins]
             + [f"paper {metric}" for metric, _ in study.paper_metric_items()])
 
 
@@ -342,6 +391,7 @@ def table_rows(study: Study, cells: list[Cell]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"grid": cell.grid, "harness": cell.harness, "n": cell.episodes, "ci_low": cell.ci[0],
                                "ci_high": cell.ci[1], "versus": cell.versus, "diff": cell.diff, "p": cell.p}
         row.update({metric: getattr(cell, metric) for metric in MEASURED})
+        row.update(cell.figures)
         row.update({f"paper {metric}": cell.paper_figures.get(metric) for metric, _ in study.paper_metric_items()})
         rows.append(row)
     return rows

@@ -137,6 +137,15 @@ def register_harnesses(register):
 
 
 @hookimpl
+def register_figures(register) -> None:
+    """Add Sentry's study table columns: soft repairs and need-check declines per episode."""
+    from playground.plugins.sentry.figures import FIGURES
+
+    for figure in FIGURES:
+        register(figure)
+
+
+@hookimpl
 def register_commands(cli) -> None:
     """Add the `sentry` command group (`paired-forks`, `detectors`)."""
     from playground.plugins.sentry.cli import sentry_group

@@ -1,5 +1,5 @@
-"""`playground sentry ...`: Sentry's own commands (`paired-forks`; `table`: a run's
-harnesses against `sentry`; `detectors`)."""
+"""`playground sentry ...`: Sentry's own commands (`paired-forks`; `detectors`). A run's harnesses against
+`sentry` are `playground study table RUN_DIR --reference sentry`, with Sentry's columns (`figures.py`)."""
 
 from __future__ import annotations
 
@@ -56,24 +56,6 @@ def paired_forks_command(host: Host, run_dir: str, harness: str, points: int | N
         raise CLIError(str(exc)) from None
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
     click.echo(f"paired forks: {report['path']}", err=True)
-
-
-@sentry_group.command("table")
-@click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--against", "reference", default="sentry", show_default=True,
-              help="the reference harness every other harness is paired with (McNemar)")
-@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON instead of the table")
-def table_command(run_dir: str, reference: str, as_json: bool) -> None:
-    """Each harness of RUN_DIR against a reference: success [95% CI], paired McNemar, resolved repairs, soft
-    repairs and need-check declines per episode, agent and judge tokens per episode, usable judge replies."""
-    from playground.host_api import RunDirError
-    from playground.plugins.sentry.table import format_table, harness_table, table_json
-
-    try:
-        rows = harness_table(run_dir, reference)
-    except (RunDirError, ValueError) as exc:
-        raise CLIError(str(exc)) from None
-    click.echo(json.dumps(table_json(rows), indent=2) if as_json else format_table(rows, reference))
 
 
 @sentry_group.command("detectors")

@@ -1,0 +1,54 @@
+"""A plugin's column in study tables (`register_figures`): a number per cell, from the cell's episode records and,
+where it needs them, their typed trace events. The study layer (`playground.run.study`) computes it; a plugin
+ships no table code of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from playground.core.events import Event
+from playground.core.records import EpisodeRecord
+
+EventsOf = Callable[[EpisodeRecord], list[Event]]  # one episode's trace events ([] where the run left traces out)
+FigureFunction = Callable[[Sequence[EpisodeRecord], EventsOf], "float | None"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A column a plugin adds to study tables.
+
+    `of(records, events)` gives one cell's value from its finished episodes' records (`events(record)` reads an
+    episode's trace events), or None where the figure does not apply to the cell. `share`: the value is a share
+    in [0, 1] and shows as a percentage; otherwise it shows with two decimals. The table shows a figure a study
+    names (`figures = [...]`), or, for a study that names none, every figure some cell has a value for other
+    than 0. `plugin` is filled in by the host.
+    """
+
+    name: str
+    description: str
+    of: FigureFunction
+    share: bool = False
+    plugin: str = ""
+
+
+def per_episode(count: Callable[[EpisodeRecord], float]) -> FigureFunction:
+    """A figure function for a count per episode: the mean of `count(record)` over the cell's episodes."""
+
+    def mean(records: Sequence[EpisodeRecord], events: EventsOf) -> float | None:
+        return sum(count(record) for record in records) / len(records) if records else None
+
+    return mean
+
+
+def per_episode_from_events(count: Callable[[list[Event]], float]) -> FigureFunction:
+    """A figure function for a count read from each episode's trace: the mean of `count(events)` over the cell's
+    episodes whose trace is there (None when none is)."""
+
+    def mean(records: Sequence[EpisodeRecord], events: EventsOf) -> float | None:
+        traces = [events(record) for record in records]
+        read = [trace for trace in traces if trace]
+        return sum(count(trace) for trace in read) / len(read) if read else None
+
+    return mean
