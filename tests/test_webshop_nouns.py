@@ -1,8 +1,8 @@
 """The default noun tagger's rules for title-case WebShop names (envs/webshop/reward.py).
 
 Upstream's `get_type_reward` keeps the tokens spaCy's `en_core_web_sm` tags PNOUN, NOUN or
-PROPN. That model is not installable here (not on PyPI), so these cases are the issue's
-named ones, not a measurement against spaCy.
+PROPN. That model is not installable here (not on PyPI), so these cases are ones where the earlier
+stand-in differed from spaCy (reported from a machine that had the model), not a measurement against spaCy.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def _product(title, query, category, attributes, options, price):
                    description="", attributes=attributes, options=options, price=price)
 
 
-def test_issue_case_kestrel_goal_ironwood_purchase_scores_as_upstream():
-    # the issue's env purchase: upstream's reward 0.2 (r_type 1: "non" is 1 of the goal's 4 nouns > 0.2);
+def test_kestrel_goal_ironwood_purchase_scores_as_upstream():
+    # an env purchase where the stand-ins differed: upstream's reward 0.2 (r_type 1: "non" is 1 of the goal's 4 nouns > 0.2);
     # the earlier stand-in dropped "Non" and gave r_type 0, reward 0
     wanted = Goal("G1", "", ("non slip", "rubber sole", "lightweight"), ("black",), 120.0, "running shoes",
                   "Clothing, Shoes & Jewelry › Men › Shoes › Sneakers", "Kestrel Sneakers, Non Slip", ("color",))
