@@ -1,20 +1,21 @@
-"""DARC end to end on the tiny env: profile → evaluate → distill → deploy as a cascade → compare."""
+"""DARC end to end on the tiny env: profiling run → diagnose → evidence run → evidence → distill → deploy as a
+cascade → compare. The runs are `playground run`; DARC's commands read their run directories."""
 
 from __future__ import annotations
 
 import json
 
 from playground.host.manager import Host
+from playground.plugins.darc.profile import library
 from tests.conftest import cli
+from tests.darc_runs import evidence_run, play, profile
 
 COMMON = ["--env", "tiny", "--agent", "noisy", "--episodes", "8", "--quiet"]
 
 
 def test_darc_pipeline_on_tiny(capsys, tmp_path):
     p = tmp_path / "darc"
-    code, out, err = cli(capsys, "darc", "profile", *COMMON, "--out", str(p))
-    assert code == 0, err
-    diagnosis = json.loads((p / "diagnosis.json").read_text())
+    diagnosis = profile(capsys, p, [*COMMON, "--split", "dev"])
     # the mode is the one with the most onsets per episode, and the admissible list is its interventions
     per_episode = diagnosis["modes_per_episode"]
     assert diagnosis["mode"] == max(per_episode, key=lambda m: per_episode[m]) and per_episode[diagnosis["mode"]] > 0
@@ -25,12 +26,15 @@ def test_darc_pipeline_on_tiny(capsys, tmp_path):
         s.name for s in host.interventions if diagnosis["mode"] in s.modes and s.works_with("tiny"))
     assert "sentry" not in diagnosis["admissible_sets"]["action_validity"]
 
-    code, out, err = cli(capsys, "darc", "evaluate", *COMMON, "--all-interventions", "--out", str(p))
+    names = sorted(spec.name for spec in library(host, "tiny"))  # the whole library
+    run_dir = evidence_run(capsys, p / "evidence-run", [*COMMON, "--split", "train"], names)
+    code, out, err = cli(capsys, "darc", "evidence", str(run_dir), "--out", str(p))
     assert code == 0, err
+    assert f"evidence of {len(names)} interventions on 8 tasks" in out
     lines = (p / "evidence.csv").read_text().splitlines()
     assert lines[0] == "task_id,intervention,success,cost"
     interventions = {line.split(",")[1] for line in lines[1:]}
-    assert {"sentry", "validity-guard"} <= interventions
+    assert {"sentry", "validity-guard"} <= interventions and interventions == set(names)
     assert len(lines) - 1 == 8 * len(interventions)
 
     code, out, err = cli(capsys, "darc", "distill", "--evidence", str(p / "evidence.csv"), "--max-len", "2",
@@ -69,10 +73,15 @@ def test_darc_pipeline_on_tiny(capsys, tmp_path):
 
 
 def test_darc_bad_input(capsys, tmp_path):
-    code, _, err = cli(capsys, "darc", "profile", *COMMON, "--detectors", "crystal-ball", "--out", str(tmp_path))
-    assert code == 2 and "unknown intervention 'crystal-ball'" in err
-    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--out", str(tmp_path))
-    assert code == 2 and "--diagnosis" in err
+    code, _, err = cli(capsys, "run", *COMMON, "--harness", "darc-profile:crystal-ball", "--out", str(tmp_path / "p"))
+    assert code == 2 and "crystal-ball" in err
+    base = play(capsys, tmp_path / "base", COMMON, ["base"])
+    code, _, err = cli(capsys, "darc", "diagnose", str(base), "--out", str(tmp_path / "d"))
+    assert code == 2 and "no profiling harness" in err and "darc-profile:" in err
+    code, _, err = cli(capsys, "darc", "evidence", str(base), "--out", str(tmp_path / "e"))
+    assert code == 2 and "darc-eval:" in err
+    code, _, err = cli(capsys, "darc", "evidence", str(tmp_path), "--out", str(tmp_path / "e"))
+    assert code == 2 and "not a run directory" in err
     bad = tmp_path / "evidence.csv"
     bad.write_text("task_id,intervention,success,cost\nt1,sentry,2,1\n")
     code, _, err = cli(capsys, "darc", "distill", "--evidence", str(bad))

@@ -1,6 +1,6 @@
 """DARC's diagnosis and its restriction, end to end: profiling an agent whose failures are known gives the
 expected mode, the admissible interventions are exactly those registered for that mode on that env, and
-`darc evaluate --diagnosis` evaluates exactly those; plus `diagnose()` on hand-made histograms."""
+`darc evidence --diagnosis` gathers exactly those; plus `diagnose()` on hand-made histograms."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from playground.host.manager import Host
 from playground.plugins.darc.profile import DARC_MODES, diagnose
 from playground.run.traces import read_trace
 from tests.conftest import cli
+from tests.darc_runs import evidence_run, play, profile
 
 QUIET = {mode: "0" for mode in ("invalid", "malformed", "repeat", "stall", "drift", "stop")}
 
@@ -39,10 +40,11 @@ def evidence_rows(path):
 def test_profiling_invalid_actions_diagnoses_action_validity_and_evaluates_exactly_its_interventions(capsys, tmp_path):
     out = tmp_path / "darc"
     common = ["--env", "tiny", "--agent", "noisy", *noisy_options(invalid="0.3"), "--quiet"]
-    code, stdout, err = cli(capsys, "darc", "profile", *common, "--episodes", "6", "--detectors",
-                            "validity-guard", "--out", str(out))
+    play(capsys, out / "profile-run", [*common, "--episodes", "6"], ["darc-profile:validity-guard"])
+    code, stdout, err = cli(capsys, "darc", "diagnose", str(out / "profile-run"), "--out", str(out))
     assert code == 0, err
     diagnosis = json.loads((out / "diagnosis.json").read_text())
+    assert diagnosis["detectors"] == ["validity-guard"]
     assert diagnosis["mode"] == "action_validity"
     assert set(diagnosis["histogram"]) == {"action_validity"} and diagnosis["invalid_actions"] > 0
     assert diagnosis["modes_per_episode"]["action_validity"] > 0
@@ -66,25 +68,24 @@ def test_profiling_invalid_actions_diagnoses_action_validity_and_evaluates_exact
     assert diagnosis["invalid_actions"] == invalid_steps
     assert sum(diagnosis["histogram"]["action_validity"].values()) <= invalid_steps
 
-    code, stdout, err = cli(capsys, "darc", "evaluate", *common, "--episodes", "3", "--diagnosis",
-                            str(out / "diagnosis.json"), "--out", str(out))
+    # the evidence run plays the whole library; the diagnosis restricts the evidence to its admissible ones
+    library = sorted({spec.name for spec in host.interventions if spec.works_with("tiny") and spec.candidate
+                      and not spec.name.startswith("detect-only:")})
+    assert admissible < set(library)
+    run_dir = evidence_run(capsys, out / "evidence-run", [*common, "--episodes", "3"], library)
+    code, stdout, err = cli(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(out / "diagnosis.json"),
+                            "--out", str(out))
     assert code == 0, err
-    assert f"evaluated {len(admissible)} interventions on 3 tasks" in stdout
+    assert f"evidence of {len(admissible)} interventions on 3 tasks" in stdout
     rows = evidence_rows(out / "evidence.csv")
     assert {r["intervention"] for r in rows} == admissible
     assert len(rows) == 3 * len(admissible)
-    # each admissible intervention alone, plus the base attempt that prices a standard attempt (tau_free)
-    assert sorted(json.loads(line)["harness"] for line in (out / "evaluate-run" / "episodes.jsonl").read_text()
-                  .splitlines()) == sorted([*(f"darc-eval:{n}" for n in admissible for _ in range(3)), *["base"] * 3])
+    assert len(evidence_rows(out / "base.csv")) == 3  # the base attempt that prices a standard attempt (tau_free)
 
 
 def test_profiling_loops_diagnoses_progress(capsys, tmp_path):
-    out = tmp_path / "darc"
-    code, _, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "noisy",
-                       *noisy_options(repeat="0.3", stall="0.3"), "--episodes", "6", "--modes", "all",
-                       "--out", str(out), "--quiet")
-    assert code == 0, err
-    diagnosis = json.loads((out / "diagnosis.json").read_text())
+    diagnosis = profile(capsys, tmp_path / "darc", ["--env", "tiny", "--agent", "noisy",
+                        *noisy_options(repeat="0.3", stall="0.3"), "--episodes", "6", "--quiet"], "--modes", "all")
     assert diagnosis["mode"] == "progress" and diagnosis["invalid_actions"] == 0 and diagnosis["candidate_modes"] == "all"
     host = Host().load()
     assert diagnosis["histogram"] and "progress" in {host.labels.mode_of(t) for t in diagnosis["histogram"]}
@@ -94,36 +95,33 @@ def test_profiling_loops_diagnoses_progress(capsys, tmp_path):
 
 def test_by_default_only_the_papers_three_modes_are_candidates(capsys, tmp_path):
     out = tmp_path / "darc"
-    code, _, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "noisy",
-                       *noisy_options(repeat="0.3", stall="0.3"), "--episodes", "6", "--out", str(out), "--quiet")
-    assert code == 0, err
-    diagnosis = json.loads((out / "diagnosis.json").read_text())
+    diagnosis = profile(capsys, out, ["--env", "tiny", "--agent", "noisy", *noisy_options(repeat="0.3", stall="0.3"),
+                                      "--episodes", "6", "--quiet"])
     assert diagnosis["candidate_modes"] == ["action_validity", "procedure_breadth", "format_precision"]
     assert diagnosis["mode"] is None and diagnosis["other_modes_per_episode"]["progress"] > 0
     assert "--modes all" in diagnosis["why"] and "progress" in diagnosis["why"]
-    code, _, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "noisy", "--episodes", "2",
-                       "--modes", "progress,bogus", "--out", str(tmp_path / "bad"), "--quiet")
+    code, _, err = cli(capsys, "darc", "diagnose", str(out / "profile-run"), "--modes", "progress,bogus",
+                       "--out", str(tmp_path / "bad"))
     assert code == 2 and "unknown mode(s) bogus" in err
 
 
 def test_finance_format_failures_diagnose_format_precision_and_restrict_to_finance_interventions(capsys, tmp_path):
     out = tmp_path / "darc"
     common = ["--env", "finance:formula", "--agent", "format-noisy", "--quiet"]
-    code, _, err = cli(capsys, "darc", "profile", *common, "--episodes", "8", "--detectors", "format-guard",
-                       "--out", str(out))
-    assert code == 0, err
-    diagnosis = json.loads((out / "diagnosis.json").read_text())
+    diagnosis = profile(capsys, out, [*common, "--episodes", "8"], detectors="format-guard")
     assert diagnosis["mode"] == "format_precision" and set(diagnosis["histogram"]) == {"format_precision"}
     host = Host().load()
     admissible = expected_admissible(host, "finance", "format_precision")
     assert {"format-guard", "demos-k1", "demos-k16"} <= admissible
     assert diagnosis["admissible_interventions"] == sorted(admissible)
 
-    # restrict the diagnosis by hand to two of them: evaluate follows the file, not the library
+    # restrict the diagnosis by hand to two of them: the evidence follows the file, not the run's harnesses
     diagnosis["admissible_interventions"] = ["demos-k1", "format-guard"]
     (out / "diagnosis.json").write_text(json.dumps(diagnosis))
-    code, _, err = cli(capsys, "darc", "evaluate", *common, "--episodes", "2", "--diagnosis",
-                       str(out / "diagnosis.json"), "--out", str(out))
+    run_dir = evidence_run(capsys, out / "evidence-run", [*common, "--episodes", "2"],
+                           ["demos-k1", "demos-k2", "format-guard"])
+    code, _, err = cli(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(out / "diagnosis.json"),
+                       "--out", str(out))
     assert code == 0, err
     rows = evidence_rows(out / "evidence.csv")
     assert sorted((r["task_id"], r["intervention"]) for r in rows) == sorted(
@@ -132,14 +130,18 @@ def test_finance_format_failures_diagnose_format_precision_and_restrict_to_finan
     assert {float(r["cost"]) for r in rows if r["intervention"] == "demos-k1"} == {1.0}  # its fixed cost k
 
 
-def test_evaluate_refuses_a_diagnosis_without_interventions_or_with_unknown_ones(capsys, tmp_path):
+def test_evidence_refuses_a_diagnosis_without_interventions_or_with_unknown_ones_or_unplayed(capsys, tmp_path):
+    run_dir = evidence_run(capsys, tmp_path / "run", ["--env", "tiny", "--agent", "noisy", "--episodes", "2",
+                                                      "--quiet"], ["validity-guard"])
     path = tmp_path / "diagnosis.json"
     for content, message in [({"admissible_interventions": []}, "admits no intervention"),
                              ({"admissible_interventions": ["crystal-ball"]}, "unknown intervention(s) crystal-ball"),
-                             ({"mode": "action_validity"}, "not a diagnosis file")]:
+                             ({"mode": "action_validity"}, "not a diagnosis file"),
+                             ({"admissible_interventions": ["sentry"]}, "play it there too with --harness "
+                                                                         "darc-eval:sentry")]:
         path.write_text(json.dumps(content))
-        code, _, err = cli(capsys, "darc", "evaluate", "--env", "tiny", "--episodes", "2", "--diagnosis", str(path),
-                           "--out", str(tmp_path / "out"), "--quiet")
+        code, _, err = cli(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(path),
+                           "--out", str(tmp_path / "out"))
         assert code == 2 and message in err, err
 
 
@@ -220,15 +222,17 @@ class NagPlugin:
 
 
 def test_profiling_detectors_never_intervene_and_a_streak_counts_once(tmp_path):
-    from playground.plugins.darc.profile import profile
+    from playground.plugins.darc.profile import diagnose_run
     from playground.run.config import RunConfig
+    from playground.run.runner import run
 
     host = Host(strict=True).load(extra={"nag": NagPlugin()})
     tasks = [f"tiny-{i}" for i in range(100, 104)]
-    config = RunConfig(env="tiny", task_set="default", split="dev", tasks=tasks, agent="expert", harnesses=["base"],
-                       out=str(tmp_path / "unused"), strict=True)
-    result = profile(host, config, ["nag"], tmp_path / "darc")
     run_dir = tmp_path / "darc" / "profile-run"
+    run(host, RunConfig(env="tiny", task_set="default", split="dev", tasks=tasks, agent="expert",
+                        harnesses=["darc-profile:nag"], out=str(run_dir), strict=True))
+    result = diagnose_run(host, run_dir, tmp_path / "darc")
+    assert result["detectors"] == ["nag"]
     records = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
     assert result["success_rate"] == 1.0 and all(r["won"] for r in records)  # nag never stopped anything
     onsets = 0

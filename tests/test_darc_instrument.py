@@ -1,4 +1,4 @@
-"""DARC's LLM diagnoser with the failure-injection instrument as its judge (`darc profile --diagnoser instrument`):
+"""DARC's LLM diagnoser with the failure-injection instrument as its judge (`darc diagnose --diagnoser instrument`):
 at accuracy 1 it names the injected dominant mode of every failed episode, at 0 never, and the diagnoser's
 requests carry no ground truth."""
 
@@ -19,10 +19,11 @@ from playground.plugins.darc.llm_diagnosis import ROLE, diagnosis_schema
 from playground.run.rundir import load_records, record_trace
 from playground.run.traces import read_events
 from tests.conftest import cli
+from tests.darc_runs import play
 
 # several failure kinds at once, so that failed episodes differ in their dominant mode
 RATES = {"invalid": "0.25", "malformed": "0", "repeat": "0.05", "stall": "0.05", "drift": "0.2", "stop": "0.1"}
-COMMON = ["--env", "tiny", "--agent", "noisy", "--episodes", "16", "--modes", "all", "--quiet",
+COMMON = ["--env", "tiny", "--agent", "noisy", "--episodes", "16", "--quiet",
           *(x for mode, rate in RATES.items() for x in ("--agent-option", f"{mode}={rate}"))]
 
 
@@ -47,13 +48,13 @@ def truth_of(events, labels) -> str | None:
 def profile_with(capsys, tmp_path, accuracy: str) -> tuple[list[dict], list[str | None]]:
     """Profile with the instrument as the diagnoser; the failed episodes and each one's injected dominant mode."""
     out = tmp_path / f"acc{accuracy}"
-    code, _, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "instrument", "--diagnoser-accuracy",
-                       accuracy, "--out", str(out))
+    run_dir = play(capsys, out / "profile-run", COMMON, ["darc-profile:sentry"])
+    code, _, err = cli(capsys, "darc", "diagnose", str(run_dir), "--modes", "all", "--diagnoser", "instrument",
+                       "--diagnoser-accuracy", accuracy, "--out", str(out))
     assert code == 0, err
     diagnosis = json.loads((out / "diagnosis.json").read_text())
     assert diagnosis["llm"]["model"] == f"instrument (accuracy {float(accuracy):g})"
     labels = Host().load().labels
-    run_dir = out / "profile-run"
     records = {r.task_id: r for r in load_records(run_dir)}
     failed = [e for e in diagnosis["per_episode"] if not e["won"]]
     truths = [truth_of(read_events(record_trace(run_dir, records[e["task_id"]])), labels) for e in failed]
@@ -124,13 +125,15 @@ def test_the_answer_key_most_steps_ties_latest_and_none_off_the_candidates():
     (["--diagnoser-accuracy", "0.8"], "needs --diagnoser instrument"),
 ])
 def test_bad_diagnoser_options_are_refused(capsys, tmp_path, args, message):
-    code, _, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "noisy", "--episodes", "1", *args,
-                       "--out", str(tmp_path / "x"), "--quiet")
+    run_dir = play(capsys, tmp_path / "run", ["--env", "tiny", "--agent", "noisy", "--episodes", "1", "--quiet"],
+                   ["darc-profile:sentry"])
+    code, _, err = cli(capsys, "darc", "diagnose", str(run_dir), *args, "--out", str(tmp_path / "x"))
     assert code == 2 and message in err
 
 
 def test_the_instrument_diagnoser_needs_the_noisy_agent(capsys, tmp_path):
-    code, _, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "expert", "--episodes", "1",
-                       "--diagnoser", "instrument", "--diagnoser-accuracy", "1", "--out", str(tmp_path / "x"),
-                       "--quiet")
-    assert code == 2 and "--agent noisy" in err
+    run_dir = play(capsys, tmp_path / "run", ["--env", "tiny", "--agent", "expert", "--episodes", "1", "--quiet"],
+                   ["darc-profile:sentry"])
+    code, _, err = cli(capsys, "darc", "diagnose", str(run_dir), "--diagnoser", "instrument", "--diagnoser-accuracy",
+                       "1", "--out", str(tmp_path / "x"))
+    assert code == 2 and "played by 'expert', not noisy" in err

@@ -4,8 +4,8 @@ agreement table, the narrowed action view, base-attempt tau_free, AppWorld costs
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +25,8 @@ from playground.plugins.darc.profile import (
 from playground.testing import ScriptedAgent, play, tiny_env
 from playground.testing.openai_server import ScriptedChatServer
 from tests.conftest import cli
+from tests.darc_runs import evidence_run
+from tests.darc_runs import play as play_run
 
 COMMON = ["--env", "tiny", "--agent", "noisy", "--episodes", "8", "--quiet"]
 
@@ -89,12 +91,14 @@ def test_the_mode_comes_from_the_label_registry():
     assert diagnosis.mode == "action_validity" and len(diagnosis.admissible) == 4
 
 
-def test_evaluate_refuses_a_diagnosis_without_a_dominant_mode(capsys, tmp_path):
+def test_evidence_refuses_a_diagnosis_without_a_dominant_mode(capsys, tmp_path):
     path = tmp_path / "diagnosis.json"
     path.write_text(json.dumps({"mode": None, "why": f"{NO_DOMINANT}: no failure detected in 8 episodes",
                                 "admissible_interventions": []}))
-    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--diagnosis", str(path), "--out", str(tmp_path / "e"))
-    assert code == 2 and NO_DOMINANT in err and "--all-interventions" in err
+    run_dir = evidence_run(capsys, tmp_path / "run", COMMON, ["sentry"])
+    code, _, err = cli(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(path),
+                       "--out", str(tmp_path / "e"))
+    assert code == 2 and NO_DOMINANT in err and "the whole library's evidence" in err
 
 
 def _judge(body: dict) -> str:
@@ -103,10 +107,16 @@ def _judge(body: dict) -> str:
     return json.dumps({"mode": "progress", "why": "it loops"})
 
 
+def _profiled(capsys, tmp_path) -> Path:
+    """A profiling run of COMMON on the dev split (darc-profile:sentry): what the LLM diagnoser reads."""
+    return play_run(capsys, tmp_path / "profile-run", [*COMMON, "--split", "dev"], ["darc-profile:sentry"])
+
+
 def test_llm_diagnoser_and_agreement_table(capsys, tmp_path):
     p = tmp_path / "p"
+    run_dir = _profiled(capsys, p)
     with ScriptedChatServer(default=_judge) as server:
-        code, out, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--judge-base-url",
+        code, out, err = cli(capsys, "darc", "diagnose", str(run_dir), "--diagnoser", "llm", "--judge-base-url",
                              server.base_url, "--judge-model", "judge", "--modes", "all", "--out", str(p))
         assert code == 0, err
         asked = len(server.requests)
@@ -118,8 +128,9 @@ def test_llm_diagnoser_and_agreement_table(capsys, tmp_path):
     assert all(e["llm"] == "progress" for e in failed)
     assert all(e["llm_verdict"] == {"reason": "named progress", "why": "it loops"} for e in failed)
 
-    code, out, err = cli(capsys, "darc", "evaluate", *COMMON, "--split", "dev", "--all-interventions",
-                         "--out", str(p / "dev"))
+    library = sorted(n for names in admissible_sets(get_host(), "tiny").values() for n in names)
+    dev = evidence_run(capsys, p / "dev-run", [*COMMON, "--split", "dev"], sorted(set(library)))
+    code, out, err = cli(capsys, "darc", "evidence", str(dev), "--out", str(p / "dev"))
     assert code == 0, err
     code, out, err = cli(capsys, "darc", "agreement", "--diagnosis", str(p / "diagnosis.json"),
                          "--evidence", str(p / "dev" / "evidence.csv"))
@@ -135,15 +146,16 @@ def test_llm_diagnoser_and_agreement_table(capsys, tmp_path):
 
 
 def test_a_judge_reply_naming_no_candidate_is_no_mode(capsys, tmp_path):
+    run_dir = _profiled(capsys, tmp_path)
     with ScriptedChatServer(default="I think it is bad luck") as server:
-        code, _out, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--judge-base-url",
-                             server.base_url, "--judge-model", "judge", "--out", str(tmp_path))
+        code, _out, err = cli(capsys, "darc", "diagnose", str(run_dir), "--diagnoser", "llm", "--judge-base-url",
+                              server.base_url, "--judge-model", "judge", "--out", str(tmp_path))
     assert code == 0, err
     diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
     assert diagnosis["mode"] is None and diagnosis["why"].startswith(NO_DOMINANT)
     verdicts = [e["llm_verdict"] for e in diagnosis["per_episode"] if not e["won"]]
     assert verdicts and all(v["reason"] == "no JSON object in the reply: 'I think it is bad luck'" for v in verdicts)
-    code, _, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--out", str(tmp_path / "x"))
+    code, _, err = cli(capsys, "darc", "diagnose", str(run_dir), "--diagnoser", "llm", "--out", str(tmp_path / "x"))
     assert code == 2 and "judge" in err
 
 
@@ -152,8 +164,9 @@ def test_a_judge_reply_naming_no_candidate_is_no_mode(capsys, tmp_path):
     ('{"mode": "none", "why": "it did fine"}', "named no mode"),
 ])
 def test_each_verdict_says_why_it_names_no_mode(capsys, tmp_path, reply, reason):
+    run_dir = _profiled(capsys, tmp_path)
     with ScriptedChatServer(default=reply) as server:
-        code, _out, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--judge-base-url",
+        code, _out, err = cli(capsys, "darc", "diagnose", str(run_dir), "--diagnoser", "llm", "--judge-base-url",
                               server.base_url, "--judge-model", "judge", "--out", str(tmp_path))
     assert code == 0, err
     diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
@@ -163,7 +176,8 @@ def test_each_verdict_says_why_it_names_no_mode(capsys, tmp_path, reply, reason)
 
 
 def test_a_failed_judge_call_is_a_verdict_with_its_error(capsys, tmp_path):
-    code, _out, err = cli(capsys, "darc", "profile", *COMMON, "--diagnoser", "llm", "--judge-base-url",
+    run_dir = _profiled(capsys, tmp_path)
+    code, _out, err = cli(capsys, "darc", "diagnose", str(run_dir), "--diagnoser", "llm", "--judge-base-url",
                           "http://127.0.0.1:9/v1", "--judge-model", "judge", "--out", str(tmp_path))
     assert code == 0, err
     failed = [e for e in json.loads((tmp_path / "diagnosis.json").read_text())["per_episode"] if not e["won"]]
@@ -286,13 +300,15 @@ def test_tau_free_defaults_to_the_mean_cost_of_a_base_attempt(capsys, tmp_path):
     assert policy["tau_free"] == 7.5 and "base attempt" in policy["tau_free_source"]
 
 
-def test_evaluate_measures_the_base_attempt_and_states_cost_units(capsys, tmp_path):
-    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--all-interventions", "--out", str(tmp_path))
+def test_evidence_measures_the_base_attempt_and_states_cost_units(capsys, tmp_path):
+    run_dir = evidence_run(capsys, tmp_path / "run", COMMON, ["sentry", "validity-guard"])
+    code, _, err = cli(capsys, "darc", "evidence", str(run_dir), "--out", str(tmp_path))
     assert code == 0, err
     base = (tmp_path / "base.csv").read_text().splitlines()
     assert len(base) == 9 and all(",base," in line for line in base[1:])
     meta = json.loads((tmp_path / "evidence.json").read_text())
     assert meta["interventions"]["sentry"]["cost_unit"] == "steps" and meta["base"]["mean_cost"] > 0
+    assert meta["base"]["played_in"] == str(run_dir)
     code, _out, err = cli(capsys, "darc", "distill", "--evidence", str(tmp_path / "evidence.csv"))
     assert code == 0, err
     policy = json.loads((tmp_path / "policy.json").read_text())
@@ -300,55 +316,61 @@ def test_evaluate_measures_the_base_attempt_and_states_cost_units(capsys, tmp_pa
     assert policy["cost_units"] == {"sentry": "steps", "validity-guard": "steps"}
 
 
-def test_a_full_library_evaluation_resumes_a_diagnosed_one_and_each_keeps_its_own_evidence(capsys, tmp_path):
+def test_a_run_grows_from_the_diagnosed_interventions_to_the_library_and_each_evidence_keeps_its_own(capsys,
+                                                                                                        tmp_path):
     diagnosis = tmp_path / "diagnosis.json"
     diagnosis.write_text(json.dumps({"mode": "action_validity", "admissible_interventions": ["validity-guard"]}))
-    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--diagnosis", str(diagnosis),
+    run_dir = evidence_run(capsys, tmp_path / "run", COMMON, ["validity-guard"])
+    code, _, err = cli(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(diagnosis),
                        "--out", str(tmp_path / "av"))
     assert code == 0, err
-    played = (tmp_path / "av" / "evaluate-run" / "episodes.jsonl").read_text().splitlines()
+    played = (run_dir / "episodes.jsonl").read_text().splitlines()
     assert len(played) == 8 * 2  # base and validity-guard
-    shutil.copytree(tmp_path / "av" / "evaluate-run", tmp_path / "full" / "evaluate-run")
-    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--all-interventions", "--out", str(tmp_path / "full"))
-    assert code == 0, err
-    resumed = (tmp_path / "full" / "evaluate-run" / "episodes.jsonl").read_text().splitlines()
+    evidence_run(capsys, run_dir, COMMON, ["validity-guard", "sentry"])  # the same run, one more harness
+    resumed = (run_dir / "episodes.jsonl").read_text().splitlines()
     assert resumed[:16] == played and len(resumed) == 8 * 3  # only sentry's 8 episodes were played
+    code, _, err = cli(capsys, "darc", "evidence", str(run_dir), "--out", str(tmp_path / "full"))
+    assert code == 0, err
     full = {line.split(",")[1] for line in (tmp_path / "full" / "evidence.csv").read_text().splitlines()[1:]}
     assert full == {"sentry", "validity-guard"}
-    # the diagnosed evaluation, now over a directory that also holds sentry, still reads only its own
-    code, _, err = cli(capsys, "darc", "evaluate", *COMMON, "--diagnosis", str(diagnosis),
-                       "--out", str(tmp_path / "full"))
+    # the diagnosed evidence, now over a run that also holds sentry, still reads only its own
+    code, _, err = cli(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(diagnosis),
+                       "--out", str(tmp_path / "av2"))
     assert code == 0, err
-    narrow = (tmp_path / "full" / "evidence.csv").read_text().splitlines()[1:]
+    assert (tmp_path / "av2" / "evidence.csv").read_text() == (tmp_path / "av" / "evidence.csv").read_text()
+    narrow = (tmp_path / "av2" / "evidence.csv").read_text().splitlines()[1:]
     assert len(narrow) == 8 and all(",validity-guard," in line for line in narrow)
 
 
-def test_evaluate_takes_the_base_attempts_from_the_profile_instead_of_playing_them_again(capsys, tmp_path):
-    code, _, err = cli(capsys, "darc", "profile", *COMMON, "--split", "train", "--out", str(tmp_path / "p"))
-    assert code == 0, err
+def test_evidence_takes_the_base_attempts_from_the_profile_instead_of_a_base_harness(capsys, tmp_path):
+    train = [*COMMON, "--split", "train"]
+    profile_run = play_run(capsys, tmp_path / "p" / "profile-run", train, ["darc-profile:sentry"])
     diagnosis = tmp_path / "diagnosis.json"
     diagnosis.write_text(json.dumps({"mode": "action_validity", "admissible_interventions": ["validity-guard"]}))
-    evaluate = ["darc", "evaluate", *COMMON, "--split", "train", "--diagnosis", str(diagnosis)]
-    code, _, err = cli(capsys, *evaluate, "--out", str(tmp_path / "played"))
+    with_base = evidence_run(capsys, tmp_path / "with-base", train, ["validity-guard"])
+    without = play_run(capsys, tmp_path / "without", train, ["darc-eval:validity-guard"])  # no base cell played
+    evidence = ["darc", "evidence", "--diagnosis", str(diagnosis)]
+    code, _, err = cli(capsys, *evidence, str(with_base), "--out", str(tmp_path / "played"))
     assert code == 0, err
-    code, _, err = cli(capsys, *evaluate, "--base-from", str(tmp_path / "p"), "--out", str(tmp_path / "reused"))
+    code, _, err = cli(capsys, *evidence, str(without), "--out", str(tmp_path / "reused"))
+    assert code == 2 and "no harness 'base'" in err  # without a base cell, say where the base attempts are
+    code, _, err = cli(capsys, *evidence, str(without), "--base-from", str(profile_run),
+                       "--out", str(tmp_path / "reused"))
     assert code == 0, err
-    harnesses = {json.loads(line)["harness"]
-                 for line in (tmp_path / "reused" / "evaluate-run" / "episodes.jsonl").read_text().splitlines()}
-    assert harnesses == {"darc-eval:validity-guard"}  # the base cell was not played again
     for name in ("base.csv", "evidence.csv"):  # the bare agent watched by detectors plays as the bare agent
         assert (tmp_path / "reused" / name).read_text() == (tmp_path / "played" / name).read_text()
     meta = json.loads((tmp_path / "reused" / "evidence.json").read_text())
-    assert meta["base"]["played_in"] == str(tmp_path / "p" / "profile-run")
-    # a profile of other settings or of fewer tasks is refused before anything is played, naming what differs
-    code, _, err = cli(capsys, *evaluate, "--max-steps", "3", "--base-from", str(tmp_path / "p"),
-                       "--out", str(tmp_path / "other"))
-    assert code != 0 and "max_steps" in err and not (tmp_path / "other").exists()
-    code, _, err = cli(capsys, *evaluate, "--episodes", "10", "--base-from", str(tmp_path / "p"),
-                       "--out", str(tmp_path / "more"))
-    assert code != 0 and "2 of the 10 tasks were not profiled" in err
-    code, _, err = cli(capsys, *evaluate, "--base-from", str(tmp_path / "played"), "--out", str(tmp_path / "x"))
-    assert code != 0 and "no profile-run/config.json" in err
+    assert meta["base"]["played_in"] == str(profile_run)
+    # a profile of other settings or of fewer tasks is refused, naming what differs
+    other = play_run(capsys, tmp_path / "other", [*train, "--max-steps", "3"], ["darc-eval:validity-guard"])
+    code, _, err = cli(capsys, *evidence, str(other), "--base-from", str(profile_run), "--out", str(tmp_path / "o"))
+    assert code == 2 and "max_steps" in err and not (tmp_path / "o").exists()
+    more = play_run(capsys, tmp_path / "more", [*train, "--episodes", "10"], ["darc-eval:validity-guard"])
+    code, _, err = cli(capsys, *evidence, str(more), "--base-from", str(profile_run), "--out", str(tmp_path / "m"))
+    assert code == 2 and "2 of the 10 tasks were not profiled" in err
+    code, _, err = cli(capsys, *evidence, str(without), "--base-from", str(tmp_path / "p"),
+                       "--out", str(tmp_path / "x"))
+    assert code == 2 and "no config.json" in err
 
 
 # -- 5. stability ------------------------------------------------------------------------------

@@ -321,23 +321,6 @@ def test_aed_render_trace_cleans_every_observation(tmp_path):
     assert "*** The End ***" in render_trace(load_episode(path))  # without the env's function: all of it
 
 
-def test_darc_llm_prompt_carries_no_grade_text(tmp_path, monkeypatch, capsys):
-    """DARC's LLM diagnoser (`darc profile --diagnoser llm`) gets the env provider's `remove_grade_text` from the
-    CLI: tiny's win banner, planted into every observation of the profiling run, never reaches the judge."""
-    from playground.testing.openai_server import ScriptedChatServer
-
-    describe = TinyEnv._describe
-    monkeypatch.setattr(TinyEnv, "_describe", lambda self: describe(self) + BANNER)
-    with ScriptedChatServer(default=json.dumps({"mode": "none", "why": "x"})) as server:
-        code, _out, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "noisy", "--episodes", "6",
-                              "--agent-option", "stop=0.3", "--quiet", "--diagnoser", "llm", "--judge-base-url",
-                              server.base_url, "--judge-model", "judge", "--out", str(tmp_path / "p"))
-        assert code == 0, err
-        prompts = [request["messages"][-1]["content"] for request in server.requests]
-    assert prompts and all("Well done" not in prompt for prompt in prompts)
-    assert any("You are in the" in prompt for prompt in prompts)
-
-
 def test_darc_summary_cleans_every_observation():
     from playground.core.events import ResetEvent, StepEvent
     from playground.plugins.darc.llm_diagnosis import summarise_trace

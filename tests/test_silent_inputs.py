@@ -132,15 +132,6 @@ def test_a_non_program_as_the_appworld_python_is_a_named_error(tmp_path, monkeyp
         appworld_setup.setup(lambda message: None)
 
 
-@pytest.mark.parametrize("command", [["darc", "profile"], ["darc", "evaluate", "--all-interventions"],
-                                     ["darc", "factorial", "--env", "alfworld"]])
-def test_an_empty_out_is_refused_not_taken_as_the_current_folder(capsys, tmp_path, monkeypatch, command):
-    monkeypatch.chdir(tmp_path)
-    code, _, err = cli(capsys, *command, "--episodes", "1", "--quiet", "--out", "")
-    assert code == 2 and "--out is empty" in err, err
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_aed_export_to_a_folder_or_nowhere_is_a_named_error(capsys, tmp_path):
     (tmp_path / "folder").mkdir()
     for out, why in ((str(tmp_path / "folder"), "is a folder"), ("", "path is empty")):

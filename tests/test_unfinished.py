@@ -89,17 +89,6 @@ def test_record_errors_keeps_them_as_they_ended(capsys, tmp_path):
     assert [r["status"] for r in records(out).values()] == ["error"] * int(TASKS)
 
 
-def test_a_command_that_builds_a_table_on_a_run_refuses_unfinished_episodes(capsys, tmp_path):
-    """DARC's evidence (and a diagnosis, the held-out protocol) must not be built on a part of the tasks."""
-    with ScriptedChatServer() as server:
-        url = server.base_url
-    code, _, err = cli(capsys, "darc", "profile", "--env", "tiny", "--agent", "llm", "--agent-option",
-                       f"base_url={url}", "--agent-option", "model=m", "--agent-option", "retries=0",
-                       "--agent-option", "cache_dir=off", "--episodes", "2", "--quiet", "--out", str(tmp_path / "p"))
-    assert code == 2 and "unfinished" in err and "rerun the same command" in err
-    assert not (tmp_path / "p" / "diagnosis.json").exists()
-
-
 def test_a_dead_endpoint_costs_the_first_episodes_retries_then_the_breaker_stops_the_run(capsys, tmp_path,
                                                                                           monkeypatch):
     """A closed port: the first episode spends its retries, every later one gives up after one try (the endpoint is

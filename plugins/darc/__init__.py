@@ -1,10 +1,11 @@
 """DARC (diagnosis before recovery): profile failures, gather evidence, distil and deploy a recovery chain.
 
-`profile` runs the base agent with detect-only detectors and diagnoses the dominant
-failure mode; `evaluate` runs each admissible intervention on the train tasks into an
-evidence table; `evidence` reads and writes that table; `distill` scores every
-short-circuit chain of interventions on it and picks the one to freeze; `frontier` plots
-the candidates' cost against their success; `policy` deploys a frozen chain as a cascade.
+The runs are the host's (`playground run` or a study) over the harnesses this plugin's loaders build; the
+commands read their run directories. `profile` diagnoses the dominant failure mode of a profiling run (the base
+agent watched by detect-only detectors); `evaluate` reads a run of each intervention alone into an evidence
+table; `evidence` reads and writes that table; `distill` scores every short-circuit chain of interventions on it
+and picks the one to freeze; `frontier` plots the candidates' cost against their success; `policy` deploys a
+frozen chain as a cascade; `controls` and `factorial` hold the paper's control policies and harnesses.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ if TYPE_CHECKING:
 
 @hookimpl
 def register_harness_loaders(register) -> None:
-    """`--harness darc:POLICY.json` deploys a frozen DARC policy as a cascade; `darc-eval:`, `darc-profile:` and
-    `darc-factorial:` build the harnesses of `darc evaluate`, `darc profile` and `darc factorial`, and `darc-info:` the
-    matched-information controls of `darc info-controls`."""
+    """`--harness darc:POLICY.json` deploys a frozen DARC policy as a cascade; `darc-profile:` builds the profiling
+    harness (`darc diagnose` reads its run), `darc-eval:` one intervention alone (`darc evidence` reads their run),
+    `darc-factorial:` a cell of the view x prompt factorial (darc-table13) and `darc-info:` a matched-information
+    control (darc-table7)."""
     from playground.plugins.darc.controls import INFO_PREFIX, info_harness
     from playground.plugins.darc.evaluate import EVAL_PREFIX, eval_harness
     from playground.plugins.darc.factorial import PREFIX, cell_harness_spec
@@ -31,13 +33,13 @@ def register_harness_loaders(register) -> None:
     from playground.plugins.darc.profile import PROFILE_HARNESS, profile_harness
 
     register("darc:", cascade_harness, description="deploy a frozen DARC policy (darc:POLICY.json) as a cascade")
-    register(EVAL_PREFIX, eval_harness, description="one intervention alone (darc evaluate's evidence runs)")
+    register(EVAL_PREFIX, eval_harness, description="one intervention alone (an evidence run: darc-eval:NAME)")
     register(PROFILE_HARNESS + ":", profile_harness,
-             description="the base agent watched by detect-only detectors (darc profile: darc-profile:DET1,DET2)")
+             description="the base agent watched by detect-only detectors (a profiling run: darc-profile:DET1,DET2)")
     register(PREFIX, cell_harness_spec,
-             description="one cell of darc factorial (darc-factorial:GUARD-VIEW-PROMPT)")
+             description="one cell of the view x prompt factorial (darc-factorial:GUARD-VIEW-PROMPT)")
     register(INFO_PREFIX, info_harness,
-             description="a matched-information control of darc info-controls (darc-info:label:MODE, "
+             description="a matched-information control (darc-info:label:MODE, "
                          "darc-info:metadata:KEYS, darc-info:random:GUARD)")
 
 
@@ -69,7 +71,7 @@ def _metadata_note(params: MetadataNoteParams, services: Services) -> MetadataNo
 
 @hookimpl
 def register_intervention_loaders(register) -> None:
-    """`detect-only:NAME`: intervention NAME detecting and observing only (darc profile's detectors)."""
+    """`detect-only:NAME`: intervention NAME detecting and observing only (the profiling harness's detectors)."""
     from playground.plugins.darc.profile import DETECT_ONLY_PREFIX, detect_only_intervention
 
     register(DETECT_ONLY_PREFIX, detect_only_intervention,

@@ -1,7 +1,7 @@
 """`darc agreement`: rule and LLM diagnoses against a verifier-backed reference (the shape of the paper's Table 15).
 
 The reference comes from evidence, not from a judge: on the dev tasks the bare agent
-failed (`base.csv` of `darc evaluate --all-interventions` on the profiled split), a mode
+failed (`base.csv` of `darc evidence` over the whole library on the profiled split), a mode
 *fixes* a task when some intervention admissible for it (the profile's `admissible_sets`)
 solves it, by the env's own verifier. The family's reference mode is the mode that fixes
 the most dev failures. Per failed task that some mode fixes, a diagnosis agrees when it
@@ -9,7 +9,7 @@ names a mode that fixes it; tasks no mode fixes are left out (and counted).
 
 Rows: `majority` always names the family's reference mode; `uniform random` names a
 candidate mode uniformly (its expected agreement); `rule` and `LLM` are the per-episode
-diagnoses `darc profile` recorded (the LLM row needs `--diagnoser llm`).
+diagnoses `darc diagnose` recorded (the LLM row needs `--diagnoser llm`).
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ def agreement(diagnosis_path: str | Path, evidence_path: str | Path) -> Agreemen
         sets: dict[str, list[str]] = diagnosis["admissible_sets"]
         episodes: list[dict] = diagnosis["per_episode"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise EvidenceError(f"{diagnosis_path}: not a diagnosis file from this darc profile ({exc})") from None
+        raise EvidenceError(f"{diagnosis_path}: not a diagnosis file of darc diagnose ({exc})") from None
     evidence = load_evidence(evidence_path)
     base_path = Path(evidence_path).with_name(BASE_FILE)
     if not base_path.is_file():
-        raise EvidenceError(f"no {BASE_FILE} next to {str(evidence_path)!r}: run darc evaluate (it writes both)")
+        raise EvidenceError(f"no {BASE_FILE} next to {str(evidence_path)!r}: run darc evidence (it writes both)")
     base = load_evidence(base_path)
     failed_base = {t for i, t in enumerate(base.task_ids) if not base.success[i, 0]}
     columns = {mode: [evidence.interventions.index(n) for n in names if n in evidence.interventions]
@@ -73,7 +73,7 @@ def agreement(diagnosis_path: str | Path, evidence_path: str | Path) -> Agreemen
     modes = tuple(sorted((m for m, c in columns.items() if c), key=mode_order))
     if not modes:
         raise EvidenceError(f"{evidence_path}: no admissible intervention of any mode was evaluated; "
-                            "evaluate with --all-interventions")
+                            "gather the whole library's evidence")
     fixed_by: dict[str, set[str]] = {}
     failures = [t for t in evidence.task_ids if t in failed_base]
     for task in failures:
@@ -101,5 +101,5 @@ def agreement(diagnosis_path: str | Path, evidence_path: str | Path) -> Agreemen
         rows.append(("LLM", score(lambda t: by_task.get(t, {}).get("llm")),
                      diagnosis["llm"].get("mode") or NO_DOMINANT))
     else:
-        rows.append(("LLM", None, "not run (darc profile --diagnoser llm)"))
+        rows.append(("LLM", None, "not run (darc diagnose --diagnoser llm)"))
     return Agreement(modes, len(failures), len(fixable), fixes, reference, tuple(rows))

@@ -1,4 +1,6 @@
-"""`playground darc ...`: profile, evaluate, distill (deploy with `playground run --harness darc:POLICY`)."""
+"""`playground darc ...`: the method over run directories: diagnose a profiling run, gather the evidence of a run
+of the library's interventions, distil a policy (deploy with `playground run --harness darc:POLICY`), agreement,
+efficiency. The runs themselves are `playground run` or a study (docs/methods/darc.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from playground.host_api import CLIError, default_env, episode_options, make_config, nonempty, pass_host, path_callback
+from playground.host_api import CLIError, nonempty, pass_host, path_callback
 
 if TYPE_CHECKING:
     from playground.host_api import Host, TraceInstrumentJudge
@@ -19,10 +21,10 @@ def darc_group() -> None:
     """DARC: diagnose failures, gather evidence, distil a cost-aware recovery chain."""
 
 
-@darc_group.command("profile")
-@episode_options
-@click.option("--detectors", default="sentry", show_default=True,
-              help="comma-separated interventions whose detectors watch the base agent")
+@darc_group.command("diagnose")
+@click.argument("run_dir", callback=path_callback)
+@click.option("--harness", default=None,
+              help="the profiling harness of RUN_DIR [default: its one darc-profile:DETECTORS harness]")
 @click.option("--diagnoser", type=click.Choice(["rule", "llm", "instrument"]), default="rule", show_default=True,
               help="who names the mode: the rule over failure onsets, a judge model reading the failed traces, or "
                    "the failure-injection instrument as that judge (the noisy agent's recorded truth; "
@@ -36,13 +38,16 @@ def darc_group() -> None:
 @click.option("--modes", "modes_option", default="paper", show_default=True,
               help="the candidate failure modes: 'paper' (action_validity, procedure_breadth, format_precision), "
                    "'all' (also Sentry's progress and grounding: a deviation), or a comma-separated list")
-@click.option("--out", callback=path_callback, required=True, help="folder for diagnosis.json (and the profiling run)")
+@click.option("--out", callback=path_callback, required=True, help="folder for diagnosis.json")
 @pass_host
-def profile_command(host: Host, detectors: str, diagnoser: str, diagnoser_accuracy: float | None,
-                    judge_base_url: str | None, judge_model: str | None, judge_local: bool, modes_option: str, out: str,
-                    **options) -> None:
-    """Run the base agent, count failure signatures, write OUT/diagnosis.json."""
-    from playground.plugins.darc.profile import PAPER_MODES, profile
+def diagnose_command(host: Host, run_dir: str, harness: str | None, diagnoser: str, diagnoser_accuracy: float | None,
+                     judge_base_url: str | None, judge_model: str | None, judge_local: bool, modes_option: str,
+                     out: str) -> None:
+    """Count the failure signatures of a profiling run (RUN_DIR, played with --harness darc-profile:DETECTORS),
+    write OUT/diagnosis.json."""
+    from playground.host_api import read_config
+    from playground.plugins.darc.evaluate import eval_harnesses
+    from playground.plugins.darc.profile import diagnose_run, library
 
     nonempty(out, "--out")
     judge = None
@@ -50,15 +55,20 @@ def profile_command(host: Host, detectors: str, diagnoser: str, diagnoser_accura
         raise CLIError("--judge-base-url, --judge-model and --judge-local need --diagnoser llm")
     if diagnoser != "instrument" and diagnoser_accuracy is not None:
         raise CLIError("--diagnoser-accuracy needs --diagnoser instrument")
+    modes = candidate_modes(host, modes_option)
+    config = read_config(Path(run_dir) / "config.json")
+    env = str(config.get("env"))
     if diagnoser in ("llm", "instrument"):
         from playground.plugins.darc.llm_diagnosis import LLMDiagnoser, make_model
 
-        env = (options["env_name"] or default_env(host)).partition(":")[0]
         try:
             remove_grade_text = host.grade_text_remover(env)
         except KeyError as exc:
             raise CLIError(str(exc.args[0])) from None
         if diagnoser == "instrument":
+            if config.get("agent") != "noisy":
+                raise CLIError(f"--diagnoser instrument reads the failures the noisy agent injected: {run_dir} was "
+                               f"played by {config.get('agent')!r}, not noisy")
             judge = LLMDiagnoser(instrument_model(host, diagnoser_accuracy), host.labels,
                                  name=f"instrument (accuracy {diagnoser_accuracy:g})",
                                  remove_grade_text=remove_grade_text)
@@ -68,37 +78,36 @@ def profile_command(host: Host, detectors: str, diagnoser: str, diagnoser_accura
                                      remove_grade_text=remove_grade_text)
             except ValueError as exc:
                 raise CLIError(str(exc)) from None
-    names = [n.strip() for n in detectors.split(",") if n.strip()]
-    for name in names:
-        if name not in host.interventions:
-            raise CLIError(f"unknown intervention {name!r} in --detectors; choose from: "
-                           f"{', '.join(host.interventions.names())}")
-    modes: tuple[str, ...] | None
-    if modes_option == "paper":
-        modes = PAPER_MODES
-    elif modes_option == "all":
-        modes = None
-    else:
-        modes = tuple(m.strip() for m in modes_option.split(",") if m.strip())
-        known = {host.labels.mode_of(t) for t in host.labels.types()} | {
-            m for spec in host.interventions for m in spec.modes}
-        unknown = [m for m in modes if m not in known]
-        if not modes or unknown:
-            raise CLIError(f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; "
-                           f"choose from: paper, all, {', '.join(sorted(known))}")
-    if not options["split"]:
-        options["split"] = "dev"
-    config = make_config(host, ["base"], str(Path(out) / "profile-run"), None, **options)
-    if diagnoser == "instrument" and config.agent != "noisy":
-        raise CLIError(f"--diagnoser instrument reads the failures the noisy agent injected: profile with --agent "
-                       f"noisy, not {config.agent!r}")
-    result = profile(host, config, names, out, judge, modes)
+    try:
+        result = diagnose_run(host, run_dir, out, judge, modes, harness)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     click.echo(json.dumps({k: result[k] for k in ("diagnoser", "mode", "why", "admissible_interventions",
                                                   "modes_per_episode")}, indent=2))
+    names = result["admissible_interventions"] or sorted(spec.name for spec in library(host, env))
     if result["mode"] is None:
-        click.echo(f"{result['why']}: no intervention is admissible; evaluate the whole library with "
-                   "darc evaluate --all-interventions", err=True)
+        click.echo(f"{result['why']}: no intervention is admissible; gather the whole library's evidence", err=True)
     click.echo(f"diagnosis: {Path(out) / 'diagnosis.json'}", err=True)
+    click.echo("evidence run (on the train split): playground run " + " ".join(
+        f"--harness {h}" for h in eval_harnesses(names)) + " ...; then darc evidence RUN_DIR", err=True)
+
+
+def candidate_modes(host: Host, option: str) -> tuple[str, ...] | None:
+    """The candidate modes `--modes` names: the paper's three, every mode (None), or a checked list."""
+    from playground.plugins.darc.profile import PAPER_MODES
+
+    if option == "paper":
+        return PAPER_MODES
+    if option == "all":
+        return None
+    modes = tuple(m.strip() for m in option.split(",") if m.strip())
+    known = {host.labels.mode_of(t) for t in host.labels.types()} | {
+        m for spec in host.interventions for m in spec.modes}
+    unknown = [m for m in modes if m not in known]
+    if not modes or unknown:
+        raise CLIError(f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; "
+                       f"choose from: paper, all, {', '.join(sorted(known))}")
+    return modes
 
 
 def instrument_model(host: Host, accuracy: float | None) -> TraceInstrumentJudge:
@@ -111,39 +120,32 @@ def instrument_model(host: Host, accuracy: float | None) -> TraceInstrumentJudge
     return TraceInstrumentJudge({spec.role: spec for spec in host.instrument_judges}, accuracy)
 
 
-@darc_group.command("evaluate")
-@episode_options
-@click.option("--diagnosis", callback=path_callback,
-              default=None, help="diagnosis.json from darc profile (its admissible interventions)")
-@click.option("--all-interventions", is_flag=True, help="evaluate the whole library (the no-diagnosis control)")
+@darc_group.command("evidence")
+@click.argument("run_dir", callback=path_callback)
+@click.option("--diagnosis", callback=path_callback, default=None,
+              help="diagnosis.json from darc diagnose: gather only its admissible interventions "
+                   "[default: every darc-eval:NAME harness of RUN_DIR]")
 @click.option("--base-from", callback=path_callback, default=None,
-              help="the --out of darc profile: take the base attempts from its episodes instead of playing them again")
-@click.option("--out", callback=path_callback, required=True, help="folder for evidence.csv (and the evaluation run)")
+              help="a profiling run (darc-profile:DETECTORS) played with the same settings: take the base attempts "
+                   "from its episodes instead of RUN_DIR's base harness")
+@click.option("--out", callback=path_callback, required=True, help="folder for evidence.csv, base.csv, evidence.json")
 @pass_host
-def evaluate_command(host: Host, diagnosis: str | None, all_interventions: bool, base_from: str | None, out: str,
-                     **options) -> None:
-    """Run every chosen intervention on every task from the same initial state; write OUT/evidence.csv."""
-    from playground.plugins.darc.evaluate import ProfileMismatch, chosen_interventions, eval_harnesses, evaluate
+def evidence_command(host: Host, run_dir: str, diagnosis: str | None, base_from: str | None, out: str) -> None:
+    """Read a run of base and each intervention alone (--harness darc-eval:NAME) on every task; write
+    OUT/evidence.csv."""
+    from playground.plugins.darc.evaluate import gather_evidence
 
     nonempty(out, "--out")
-    env = (options["env_name"] or default_env(host)).partition(":")[0]
     try:
-        names = chosen_interventions(host, env, diagnosis, all_interventions)
+        path, names, tasks = gather_evidence(host, run_dir, out, diagnosis, base_from)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    if not options["split"]:
-        options["split"] = "train"
-    config = make_config(host, eval_harnesses(host, names), str(Path(out) / "evaluate-run"), None, **options)
-    try:
-        path = evaluate(host, config, names, out, base_from)
-    except ProfileMismatch as exc:  # raised before anything is played
-        raise CLIError(str(exc)) from None
-    click.echo(f"evaluated {len(names)} interventions on {len(config.tasks)} tasks: {path}")
+    click.echo(f"evidence of {len(names)} interventions on {tasks} tasks: {path}")
 
 
 @darc_group.command("distill")
 @click.option("--evidence", "evidence_path", callback=path_callback,
-              required=True, help="evidence.csv from darc evaluate")
+              required=True, help="evidence.csv from darc evidence")
 @click.option("--max-len", type=int, default=3, show_default=True, help="longest chain L")
 @click.option("--lam", type=float, default=0.02, show_default=True, help="cost weight lambda")
 @click.option("--tau-free", type=float, default=None,
@@ -223,9 +225,9 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
 
 @darc_group.command("agreement")
 @click.option("--diagnosis", "diagnosis_path", callback=path_callback, required=True,
-              help="diagnosis.json from darc profile on the dev split (with --diagnoser llm for the LLM row)")
+              help="diagnosis.json from darc diagnose of a dev-split profile (with --diagnoser llm for the LLM row)")
 @click.option("--evidence", "evidence_path", callback=path_callback, required=True,
-              help="evidence.csv from darc evaluate --all-interventions on the same dev tasks (base.csv next to it)")
+              help="evidence.csv from darc evidence over the whole library on the same dev tasks (base.csv next to it)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 def agreement_command(diagnosis_path: str, evidence_path: str, as_json: bool) -> None:
     """Compare rule and LLM diagnoses with the mode whose admissible set fixes the most dev failures."""
@@ -238,71 +240,11 @@ def agreement_command(diagnosis_path: str, evidence_path: str, as_json: bool) ->
     click.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.table())
 
 
-@darc_group.command("factorial")
-@episode_options
-@click.option("--guard", default="action_pruning", show_default=True,
-              help="the intervention whose `view` and `recovery_prompt` parameters are crossed")
-@click.option("--forced-agent", default="guard-top1", show_default=True,
-              help="the agent of the forced top-1 row (no model); empty: leave the row out")
-@click.option("--out", callback=path_callback, required=True, help="folder for the runs (cells/, forced-top1/)")
-@pass_host
-def factorial_command(host: Host, guard: str, forced_agent: str, out: str, **options) -> None:
-    """Ranked view (full vs top-12) x recovery prompt (absent vs present), forced top-1 and a random-12 control."""
-    from playground.plugins.darc.factorial import factorial, register_cells, table
-
-    nonempty(out, "--out")
-    if guard not in host.interventions:
-        raise CLIError(f"unknown intervention {guard!r} in --guard; "
-                       f"choose from: {', '.join(host.interventions.names())}")
-    if forced_agent and forced_agent not in host.agents:
-        raise CLIError(f"unknown agent {forced_agent!r} in --forced-agent; "
-                       f"choose from: {', '.join(host.agents.names())}")
-    env = (options["env_name"] or default_env(host)).partition(":")[0]
-    if not host.interventions.get(guard).works_with(env):
-        raise CLIError(f"intervention {guard!r} does not work with env {env!r}")
-    if not options["agent"]:
-        options["agent"] = "noisy"
-    config = make_config(host, register_cells(host, guard), str(Path(out) / "cells"), None, **options)
-    rows = factorial(host, config, guard, forced_agent or None, out)
-    click.echo(table(rows, len(config.tasks)))
-
-
-def _print_rows(rows, reference: str, as_json: bool) -> None:
-    from playground.plugins.darc.controls import table
-
-    click.echo(json.dumps([row.to_dict() for row in rows], indent=2) if as_json else table(rows, reference))
-
-
-@darc_group.command("transfer")
-@episode_options
-@click.option("--policy", "policy_path", callback=path_callback, required=True,
-              help="a frozen policy.json (from darc distill, on evidence of another split)")
-@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
-@click.option("--out", callback=path_callback, required=True, help="folder for the run (OUT/run)")
-@pass_host
-def transfer_command(host: Host, policy_path: str, as_json: bool, out: str, **options) -> None:
-    """A frozen policy deployed unchanged on another split, beside the bare agent (Table 5's shape)."""
-    from playground.plugins.darc.controls import BASE, policy_source, transfer
-    from playground.plugins.darc.policy import PolicyError, read_policy
-
-    nonempty(out, "--out")
-    try:
-        read_policy(policy_path)
-    except PolicyError as exc:
-        raise CLIError(str(exc)) from None
-    config = make_config(host, [BASE, f"darc:{policy_path}"], str(Path(out) / "run"), None, **options)
-    rows = transfer(host, config, policy_path, out)
-    click.echo(f"policy {policy_path}: distilled on {policy_source(policy_path)}; deployed on "
-               f"{config.env}:{config.task_set} split {config.split}, {len(config.tasks)} tasks", err=True)
-    _print_rows(rows, "bare agent", as_json)
-
-
 @darc_group.command("policy-controls")
-@episode_options
 @click.option("--diagnosis", "diagnosis_path", callback=path_callback,
-              required=True, help="diagnosis.json of darc profile")
+              required=True, help="diagnosis.json of darc diagnose")
 @click.option("--evidence", "evidence_path", callback=path_callback, required=True,
-              help="evidence.csv of darc evaluate --all-interventions (every mode's interventions)")
+              help="evidence.csv of darc evidence over the whole library (every mode's interventions)")
 @click.option("--generic", default="sentry", show_default=True,
               help="the generic control: a comma-separated chain deployed whatever the diagnosis")
 @click.option("--mismatched-mode", default=None,
@@ -314,15 +256,13 @@ def transfer_command(host: Host, policy_path: str, as_json: bool, out: str, **op
 @click.option("--verifier", type=click.Choice(["env:won", "agent:done", "agent:self-check"]), default="env:won",
               show_default=True, help="what the deployed cascade stops on: the benchmark's grade (env:won) or a "
                                       "grade-blind deployment verifier")
-@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 @click.option("--out", callback=path_callback,
-              required=True, help="folder for the policies (OUT/policies) and the run (OUT/run)")
-@pass_host
-def policy_controls_command(host: Host, diagnosis_path: str, evidence_path: str, generic: str,
-                            mismatched_mode: str | None, max_len: int, lam: float, tau_free: float | None,
-                            verifier: str, as_json: bool, out: str, **options) -> None:
-    """The correct policy against a generic and a mismatched one on the same tasks (Table 6's shape)."""
-    from playground.plugins.darc.controls import BASE, mode_policies, policy_controls, write_policies
+              required=True, help="folder for the policies (OUT/correct.json, OUT/generic.json, OUT/mismatched.json)")
+def policy_controls_command(diagnosis_path: str, evidence_path: str, generic: str, mismatched_mode: str | None,
+                            max_len: int, lam: float, tau_free: float | None, verifier: str, out: str) -> None:
+    """Write the correct policy, a generic and a mismatched one (Table 6's controls); deploy them side by side
+    with playground run (or the darc-table6 study)."""
+    from playground.plugins.darc.controls import mode_policies, write_policies
     from playground.plugins.darc.evidence import base_tau_free, load_evidence
 
     nonempty(out, "--out")
@@ -336,48 +276,13 @@ def policy_controls_command(host: Host, diagnosis_path: str, evidence_path: str,
             tau_free, _ = base_tau_free(evidence_path)
         policies = mode_policies(diagnosis, evidence, evidence_path, chain, mismatched_mode, max_len, lam, tau_free,
                                  verifier)
-        paths = write_policies(policies, Path(out) / "policies")
+        paths = write_policies(policies, Path(out))
     except (ValueError, OSError) as exc:
         raise CLIError(f"{exc}") from None
-    harnesses = [BASE, *(f"darc:{paths[c]}" for c in ("correct", "generic", "mismatched"))]
-    config = make_config(host, harnesses, str(Path(out) / "run"), None, **options)
-    _print_rows(policy_controls(host, config, paths, out), "correct policy", as_json)
-
-
-@darc_group.command("info-controls")
-@episode_options
-@click.option("--guard", default="action_pruning", show_default=True,
-              help="the operator: an intervention with a ranked view (its `view` parameter)")
-@click.option("--diagnosis", "diagnosis_path", callback=path_callback,
-              default=None, help="diagnosis.json of darc profile (its mode)")
-@click.option("--mode", default=None, help="the mode the label-only control names [default: --diagnosis's mode]")
-@click.option("--metadata-keys", default="task_type", show_default=True,
-              help="the env's reset-info keys the metadata-only control shows (comma-separated)")
-@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
-@click.option("--out", callback=path_callback, required=True, help="folder for the run (OUT/run)")
-@pass_host
-def info_controls_command(host: Host, guard: str, diagnosis_path: str | None, mode: str | None, metadata_keys: str,
-                          as_json: bool, out: str, **options) -> None:
-    """The operator against matched-information controls: diagnosis label only, task metadata only, random
-    top-k (Table 7's shape)."""
-    from playground.plugins.darc.controls import info_controls, info_harnesses
-
-    nonempty(out, "--out")
-    if mode is None and diagnosis_path is not None:
-        try:
-            mode = json.loads(Path(diagnosis_path).read_text()).get("mode")
-        except (OSError, ValueError) as exc:
-            raise CLIError(f"cannot read --diagnosis {diagnosis_path!r}: {exc}") from None
-        if not mode:
-            raise CLIError(f"{diagnosis_path}: the diagnosis names no dominant failure mode; pass --mode")
-    if not mode:
-        raise CLIError("name the diagnosed mode: --diagnosis DIAGNOSIS.json or --mode MODE")
-    if guard not in host.interventions:
-        raise CLIError(f"unknown intervention {guard!r} in --guard; "
-                       f"choose from: {', '.join(host.interventions.names())}")
-    harnesses = [harness for _, harness, _ in info_harnesses(guard, mode, metadata_keys)]
-    config = make_config(host, harnesses, str(Path(out) / "run"), None, **options)
-    _print_rows(info_controls(host, config, guard, mode, metadata_keys, out), "operator", as_json)
+    for control in ("correct", "generic", "mismatched"):
+        click.echo(f"{control} policy: {paths[control]} ({' -> '.join(policies[control]['chain'])})")
+    click.echo("deploy: playground run --harness base " + " ".join(
+        f"--harness darc:{paths[c]}" for c in ("correct", "generic", "mismatched")) + " ...", err=True)
 
 
 @darc_group.command("efficiency")

@@ -245,19 +245,19 @@ META_FILE = "evidence.json"
 def base_tau_free(evidence_path: str | os.PathLike) -> tuple[float, str]:
     """The mean cost of a base attempt (the standard attempt), from `base.csv` next to the evidence, and its source.
 
-    EvidenceError when there is no base file: `darc evaluate` writes one; otherwise pass --tau-free.
+    EvidenceError when there is no base file: `darc evidence` writes one; otherwise pass --tau-free.
     """
     path = Path(evidence_path).with_name(BASE_FILE)
     if not path.is_file():
         raise EvidenceError(f"no {BASE_FILE} next to {str(evidence_path)!r} to measure the cost of a standard "
-                            f"attempt (darc evaluate writes it); pass --tau-free")
+                            f"attempt (darc evidence writes it); pass --tau-free")
     base = load_evidence(path)
     mean = float(base.cost.mean())
     return mean, f"mean cost of a base attempt over {base.n_tasks} tasks ({path})"
 
 
 def evidence_meta(evidence_path: str | os.PathLike) -> dict[str, Any]:
-    """The `evidence.json` darc evaluate wrote next to the evidence (cost units, base attempt), or {}."""
+    """The `evidence.json` darc evidence wrote next to the evidence (cost units, base attempt), or {}."""
     import json
 
     path = Path(evidence_path).with_name(META_FILE)

@@ -1,23 +1,21 @@
-"""`darc factorial`: the ranked action view against the recovery prompt (the shape of the paper's Table 13).
+"""The harnesses of DARC's view x prompt factorial (the shape of the paper's Table 13; played by the darc-table13
+study).
 
-On the same tasks, the guard intervention (`--guard`, default ALFWorld's `action_pruning`)
-runs with its repair off, so that only the two factors act:
+On the same tasks, the guard intervention (ALFWorld's `action_pruning` in the study) runs with its repair off, so
+that only the two factors act:
 
 - the action view: the env's whole admissible list (`view=full`) or the guard's top 12
   (`view=top`: the agent is shown only those, through the `agent_actions` hook);
 - the recovery prompt: absent (`recovery_prompt=off`) or present every step (`always`).
 
-Two more rows: the guard's top-1 command played every step with no model (`--forced-agent`,
-default `guard-top1`), and a control showing 12 admissible commands drawn at random
-(`view=random`). The agent is `--agent` (the noisy instrument by default).
+A control shows 12 admissible commands drawn at random (`view=random`). Each cell is the harness
+`darc-factorial:GUARD-VIEW-PROMPT`; the study's other row, the guard's top-1 command played every step with no
+model, is the `guard-top1` agent under `base` (a grid that keeps its agent).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from pathlib import Path
-
-from playground.host_api import HarnessSpec, Host, RunConfig, check_finished, run
+from playground.host_api import HarnessSpec
 
 PREFIX = "darc-factorial:"
 # (row, view, recovery prompt)
@@ -28,19 +26,6 @@ CELLS = (
     ("top-12, prompt", "top", "always"),
     ("random 12 (control)", "random", "off"),
 )
-FORCED = "forced top-1, no model"
-
-
-@dataclass(frozen=True)
-class Row:
-    """One row of the factorial: its settings and what the run measured."""
-
-    name: str
-    harness: str
-    agent: str
-    success: float
-    steps: float
-    invalid: float
 
 
 def cell_harness(guard: str, view: str, prompt: str) -> str:
@@ -65,36 +50,6 @@ def cell_harness_spec(name: str, rest: str) -> HarnessSpec:
                        f"{guard} with view={view}, recovery_prompt={prompt}, no repair", "darc")
 
 
-def register_cells(host: Host, guard: str) -> list[str]:
-    """The names of the cells' harnesses (built by the `darc-factorial:` harness loader)."""
+def cell_harnesses(guard: str) -> list[str]:
+    """The names of the cells' harnesses, in the table's order (built by the `darc-factorial:` harness loader)."""
     return [cell_harness(guard, view, prompt) for _, view, prompt in CELLS]
-
-
-def factorial(host: Host, config: RunConfig, guard: str, forced_agent: str | None, out: str | Path) -> list[Row]:
-    """Run the cells (one run) and the forced top-1 row (a second run, with `forced_agent`); return the rows."""
-    out = Path(out)
-    harnesses = register_cells(host, guard)
-    summary = check_finished(run(host, replace(config, harnesses=harnesses, out=str(out / "cells"))), out / "cells")
-    rows = []
-    for (label, _, _), harness in zip(CELLS, harnesses):
-        stats = summary["harnesses"][harness]
-        rows.append(Row(label, harness, config.agent, stats["success_rate"], stats["mean_steps"],
-                        stats["invalid_actions_per_episode"]))
-    if forced_agent:
-        options = {k: v for k, v in config.params.items() if k in ("prior_games", "top_actions")}
-        forced = check_finished(run(host, replace(config, agent=forced_agent, agent_options=options,
-                                                  harnesses=["base"], params={}, out=str(out / "forced-top1"))),
-                                out / "forced-top1")
-        stats = forced["harnesses"]["base"]
-        rows.append(Row(FORCED, "base", forced_agent, stats["success_rate"], stats["mean_steps"],
-                        stats["invalid_actions_per_episode"]))
-    return rows
-
-
-def table(rows: list[Row], tasks: int) -> str:
-    """The printed table."""
-    lines = [f"{'row':<24} {'agent':<12} {'success':>8} {'steps':>7} {'invalid/ep':>10}   ({tasks} tasks)",
-             f"{'-' * 24} {'-' * 12} {'-' * 8} {'-' * 7} {'-' * 10}"]
-    for row in rows:
-        lines.append(f"{row.name:<24} {row.agent:<12} {row.success:8.3f} {row.steps:7.2f} {row.invalid:10.2f}")
-    return "\n".join(lines)

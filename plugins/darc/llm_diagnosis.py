@@ -1,4 +1,4 @@
-"""DARC's LLM diagnoser (`darc profile --diagnoser llm`): a judge model names the failure mode of dev traces.
+"""DARC's LLM diagnoser (`darc diagnose --diagnoser llm`): a judge model names the failure mode of dev traces.
 
 Each failed profiling episode is summarised blind (the goal, then each step's action, the
 first line of what came back and whether the env rejected it; no reward, score or

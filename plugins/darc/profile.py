@@ -1,14 +1,16 @@
-"""DARC's profiling step: run the base agent, count failure signatures, diagnose the dominant mode.
+"""DARC's profiling step: count the failure signatures of a profiling run, diagnose the dominant mode.
 
-The agent runs alone; the chosen detectors watch it without intervening (each is wrapped
-so that only its detection and observer hooks are called). The signature histogram counts
-failure onsets: a label detected at consecutive steps (one streak) counts once. The
-diagnosis is a rule over it: each failure type belongs to a failure mode (declared with
+The profiling run is played by the host (`playground run --harness darc-profile:DET1,DET2`, or a
+study grid): the base agent alone, the chosen detectors watching it without intervening (each is
+wrapped so that only its detection and observer hooks are called). `darc diagnose RUN_DIR` reads it.
+
+The signature histogram counts failure onsets: a label detected at consecutive steps (one
+streak) counts once. The diagnosis is a rule over it: each failure type belongs to a failure mode (declared with
 the type in the host's label registry), and the mode with the most onsets per episode
 wins. The admissible interventions are those registered for that mode.
 
 The candidate modes are the paper's three (`PAPER_MODES`) unless the caller names others
-(`darc profile --modes`): Sentry's `progress` and `grounding` are a deviation, used only
+(`darc diagnose --modes`): Sentry's `progress` and `grounding` are a deviation, used only
 when asked for. Onsets of modes that are not candidates are still counted and reported
 (`other_modes_per_episode`), but never win.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,15 +30,12 @@ from playground.host_api import (
     HarnessSpec,
     Host,
     InterventionSpec,
-    RunConfig,
     atomic_write_text,
     build_intervention,
-    check_finished,
-    load_records,
     read_events,
     record_trace,
-    run,
 )
+from playground.plugins.darc.runs import RunNotReady, finished, played, read_run
 
 # The failure modes in the order ties are listed (the paper's three, then Sentry's progress and grounding); any
 # other mode a failure type or an intervention declares comes after them, by name.
@@ -166,8 +165,8 @@ def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episode
     The candidates are `modes` (default: the paper's three; None: every mode). Every candidate
     with an admissible intervention on `env` is reported (0 when not seen); the onsets of other
     modes are reported apart (`others`). With no onsets, or a tie at the top, there is no
-    dominant mode: `mode` is None and no intervention is admissible (evaluate the whole library
-    with `--all-interventions`).
+    dominant mode: `mode` is None and no intervention is admissible (gather the whole library's
+    evidence).
     """
     sets = admissible_sets(host, env)
     counts = mode_counts(histogram, host)
@@ -182,7 +181,7 @@ def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episode
         if (not ranked or per_episode[ranked[0]] == 0) and others:
             seen_elsewhere = ", ".join(f"{m} {n}" for m, n in others.items())
             why = (f"{NO_DOMINANT}: no failure of the candidate modes ({', '.join(candidates)}) in {episodes} "
-                   f"episodes; onsets per episode of other modes: {seen_elsewhere} (darc profile --modes all "
+                   f"episodes; onsets per episode of other modes: {seen_elsewhere} (darc diagnose --modes all "
                    "counts them)")
         elif not ranked or per_episode[ranked[0]] == 0:
             why = f"{NO_DOMINANT}: no failure detected in {episodes} episodes"
@@ -200,23 +199,38 @@ def diagnose(histogram: dict[str, dict[str, int]], invalid_actions: int, episode
     return Diagnosis(mode, why, per_episode, list(sets.get(mode, [])), others)
 
 
-def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path,
-            diagnoser: Any = None, modes: tuple[str, ...] | None = PAPER_MODES) -> dict:
-    """Run the profiling episodes, write `out/diagnosis.json` and return its content.
+def profile_harnesses(harnesses: list[str]) -> list[str]:
+    """The profiling harnesses (`darc-profile:DET1,DET2`) among a run's harnesses."""
+    return [h for h in harnesses if h.startswith(PROFILE_HARNESS + ":")]
 
-    The rule diagnosis is always made; with a `diagnoser` (an `LLMDiagnoser`) the LLM's
+
+def diagnose_run(host: Host, run_dir: str | Path, out: str | Path, diagnoser: Any = None,
+                 modes: tuple[str, ...] | None = PAPER_MODES, harness: str | None = None) -> dict:
+    """Diagnose the profiling episodes of a finished run, write `out/diagnosis.json` and return its content.
+
+    The episodes are those of `harness` (default: the run's one `darc-profile:DETECTORS` harness), which must cover
+    every task of the run. The rule diagnosis is always made; with a `diagnoser` (an `LLMDiagnoser`) the LLM's
     diagnosis is made too and becomes the diagnosis (`diagnoser: "llm"`); both are kept,
     for the whole family and per failed episode (for `darc agreement`). Both choose among
     `modes` (default: the paper's three; None: every mode).
     """
     allowed = (lambda mode: True) if modes is None else (lambda mode: mode in modes)
     out = Path(out)
-    harness = profile_harness_name(detectors)
-    run_dir = out / "profile-run"
-    summary = check_finished(run(host, replace(config, harnesses=[harness], out=str(run_dir))), run_dir)
+    config, all_records = read_run(run_dir)
+    if harness is None:
+        found = profile_harnesses(played(config))
+        if len(found) > 1:
+            raise RunNotReady(f"{run_dir}: several profiling harnesses ({', '.join(found)}); name one with --harness")
+        if not found:
+            raise RunNotReady(f"{run_dir}: no profiling harness (it played {', '.join(played(config))}); play "
+                              "the base agent watched by detectors: playground run --harness darc-profile:sentry ...")
+        harness = found[0]
+    records = finished(run_dir, config, all_records, harness, "darc diagnose")
+    detectors = [d.strip() for d in harness.partition(":")[2].split(",") if d.strip()] \
+        if harness.startswith(PROFILE_HARNESS + ":") else []
+    env = str(config.get("env"))
     histogram: dict[str, Counter] = {}
     invalid = 0
-    records = load_records(run_dir)
     episodes: list[dict[str, Any]] = []
     traces: list[list[Event]] = []
     for record in records:
@@ -242,12 +256,12 @@ def profile(host: Host, config: RunConfig, detectors: list[str], out: str | Path
                          "rule": dominant({m: n for m, n in onsets.items() if allowed(m)})})
         traces.append(events)
     plain = {t: dict(sorted(c.items())) for t, c in sorted(histogram.items())}
-    rule = diagnose(plain, invalid, len(records), host, config.env, modes)
-    sets = admissible_sets(host, config.env)
+    rule = diagnose(plain, invalid, len(records), host, env, modes)
+    sets = admissible_sets(host, env)
     candidates = [mode for mode in sets if allowed(mode)]
     result: dict[str, Any] = {
-        "env": f"{config.env}:{config.task_set}", "split": config.split, "agent": config.agent,
-        "episodes": len(records), "success_rate": summary["harnesses"][harness]["success_rate"],
+        "env": f"{env}:{config.get('task_set')}", "split": config.get("split"), "agent": config.get("agent"),
+        "episodes": len(records), "success_rate": sum(1 for r in records if r.won) / len(records),
         "detectors": detectors, "histogram": plain, "invalid_actions": invalid,
         "candidate_modes": list(modes) if modes is not None else "all",
         "modes_per_episode": rule.per_episode, "other_modes_per_episode": rule.others or {},

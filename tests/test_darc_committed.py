@@ -1,0 +1,70 @@
+"""DARC's committed figures re-derive from the committed run directories (docs/runs/darc-alf-noisy-v2): the
+evidence `darc evidence` reads from each evidence run, the policies `darc distill` and `darc policy-controls` make
+from it, and the diagnosis's episodes are the profiling run's (its traces, which the histogram reads, are left out
+of the repository, so the histogram itself is not re-derived here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from playground.run.rundir import load_records
+from tests.conftest import cli
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+P = "runs/darc-alf-noisy-v2"  # as the commands were run, from docs/ (the files record these relative paths)
+
+
+@pytest.fixture(autouse=True)
+def in_docs(monkeypatch):
+    monkeypatch.chdir(DOCS)
+
+
+@pytest.mark.parametrize("library", ["av", "full"])
+def test_the_evidence_files_are_what_darc_evidence_reads_from_the_committed_run(capsys, tmp_path, library):
+    code, _, err = cli(capsys, "darc", "evidence", f"{P}/{library}/evaluate-run", "--out", str(tmp_path))
+    assert code == 0, err
+    for name in ("evidence.csv", "base.csv", "evidence.json"):
+        assert (tmp_path / name).read_text() == (DOCS / P / library / name).read_text(), name
+
+
+@pytest.mark.parametrize("library", ["av", "full"])
+def test_the_frozen_policies_are_what_darc_distill_makes_of_the_committed_evidence(capsys, tmp_path, library):
+    code, _, err = cli(capsys, "darc", "distill", "--evidence", f"{P}/{library}/evidence.csv", "--bootstrap", "200",
+                       "--out", str(tmp_path / "policy.json"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "policy.json").read_text()) == json.loads((DOCS / P / library / "policy.json")
+                                                                              .read_text())
+
+
+def test_the_table6_policies_are_what_darc_policy_controls_writes(capsys, tmp_path):
+    code, _, err = cli(capsys, "darc", "policy-controls", "--diagnosis", f"{P}/diagnosis.json", "--evidence",
+                       f"{P}/full/evidence.csv", "--out", str(tmp_path))
+    assert code == 0, err
+    for control in ("correct", "generic", "mismatched"):
+        assert (tmp_path / f"{control}.json").read_text() == (DOCS / P / "t6" / "policies" / f"{control}.json") \
+            .read_text(), control
+
+
+def test_the_diagnosis_is_of_the_committed_profiling_runs_episodes():
+    diagnosis = json.loads((DOCS / P / "diagnosis.json").read_text())
+    config = json.loads((DOCS / P / "profile-run" / "config.json").read_text())
+    records = load_records(DOCS / P / "profile-run")
+    assert config["harnesses"] == [f"darc-profile:{','.join(diagnosis['detectors'])}"]
+    assert diagnosis["env"] == f"{config['env']}:{config['task_set']}"
+    assert (diagnosis["split"], diagnosis["agent"]) == (config["split"], config["agent"])
+    assert diagnosis["episodes"] == len(records) == len(config["tasks"])
+    assert diagnosis["success_rate"] == sum(r.won for r in records) / len(records)
+    assert diagnosis["invalid_actions"] == sum(r.invalid_actions for r in records)
+    assert [(e["task_id"], e["won"], e["steps"]) for e in diagnosis["per_episode"]] == [
+        (r.task_id, r.won, r.steps) for r in records]
+
+
+def test_the_studies_deploy_the_committed_policies():
+    shipped = Path(__file__).resolve().parent.parent / "plugins" / "darc" / "studies" / "policies"
+    copies = {"alf-noisy-diagnosed.json": "av/policy.json", "alf-noisy-full.json": "full/policy.json",
+              **{f"alf-noisy-t6-{c}.json": f"t6/policies/{c}.json" for c in ("correct", "generic", "mismatched")}}
+    for name, committed in copies.items():
+        assert (shipped / name).read_text() == (DOCS / P / committed).read_text(), name
