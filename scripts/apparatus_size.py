@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from checkout_tree import ROOT, python_env, worktree
 
 APPARATUS = {
     "sentry": ["plugins/sentry/heldout.py", "plugins/sentry/paired.py", "plugins/sentry/truth.py",
@@ -65,32 +63,14 @@ def lines_at(tree: Path) -> dict[str, int]:
 
 def options_at(tree: Path) -> dict[str, int]:
     """Command and option counts of the CLI in `tree` (imported from there, ahead of the installed copy)."""
-    shim = Path(tempfile.mkdtemp(prefix="apparatus-"))
-    package = shim / "playground"
-    if tree != ROOT:  # a worktree: lay out the package as the editable install maps it
-        package.symlink_to(tree / "playground")
-        for name in ("plugins", "envs"):
-            link = tree / "playground" / name
-            if not link.exists():
-                link.symlink_to(tree / name)
-    # PYTHONPATH comes before the editable install's finder; run from the empty shim, so no `playground/` in the
-    # working directory is imported instead
-    env = {**os.environ, "PYTHONPATH": str(shim) if tree != ROOT else os.environ.get("PYTHONPATH", "")}
+    env, folder = python_env(tree)
     done = subprocess.run([sys.executable, "-c", COUNT_OPTIONS + "\nprint(__import__('playground').__file__)"],
-                          capture_output=True, text=True, env=env, check=True, cwd=shim)
+                          capture_output=True, text=True, env=env, check=True, cwd=folder)
     where = done.stdout.strip().splitlines()[-1]
-    if not where.startswith(str(shim if tree != ROOT else ROOT)):
+    expected = ROOT if tree == ROOT else folder
+    if not where.startswith(str(expected)):
         raise SystemExit(f"counted the CLI of {where}, not of {tree}")
     return json.loads(done.stdout.strip().splitlines()[-2])
-
-
-def worktree(rev: str) -> Path:
-    """A detached worktree of `rev` under /tmp (made once per revision)."""
-    path = Path(tempfile.gettempdir()) / f"apparatus-{rev}"
-    if not path.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), rev], check=True,
-                       capture_output=True)
-    return path
 
 
 def main() -> None:
