@@ -1,10 +1,11 @@
-"""The host's facilities for plugins that drive runs: running sub-runs, run folders, records and traces, forks,
-statistics, models, agents, command-line helpers, text retrieval and processes.
+"""The host's facilities for plugins that read runs and add commands: run folders, records and traces, forks,
+statistics, models, agents, command-line helpers, text retrieval and processes. No plugin plays a run: runs are
+played by `playground run` and by studies (study files a plugin ships, `register_studies`).
 
 The plugin API has two floors. `playground.api` is the ground floor every plugin and env author uses (hooks,
 payloads, the env contract, labels, parameter and service types; it imports nothing above `playground.core`).
-This module is the floor above it, for methods that run whole experiments (profiles, held-out splits, forks,
-replays) and add commands. Plugins (`plugins/`) and envs (`envs/`) import only these two and `playground.core`;
+This module is the floor above it, for methods that read whole runs (diagnoses, evidence, forks, replays) and add
+commands. Plugins (`plugins/`) and envs (`envs/`) import only these two and `playground.core`;
 an import-linter contract in pyproject.toml forbids them any other module of `playground`, so the host's
 modules can move without breaking a plugin. Names are loaded on first use (module `__getattr__`), so importing
 this module costs nothing until a name is used. What is stable and how a change is announced:
@@ -21,13 +22,12 @@ _MODULES: dict[str, tuple[str, ...]] = {
     # The host: its loaded plugins and registries
     "playground.host.manager": ("default_labels", "get_host", "Host",),
     "playground.host.registry": ("HarnessSpec", "InterventionSpec",),
-    # Running episodes and sub-runs (what methods that drive whole runs need)
-    "playground.run.config": ("playbook_path", "RunConfig", "RunConfigError",),
-    "playground.run.runner": ("check_finished", "run",),
+    # What a run was asked for and what an attempt cost (runs themselves are played by `playground run` and studies)
+    "playground.run.config": ("RunConfigError",),
     "playground.run.validation": ("resolve_tasks",),
     "playground.run.costs": ("attempt_cost",),
     "playground.run.services": ("build_intervention",),
-    "playground.cli.main": ("pass_host", "run_with_progress",),
+    "playground.cli.main": ("pass_host",),
     # Run folders, records and traces
     "playground.core.records": ("AttemptOutcome", "EpisodeRecord", "read_record", "RecordError",),
     "playground.run.rundir": ("identity_mismatch", "load_records", "read_config", "record_trace", "RunDirError",),
@@ -68,7 +68,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.testing.play": ("ScriptedAgent",),
     # Command-line helpers for `register_commands`
     "playground.cli.options": (
-        "CLIError", "default_env", "episode_options", "make_config", "nonempty", "parse_pairs",
+        "CLIError", "nonempty", "parse_pairs",
     ),
     "playground.cli.terminal": ("visible",),
     # Text retrieval and processes
@@ -89,14 +89,14 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.agents.noisy import NoisyAgent
     from playground.agents.response_cache import default_cache_dir
     from playground.agents.structured import CALL_FAILED, ask_structured, json_object_in, shared_agent_model
-    from playground.cli.main import pass_host, run_with_progress
-    from playground.cli.options import CLIError, default_env, episode_options, make_config, nonempty, parse_pairs
+    from playground.cli.main import pass_host
+    from playground.cli.options import CLIError, nonempty, parse_pairs
     from playground.cli.terminal import visible
     from playground.core.records import AttemptOutcome, EpisodeRecord, RecordError, read_record
     from playground.host.manager import Host, default_labels, get_host
     from playground.host.registry import HarnessSpec, InterventionSpec
     from playground.processes import die_with_parent, is_running, process_start_time, stop_process_group
-    from playground.run.config import RunConfig, RunConfigError, playbook_path
+    from playground.run.config import RunConfigError
     from playground.run.costs import attempt_cost
     from playground.run.exactly_once import EPISODE_FIELDS, episode_key, key_values, written_under
     from playground.run.files import (
@@ -123,7 +123,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.run.paths import path_callback, plain_path, register_url_scheme
     from playground.run.report import merge_judge_replies, summarise_harness, wilson_interval
     from playground.run.rundir import RunDirError, identity_mismatch, load_records, read_config, record_trace
-    from playground.run.runner import check_finished, run
     from playground.run.secrets import redact_url
     from playground.run.services import build_intervention
     from playground.run.stats import Metric, bootstrap_ci, compare, holm, mcnemar_exact, sign_flip_p, split_by_harness

@@ -49,7 +49,7 @@ def test_the_contracts_hold(installed):
      "from playground.host.manager import Host", "plugins and envs use only the plugin API and playground.core"),
     ("playground/api.py", "import playground.run.runner",
      "the API's ground floor imports nothing above playground.core"),
-    ("playground/api.py", "from playground.host_api import run",
+    ("playground/api.py", "from playground.host_api import load_records",
      "the API's ground floor imports nothing above playground.core"),
 ])
 def test_a_planted_violation_breaks_its_contract(installed, tmp_path, module, line, broken):
