@@ -1,9 +1,10 @@
 """DARC's LLM diagnoser against judge quality: the failure-injection instrument as the diagnoser's judge model.
 
-INSTRUMENT FIGURES. The `noisy` agent plays ALFWorld's generated games as DARC's profile (the base agent watched by
-detect-only detectors) and, after the run, answers DARC's diagnoser role from the failures it injected and its
-trace recorded (`darc profile --diagnoser instrument --diagnoser-accuracy A`), naming the injected dominant mode
-with probability A and another candidate (or "none") otherwise. The figures say how DARC's diagnosis, and the
+INSTRUMENT FIGURES. The `noisy` agent plays ALFWorld's generated games as DARC's profiling run (`playground run
+--harness darc-profile:sentry`: the base agent watched by detect-only detectors) and, after the run, answers DARC's
+diagnoser role from the failures it injected and its trace recorded (`darc diagnose RUN_DIR --diagnoser instrument
+--diagnoser-accuracy A`), naming the injected dominant mode with probability A and another candidate (or "none")
+otherwise. The figures say how DARC's diagnosis, and the
 policy it selects, depend on the diagnoser's accuracy; never how any LLM would do.
 
     python scripts/sweep_darc_instrument.py --out docs/runs/instrument-darc-alf
@@ -11,9 +12,9 @@ policy it selects, depend on the diagnoser's accuracy; never how any LLM would d
         [--downstream docs/runs/darc-alf-noisy-v2]
     python scripts/sweep_darc_instrument.py --out DIR --table-only     (re-derive table.md, table.json, the plot)
 
-Each seed is one `darc profile` folder, OUT/seedS (resumable: rerun the same command); each accuracy's diagnosis
-is kept as OUT/seedS/diagnosis-accA.json and the rule's as OUT/seedS/diagnosis.json. The measurement reads the
-profiles' traces, packed (traces.tar.gz) or not.
+Each seed is one folder, OUT/seedS: its profiling run OUT/seedS/profile-run (resumable: rerun the same command),
+the rule's diagnosis of it OUT/seedS/diagnosis.json (`darc diagnose`) and each accuracy's OUT/seedS/diagnosis-accA.json.
+The measurement reads the profiles' traces, packed (traces.tar.gz) or not.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from playground.run.traces import read_events
 
 PROFILE = ["--env", "alfworld", "--agent", "noisy", "--agent-option", "invalid=0.5", "--split", "valid_seen",
            "--quiet"]
+HARNESS = "darc-profile:sentry"  # the base agent, Sentry's detectors watching (detect-only)
 DRAWS = 2000  # resampled families per accuracy
 
 
@@ -49,20 +51,24 @@ def acc_name(accuracy: float) -> str:
 
 
 def play(out: Path, seeds: list[int], episodes: int, accuracies: list[float]) -> float:
-    """Profile every seed (resumable) and diagnose it at every accuracy; return the seconds it took."""
+    """Play every seed's profiling run (resumable) and diagnose it with the rule and at every accuracy; return the
+    seconds it took."""
     started = time.perf_counter()
     for seed in seeds:
         folder = out / f"seed{seed}"
-        common = [*PROFILE, "--episodes", str(episodes), "--seed", str(seed), "--out", str(folder)]
-        if playground(["darc", "profile", *common]) != 0:
-            raise SystemExit(f"darc profile failed for seed {seed}")
-        rule = (folder / "diagnosis.json").read_text()
+        run_dir = folder / "profile-run"
+        if playground(["run", *PROFILE, "--episodes", str(episodes), "--seed", str(seed), "--harness", HARNESS,
+                       "--out", str(run_dir)]) != 0:
+            raise SystemExit(f"playground run {HARNESS} failed for seed {seed}")
+        if playground(["darc", "diagnose", str(run_dir), "--out", str(folder)]) != 0:
+            raise SystemExit(f"darc diagnose failed for seed {seed}")
         for accuracy in accuracies:
-            if playground(["darc", "profile", *common, "--diagnoser", "instrument", "--diagnoser-accuracy",
-                           f"{accuracy:g}"]) != 0:
-                raise SystemExit(f"darc profile --diagnoser instrument failed for seed {seed}, accuracy {accuracy}")
-            shutil.move(folder / "diagnosis.json", folder / acc_name(accuracy))
-        (folder / "diagnosis.json").write_text(rule)
+            with tempfile.TemporaryDirectory(dir=folder) as diagnosed:
+                if playground(["darc", "diagnose", str(run_dir), "--diagnoser", "instrument", "--diagnoser-accuracy",
+                               f"{accuracy:g}", "--out", diagnosed]) != 0:
+                    raise SystemExit(f"darc diagnose --diagnoser instrument failed for seed {seed}, accuracy "
+                                     f"{accuracy}")
+                shutil.move(Path(diagnosed) / "diagnosis.json", folder / acc_name(accuracy))
         print(f"seed {seed}: profiled and diagnosed in {time.perf_counter() - started:.0f} s so far", file=sys.stderr)
     return time.perf_counter() - started
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_extra  # noqa: E402
+from tests.conftest import cli, require_extra  # noqa: E402
+from tests.darc_runs import evidence_run, profile  # noqa: E402
+from tests.darc_runs import play as play_run  # noqa: E402
 
 require_extra("alfworld", "alfworld")  # skips for users without the extra; fails in CI
 
@@ -325,29 +327,40 @@ def test_alfworld_meets_the_env_contract(provider):
 
 
 # -- DARC on generated games: the search spaces of Table 14 and the factorial of Table 13 -----
+# DARC's runs are the host's (`playground run` with DARC's harness names); its commands read the run directories.
 
 
 def _darc(capsys, *args):
-    from playground.cli.main import main
+    """`playground ARGS` in-process, which must succeed; its stdout."""
+    code, out, err = cli(capsys, *args)
+    assert code == 0, err
+    return out
 
-    code = main(list(args))
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return out.out
+
+def _library(env: str) -> list[str]:
+    """The whole intervention library DARC evaluates on `env` (the no-diagnosis control)."""
+    from playground.plugins.darc.profile import library
+
+    return sorted(spec.name for spec in library(load_host(), env))
 
 
 def test_darc_counts_40_diagnosed_and_400_full_chains_from_evaluate_evidence(cache, tmp_path, capsys):
     common = ["--env", "alfworld:generated", "--split", "valid_unseen", "--agent", "noisy", "--episodes", "2",
               "--max-steps", "20", "--quiet", "--agent-option", "invalid=0.5"]
     p = tmp_path / "darc"
-    _darc(capsys, "darc", "profile", *common, "--out", str(p))
-    diagnosis = json.loads((p / "diagnosis.json").read_text())
+    diagnosis = profile(capsys, p, common)
     assert diagnosis["mode"] == "action_validity"
     assert diagnosis["admissible_interventions"] == ["action_pruning", "loop_fallback", "type_saturation",
                                                      "validity-guard"]
-    evaluate = ["darc", "evaluate", *common, "--param", f"prior_games={PRIOR_GAMES}"]
-    _darc(capsys, *evaluate, "--diagnosis", str(p / "diagnosis.json"), "--out", str(p / "diagnosed"))
-    _darc(capsys, *evaluate, "--all-interventions", "--out", str(p / "full"))
+    # the evidence run of the diagnosed interventions, then the same run grown to the whole library
+    evaluate = [*common, "--param", f"prior_games={PRIOR_GAMES}"]
+    run_dir = evidence_run(capsys, p / "evaluate-run", evaluate, diagnosis["admissible_interventions"])
+    _darc(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(p / "diagnosis.json"),
+          "--out", str(p / "diagnosed"))
+    names = _library("alfworld")
+    assert len(names) == 8 and set(diagnosis["admissible_interventions"]) < set(names)
+    evidence_run(capsys, run_dir, evaluate, names)
+    _darc(capsys, "darc", "evidence", str(run_dir), "--out", str(p / "full"))
     diagnosed = _darc(capsys, "darc", "distill", "--evidence", str(p / "diagnosed" / "evidence.csv"), "--count-only")
     full = _darc(capsys, "darc", "distill", "--evidence", str(p / "full" / "evidence.csv"), "--count-only")
     assert (diagnosed.strip(), full.strip()) == ("40", "400")
@@ -357,30 +370,41 @@ def test_darc_counts_40_diagnosed_and_400_full_chains_from_evaluate_evidence(cac
     assert set(policy["cost_units"].values()) == {"steps"}
 
 
+FACTORIAL = ["darc-factorial:action_pruning-full-off", "darc-factorial:action_pruning-full-always",
+             "darc-factorial:action_pruning-top-off", "darc-factorial:action_pruning-top-always",
+             "darc-factorial:action_pruning-random-off"]
+
+
 def test_darc_factorial_on_generated_games(cache, tmp_path, capsys):
-    out = _darc(capsys, "darc", "factorial", "--env", "alfworld:generated", "--split", "valid_unseen",
-                "--episodes", "2", "--max-steps", "20", "--quiet", "--param", f"prior_games={PRIOR_GAMES}",
-                "--out", str(tmp_path / "f"))
-    rows = [line[:24].strip() for line in out.splitlines()[2:]]
-    assert rows == ["full set, no prompt", "full set, prompt", "top-12, no prompt", "top-12, prompt",
-                    "random 12 (control)", "forced top-1, no model"]
-    trace = next((tmp_path / "f" / "cells" / "traces").glob("darc-factorial*top-off/*.jsonl"))
+    """Table 13 as darc-table13 plays it: the five factorial cells in one run (grid `cells`), the forced top-1 agent
+    under `base` in another (grid `forced-top1`); the study's table reads them."""
+    common = ["--env", "alfworld:generated", "--split", "valid_unseen", "--episodes", "2", "--max-steps", "20",
+              "--quiet"]
+    f = tmp_path / "f"
+    play_run(capsys, f / "cells", [*common, "--agent", "noisy", "--agent-option", "invalid=0.5",
+                               "--param", f"prior_games={PRIOR_GAMES}"], FACTORIAL)
+    play_run(capsys, f / "forced-top1", [*common, "--agent", "guard-top1", "--agent-option",
+                                     f"prior_games={PRIOR_GAMES}"], ["base"])
+    rows = json.loads(_darc(capsys, "study", "table", "darc-table13", "--out", str(f), "--json"))
+    assert [(r["grid"], r["harness"]) for r in rows] == [*(("cells", h) for h in FACTORIAL), ("forced-top1", "base")]
+    assert all(r["episodes"] == 2 for r in rows)
+    trace = next((f / "cells" / "traces").glob("darc-factorial*top-off/*.jsonl"))
     assert trace.read_text()
 
 
 def test_distillation_on_action_validity_evidence_can_select_the_ranked_view_operator(cache, tmp_path, capsys):
     """Issue 37: the paper's ALFWorld operator (the guard's top-12 view with the recovery prompt every step) is
-    `action_pruning` in the library, so profile -> evaluate -> distill evaluates it and can choose it."""
+    `action_pruning` in the library, so profile -> diagnose -> evidence -> distill evaluates it and can choose it."""
     common = ["--env", "alfworld:generated", "--split", "valid_unseen", "--agent", "noisy", "--episodes", "6",
               "--max-steps", "30", "--quiet", "--agent-option", "invalid=0.3", "--agent-option", "drift=0.3"]
     p = tmp_path / "darc"
-    _darc(capsys, "darc", "profile", *common, "--out", str(p))
-    diagnosis = json.loads((p / "diagnosis.json").read_text())
+    diagnosis = profile(capsys, p, common)
     assert diagnosis["mode"] == "action_validity" and "action_pruning" in diagnosis["admissible_interventions"]
-    _darc(capsys, "darc", "evaluate", *common, "--param", f"prior_games={PRIOR_GAMES}",
-          "--diagnosis", str(p / "diagnosis.json"), "--out", str(p / "av"))
+    run_dir = evidence_run(capsys, p / "av" / "evaluate-run", [*common, "--param", f"prior_games={PRIOR_GAMES}"],
+                           diagnosis["admissible_interventions"])
+    _darc(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(p / "diagnosis.json"), "--out", str(p / "av"))
     # what the agent saw under the evaluated operator: at most 12 commands, and the phase prompt every step
-    traces = (p / "av" / "evaluate-run" / "traces" / "darc-eval:action_pruning").glob("*.jsonl")
+    traces = (run_dir / "traces" / "darc-eval:action_pruning").glob("*.jsonl")
     events = [json.loads(line) for path in traces for line in path.read_text().splitlines()]
     proposals = [e for e in events if e["type"] == "proposal" and e["attempt"] == 0]
     assert proposals and all(len(e["admissible_actions"]) <= 12 and e["notes"] for e in proposals)
@@ -390,44 +414,49 @@ def test_distillation_on_action_validity_evidence_can_select_the_ranked_view_ope
     assert json.loads((tmp_path / "policy.json").read_text())["chain"][0] == "action_pruning"
 
 
+INFO_CONTROLS = ["darc-eval:action_pruning", "darc-info:random:action_pruning", "darc-info:label:action_validity",
+                 "darc-info:metadata:task_type", "base"]
+
+
 def test_darc_controls_run_from_the_cli(cache, tmp_path, capsys):
-    """Issue 37: Tables 5, 6 and 7's controls as commands, on generated games with the noisy instrument."""
+    """Issue 37: Tables 5, 6 and 7's controls, on generated games with the noisy instrument: the policies from
+    `darc policy-controls`, every row a harness of `playground run`."""
     common = ["--env", "alfworld:generated", "--agent", "noisy", "--episodes", "3", "--max-steps", "20", "--quiet",
               "--agent-option", "invalid=0.5"]
     p = tmp_path / "darc"
-    _darc(capsys, "darc", "profile", *common, "--split", "valid_unseen", "--out", str(p))
-    assert json.loads((p / "diagnosis.json").read_text())["mode"] == "action_validity"
+    assert profile(capsys, p, [*common, "--split", "valid_unseen"])["mode"] == "action_validity"
     common += ["--param", f"prior_games={PRIOR_GAMES}"]
     dev = [*common, "--split", "valid_unseen"]
-    _darc(capsys, "darc", "evaluate", *dev, "--all-interventions", "--out", str(p / "full"))
+    run_dir = evidence_run(capsys, p / "evaluate-run", dev, _library("alfworld"))
+    _darc(capsys, "darc", "evidence", str(run_dir), "--out", str(p / "full"))
     # Table 6: correct (action validity) against generic (sentry) and mismatched (procedure breadth) policies
-    out = _darc(capsys, "darc", "policy-controls", *dev, "--diagnosis", str(p / "diagnosis.json"),
-                "--evidence", str(p / "full" / "evidence.csv"), "--out", str(tmp_path / "t6"))
-    rows = [line[:22].strip() for line in out.splitlines()[1:]]
-    assert rows == ["bare agent", "correct policy", "generic policy", "mismatched policy"]
-    correct = json.loads((tmp_path / "t6" / "policies" / "correct.json").read_text())
-    mismatched = json.loads((tmp_path / "t6" / "policies" / "mismatched.json").read_text())
-    generic = json.loads((tmp_path / "t6" / "policies" / "generic.json").read_text())
+    controls = ["darc", "policy-controls", "--diagnosis", str(p / "diagnosis.json"),
+                "--evidence", str(p / "full" / "evidence.csv"), "--out", str(tmp_path / "t6" / "policies")]
+    out = _darc(capsys, *controls)
+    assert [line.split(" policy:")[0] for line in out.splitlines()] == ["correct", "generic", "mismatched"]
+    policies = {name: tmp_path / "t6" / "policies" / f"{name}.json" for name in ("correct", "generic", "mismatched")}
+    correct, generic, mismatched = (json.loads(policies[n].read_text()) for n in ("correct", "generic", "mismatched"))
     validity = {"action_pruning", "loop_fallback", "type_saturation", "validity-guard"}
     assert set(correct["chain"]) <= validity and correct["mode"] == "action_validity"
     assert mismatched["mode"] == "procedure_breadth" and not set(mismatched["chain"]) & validity
     assert generic["chain"] == ["sentry"]
-    # the same command again resumes: nothing is played twice, the table is the same
-    again = _darc(capsys, "darc", "policy-controls", *dev, "--diagnosis", str(p / "diagnosis.json"),
-                  "--evidence", str(p / "full" / "evidence.csv"), "--out", str(tmp_path / "t6"))
-    assert again == out
-    # Table 5: the frozen correct policy deployed on another split
-    out = _darc(capsys, "darc", "transfer", *common, "--split", "train", "--policy",
-                str(tmp_path / "t6" / "policies" / "correct.json"), "--json", "--out", str(tmp_path / "t5"))
-    transfer = json.loads(out)
-    assert [r["name"] for r in transfer] == ["bare agent", "frozen policy"]
-    assert transfer[1]["attempts"] >= 1 and transfer[1]["b"] is not None
+    # the same command again finds the same policies in place
+    assert _darc(capsys, *controls) == out
+    deployed = [f"darc:{policies[n]}" for n in ("correct", "generic", "mismatched")]
+    t6 = play_run(capsys, tmp_path / "t6" / "run", dev, ["base", *deployed])
+    rows = json.loads(_darc(capsys, "study", "table", str(t6), "--reference", deployed[0], "--json"))
+    assert [r["harness"] for r in rows] == ["base", *deployed] and all(r["episodes"] == 3 for r in rows)
+    # Table 5: the frozen correct policy deployed on another split beside the bare agent, paired by task
+    t5 = play_run(capsys, tmp_path / "t5", [*common, "--split", "train"], ["base", deployed[0]])
+    cascade = json.loads((t5 / "summary.json").read_text())["harnesses"][deployed[0]]
+    assert cascade["episodes"] == 3 and cascade["mean_attempts"] >= 1
+    out = _darc(capsys, "compare", str(t5), str(t5), "--harness-a", "base", "--harness-b", deployed[0])
+    assert "McNemar" in out and "3 paired tasks" in out
     # Table 7: the operator against matched information
-    out = _darc(capsys, "darc", "info-controls", *dev, "--diagnosis", str(p / "diagnosis.json"), "--json",
-                "--out", str(tmp_path / "t7"))
-    assert [r["name"] for r in json.loads(out)] == ["operator", "random top-k", "diagnosis label only",
-                                                    "metadata only", "bare agent"]
-    traces = tmp_path / "t7" / "run" / "traces"
+    t7 = play_run(capsys, tmp_path / "t7" / "run", dev, INFO_CONTROLS)
+    rows = json.loads(_darc(capsys, "study", "table", str(t7), "--json"))
+    assert [r["harness"] for r in rows] == INFO_CONTROLS
+    traces = t7 / "traces"
 
     def first_proposals(harness):
         """The first proposal of every step, with its notes' texts (traces keep a note once, by hash)."""
