@@ -44,8 +44,7 @@ def model_and_judge(body: dict) -> Reply:
     if _is_agent(body):
         content = f"Thought: {THOUGHT}\nAction: look" if body.get("stop") else _valid_actions(body)[-1]
     elif _is_detector(body):
-        content = json.dumps({"failure": False, "failure_type": "progress", "labels": [], "confidence": 0.1,
-                              "evidence": "fine"})
+        content = json.dumps({"failure": False})
     else:  # need check, verifier, summariser: not reached when nothing is detected, but answer in shape
         content = json.dumps({"intervene": False, "why": "fine", "resolved": True, "evidence": "fine"})
     return Reply(raw=json.dumps(chat_response(content)))

@@ -326,3 +326,30 @@ def test_smollm2_replies_validate_against_each_roles_schema(smollm2):
         reply = ask_structured(smollm2, role, system, user, schema)
         assert reply.usable and reply.mode == "grammar", (role, reply)
         assert schema_violation(json.loads(reply.text), schema) is None
+
+
+def test_the_detector_ends_its_reply_at_no_failure_and_states_the_prompt_it_stated_before():
+    """Judges decode little: `{"failure": false}` is a whole, usable detector reply (the steps that are fine end
+    there), a detection is decoded as before, and the prompt states the one-object schema it always stated, so the
+    model's first choice, false or true, is made on the same prompt."""
+    from playground.plugins.sentry.judges import LLMDetector, LLMNeedCheck
+
+    with ScriptedChatServer(default=Reply(content='{"failure": false}')) as server:
+        model = HTTPChatModel(server.base_url, "m", cache_dir=None)
+        detector = LLMDetector(model)
+        reply = ask_structured(model, detector.ROLE, detector.SYSTEM, "Proposed action: look", detector.schema,
+                               described=detector.described)
+        prompt = server.requests[0]["messages"][0]["content"]
+        sent = server.requests[0]["response_format"]
+    assert reply.value == {"failure": False} and reply.error is None
+    assert describe_schema(detector.described) in prompt and " or " not in prompt.split("of this form:")[1]
+    assert "anyOf" in json.dumps(sent)  # the endpoint decodes under the two branches
+    detection = {"failure": True, "failure_type": "progress", "labels": ["planning_stall"], "confidence": 0.8,
+                 "evidence": "goes north again"}
+    from playground.agents.structured import parse_structured
+
+    assert parse_structured(json.dumps(detection), detector.schema)[0] == detection
+    assert parse_structured(json.dumps({"failure": False, "labels": []}), detector.schema)[0] is None
+    # the need check's reason is decoded short; its prompt still states the longer bound
+    assert LLMNeedCheck.SCHEMA["properties"]["why"]["maxLength"] == 60
+    assert LLMNeedCheck.DESCRIBED["properties"]["why"]["maxLength"] == 160

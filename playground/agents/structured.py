@@ -74,12 +74,14 @@ class StructuredReply:
 
 
 def ask_structured(model: ChatModel, role: str, system: str, user: str, schema: dict, *,
-                   max_tokens: int = 200) -> StructuredReply:
+                   max_tokens: int = 200, described: dict | None = None) -> StructuredReply:
     """Ask `model` (a system and a user message) for one JSON object of `schema` for `role`; never raises for a
-    model failure. The call is reported as a judge call with its role, usability and mode."""
+    model failure. The call is reported as a judge call with its role, usability and mode. `described`: the schema
+    the prompt states, where it differs from the one the reply is decoded and checked under (a reply form that
+    lets a decision end early, stated to the model as before, so its decisions are the ones it made before)."""
     if "title" not in schema:
         schema = {"title": role, **schema}  # names the schema in a json_schema request
-    messages = [{"role": "system", "content": f"{system}\n{schema_prompt(schema)}"},
+    messages = [{"role": "system", "content": f"{system}\n{schema_prompt(described or schema)}"},
                 {"role": "user", "content": user}]
     try:
         completion = model.complete(messages, json_schema=schema, max_tokens=max_tokens)

@@ -33,8 +33,11 @@ SCREENED = ("progress", "grounding")  # the failure types the detector is asked 
 
 
 def _labels(schema: Mapping[str, Any]) -> list[str]:
-    """The labels the detector's schema allows."""
-    return list(schema["properties"]["labels"]["items"]["enum"])
+    """The labels the detector's schema allows (in its detection branch, where the schema has two)."""
+    for branch in schema.get("anyOf", [schema]):
+        if "labels" in branch.get("properties", {}):
+            return list(branch["properties"]["labels"]["items"]["enum"])
+    return []
 
 
 def _screened(record: StepRecord | None) -> Mapping[str, Any] | None:
@@ -56,7 +59,7 @@ def answer_detection(request: JudgeRequest) -> JudgeAnswer:
         return {"failure": True, "failure_type": failure_type, "labels": [label], "confidence": 0.9,
                 "evidence": f"the proposed action shows {label.replace('_', ' ')}"}
 
-    clear = {"failure": False, "failure_type": "progress", "labels": [], "confidence": 0.9, "evidence": ""}
+    clear = {"failure": False}
     if failure is None:
         return JudgeAnswer(clear, detection(rng.choice(labels)), {"failure": False},
                            lambda reply: not reply["failure"])

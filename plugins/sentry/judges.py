@@ -27,6 +27,10 @@ from playground.plugins.sentry.verifier import RecoveryVerifier, Verdict
 DETECTOR_ROLE, NEED_CHECK_ROLE = "sentry.detector", "sentry.need_check"
 VERIFIER_ROLE, SUMMARISER_ROLE = "sentry.verifier", "sentry.summariser"
 EVIDENCE = {"type": "string", "maxLength": 160}  # a short quote: bounded, so a small model's reply ends in time
+# What the need check's reason is decoded under: a quoted span of a few words, since each character a judge decodes
+# is paid every time it is asked; the prompt still states EVIDENCE, so the decision before it is the one it was
+# (docs/methods/sentry.md, "What the judges decode")
+SHORT_EVIDENCE = {"type": "string", "maxLength": 60}
 
 
 def _object(properties: dict[str, dict]) -> dict:
@@ -65,20 +69,24 @@ class LLMDetector:
                        "a progress failure (it does not move towards the goal) or a grounding failure (it acts on "
                        "what it has not seen or misreads)? Say failure false when the action is fine. Labels for "
                        "progress: " + ", ".join(progress) + ". Labels for grounding: " + ", ".join(grounding) + ".")
-        self.schema = _object({
-            "failure": {"type": "boolean"},
+        detection = {
             "failure_type": {"type": "string", "enum": ["progress", "grounding"]},
             "labels": {"type": "array", "items": {"type": "string", "enum": progress + grounding}, "maxItems": 3},
             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
             "evidence": EVIDENCE,
-        })
+        }
+        # the prompt states one object; the reply is decoded so that `{"failure": false}` ends there (most steps
+        # are fine), and only a detection goes on to name the rest
+        self.described = _object({"failure": {"type": "boolean"}, **detection})
+        self.schema = {"anyOf": [_object({"failure": {"const": False}}),
+                                 _object({"failure": {"const": True}, **detection})]}
 
     def detect(self, context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
         """Return the judge's detection, or None (no failure, or an unusable reply)."""
         user = (f"Goal: {context.goal}\nLast steps:\n{_steps_text(context, window)}\n"
                 f"Current observation: {context.observation[:400]}\nProposed thought: {proposal.thought}\n"
                 f"Proposed action: {'(stop)' if proposal.finish else proposal.action}")
-        answer = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.schema).value
+        answer = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.schema, described=self.described).value
         if not answer or not answer["failure"]:
             return None
         failure_type = answer["failure_type"]
@@ -104,7 +112,8 @@ class LLMNeedCheck:
               "possible failure. Decide whether the agent needs an intervention now (a message that changes its "
               "next action) or should be left to act: intervene only when the flagged failure is real and "
               "interrupting is worth it.")
-    SCHEMA = _object({"intervene": {"type": "boolean"}, "why": EVIDENCE})
+    DESCRIBED = _object({"intervene": {"type": "boolean"}, "why": EVIDENCE})
+    SCHEMA = _object({"intervene": {"type": "boolean"}, "why": SHORT_EVIDENCE})
 
     def __init__(self, model: ChatModel) -> None:
         self.model = model
@@ -118,7 +127,7 @@ class LLMNeedCheck:
                 f"Proposed action: {'(stop)' if proposal.finish else proposal.action}\n"
                 f"Flagged: {detection.failure_type} ({labels}), confidence {detection.confidence:.2f}; "
                 f"evidence: {detection.evidence[:200] or '-'}\nDoes the agent need an intervention now?")
-        reply = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.SCHEMA)
+        reply = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.SCHEMA, described=self.DESCRIBED)
         if reply.value is None:
             return None, f"unusable reply: {reply.error}"[:300]
         return bool(reply.value["intervene"]), reply.value["why"][:300]
@@ -132,6 +141,7 @@ class LLMVerifier(RecoveryVerifier):
     ROLE = VERIFIER_ROLE
     SYSTEM = ("You check whether an agent recovered from a diagnosed failure. You see only its actions and what "
               "it observed. Say resolved true only when the steps show it.")
+    # (its evidence stays EVIDENCE: it is what the summariser writes the lesson from)
     SCHEMA = _object({"resolved": {"type": "boolean"}, "evidence": EVIDENCE})
 
     def __init__(self, model: ChatModel, horizon: int = 10, quiet_steps: int = 3, admission: str = "window") -> None:
