@@ -340,8 +340,8 @@ def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = 
             low, high = wilson_interval(wins, n)
             scores = [record.score for record in records if record.score is not None]
             verdicts = sum(record.verified_recoveries + record.unresolved_recoveries for record in records)
-            figures = {metric: value for metric, _ in study.paper_metric_items()
-                       if (value := study.paper_number(metric, grid.name, harness)) is not None}
+            papers = {metric: value for metric, _ in study.paper_metric_items()
+                      if (value := study.paper_number(metric, grid.name, harness)) is not None}
             cells.append(Cell(
                 grid.name, harness, n, wins, (low, high), versus, diff, p,
                 steps=sum(record.steps for record in records) / n,
@@ -349,11 +349,11 @@ def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = 
                 tokens=sum(record.tokens for record in records) / n,
                 interventions=sum(sum(record.interventions.values()) for record in records) / n,
                 lessons=sum(record.lessons_added for record in records) / n,
-                paper=figures.get("success"),
+                paper=papers.get("success"),
                 invalid=sum(record.invalid_actions for record in records) / n,
                 reward=sum(scores) / len(scores) if scores else None,
                 resolved=sum(record.verified_recoveries for record in records) / verdicts if verdicts else None,
-                paper_figures=figures, figures=_figure_values(chosen, records, events)))
+                paper_figures=papers, figures=_figure_values(chosen, records, events)))
     if study.figures is None:  # show only the figures that say something about some cell
         shown = [name for name in chosen if any(cell.figures.get(name) for cell in cells)]
         cells = [replace(cell, figures={name: cell.figures[name] for name in shown}) for cell in cells]

@@ -69,7 +69,7 @@ class LLMDetector:
                        "a progress failure (it does not move towards the goal) or a grounding failure (it acts on "
                        "what it has not seen or misreads)? Say failure false when the action is fine. Labels for "
                        "progress: " + ", ".join(progress) + ". Labels for grounding: " + ", ".join(grounding) + ".")
-        detection = {
+        detection: dict[str, dict[str, Any]] = {
             "failure_type": {"type": "string", "enum": ["progress", "grounding"]},
             "labels": {"type": "array", "items": {"type": "string", "enum": progress + grounding}, "maxItems": 3},
             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
