@@ -68,8 +68,9 @@ def test_optimise_on_dev_then_deploy_the_prompt_frozen_as_a_harness(tmp_path, op
     prompt = tmp_path / "prompt.json"
     with ScriptedChatServer(default=ScriptedModel(answers)) as server:
         done = run_cli("baselines", "optimise", "--optimizer", optimizer, "--env", "finance:formula", "--split", "dev",
-                       "--train", "3", "--val", "3", "--candidates", "2", "--trials", "2", "--demos", "1",
-                       "--metric-calls", "12", "--llm-base-url", server.base_url, "--model", "m", "--out", str(prompt))
+                       "--setting", "train=3", "--setting", "val=3", "--setting", "candidates=2",
+                       "--setting", "trials=2", "--setting", "demos=1", "--setting", "metric_calls=12",
+                       "--llm-base-url", server.base_url, "--model", "m", "--out", str(prompt))
         assert done.returncode == 0, done.stderr
         written = json.loads(prompt.read_text())
         # the optimiser found the instruction that makes the scripted agent score, graded by the env on dev tasks
@@ -150,24 +151,57 @@ def test_optimise_refuses_a_test_split(tmp_path):
     assert not (tmp_path / "p.json").exists()
 
 
+@pytest.mark.parametrize("setting, named", [
+    ("bogus=1", ["'bogus'", "unknown setting", "bogus=1", "known: train, val,", "max_tokens"]),
+    ("trials=0", ["'trials'", "greater than or equal to 1", "got 0"]),
+    ("lean_proposer=yes", ["'lean_proposer'", "valid boolean", "got 'yes'"]),
+])
+def test_optimise_names_an_unknown_or_out_of_bounds_setting(tmp_path, setting, named):
+    done = run_cli("baselines", "optimise", "--optimizer", "gepa", "--env", "finance:formula", "--setting", setting,
+                   "--llm-base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(tmp_path / "p.json"))
+    assert done.returncode == 2, done.stderr
+    assert all(part in done.stderr for part in named), done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "p.json").exists()
+
+
+def test_optimise_settings_default_as_the_options_did_and_are_listed_in_its_help():
+    from playground.plugins.baselines.optimise_settings import OptimiseSettings, parse_settings
+    from playground.plugins.baselines.prompt_search import Budget
+
+    defaults = parse_settings(())
+    assert defaults == OptimiseSettings() and defaults.api_key_env == "OPENAI_API_KEY"
+    assert (defaults.train, defaults.val, defaults.seed) == (8, 8, 0)
+    assert (defaults.max_obs_chars, defaults.max_tokens) == (800, 256)
+    budget = Budget()
+    assert all(getattr(defaults, name) == getattr(budget, name) for name in budget.__dataclass_fields__)
+    typed = parse_settings(("raw_proposals=true", "api_key_env=123", "demos=0", "reflection_base_url=http://h:1/v1"))
+    assert (typed.raw_proposals, typed.api_key_env, typed.demos) == (True, "123", 0)  # a text setting stays text
+    assert typed.reflection_base_url == "http://h:1/v1"
+    done = run_cli("baselines", "optimise", "--help")
+    assert done.returncode == 0
+    assert all(f"{name}=" in done.stdout for name in OptimiseSettings.model_fields)
+    assert "metric_calls=30" in done.stdout and "lean_proposer=false" in done.stdout
+
+
 @pytest.mark.slow
 def test_miprov2_with_a_proposer_whose_replies_do_not_parse_stops_or_takes_them_raw(tmp_path):
     """SmolLM2-135M as MIPROv2's proposer answers in neither of DSPy's formats, and MIPROv2 does not catch that:
-    the command stops with a clear error, or with `--raw-proposals` takes each such reply as the instruction."""
+    the command stops with a clear error, or with `--setting raw_proposals=true` takes each such reply as the instruction."""
     require_extra("prompt-opt", "dspy")
     model = prose_proposer(ScriptedModel(formula_answers("dev", 4)))
-    command = ["baselines", "optimise", "--optimizer", "miprov2", "--env", "finance:formula", "--train", "2", "--val",
-               "2", "--candidates", "2", "--trials", "3", "--demos", "0", "--model", "m",
+    command = ["baselines", "optimise", "--optimizer", "miprov2", "--env", "finance:formula", "--setting", "train=2",
+               "--setting", "val=2", "--setting", "candidates=2", "--setting", "trials=3", "--setting", "demos=0",
+               "--model", "m",
                "--out", str(tmp_path / "p.json")]
     with ScriptedChatServer(default=model) as server:
         done = run_cli(*command, "--llm-base-url", server.base_url)
         assert done.returncode == 2, done.stderr
         assert "proposer (m) gave a reply DSPy cannot parse" in done.stderr and "Traceback" not in done.stderr
-        assert "--raw-proposals" in done.stderr
+        assert "--setting raw_proposals=true" in done.stderr and "--raw-proposals" not in done.stderr
         assert not (tmp_path / "p.json").exists()
 
         # the named deviation: each such reply is taken whole as the instruction, and the search then finds it
-        done = run_cli(*command, "--llm-base-url", server.base_url, "--raw-proposals")
+        done = run_cli(*command, "--llm-base-url", server.base_url, "--setting", "raw_proposals=true")
     assert done.returncode == 0, done.stderr
     written = json.loads((tmp_path / "p.json").read_text())
     assert written["instructions"] == HINT and written["dev_score"]["optimised"] == 1.0
@@ -177,14 +211,14 @@ def test_miprov2_with_a_proposer_whose_replies_do_not_parse_stops_or_takes_them_
 @pytest.mark.slow
 def test_gepa_with_a_reflector_in_prose_keeps_the_seed_unless_its_replies_are_taken_raw(tmp_path):
     """GEPA skips a reflection DSPy cannot parse, so a reflector that answers in prose changes nothing; with
-    `--raw-proposals` its reply is the new instruction, which the search then scores."""
+    `--setting raw_proposals=true` its reply is the new instruction, which the search then scores."""
     require_extra("prompt-opt", "dspy")
     model = prose_proposer(ScriptedModel(formula_answers("dev", 6)))
-    command = ["baselines", "optimise", "--optimizer", "gepa", "--env", "finance:formula", "--train", "3", "--val",
-               "3", "--metric-calls", "12", "--model", "m"]
+    command = ["baselines", "optimise", "--optimizer", "gepa", "--env", "finance:formula", "--setting", "train=3",
+               "--setting", "val=3", "--setting", "metric_calls=12", "--model", "m"]
     with ScriptedChatServer(default=model) as server:
         strict = run_cli(*command, "--llm-base-url", server.base_url, "--out", str(tmp_path / "strict.json"))
-        raw = run_cli(*command, "--llm-base-url", server.base_url, "--raw-proposals",
+        raw = run_cli(*command, "--llm-base-url", server.base_url, "--setting", "raw_proposals=true",
                       "--out", str(tmp_path / "raw.json"))
     assert strict.returncode == 0 and raw.returncode == 0, strict.stderr + raw.stderr
     kept = json.loads((tmp_path / "strict.json").read_text())

@@ -122,8 +122,8 @@ def make_lm(dspy, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY"
 def raw_reply_adapter(dspy, base):
     """DSPy's adapter `base`, except that a reply it cannot parse for a one-field signature (MIPROv2's instruction
     proposal and summaries with the chat adapter, GEPA's reflection with the JSON adapter) is taken whole as that
-    field; `taken` counts those replies. A deviation from both optimisers (`--raw-proposals`), for a model that
-    answers in prose instead of DSPy's reply formats; the prompts are unchanged."""
+    field; `taken` counts those replies. A deviation from both optimisers (`--setting raw_proposals=true`), for a
+    model that answers in prose instead of DSPy's reply formats; the prompts are unchanged."""
 
     class RawReplyAdapter(base):
         taken = 0
@@ -224,8 +224,8 @@ def optimise(optimizer: str, train: list[DevTask], val: list[DevTask], grader: G
                 # MIPROv2 does not catch a proposer reply it cannot parse (GEPA skips such a reflection)
                 raise PromptSearchError(f"MIPROv2's proposer ({reflection_model or model}) gave a reply DSPy cannot "
                                         f"parse ({str(exc).splitlines()[0]}); name a stronger proposer with "
-                                        "--reflection-base-url and --reflection-model, or take its replies whole "
-                                        "with --raw-proposals (a deviation)") from None
+                                        "--setting reflection_base_url=URL --setting reflection_model=NAME, or take "
+                                        "its replies whole with --setting raw_proposals=true (a deviation)") from None
         else:
             InstructionProposer = importlib.import_module("dspy.teleprompt.gepa").InstructionProposer  # noqa: N806
 
