@@ -134,6 +134,19 @@ def test_discarding_where_nothing_is_makes_nothing(tmp_path, postgres_url):
     assert not (tmp_path / "none.sqlite").exists() and not playbook_exists(postgres_url)
 
 
+def test_a_failed_import_into_a_new_playbook_leaves_none_on_either_backend(location, tmp_path):
+    """All or nothing: a JSONL file whose last line is bad imports nothing, and a playbook (a file, or a PostgreSQL
+    schema) made for the import is gone again."""
+    from playground.plugins.playbook.store import import_file
+
+    good = {"failure_type": "progress", "labels": [STALL], "trigger": "t", "principle": "p"}
+    source = tmp_path / "lessons.jsonl"
+    source.write_text(json.dumps(good) + "\n" + json.dumps({**good, "labels": ["no_such_label"]}) + "\n")
+    with pytest.raises((PlaybookError, ValueError)):
+        import_file(location, source)
+    assert not playbook_exists(location)
+
+
 def test_import_export_merge_prune(location, tmp_path):
     source = tmp_path / "lessons.jsonl"
     rows = [{"failure_type": "progress", "labels": [LOOP], "trigger": f"loop {n}", "principle": "step back",

@@ -422,7 +422,8 @@ def import_file(path: str | Path, source: str | Path, *, fmt: str = "jsonl", str
     """Import a JSONL (`fmt="jsonl"`) or ACE (`"ace"`) file into the playbook at `path`, complete or not at all.
 
     An existing playbook gets the lessons in one transaction (`import_jsonl`, `import_ace`), so an import cut off
-    by an error, Ctrl-C or a kill leaves it as it was. A new one is built under a temporary name beside `path` and
+    by an error, Ctrl-C or a kill leaves it as it was (a new PostgreSQL schema made for the import is dropped again,
+    but after a kill). A new file is built under a temporary name beside `path` and
     linked into place once the import is complete, so a cut-off import leaves no playbook there (a kill may leave
     the hidden temporary file, `.<name>.*.importing`, which can be deleted). PlaybookError when a playbook
     appeared at `path` meanwhile (nothing is imported into it).
@@ -436,7 +437,15 @@ def import_file(path: str | Path, source: str | Path, *, fmt: str = "jsonl", str
         problem = location_problem(path)
         if problem:
             raise PlaybookError(problem if problem.startswith(shown(path)) else f"{shown(path)}: {problem}")
-        return fill(str(path))
+        if playbook_exists(str(path)):
+            return fill(str(path))
+        try:
+            return fill(str(path))
+        except BaseException:  # (Ctrl-C too) the schema was made for this import: take it back
+            from playground.plugins.playbook.postgres import drop
+
+            drop(str(path))
+            raise
     target = Path(path)
     check_is_playbook_or_new(target)
     return fill(target) if target.exists() else maintenance.build_new(target, fill)
