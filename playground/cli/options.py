@@ -90,13 +90,8 @@ def _agent_options(defaults: Mapping[str, Any], pairs: tuple[str, ...], base_url
     return options
 
 
-def episode_options(command=None, *, split: bool = True):
-    """The options that say what to run: env, tasks, agent, parameters, budget, seed.
-
-    `@episode_options(split=False)` leaves out --split, for a command that names its splits otherwise.
-    """
-    if command is None:
-        return lambda decorated: episode_options(decorated, split=split)
+def episode_options(command):
+    """The options that say what to run (`playground run`'s): env, tasks, agent, parameters, budget, seed."""
     options = [
         click.option("--env", "env_name", default=None,
                      help="env or env:task_set [default: the env its plugin marks as default; `playground envs`]"),
@@ -109,7 +104,7 @@ def episode_options(command=None, *, split: bool = True):
         click.option("--model", default=None, help="model name for --agent llm"),
         click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="harness parameter (repeatable)"),
         click.option("--episodes", type=click.IntRange(min=1), default=None, help="number of tasks from the split"),
-        *([click.option("--split", default=None, help="task split (e.g. train, dev, test)")] if split else []),
+        click.option("--split", default=None, help="task split (e.g. train, dev, test)"),
         click.option("--seed", type=int, default=0, show_default=True, help="run seed (episode seeds derive from it)"),
         click.option("--max-steps", type=click.IntRange(min=1), default=None,
                      help=f"step budget per episode [default: the task set's, else {DEFAULT_MAX_STEPS}]"),
