@@ -4,7 +4,8 @@ by side in one run, each with no response cache (machinery figures: time and tok
 
 Per revision and harness it prints the agent's and the judges' completion tokens per step, the judge calls per
 step, and the episode wall seconds per step; then Sentry/base seconds per step and the judges' tokens per step,
-now against the base. The revisions alternate (base, now, base, now with `--rounds 2`) so both meet the same load;
+now against the base. The revisions alternate (base, now, then now, base with `--rounds 2`) so both meet the same
+load and neither always plays second;
 the 1-minute load average is printed beside each run.
 
     python scripts/bench_judge_decoding.py --base 0256f21 [--games 2] [--rounds 1] [--json]
@@ -55,8 +56,9 @@ def main() -> None:
     args = parser.parse_args()
     trees = {args.base: worktree(args.base), "now": ROOT}
     runs: list[dict] = []
-    for _ in range(args.rounds):
-        for label, tree in trees.items():
+    for round_number in range(args.rounds):  # ABBA: the second round plays now first, so order effects cancel
+        order = list(trees.items()) if round_number % 2 == 0 else list(reversed(trees.items()))
+        for label, tree in order:
             load = os.getloadavg()[0]
             runs.append({"revision": label, "load": load, "harnesses": play(tree, args.games)})
             print(f"{label}: load {load:.1f}", json.dumps(runs[-1]["harnesses"]), file=sys.stderr)
