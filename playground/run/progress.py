@@ -11,6 +11,7 @@ in a run that makes none) and the work expected of the episodes left.
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -107,7 +108,10 @@ class RunProgress:
         self.steps = 0  # played in this session
         self.model_calls = 0
         self.done = 0
-        self._totals: list[tuple[int, int]] = []  # (steps, model calls) of each finished episode
+        # how many finished episodes took each total, in steps and in model calls, and those totals' sums: the
+        # means and residuals read a few hundred distinct totals, not every episode, on each redraw
+        self._totals: tuple[Counter[int], Counter[int]] = (Counter(), Counter())
+        self._sums = [0, 0]
         self._playing: dict[str, tuple[int, int]] = {}  # (steps, model calls) so far of each episode in play
         self._first: float | None = None  # when the first step of this session was reported
         self._work_at_first = (0, 0)  # (steps, model calls) counted by then
@@ -124,12 +128,14 @@ class RunProgress:
     def finished(self, record: EpisodeRecord) -> None:
         """Count a finished episode (played now, or before a resume)."""
         self.done += 1
-        self._totals.append((record.steps, record.model_calls))
+        for unit, total in enumerate((record.steps, record.model_calls)):
+            self._totals[unit][total] += 1
+            self._sums[unit] += total
         self._playing.pop(record.key, None)
 
     def by_model_calls(self) -> bool:
         """Whether the ETA counts model calls (the run has made some) rather than steps."""
-        return self.model_calls > 0 or any(calls for _, calls in self._totals)
+        return self.model_calls > 0 or self._sums[1] > 0
 
     def _unit(self) -> int:
         return 1 if self.by_model_calls() else 0
@@ -138,25 +144,24 @@ class RunProgress:
         """The work one step costs: 1 when counting steps, else the model calls per step seen so far."""
         if not self.by_model_calls():
             return 1.0
-        steps = self.steps + sum(steps for steps, _ in self._totals)
-        calls = self.model_calls + sum(calls for _, calls in self._totals)
+        steps = self._sums[0] + sum(steps for steps, _ in self._playing.values())
+        calls = self._sums[1] + sum(calls for _, calls in self._playing.values())
         return calls / steps if steps else 1.0
 
     def expected_per_episode(self) -> float:
         """The work an episode is expected to take: the mean of the finished ones, else the step budget's."""
-        unit = self._unit()
-        if self._totals:
-            return sum(total[unit] for total in self._totals) / len(self._totals)
+        if self.done:
+            return self._sums[self._unit()] / self.done
         return self.max_steps * self.work_per_step()
 
     def expected_left(self, done_so_far: int) -> float:
         """The work expected of an episode in play that has done `done_so_far`: the mean residual of the finished
         episodes that went further, else the budget's share left, else one more step's work (never 0)."""
-        unit = self._unit()
-        further = [total[unit] - done_so_far for total in self._totals if total[unit] > done_so_far]
+        further = [(total - done_so_far, count) for total, count in self._totals[self._unit()].items()
+                   if total > done_so_far]
         if further:
-            return sum(further) / len(further)
-        if not self._totals and done_so_far < self.max_steps * self.work_per_step():
+            return sum(left * count for left, count in further) / sum(count for _, count in further)
+        if not self.done and done_so_far < self.max_steps * self.work_per_step():
             return self.max_steps * self.work_per_step() - done_so_far
         return self.work_per_step()
 
