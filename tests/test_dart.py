@@ -6,17 +6,16 @@ import re
 
 import pytest
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
-from playground.envs.workflow.env import WorkflowProvider
-from playground.plugins.dart.bench import play_case, time_steps
-from playground.plugins.dart.sidecar import CoarseRetry, Dart, EntryOnly, RetryOnly
-from playground.plugins.dart.structure import Declared
 
-from playground.cli.main import main
 from playground.core.env import ObservableFailure
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Decision
+from playground.envs.workflow.env import WorkflowProvider
+from playground.plugins.dart.sidecar import CoarseRetry, Dart, EntryOnly, RetryOnly
+from playground.plugins.dart.structure import Declared
 from playground.testing import ScriptedAgent, check_env, play, tiny_env
 from playground.testing.tiny import TinyEnv
+from tests.dart_cases import play_harness
 
 PROVIDER = WorkflowProvider()
 
@@ -199,16 +198,9 @@ def test_the_sidecar_never_reads_the_grade():
     assert not re.search(r"\.(won|reward|score)\b|\[[\"'](won|reward|score)[\"']\]", source)
 
 
-def test_bench_case_and_command(capsys):
-    figures = play_case(PROVIDER, "travel", "travel-ordinary-0", "dart", ScriptedAgent(), 80)
+def test_a_rollback_keeps_what_was_committed():
+    figures = play_harness(PROVIDER, "travel", "travel-ordinary-0", "dart", ScriptedAgent(), 80)
     assert figures["won"] and figures["unsafe"] == 0 and figures["preserved"] > 0
-    assert main(["dart", "bench", "--domain", "etl", "--harness", "dart", "--harness", "retry-only",
-                 "--harness", "coarse-retry", "--repeats", "1"]) == 0
-    output = capsys.readouterr().out
-    assert "## etl" in output and "retry-only" in output and "coarse-retry" in output and "vs plain" in output
-    assert "## etl by variant" in output and "late" in output
-    assert main(["dart", "bench", "--harness", "nope"]) == 2
-    assert main(["dart", "bench", "--domain", "nope"]) == 2
 
 
 # -- in-instance commit checkpoints (the `late` variant) -----------------------------------
@@ -223,15 +215,15 @@ def test_dart_restores_an_in_instance_commit_checkpoint_where_entry_only_reruns(
     assert detail["decision"] == "rollback" and detail["conditions"]["effects_recoverable"]
     assert rollback["to_step"] == detail["candidate"] > detail["entry"]  # the commit point inside the instance
     assert played.result.won and env.valid() and env.world["unsafe_restores"] == 0
-    dart = play_case(PROVIDER, env.domain.name, task, "dart", ScriptedAgent(), 80)
-    ablation = play_case(PROVIDER, env.domain.name, task, "dart-entry-only", ScriptedAgent(), 80)
+    dart = play_harness(PROVIDER, env.domain.name, task, "dart", ScriptedAgent(), 80)
+    ablation = play_harness(PROVIDER, env.domain.name, task, "dart-entry-only", ScriptedAgent(), 80)
     assert dart["replayed"] == 2  # the partial write and the failed check
     assert ablation["won"] and ablation["blocked"] == 1 and ablation["replayed"] > dart["replayed"] + 10
     assert dart["preserved"] > ablation["preserved"] == 0
     # the unchecked baselines: the instance's entry crosses its committed irreversible effect; the latest
     # checkpoint keeps the partial write
     for harness, unsafe in (("entry-only", 1), ("coarse-retry", 1), ("checkpoint-latest", 0)):
-        figures = play_case(PROVIDER, env.domain.name, task, harness, ScriptedAgent(), 80)
+        figures = play_harness(PROVIDER, env.domain.name, task, harness, ScriptedAgent(), 80)
         assert not figures["won"] and figures["unsafe"] == unsafe, harness
 
 
@@ -268,16 +260,6 @@ def test_coarse_retry_reruns_the_failing_entity_from_its_start():
     assert env.world["unsafe_restores"] == 1 and not crossing.result.won
 
 
-# -- sidecar overhead and snapshot size --------------------------------------------------------
-
-
-def test_step_timing_pairs_each_harness_with_a_plain_step_and_sizes_are_serialized_bytes():
-    timed = time_steps(PROVIDER, "etl", ["base", "dart"], ScriptedAgent, "test", 80, repeats=1, number=1)
-    assert set(timed) == {"base", "dart"} and all(s > 0 and r > 0 for s, r in timed.values())
-    figures = play_case(PROVIDER, "etl", "etl-clean-0", "dart", ScriptedAgent(), 80)
-    assert figures["sizes"] and min(figures["sizes"]) > 100  # pickled snapshots, in bytes
-
-
 # -- the paper's other domains: navigation and diagnosis ---------------------------------------
 
 
@@ -289,11 +271,11 @@ def test_a_consumed_fault_in_the_new_domains_is_vetoed_and_the_unchecked_baselin
     assert played.result.won and env.world["unsafe_restores"] == 0
     assert {"purchase", "prescribe"} & {i.split(":")[0] for i in detail["irreversible"]}
     for harness in ("entry-only", "coarse-retry", "checkpoint-latest"):
-        assert not play_case(PROVIDER, env.domain.name, task, harness, ScriptedAgent(), 80)["won"], harness
+        assert not play_harness(PROVIDER, env.domain.name, task, harness, ScriptedAgent(), 80)["won"], harness
 
 
 @pytest.mark.parametrize("task_set", ["navigation", "diagnosis"])
 def test_dart_solves_every_variant_of_the_new_domains_without_an_unsafe_restore(task_set):
     for task in PROVIDER.task_sets()[task_set].tasks("test"):
-        figures = play_case(PROVIDER, task_set, task, "dart", ScriptedAgent(), 80)
+        figures = play_harness(PROVIDER, task_set, task, "dart", ScriptedAgent(), 80)
         assert figures["won"] and figures["unsafe"] == 0, task

@@ -8,9 +8,9 @@ import pytest
 from playground.envs.workflow.domains import DOMAINS, Domain, Fault, Skeleton, Step
 from playground.envs.workflow.env import WorkflowProvider
 from playground.plugins.dart import ABLATIONS
-from playground.plugins.dart.bench import play_case
 from playground.plugins.dart.sidecar import Dart
 from playground.testing import ScriptedAgent, play
+from tests.dart_cases import play_harness
 
 # `publish` reads `data` and has three stages: an irreversible post, a check of the data it read, an archive. A
 # partial `data` (the `stale` fault) is found by the check, after the post and before `publish` commits.
@@ -53,7 +53,7 @@ def test_a_begun_consumer_with_an_irreversible_call_blocks_the_restore(pipeline)
 
 
 def test_without_the_effect_check_the_same_restore_is_unsafe(pipeline):
-    figures = play_case(pipeline, "pipeline", "pipeline-stale-0", "dart", ScriptedAgent(), 40)
+    figures = play_harness(pipeline, "pipeline", "pipeline-stale-0", "dart", ScriptedAgent(), 40)
     env = pipeline.make("pipeline", expert=True)
     play(env, ScriptedAgent(), plugins=[Dart({"effect_check": False})], task="pipeline-stale-0", max_steps=40,
          params={"max_rollbacks": 10})

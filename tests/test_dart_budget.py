@@ -1,5 +1,5 @@
-"""The DART bench's step budget (checked against the expert's plan), its fault and restore counts, and its run
-folder (`--out`)."""
+"""DART's figures through a real run: a step budget below the expert's plan reaches no fault, and `study table` of a
+run directory reads DART's columns from the traces and the env's ground truth the loop wrote into them."""
 
 from __future__ import annotations
 
@@ -7,55 +7,45 @@ import json
 
 from playground.cli.main import main
 from playground.envs.workflow.env import WorkflowProvider
-from playground.plugins.dart.bench import budget_problem, expert_plan_length, play_case
-from playground.run.forks import load_episode
+from playground.plugins.dart.figures import episode_figures
+from playground.run.rundir import load_records, record_trace
 from playground.run.traces import read_events
 from playground.testing import ScriptedAgent
+from tests.dart_cases import play_harness
 
 PROVIDER = WorkflowProvider()
 
 
-def test_the_expert_plans_are_16_to_24_calls_and_a_shorter_budget_is_named():
-    assert expert_plan_length(PROVIDER, "schedule-form", "schedule-form-clean-0") == 16
-    assert expert_plan_length(PROVIDER, "diagnosis", "diagnosis-clean-0") == 24
-    tasks = {"schedule-form": ["schedule-form-clean-0"], "diagnosis": ["diagnosis-late-1"]}
-    assert budget_problem(PROVIDER, tasks, 24) is None and budget_problem(PROVIDER, tasks, 80) is None
-    problem = budget_problem(PROVIDER, tasks, 8)
-    assert problem and "2 of 2 tasks" in problem and "16-24 calls" in problem and "at least 24" in problem
+def expert_plan_length(task_set: str, task: str) -> int:
+    env = PROVIDER.make(task_set, expert=True)
+    _, info = env.reset(seed=0, options={"task": task})
+    return len(info["expert_plan"])
 
 
-def test_a_budget_below_the_plan_reaches_no_fault_and_the_bench_refuses_it(capsys):
-    short = play_case(PROVIDER, "travel", "travel-ordinary-0", "dart", ScriptedAgent(), 8)
-    enough = play_case(PROVIDER, "travel", "travel-ordinary-0", "dart", ScriptedAgent(), 80)
-    assert short["faulty"] == 1 and short["faults_reached"] == 0 and short["rollbacks"] == short["reruns"] == 0
-    assert enough["faults_reached"] == 1 and enough["rollbacks"] == 1 and enough["won"]
-    args = ["dart", "bench", "--domain", "travel", "--harness", "dart", "--agent", "noisy", "--per-variant", "1",
-            "--repeats", "0", "--max-steps", "8"]
-    assert main(args) == 2
-    assert "below the expert's plan" in capsys.readouterr().err
-    assert main([*args, "--allow-short-budget"]) == 0
-    out = capsys.readouterr().out
-    row = next(line.split() for line in out.splitlines() if line.startswith("dart "))
-    assert row[7] == "0/4" and row[8] == "0/0"  # faults reached (of 4 faulty tasks), rollbacks/reruns
-    assert "below the expert's plan" in out  # the printed tables say the run is null by construction
+def test_a_budget_below_the_expert_plan_reaches_no_fault():
+    assert expert_plan_length("schedule-form", "schedule-form-clean-0") == 16
+    assert expert_plan_length("diagnosis", "diagnosis-clean-0") == 24
+    short = play_harness(PROVIDER, "travel", "travel-ordinary-0", "dart", ScriptedAgent(), 8)
+    enough = play_harness(PROVIDER, "travel", "travel-ordinary-0", "dart", ScriptedAgent(), 80)
+    assert short["faulty"] and not short["fault_reached"] and short["rollbacks"] == short["reruns"] == 0
+    assert enough["fault_reached"] and enough["rollbacks"] == 1 and enough["won"]
 
 
-def test_the_bench_writes_a_run_folder_with_readable_traces(tmp_path, capsys):
+def test_study_table_of_a_run_reads_darts_columns_from_the_traces(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["dart", "bench", "--domain", "etl", "--harness", "dart", "--harness", "retry-only", "--agent",
-                 "noisy", "--agent-option", "invalid=0", "--per-variant", "1", "--repeats", "0",
+    assert main(["run", "--env", "workflow:etl", "--split", "test", "--episodes", "5", "--max-steps", "80",
+                 "--agent", "noisy", "--agent-option", "invalid=0", "--harness", "dart", "--harness", "retry-only",
                  "--out", str(out)]) == 0
-    config = json.loads((out / "config.json").read_text())
-    assert config["agent"] == "noisy" and config["agent_options"] == {"invalid": 0} and config["max_steps"] == 80
-    assert json.loads((out / "lock.json").read_text())["run"]["max_steps"] == 80
-    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
-    assert len(records) == 10 and {r["harness"] for r in records} == {"dart", "retry-only"}
-    summary = json.loads((out / "summary.json").read_text())["etl"]["dart"]
-    assert summary["episodes"] == 5 and summary["faulty"] == 4
-    assert summary["faults_reached"] == sum(r["faults_reached"] for r in records if r["harness"] == "dart")
-    traces = sorted((out / "traces").rglob("*.jsonl"))
-    assert len(traces) == 10
-    for path in traces:
-        assert read_events(path)[0].harness in ("dart", "retry-only")
-        assert load_episode(path).end is not None
-    assert main(["dart", "bench", "--domain", "etl", "--out", str(out)]) == 2  # never over a run's files
+    capsys.readouterr()
+    assert main(["study", "table", str(out), "--reference", "dart", "--json"]) == 0
+    rows = {row["harness"]: {**row, **row["figures"]} for row in json.loads(capsys.readouterr().out)}
+    assert set(rows) == {"dart", "retry-only"}
+    for harness, row in rows.items():
+        records = [r for r in load_records(out) if r.harness == harness]
+        figures = [episode_figures(read_events(record_trace(out, record))) for record in records]
+        assert all(f["unsafe"] is not None for f in figures)  # the workflow env wrote its ground truth
+        faulted = [f for f in figures if f["faulty"]]
+        assert faulted and row["faults_reached"] == sum(f["fault_reached"] for f in faulted) / len(faulted)
+        assert row["replayed"] == sum(f["replayed"] for f in figures) / len(figures)
+        assert not row.get("unsafe") and not row.get("false_blocks")  # a column 0 in every cell is left out
+    assert rows["retry-only"]["reruns"] > 0 and not rows["retry-only"].get("rollbacks")

@@ -1,19 +1,16 @@
-"""The DART bench with a model in the loop (an OpenAI-compatible endpoint on 127.0.0.1) and its paired latency
-tests; the bench over all five workflow domains."""
+"""DART with a model in the loop (an OpenAI-compatible endpoint on 127.0.0.1): a run on a workflow domain whose agent's
+own calls fail too, and DART's study columns over it; the bench study covers the five workflow domains."""
 
 from __future__ import annotations
 
+import json
 import re
 
-import pytest
-from playground.envs.workflow.domains import DOMAINS
-from playground.envs.workflow.env import Instance
-from playground.plugins.dart.bench import bench_tasks
-from playground.plugins.dart.latency import format_latency, paired_latency
-
 from playground.cli.main import main
-from playground.envs.workflow.env import WorkflowProvider
-from playground.run.stats import holm, sign_flip_p
+from playground.core.study_file import load_study
+from playground.envs.workflow.domains import DOMAINS
+from playground.envs.workflow.env import Instance, WorkflowProvider
+from playground.host.manager import Host
 from playground.testing.openai_server import ScriptedChatServer
 
 DOMAIN_NAMES = ("schedule-form", "travel", "etl", "navigation", "diagnosis")
@@ -50,48 +47,25 @@ def scripted_model(body: dict) -> str:
     return f"Thought: next call\nAction: {action}"
 
 
-def test_the_bench_lists_the_five_domains(capsys):
-    assert main(["dart", "bench", "--harness", "dart", "--repeats", "0", "--per-variant", "1"]) == 0
-    headers = re.findall(r"^## (\S+)$", capsys.readouterr().out, flags=re.M)
-    assert headers == list(DOMAIN_NAMES)
-    assert len(bench_tasks(WorkflowProvider(), "diagnosis", "test", per_variant=1)) == 5  # one per variant
+def test_the_bench_study_covers_the_five_domains():
+    study = load_study(Host().load().studies.get("dart-bench").path)
+    assert [grid.env for grid in study.grids] == [f"workflow:{name}" for name in DOMAIN_NAMES]
+    assert list(WorkflowProvider().task_sets()) == list(DOMAIN_NAMES)
 
 
-def test_the_bench_runs_with_an_endpoint_agent_whose_own_calls_fail_too(capsys):
+def test_a_run_with_an_endpoint_agent_whose_own_calls_fail_too(tmp_path, capsys):
+    out = tmp_path / "run"
     with ScriptedChatServer(default=scripted_model) as server:
-        code = main(["dart", "bench", "--domain", "navigation", "--agent", "llm", "--llm-base-url", server.base_url,
-                     "--model", "m", "--agent-option", "retries=0", "--per-variant", "1", "--max-steps", "60",
-                     "--harness", "dart", "--harness", "entry-only", "--harness", "retry-only"])
+        code = main(["run", "--env", "workflow:navigation", "--split", "test", "--episodes", "15",
+                     "--agent", "llm", "--llm-base-url", server.base_url, "--model", "m", "--agent-option",
+                     "retries=0", "--max-steps", "60", "--harness", "dart", "--harness", "entry-only",
+                     "--out", str(out)])
         asked = len(server.requests)
-    out = capsys.readouterr().out
     assert code == 0 and asked > 0
-    assert "no step timing with a model agent" in out
-    rows: dict[str, list[str]] = {}
-    for line in out.splitlines():  # the first table's rows
-        rows.setdefault(line.split(" ", 1)[0], line.split())
-    # success, then unsafe/false-block and model errors: the model's refused opening call in each of 5 episodes
-    assert rows["dart"][1] == "5/5" and rows["dart"][5] == "0/0" and int(rows["dart"][6]) >= 5
-    assert rows["entry-only"][1] == "2/5" and rows["entry-only"][5] == "2/0"  # it crosses the irreversible purchase
-    assert "## paired latency" in out and re.search(r"^retry-only\s+5\s", out, flags=re.M)
-
-
-def test_the_bench_refuses_a_model_agent_without_its_settings(capsys):
-    assert main(["dart", "bench", "--domain", "etl", "--agent", "llm"]) == 2
-    assert "--llm-base-url" in capsys.readouterr().err
-
-
-def test_paired_latency_uses_the_projects_statistics_and_holm_across_the_rows():
-    tasks = [f"t{i}" for i in range(8)]
-    dart = {t: 1.0 + i / 10 for i, t in enumerate(tasks)}
-    slower = {t: dart[t] + 0.5 + i / 100 for i, t in enumerate(tasks)}  # slower on every task
-    mixed = {t: dart[t] + (0.2 if i % 2 else -0.2) for i, t in enumerate(tasks)}  # no difference on average
-    tests = paired_latency({"dart": dart, "retry-only": slower, "entry-only": mixed, "other": {"x": 1.0}})
-    by_name = {t.other: t for t in tests}
-    assert set(by_name) == {"retry-only", "entry-only"}  # no common task with dart: no row
-    slow, flat = by_name["retry-only"], by_name["entry-only"]
-    assert slow.pairs == 8 and slow.diff == pytest.approx(0.535) and 0 < slow.ci_low <= slow.ci_high
-    assert slow.p == sign_flip_p([slower[t] - dart[t] for t in tasks]) == pytest.approx(2 / 256)
-    assert [slow.p_holm, flat.p_holm] == holm([slow.p, flat.p]) and flat.p_holm == pytest.approx(1.0)
-    lines = format_latency(tests)
-    assert lines[0].split()[:4] == ["dart", "vs", "pairs", "dart"] and "s" in lines[0].split()[4]
-    assert paired_latency({"retry-only": slower}) == [] and format_latency([]) == []
+    capsys.readouterr()
+    assert main(["study", "table", str(out), "--reference", "dart", "--json"]) == 0
+    rows = {row["harness"]: {**row, **row["figures"]} for row in json.loads(capsys.readouterr().out)}
+    # the model's refused opening call in every episode; DART never crosses the irreversible purchase
+    assert rows["dart"]["refused_calls"] >= 1 and not rows["dart"].get("unsafe")
+    assert rows["entry-only"]["unsafe"] > 0  # the unchecked baseline does cross it
+    assert rows["dart"]["success"] > rows["entry-only"]["success"]

@@ -24,9 +24,9 @@ from playground.run.study import plan, run_study, study_columns, study_table, ta
 
 MODEL_FREE = {"noisy", "expert", "guard-top1", "random"}  # the scripted agents the studies name
 SHIPPED = ["aed-matched-replay", "darc-table10", "darc-table13", "darc-table14", "darc-table5", "darc-table6",
-           "darc-table7", "darc-table9", "dart-bench", "sentry-a64-retrieval", "sentry-instrument-alf",
-           "sentry-instrument-tw", "sentry-instrument-tw-budget", "sentry-main", "sentry-table3-ablations",
-           "sentry-table4-heldout", "stack-workflow"]
+           "darc-table7", "darc-table9", "dart-bench", "dart-instrument", "sentry-a64-retrieval",
+           "sentry-instrument-alf", "sentry-instrument-tw", "sentry-instrument-tw-budget", "sentry-main",
+           "sentry-table3-ablations", "sentry-table4-heldout", "stack-workflow"]
 PAPER_TABLES = [name for name in SHIPPED if "instrument" not in name and name != "stack-workflow"]
 
 
@@ -95,7 +95,7 @@ def test_a_shipped_study_runs_at_smoke_size_and_plan_predicts_its_calls(host, tm
         assert abs(predicted / measured - 1) <= 0.20, (name, predicted, measured)
     assert [row.finished for row in plan(study, tmp_path / "smoke", smoke=True)] == [row.episodes for row in rows]
 
-    cells = study_table(study, tmp_path / "smoke")
+    cells = study_table(study, tmp_path / "smoke", {figure.name: figure for figure in host.figures})
     assert [(c.grid, c.harness) for c in cells] == [(g.name, h) for g in study.grids for h in g.harnesses]
     sizes = {g.name: min(g.episodes, study.smoke.episodes) * min(g.trials, study.smoke.trials) for g in study.grids}
     assert all(cell.episodes == sizes[cell.grid] for cell in cells)

@@ -204,6 +204,16 @@ class WorkflowEnv(TextEnv):
         return step > 0 and any(e["effect"] == "irreversible" and e["clock"] >= step and not e["compensated"]
                                 and e["attempt"] == self.world["attempt"] for e in self.world["effects"])
 
+    def ground_truth(self) -> dict[str, Any]:
+        """For the trace only (`TextEnv.ground_truth`): instances committed, whether the task has a fault and it
+        fired, the restores that crossed an irreversible effect so far, and the clocks of this attempt's live
+        irreversible effects (a restore to a clock at or below one crosses it: `crosses_irreversible`)."""
+        return {"committed": sum(self.state["done"][i.id] == len(i.skeleton.steps) for i in self.instances),
+                "faulty": self.fault is not None, "fired": bool(self.world["fired"]),
+                "unsafe_restores": self.world["unsafe_restores"],
+                "irreversible": [e["clock"] for e in self.world["effects"] if e["effect"] == "irreversible"
+                                 and not e["compensated"] and e["attempt"] == self.world["attempt"]]}
+
     def snapshot(self) -> dict:
         return copy.deepcopy(self.state)
 

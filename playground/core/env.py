@@ -286,6 +286,16 @@ class TextEnv(gymnasium.Env):
         """
         return text
 
+    def ground_truth(self) -> Mapping[str, Any] | None:
+        """What the env knows and no agent or plugin may see, for measurement only (None: nothing; the default).
+
+        The loop writes it into the trace after every step (`StepEvent.truth`) and every restore
+        (`RollbackEvent.truth`) and shows it to no agent and no plugin; a study's figures read it back
+        from the trace (the workflow env's restores that crossed an irreversible effect, its faults that
+        fired). Keep it small and JSON-ready: it is written once per step.
+        """
+        return None
+
     def failure_variants(self) -> Mapping[str, FailureVariant]:
         """How the next action looks under failure modes, for failure-injection agents only.
 

@@ -224,6 +224,7 @@ class RollbackEvent(Event):
     checkpoint: str = ""
     branch: int = 0
     from_step: int | None = None
+    truth: Mapping[str, Any] | None = _optional()  # the env's ground truth after the restore (measurement only)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,6 +244,7 @@ class StepEvent(Event):
     kind: str | None = _optional()  # the env's kind of the action, where it gives kinds
     failure: Mapping[str, Any] | None = _optional()  # the observable failure the env reported
     structure: Mapping[str, Any] | None = _optional()
+    truth: Mapping[str, Any] | None = _optional()  # the env's ground truth after the step (measurement only)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 from pydantic import BaseModel, Field
 
 from playground.core.actions import kind_of
+from playground.core.checkpoint_tree import Checkpoint, CheckpointTree
 from playground.core.deadlines import EpisodeDeadlineExceeded, watch
 from playground.core.env import ObservableFailure
 from playground.core.episode_hooks import EpisodeHooks, PluginError
@@ -132,63 +133,6 @@ class EpisodeResult:
     max_score: float | None = None
 
 
-@dataclass
-class _Checkpoint:
-    id: str
-    step: int
-    branch: int
-    parent: str | None
-    snapshot: Any
-    history_len: int
-    observation: str
-    info: dict
-
-
-class _CheckpointTree:
-    """The episode's checkpoints: a tree of branches; `path` is the current branch's lineage."""
-
-    def __init__(self, keep_per_branch: int) -> None:
-        self.nodes: dict[str, _Checkpoint] = {}
-        self.path: list[str] = []
-        self.branch = 0
-        self.branches = 0
-        self.keep = keep_per_branch
-        self.root: str | None = None
-        self.count = 0
-
-    def add(self, step: int, snapshot: Any, history_len: int, observation: str,
-            info: dict) -> tuple[_Checkpoint, list[str]]:
-        """Keep a new checkpoint at the tip of the current branch; return it and the ids retention dropped."""
-        point = _Checkpoint(f"c{self.count}", step, self.branch, self.path[-1] if self.path else None, snapshot,
-                            history_len, observation, info)
-        self.count += 1
-        self.nodes[point.id] = point
-        self.path.append(point.id)
-        self.root = self.root or point.id
-        mine = [cid for cid in self.path if self.nodes[cid].branch == self.branch]
-        dropped = [cid for cid in mine if cid != self.root][: max(0, len(mine) - self.keep)]
-        for cid in dropped:
-            self.path.remove(cid)
-            del self.nodes[cid]
-        return point, dropped
-
-    def steps(self) -> tuple[int, ...]:
-        return tuple(self.nodes[cid].step for cid in self.path)
-
-    def at(self, step: int) -> _Checkpoint | None:
-        for cid in reversed(self.path):
-            if self.nodes[cid].step == step:
-                return self.nodes[cid]
-        return None
-
-    def fork(self, point: _Checkpoint) -> int:
-        """Make `point` the tip of a new branch (its lineage kept, the old branch untouched); return the branch id."""
-        self.path = self.path[: self.path.index(point.id) + 1]
-        self.branches += 1
-        self.branch = self.branches
-        return self.branch
-
-
 class EpisodeError(PlaygroundError):
     """The env or the agent failed; the message says which and how (`traceback`: the failure's, where it has one)."""
 
@@ -282,7 +226,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         info, _grade_text_remover(env, config, emit)))
 
     history: list[Turn] = []
-    tree = _CheckpointTree(config.max_checkpoints_per_branch)
+    tree = CheckpointTree(config.max_checkpoints_per_branch)
     can_checkpoint = getattr(env, "can_snapshot", False) and hooks.has_checkpoint_hook
     restored = False
     recorder = ViewRecorder(emit)  # what each proposal saw; each long text stored once per episode
@@ -332,7 +276,7 @@ def _play(env, agent, hooks: EpisodeHooks, config: EpisodeConfig, emit: Emit, st
         emit(StepEvent(step=context.step, action=proposal.action, observation=observation, reward=float(reward),
                        score=info.get("score"), valid_action=valid, won=state.won, terminated=bool(terminated),
                        truncated=bool(truncated), kind=kind or None, failure=to_dict(failure) if failure else None,
-                       structure=to_dict(structure) if structure else None))
+                       structure=to_dict(structure) if structure else None, truth=_ground_truth(env)))
         hooks.call("step_completed", outcome=outcome)
         _verdicts(hooks.collect("verify_recovery", outcome=outcome), emit)
         if terminated:
@@ -355,6 +299,12 @@ def _env_step(env, action: str, info: dict) -> tuple[str, float, bool, bool, dic
         before = {key: value for key, value in info.items() if key != "structure"}  # the last step's, not this one's
         after = {**before, **failure.info, "valid_action": False, "failure": failure.failure()}
         return f"{failure.kind}: {failure.message}", 0.0, False, False, after
+
+
+def _ground_truth(env) -> dict | None:
+    """The env's `ground_truth()` for the trace only (never shown to an agent or a plugin); None where it has none."""
+    truth = _call("env ground_truth", env.ground_truth) if hasattr(env, "ground_truth") else None
+    return to_dict(truth) if truth else None
 
 
 def _grade_text_remover(env, config: EpisodeConfig, emit: Emit) -> Callable[[str], str]:
@@ -395,8 +345,8 @@ def _verdicts(verdicts: list, emit: Emit) -> None:
             emit(LessonEvent.from_fields(to_dict(verdict.lesson)))
 
 
-def _rollback(env, decision, tree: _CheckpointTree, config: EpisodeConfig, emit: Emit,
-              state: _EpisodeState) -> _Checkpoint:
+def _rollback(env, decision, tree: CheckpointTree, config: EpisodeConfig, emit: Emit,
+              state: _EpisodeState) -> Checkpoint:
     """Restore the checkpoint a decision asks for, fork a branch from it and return it.
 
     A missing checkpoint (never taken, dropped by retention, or not on the current branch's
@@ -412,7 +362,7 @@ def _rollback(env, decision, tree: _CheckpointTree, config: EpisodeConfig, emit:
     _call("env restore", env.restore, point.snapshot)
     branch = tree.fork(point)
     emit(RollbackEvent(to_step=decision.rollback_to, restored=True, checkpoint=point.id, branch=branch,
-                       from_step=state.position))
+                       from_step=state.position, truth=_ground_truth(env)))
     return point
 
 

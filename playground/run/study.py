@@ -377,8 +377,10 @@ MEASURED = ("success", "reward", "steps", "invalid", "resolved", "calls", "token
 
 def study_columns(study: Study, cells: Sequence[Cell] = ()) -> list[str]:
     """The table's columns: the cell, its size and pairing, every measured figure, the plugins' figures the cells
-    have, and a `paper METRIC` column for each metric the study gives the paper's numbers for."""
-    plugins = list(dict.fromkeys(name for cell in cells for name in cell.figures))
+    have (those the study names, where it names them), and a `paper METRIC` column for each metric the study gives
+    the paper's numbers for."""
+    plugins = (list(study.figures) if study.figures is not None
+               else list(dict.fromkeys(name for cell in cells for name in cell.figures)))
     return (["grid", "harness", "n", "ci_low", "ci_high", "versus", "diff", "p", *MEASURED, *plugins]
             + [f"paper {metric}" for metric, _ in study.paper_metric_items()])
 

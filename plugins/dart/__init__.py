@@ -2,8 +2,10 @@
 
 Registers the intervention and harness `dart`, its ablations (`ABLATIONS`), the baselines
 `retry-only`, `coarse-retry`, `entry-only` and `checkpoint-latest` (intervention and harness
-each), and the `playground dart bench` command (which also runs the LangGraph baseline of
-`graph.py` when `langgraph` is installed).
+each), DART's columns in study tables (`figures.py`: replayed actions, unsafe admissions, false
+blocks, ... from the traces and the env's ground truth) and its studies (`studies/*.toml`: the
+bench, the noisy instrument, the stack with Sentry). The LangGraph baseline (`graph.py`) and the
+step timing are `scripts/bench_dart_steps.py`.
 """
 
 from __future__ import annotations
@@ -54,11 +56,12 @@ def register_harnesses(register) -> None:
 
 
 @hookimpl
-def register_commands(cli) -> None:
-    """Add the `dart` command group (`playground dart bench`)."""
-    from playground.plugins.dart.cli import dart_group
+def register_figures(register) -> None:
+    """Add DART's study table columns (`figures.FIGURES`)."""
+    from playground.plugins.dart.figures import FIGURES
 
-    cli.add_command(dart_group)
+    for figure in FIGURES:
+        register(figure)
 
 
 @hookimpl
