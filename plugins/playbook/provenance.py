@@ -118,8 +118,19 @@ def first_use(db: Any, key: tuple[str, str, str, str] | None, lesson_id: int, ki
     return inserted == 1
 
 
+# PostgreSQL: `count_retrieved` of distinct lessons in one statement (one round trip instead of three per lesson)
+COUNT_RETRIEVED_ONCE = (
+    "WITH present AS (SELECT id FROM lessons WHERE id = ANY(?)), "
+    "used AS (INSERT INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, retrieved, verified, helped) "
+    "SELECT ?, ?, ?, ?, id, 'retrieved', 1, 0, 0 FROM present ON CONFLICT DO NOTHING RETURNING lesson_id) "
+    "UPDATE lessons SET retrieved = retrieved + 1 WHERE id IN (SELECT lesson_id FROM used)")
+
+
 def count_retrieved(db: Any, lesson_ids: list[int], key: tuple[str, str, str, str] | None) -> None:
     """Raise the `retrieved` counter of each lesson whose retrieval under origin `key` is a first use."""
+    if key is not None and dialect(db) == "postgresql" and len(set(lesson_ids)) == len(lesson_ids):
+        db.execute(COUNT_RETRIEVED_ONCE, (list(lesson_ids), *key))
+        return
     for lesson_id in lesson_ids:
         if first_use(db, key, lesson_id, "retrieved", (1, 0, 0)):
             db.execute("UPDATE lessons SET retrieved = retrieved + 1 WHERE id = ?", (lesson_id,))
