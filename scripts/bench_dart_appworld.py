@@ -22,7 +22,7 @@ irreversible-effect check), `retry-only` (whole-task rerun), `checkpoint-latest`
 latest checkpoint before the failing cell). Figures per row: success (AppWorld's `evaluate()`
 passed and no restore undid an irreversible call, which the world keeps), admitted local
 rollbacks, whole-task reruns, blocked rollbacks (a rerun instead), unsafe admissions
-(restores that undid an irreversible call: the env's ground truth, `world["unsafe_restores"]`)
+(restores that undid an irreversible call: the env's ground truth, which the loop writes into the trace)
 and replayed cells (cells run minus the final branch's; each restore also replays the
 restored branch's cells into a fresh world).
 
@@ -32,10 +32,11 @@ restored branch's cells into a fresh world).
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from collections import Counter
 
 from playground.core.payloads import AgentView, Proposal
 from playground.envs.appworld.env import AppWorldProvider
+from playground.plugins.dart.figures import episode_figures
 from playground.plugins.dart.sidecar import CheckpointLatest, Dart, RetryOnly
 from playground.testing import play
 
@@ -93,49 +94,25 @@ def plan_for(solution: list[str], at: int, variant: str) -> tuple[list[str], int
     return head + [READ, USE, call] + tail, None if variant == "clean" else len(head)
 
 
-@dataclass
-class Row:
-    """One harness's figures over the tasks of a variant."""
-
-    episodes: int = 0
-    won: int = 0
-    admitted: int = 0
-    reruns: int = 0
-    blocked: int = 0
-    unsafe: int = 0
-    replayed: int = 0
-    by_variant: dict[str, Row] = field(default_factory=dict)
-
-    def add(self, figures: dict) -> None:
-        self.episodes += 1
-        for key in ("won", "admitted", "reruns", "blocked", "unsafe", "replayed"):
-            setattr(self, key, getattr(self, key) + figures[key])
-
-    def cells(self) -> list[str]:
-        return [f"{self.won}/{self.episodes}", *map(str, (self.admitted, self.reruns, self.blocked, self.unsafe,
-                                                          self.replayed))]
+FIGURES = ("won", "rollbacks", "reruns", "blocked", "unsafe", "replayed")
 
 
-def play_case(env, task: str, plan: list[str], faulty: int | None, harness: str, max_steps: int) -> dict:
-    """One episode; its figures (ground truth read from the env object, never by the sidecar)."""
+def play_case(env, task: str, plan: list[str], faulty: int | None, harness: str, max_steps: int) -> Counter:
+    """One episode; its figures: DART's study columns read from the trace (`episode_figures`: the env's ground
+    truth the loop wrote there, never what the sidecar saw), success only when no restore undid a payment."""
     plugin = HARNESSES[harness]()
     played = play(env, PlanAgent(plan, faulty), plugins=[plugin] if plugin else [], task=task,
                   max_steps=max_steps, params={"max_rollbacks": 10})
     if played.result.status == "error":
         raise RuntimeError(f"{harness} on {task}: {played.result.error}")
-    decisions = [d["details"] for d in played.of("intervention")]
-    position = 0
-    for kind, data in played.events:
-        if kind == "step":
-            position = data["step"] + 1
-        elif kind == "rollback":
-            position = data["to_step"]
-    unsafe = env.world["unsafe_restores"]
-    return {"won": int(played.result.won and unsafe == 0), "unsafe": unsafe,
-            "admitted": sum(d.get("decision") == "rollback" for d in decisions),
-            "reruns": sum(d.get("decision") == "rerun" for d in decisions),
-            "blocked": sum(bool(d.get("blocked")) for d in decisions),
-            "replayed": played.result.steps - position}
+    figures = episode_figures(played.trace)
+    figures["won"] = int(played.result.won and figures["unsafe"] == 0)
+    return Counter({key: int(figures[key]) for key in FIGURES}, episodes=1)
+
+
+def cells(row: Counter) -> list[str]:
+    """A row's success and counts as table cells."""
+    return [f"{row['won']}/{row['episodes']}", *(str(row[key]) for key in FIGURES[1:])]
 
 
 def main() -> None:
@@ -150,7 +127,8 @@ def main() -> None:
         if at is not None:
             tasks[task] = at
     print(f"tasks with an irreversible call: {', '.join(f'{t} (cell {at})' for t, at in tasks.items())}")
-    rows = {harness: Row() for harness in HARNESSES}
+    rows = {harness: Counter() for harness in HARNESSES}
+    by_variant: dict[tuple[str, str], Counter] = {}
     for task, at in tasks.items():
         env.reset(options={"task": task})
         solution = list(env.solution)
@@ -158,21 +136,22 @@ def main() -> None:
             plan, faulty = plan_for(solution, at, variant)
             for harness, row in rows.items():
                 figures = play_case(env, task, plan, faulty, harness, args.max_steps)
-                row.add(figures)
-                row.by_variant.setdefault(variant, Row()).add(figures)
+                row.update(figures)
+                by_variant.setdefault((harness, variant), Counter()).update(figures)
     env.close()
     header = ["harness", "success", "admitted", "reruns", "blocked", "unsafe", "replayed"]
-    table = [header] + [[name, *row.cells()] for name, row in rows.items()]
+    table = [header] + [[name, *cells(row)] for name, row in rows.items()]
     print("\n## appworld (all variants)")
     print(_aligned(table))
     print("\n## appworld by variant (success, a admitted local rollbacks, b blocked, u unsafe, r replayed cells)")
     body = [["harness", *VARIANTS]]
-    for name, row in rows.items():
-        cells = []
+    for name in rows:
+        shown = []
         for variant in VARIANTS:
-            v = row.by_variant[variant]
-            cells.append(f"{v.won}/{v.episodes} a{v.admitted} b{v.blocked} u{v.unsafe} r{v.replayed}")
-        body.append([name, *cells])
+            v = by_variant[(name, variant)]
+            shown.append(f"{v['won']}/{v['episodes']} a{v['rollbacks']} b{v['blocked']} u{v['unsafe']} "
+                         f"r{v['replayed']}")
+        body.append([name, *shown])
     print(_aligned(body))
 
 

@@ -8,6 +8,7 @@ import json
 
 from playground.envs.appworld.cells import bindings, blamed
 from playground.envs.appworld.effects import Routes, effect_policy, effect_table
+from playground.plugins.dart.figures import episode_figures
 from playground.plugins.dart.sidecar import Dart
 from playground.testing import ScriptedAgent, play
 from tests.test_appworld import appworld_cache, needs_server, provider  # noqa: F401 (fixtures)
@@ -118,6 +119,9 @@ def test_a_rollback_across_a_sent_payment_is_blocked_and_named(provider):  # noq
     unsafe = play(env, ScriptedAgent(script), plugins=[Dart({"effect_check": False})], task=task, max_steps=12,
                   params={"max_rollbacks": 10})
     assert decisions(unsafe)[0]["decision"] == "rollback" and env.world["unsafe_restores"] == 1
+    # DART's study columns read the same ground truth from the traces (the env's, written by the loop)
+    assert episode_figures(played.trace)["unsafe"] == 0 and episode_figures(played.trace)["blocked"] == 1
+    assert episode_figures(unsafe.trace)["unsafe"] == 1 and episode_figures(unsafe.trace)["false_blocks"] == 0
     env.close()
 
 

@@ -217,6 +217,13 @@ class AppWorldEnv(TextEnv):
         return cells > 0 and any(e["cell"] >= cells and e["attempt"] == self.world["attempt"]
                                  for e in self.world["effects"])
 
+    def ground_truth(self) -> dict[str, Any]:
+        """For the trace only (`TextEnv.ground_truth`): the restores that undid an irreversible call so far, and the
+        cells of this attempt's irreversible calls (a restore to a cell count at or below one undoes it:
+        `crosses_irreversible`)."""
+        return {"unsafe_restores": self.world["unsafe_restores"],
+                "irreversible": [e["cell"] for e in self.world["effects"] if e["attempt"] == self.world["attempt"]]}
+
     def check_action(self, action: str) -> list[SchemaProblem]:
         """The cell's problems against AppWorld's API docs (`schema.check_cell`), found without running it."""
         return check_cell(str(action), self.server.api_docs())

@@ -8,9 +8,10 @@ Per episode (`episode_figures`, one pass over the trace's events):
 - `blocked`: rollbacks an intervention declined (`details.blocked`), rerunning instead;
 - `refused_calls`: steps the env refused or did not know (an agent's own error, not an injected fault);
 - from the env's ground truth (`StepEvent.truth`/`RollbackEvent.truth`, written by the loop for measurement and
-  never shown to a plugin; the workflow env's `ground_truth()`): `unsafe` restores that crossed an irreversible
-  effect, `false_blocks` (blocked where restoring the decision's candidate would have crossed none), whether the
-  task has a fault (`faulty`) and whether it fired (`fault_reached`: a fault is silent until its faulty write).
+  never shown to a plugin; the workflow and AppWorld envs' `ground_truth()`): `unsafe` restores that crossed an
+  irreversible effect, `false_blocks` (blocked where restoring the decision's candidate would have crossed none),
+  and where the env says so, whether the task has a fault (`faulty`) and whether it fired (`fault_reached`: a fault
+  is silent until its faulty write).
 
 The study table shows the per-episode means (`faults_reached`: the share of faulted episodes whose fault fired);
 the truth-based figures are None for a cell whose env writes no ground truth.
@@ -48,7 +49,7 @@ def episode_figures(events: Sequence[Event]) -> dict[str, Any]:
             failure = event.failure or {}
             figures["refused_calls"] += not event.valid_action and (not failure or bool(failure.get("rejected")))
             truth = event.truth or truth
-            committed_at[position] = int(truth["committed"]) if truth else 0
+            committed_at[position] = int(truth.get("committed", 0)) if truth else 0
         elif isinstance(event, RollbackEvent):
             figures["preserved"] += committed_at.get(event.to_step, 0)
             figures["rollbacks" if event.to_step > 0 else "reruns"] += 1
@@ -63,8 +64,9 @@ def episode_figures(events: Sequence[Event]) -> dict[str, Any]:
     if truth is None:
         figures.update(unsafe=None, false_blocks=None, faulty=None, fault_reached=None)
     else:
-        figures.update(unsafe=int(truth["unsafe_restores"]), faulty=bool(truth["faulty"]),
-                       fault_reached=bool(truth["faulty"] and truth["fired"]))
+        faulty = truth.get("faulty")  # None: the env does not say whether its task has a fault
+        figures.update(unsafe=int(truth["unsafe_restores"]), faulty=faulty,
+                       fault_reached=None if faulty is None else bool(faulty and truth.get("fired")))
     return figures
 
 
