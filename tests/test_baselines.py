@@ -462,15 +462,17 @@ def test_the_trajectory_holds_no_grade():
     assert not fields & {"won", "reward", "score", "status"}
 
 
-def test_a_baseline_memory_beside_a_url_playbook_is_refused_by_name(tmp_path):
-    """A playbook URL (postgresql://...) has no folder for a baseline's memory file: the error names the parameter
-    that names the file instead of a file being made under a path built from the URL."""
+def test_a_baseline_memory_beside_a_url_playbook_of_another_kind_is_refused_by_name(tmp_path):
+    """A playbook URL other than PostgreSQL's (tests/test_baselines_postgres.py) has no folder for a baseline's
+    memory file: the error names the parameter that names the file instead of a file being made under a path built
+    from the URL."""
     from playground import EpisodeStart
-    from playground.plugins.baselines.store import MemoryFileError, memory_path
+    from playground.plugins.baselines.memory import FileMemory, MemoryFileError, memory_for
 
     ids = EpisodeIds("r", "e", "tiny", "t", "h")
-    start = EpisodeStart(ids, "noisy", 1, "goal", "obs", 10, playbook="postgresql://u@127.0.0.1:5432/db?schema=x")
-    with pytest.raises(MemoryFileError, match=r"postgresql://\.\.\..*--param rb_memory=PATH"):
-        memory_path(start, "memory.jsonl", "", "rb_memory")
-    assert memory_path(start, "memory.jsonl", str(tmp_path / "m.jsonl"), "rb_memory") == tmp_path / "m.jsonl"
+    start = EpisodeStart(ids, "noisy", 1, "goal", "obs", 10, playbook="mysql://u@127.0.0.1:3306/db")
+    with pytest.raises(MemoryFileError, match=r"mysql://\.\.\..*--param rb_memory=PATH"):
+        memory_for(start, "memory.jsonl", "", "rb_memory")
+    memory = memory_for(start, "memory.jsonl", str(tmp_path / "m.jsonl"), "rb_memory")
+    assert isinstance(memory, FileMemory) and memory.path == tmp_path / "m.jsonl"
     assert not any(Path.cwd().glob("postgresql:*"))

@@ -164,7 +164,7 @@ def test_both_plugins_take_the_key_from_the_host():
         return _host_imports(ast.parse((ROOT / "plugins" / module).read_text())) & set(SHARED)
 
     assert uses("playbook/provenance.py") == {"EPISODE_FIELDS", "key_values"}
-    assert uses("baselines/store.py") == {"written_under"}
+    assert uses("baselines/store.py") == uses("baselines/memory.py") == {"written_under"}
     for baseline in ("ace", "awm", "reasoningbank", "reflexion"):
         assert uses(f"baselines/{baseline}.py") == {"episode_key"}, baseline
 

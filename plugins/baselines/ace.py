@@ -31,8 +31,8 @@ from playground import EpisodeEnd, EpisodeStart
 from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
+from playground.plugins.baselines.memory import Memory, memory_for, written_before
 from playground.plugins.baselines.params import AceParams, defaults_of
-from playground.plugins.baselines.store import append_record, locked, memory_path, written_before
 from playground.plugins.baselines.trajectory import Trajectory, abstract_action, approx_tokens, verb_of, words
 from playground.plugins.playbook.io import ACE_FAILURE_TYPE, ACE_SECTIONS, ace_text, read_ace
 
@@ -109,10 +109,17 @@ class AcePlaybook:
     @classmethod
     def load(cls, path: Path | None) -> AcePlaybook:
         """Read an ACE playbook file (empty when there is none); PlaybookImportError names bad lines."""
-        if path is None or not path.is_file() or not path.read_text(encoding="utf-8").strip():
+        if path is None or not path.is_file():
+            return cls()
+        return cls.from_text(path.read_text(encoding="utf-8"), str(path))
+
+    @classmethod
+    def from_text(cls, text: str, where: str) -> AcePlaybook:
+        """Read an ACE playbook's text (`where` names it in errors; empty text: an empty playbook)."""
+        if not text.strip():
             return cls()
         bullets = []
-        for record in read_ace(path, strict=True):  # its own file: a bad line is damage, refused up front
+        for record in read_ace(where, strict=True, data=text.encode("utf-8")):  # its own: a bad line is damage
             provenance = record["provenance"]
             text = "" if provenance.get("empty") is True else record["principle"]  # an empty bullet stays empty
             bullets.append(Bullet(str(provenance["id"]), record["subtype"] or "OTHERS", text,
@@ -126,11 +133,9 @@ class AcePlaybook:
                          "provenance": {"source": "ace", "id": b.id, "harmful": b.harmful}, "helped": b.helpful}
                         for b in self.bullets)
 
-    def save(self, path: Path) -> None:
-        """Write the playbook to `path` (replaced whole)."""
-        from playground.host_api import atomic_write_text
-
-        atomic_write_text(path, self.text())
+    def save(self, memory: Memory) -> None:
+        """Write the playbook to `memory` (its text replaced whole)."""
+        memory.write_text(self.text())
 
     def get(self, bullet_id: str) -> Bullet | None:
         """The bullet with this id, or None."""
@@ -388,14 +393,18 @@ class AcePlugin(MemoryBaseline):
     def begin(self, start: EpisodeStart) -> None:
         """Render the playbook into the note, within the budget; remember the bullets shown."""
         self.start = start
-        self.path = memory_path(start, "ace.txt", str(self.p["ace_playbook"]), "ace_playbook")
-        playbook = AcePlaybook.load(self.path)
+        self.memory = memory_for(start, "ace.txt", str(self.p["ace_playbook"]), "ace_playbook")
+        playbook = self._playbook()
         self.note, shown_ids = playbook.render(int(self.p["ace_budget"]))
         self.shown = [b for b in playbook.bullets if b.id in shown_ids]
 
+    def _playbook(self) -> AcePlaybook:
+        """The playbook in the memory (empty without one)."""
+        return AcePlaybook.from_text(self.memory.read_text(), self.memory.location) if self.memory else AcePlaybook()
+
     def learn(self, end: EpisodeEnd) -> None:
         """Online: reflect on the episode and curate the playbook."""
-        if self.p["ace_mode"] != "online" or self.path is None or end.status == "error" or self.start is None:
+        if self.p["ace_mode"] != "online" or self.memory is None or end.status == "error" or self.start is None:
             return
         # outcome feedback is the env's success signal (the paper's ground truth / execution feedback), by choice
         success = end.won if self.p["ace_feedback"] == "outcome" else None
@@ -408,21 +417,21 @@ class AcePlugin(MemoryBaseline):
 
     def curate(self, reflection: Reflection, end: EpisodeEnd) -> list[dict]:
         """Merge the reflection's deltas into the playbook file, once per (run, episode, attempt); return them."""
-        assert self.path is not None
+        assert self.memory is not None
         ids = end.ids
         key = episode_key(ids)
-        log = self.path.with_name(self.path.name + ".deltas.jsonl")
-        with locked(self.path):
+        log = self.memory.sibling(".deltas.jsonl")
+        with self.memory.locked():
             if written_before(log, key):
                 return []  # a replayed episode: its deltas are in already
-            playbook = AcePlaybook.load(self.path)
+            playbook = self._playbook()
             operations = model_curation(self.judge, playbook, reflection) if self.judge.configured else None
             curated_by = "model" if operations is not None else "rules"
             if operations is None:
                 operations = rule_curation(reflection)
             done = playbook.apply(operations, float(self.p["ace_dedupe"]))
             done += playbook.apply(prune_operations(playbook, int(self.p["ace_prune_harmful"])), 1.0)
-            playbook.save(self.path)
-            append_record(log, {**key, "task": ids.task_id, "at": time.time(), "reflector": reflection.by,
+            playbook.save(self.memory)
+            log.append({**key, "task": ids.task_id, "at": time.time(), "reflector": reflection.by,
                                 "curator": curated_by, "operations": done})
         return done

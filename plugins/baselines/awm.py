@@ -22,8 +22,8 @@ from playground import EpisodeEnd, EpisodeStart
 from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
+from playground.plugins.baselines.memory import append_once, memory_for
 from playground.plugins.baselines.params import AwmParams, defaults_of
-from playground.plugins.baselines.store import append_once, memory_path, read_records
 from playground.plugins.baselines.success import succeeded
 from playground.plugins.baselines.trajectory import Trajectory, approx_tokens, goal_gist
 
@@ -91,12 +91,12 @@ class AwmPlugin(MemoryBaseline):
 
     def begin(self, start: EpisodeStart) -> None:
         """Read the memory's workflows into the note."""
-        self.path = memory_path(start, "workflows.jsonl", str(self.p["awm_memory"]), "awm_memory")
-        self.note = render(workflows(read_records(self.path)), int(self.p["awm_budget"]))
+        self.memory = memory_for(start, "workflows.jsonl", str(self.p["awm_memory"]), "awm_memory")
+        self.note = render(workflows(self.memory.records() if self.memory else []), int(self.p["awm_budget"]))
 
     def learn(self, end: EpisodeEnd) -> None:
         """Induce a workflow from a successful episode and add it to the memory."""
-        if end.status == "error" or self.path is None:
+        if end.status == "error" or self.memory is None:
             return
         success, judged_by = succeeded(str(self.p["awm_success"]), self.judge, self.trajectory, end)
         if not success:
@@ -107,5 +107,5 @@ class AwmPlugin(MemoryBaseline):
         workflow = workflow or rule_workflow(self.trajectory, max_steps)
         if workflow is None:
             return
-        append_once(self.path, episode_key(end.ids), [{"task": end.ids.task_id, **workflow, "induced_by": by,
+        append_once(self.memory, episode_key(end.ids), [{"task": end.ids.task_id, **workflow, "induced_by": by,
                                                        "success_by": judged_by, "at": time.time()}])

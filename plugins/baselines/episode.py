@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from playground import EpisodeEnd, EpisodeStart, PlaygroundError, StepContext, StepOutcome, hookimpl
 from playground.plugins.baselines.judge import Judge
+from playground.plugins.baselines.memory import Memory
 from playground.plugins.baselines.params import BaselineConfigError, parse_params
 from playground.plugins.baselines.store import read_records
 from playground.plugins.baselines.trajectory import Trajectory
@@ -42,7 +43,7 @@ class MemoryBaseline:
             except (PlaygroundError, OSError) as exc:
                 raise BaselineConfigError(f"{self.NAME} parameter {self.MEMORY_PARAM!r}: {exc}") from None
         self.trajectory = Trajectory()
-        self.path: Path | None = None
+        self.memory: Memory | None = None  # memory_for(...) in `begin`; None: nothing is carried over
         self.note = ""
 
     def read_memory(self, path: Path) -> object:
@@ -50,7 +51,7 @@ class MemoryBaseline:
         return read_records(path)
 
     def begin(self, start: EpisodeStart) -> None:
-        """The episode started (its trajectory too): set `path` and `note`."""
+        """The episode started (its trajectory too): set `memory` and `note`."""
 
     def learn(self, end: EpisodeEnd) -> None:
         """The episode ended (its trajectory too): write what it taught to the memory."""

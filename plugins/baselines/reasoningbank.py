@@ -23,8 +23,8 @@ from playground import EpisodeEnd, EpisodeStart
 from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
+from playground.plugins.baselines.memory import append_once, memory_for
 from playground.plugins.baselines.params import ReasoningBankParams, defaults_of
-from playground.plugins.baselines.store import append_once, memory_path, read_records
 from playground.plugins.baselines.success import succeeded
 from playground.plugins.baselines.trajectory import Trajectory, goal_gist
 
@@ -129,19 +129,19 @@ class ReasoningBankPlugin(MemoryBaseline):
 
     def begin(self, start: EpisodeStart) -> None:
         """Retrieve the memory items most similar to the goal into the note."""
-        self.path = memory_path(start, "memory.jsonl", str(self.p["rb_memory"]), "rb_memory")
-        self.retrieved = retrieve(read_records(self.path), start.goal, int(self.p["rb_k"]))
+        self.memory = memory_for(start, "memory.jsonl", str(self.p["rb_memory"]), "rb_memory")
+        self.retrieved = retrieve(self.memory.records() if self.memory else [], start.goal, int(self.p["rb_k"]))
         self.note = render(self.retrieved)
 
     def learn(self, end: EpisodeEnd) -> None:
         """Distil memory items from the episode, a success or a failure, and add them to the memory."""
-        if end.status == "error" or self.path is None:
+        if end.status == "error" or self.memory is None:
             return
         success, judged_by = succeeded(str(self.p["rb_success"]), self.judge, self.trajectory, end)
         limit = int(self.p["rb_items"])
         items = model_items(self.judge, self.trajectory, success, limit) if self.judge.configured else None
         by = "model" if items else "rules"
         items = items or rule_items(self.trajectory, success, limit)
-        append_once(self.path, episode_key(end.ids),
+        append_once(self.memory, episode_key(end.ids),
                     [{"task": end.ids.task_id, "query": self.trajectory.goal, **item, "success": success,
                       "success_by": judged_by, "distilled_by": by, "at": time.time()} for item in items])

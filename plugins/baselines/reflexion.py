@@ -20,8 +20,8 @@ from playground import EpisodeEnd, EpisodeStart
 from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, object_schema, string_schema
+from playground.plugins.baselines.memory import memory_for
 from playground.plugins.baselines.params import ReflexionParams, defaults_of
-from playground.plugins.baselines.store import append_record, locked, memory_path, read_records
 from playground.plugins.baselines.trajectory import Trajectory, words
 
 NAME = "reflexion"
@@ -100,10 +100,10 @@ class ReflexionPlugin(MemoryBaseline):
 
     def begin(self, start: EpisodeStart) -> None:
         """Read this episode's earlier trials' reflections into the note."""
-        self.path = memory_path(start, "reflections.jsonl")
+        self.memory = memory_for(start, "reflections.jsonl")
         ids = start.ids
         latest: dict[int, str] = {}  # trial -> its reflection (the last written, should a trial be replayed)
-        for record in read_records(self.path):
+        for record in self.memory.records() if self.memory else []:
             if (record.get("run"), record.get("episode")) == (ids.run_id, ids.episode_id) \
                     and isinstance(record.get("attempt"), int) and record["attempt"] < ids.attempt:
                 latest[record["attempt"]] = str(record.get("reflection", ""))
@@ -115,15 +115,15 @@ class ReflexionPlugin(MemoryBaseline):
 
     def learn(self, end: EpisodeEnd) -> None:
         """A failed trial (the env's success signal, as in the paper) writes its reflection."""
-        if end.won or end.status == "error" or self.path is None:
+        if end.won or end.status == "error" or self.memory is None:
             return
         trial = end.ids.attempt
         text = model_reflection(self.judge, self.trajectory, trial, self.reflections) if self.judge.configured \
             else None
         by = "model" if text else "rules"
         text = text or rule_reflection(self.trajectory, trial)
-        with locked(self.path):
-            append_record(self.path, {**episode_key(end.ids), "task": end.ids.task_id, "reflection": text, "by": by,
+        with self.memory.locked():
+            self.memory.append({**episode_key(end.ids), "task": end.ids.task_id, "reflection": text, "by": by,
                                       "at": time.time()})
 
 

@@ -1,4 +1,4 @@
-"""Where the baselines keep what they carry between episodes: files next to the run's playbook.
+"""The baselines' memory files, next to the run's playbook (`memory.py` chooses between a file and PostgreSQL).
 
 Each memory is one file, written under an exclusive lock (`locked`) so the worker processes
 of a `--workers N` run can share it: JSONL records (`read_records`, `append_record`) or a
@@ -33,8 +33,9 @@ class MemoryFileError(PlaygroundError):
 
 def memory_path(start: EpisodeStart, suffix: str, override: str = "", param: str = "") -> Path | None:
     """The memory file of a baseline: `override` if given, else the run's playbook path with `suffix`, else None.
-    A playbook given as a URL (`postgresql://...`) has no folder to keep the file beside: MemoryFileError says to
-    name the file with the baseline's parameter `param` (or to give a file playbook)."""
+    A playbook given as a URL has no folder to keep the file beside: MemoryFileError says to name the file with the
+    baseline's parameter `param` (or to give a file playbook). (`memory.memory_for` keeps the memory in PostgreSQL
+    beside a `postgresql://` playbook, before this is asked.)"""
     if override:
         return Path(override)
     if not start.playbook:

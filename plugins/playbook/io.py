@@ -330,8 +330,9 @@ def _ace_record(line: AceLine, header: str | None, now: float) -> tuple[dict, li
 def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None, *, strict: bool = False,
              skipped: list[str] | None = None, notes: list[str] | None = None,
              headers: list[tuple[int, str]] | None = None,
-             progress: Callable[[int, int | None], None] | None = None) -> list[dict]:
-    """Return the lesson records of an ACE playbook, one per bullet, in file order.
+             progress: Callable[[int, int | None], None] | None = None, data: bytes | None = None) -> list[dict]:
+    """Return the lesson records of an ACE playbook, one per bullet, in file order (`data`: the playbook's bytes,
+    read from elsewhere than `path`, which then only names it in messages).
 
     Lines are read by the rules of `ace_format` (docs/playbook-ace-format.md): blank lines, `##`
     headers and bullets are used; any other line, and a bullet the playbook cannot hold (counters
@@ -354,7 +355,8 @@ def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None, *, st
     each line.
     """
     path = Path(path)
-    _check_readable(path)
+    if data is None:
+        _check_readable(path)
     now = time.time()
     header: str | None = None
     records: list[dict] = []
@@ -362,7 +364,7 @@ def read_ace(path: str | os.PathLike, labels: LabelRegistry | None = None, *, st
     found: list[str] = []
     seen: dict[str, tuple[int, int]] = {}  # a bullet's identity -> (its first line, copies so far)
     used = last = 0  # non-blank lines, the number of the last
-    for number, raw in ace_lines(path.read_bytes()):
+    for number, raw in ace_lines(path.read_bytes() if data is None else data):
         if progress is not None:
             progress(number, None)
         text = _decoded(number, raw, problems)
