@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from playground.agents.endpoint_limits import (
+    BETA,
     DEFAULT_CEILING,
     MAX_CONNECTIONS_VARIABLE,
     PROBE_WINDOWS,
@@ -86,19 +87,21 @@ def test_without_retry_after_the_backoff_is_todays():
     assert slept == [0.25, 0.5, 1.0] and admits.refused == 4
 
 
-def test_aimd_halves_once_per_round_floors_at_one_and_grows_by_one_per_window():
+def test_aimd_cuts_once_per_round_floors_at_one_and_grows_by_one_per_window():
     limiter = EndpointLimiter(8, capped=True)
     tickets = [limiter.acquire() for _ in range(8)]
     assert limiter.limit == 8 and limiter.in_flight == 8
     assert limiter.release(tickets[0], 429) is True  # others in flight: congestion
-    assert limiter.limit == 4 and limiter.cuts == 1
+    assert limiter.limit == int(8 * BETA) == 5 and limiter.cuts == 1
     for ticket in tickets[1:4]:  # refusals of requests sent before the cut do not cut again
         limiter.release(ticket, 503)
-    assert limiter.limit == 4 and limiter.cuts == 1
+    assert limiter.limit == 5 and limiter.cuts == 1
     for ticket in tickets[4:]:
         limiter.release(ticket, 200)
-    assert limiter.limit == 5 and limiter.in_flight == 0  # 4 successes: one window at limit 4
-    for _ in range(3):  # later rounds: each refusal halves what is in flight, never below 1
+    assert limiter.limit == 5 and limiter.in_flight == 0  # 4 successes: not yet a window at 5
+    limiter.release(limiter.acquire(), 200)
+    assert limiter.limit == 6 and limiter.held == 5  # a whole window held at 5
+    for _ in range(3):  # later rounds: each refusal cuts what is in flight, never below 1
         ticket = limiter.acquire()
         assert limiter.release(ticket, 429) is False  # alone in flight: not congestion, an attempt is spent
     assert limiter.limit == 1 and limiter.cuts == 4
@@ -111,34 +114,39 @@ def test_aimd_halves_once_per_round_floors_at_one_and_grows_by_one_per_window():
     assert limiter.limit == 8 and EndpointLimiter(1).limit == 1 and DEFAULT_CEILING >= 64
 
 
-def test_the_step_back_to_the_level_refused_last_waits_longer():
-    """A server that admits 16 refuses the 17th: the limit halves to 8, climbs a window at a time to 16, and steps to
-    17 only after PROBE_WINDOWS windows at 16, so it spends its time at what the server admits."""
+def test_near_the_level_refused_last_the_limit_plateaus():
+    """A server that admits 16 refuses the 17th: the limit falls to 11 (BETA of 17) and climbs a window at a time to
+    16; the step to 17 waits PROBE_WINDOWS windows at 16, and a refused probe steps back to 16 (the level that just
+    held a whole window) instead of cutting, so the limit spends its time at what the server admits."""
     limiter = EndpointLimiter(64, capped=True)
     limiter.limit = 17
     tickets = [limiter.acquire() for _ in range(17)]
     limiter.release(tickets[0], 429)  # the 17th refused while 17 were in flight
-    assert limiter.limit == 8 and limiter.refused_at == 17
-    for ticket in tickets[1:9]:  # the 16 admitted end: a window at 8 (the old round's successes count)
+    assert limiter.limit == 11 and limiter.refused_at == 17 and limiter.held is None
+    for ticket in tickets[1:]:  # the 16 admitted end (the old round's successes count)
         limiter.release(ticket, 200)
-    assert limiter.limit == 9
-    for ticket in tickets[9:]:
-        limiter.release(ticket, 200)
-    successes = 8
+    successes = 16
     while limiter.limit < 16:
         before = limiter.limit
         while limiter.limit == before:
             limiter.release(limiter.acquire(), 200)
             successes += 1
-    assert successes <= sum(range(8, 16)) + 1
+    assert successes <= sum(range(11, 16)) + 1
     for _ in range(16 * PROBE_WINDOWS - 1):
         limiter.release(limiter.acquire(), 200)
     assert limiter.limit == 16
     limiter.release(limiter.acquire(), 200)
-    assert limiter.limit == 17  # the probe
-    for _ in range(17):
-        limiter.release(limiter.acquire(), 200)
-    assert limiter.limit == 18  # past the level refused last: one window a step again
+    assert limiter.limit == 17 and limiter.held == 16  # the probe
+    probe = [limiter.acquire() for _ in range(17)]
+    limiter.release(probe[0], 429)  # the probe refused with 17 in flight: back to 16, no cut to 11
+    assert limiter.limit == 16 and limiter.cuts == 2 and limiter.refused_at == 17
+    for ticket in probe[1:]:
+        limiter.release(ticket, 200)
+    refused = [limiter.acquire() for _ in range(16)]
+    limiter.release(refused[0], 429)  # refused at the level that held: the server shrank, a real cut
+    assert limiter.limit == int(16 * BETA) == 11 and limiter.held is None
+    for ticket in refused[1:]:
+        limiter.release(ticket, 200)
 
 
 def test_the_in_flight_limit_shrinks_on_a_saturated_server_and_regrows_when_it_frees(monkeypatch):
@@ -164,7 +172,7 @@ def test_the_in_flight_limit_shrinks_on_a_saturated_server_and_regrows_when_it_f
             thread.join(120)
         shrunk, cuts, refused = limiter.limit, limiter.cuts, admits.refused
         assert errors == [] and admits.refused > 0 and cuts >= 1
-        assert shrunk < 16  # halved below what was in flight
+        assert shrunk < 16  # cut below what was in flight
         admits.limit, admits.delay = 1000, 0.0  # the server frees up: windows of successes raise the limit again
         sent, bound = 0, (PROBE_WINDOWS + 2) * (shrunk + 2)  # at most one slow step (back to the level refused)
         while limiter.limit < shrunk + 2 and sent < bound:

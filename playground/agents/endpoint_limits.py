@@ -2,14 +2,18 @@
 pause a server asked for with `Retry-After` (`EndpointLimiter`, one per endpoint: `endpoint_limiter`).
 
 The limit follows additive-increase/multiplicative-decrease (AIMD), the rule of TCP congestion control (Jacobson,
-"Congestion Avoidance and Control", 1988; RFC 5681's congestion window): a reply of HTTP 429 or 503 (the server is
-full) halves the requests allowed in flight (of those in flight when it came, never below 1), once per round (a
-refusal of a request sent before the last cut does not cut again, as TCP cuts once per window); each window of
-successes (as many 2xx replies as the limit) raises it by one, never above its ceiling: the `--max-connections` cap
-(`$PLAYGROUND_MAX_CONNECTIONS`) when one is given, else `DEFAULT_CEILING`. The one step that would take the limit back
-to the level refused last waits `PROBE_WINDOWS` windows instead of one (CUBIC's plateau near its last maximum, RFC
-8312, in its simplest form): a server that admits K at once is probed at K + 1 less often, so the limit spends most of
-its time at K, not on the ramp from K/2 (plain AIMD averages 3/4 of K). Unlike TCP's slow start the limit starts at
+"Congestion Avoidance and Control", 1988; RFC 5681's congestion window), with CUBIC's two refinements in their
+simplest form (RFC 8312): a reply of HTTP 429 or 503 (the server is full) cuts the requests allowed in flight to
+`BETA` (0.7, CUBIC's multiplicative decrease, where Reno halves) of those in flight when it came, never below 1,
+once per round (a refusal of a request sent before the last cut does not cut again, as TCP cuts once per window);
+each window of successes (as many 2xx replies as the limit) raises it by one, never above its ceiling: the
+`--max-connections` cap (`$PLAYGROUND_MAX_CONNECTIONS`) when one is given, else `DEFAULT_CEILING`. Near the level
+refused last the limit plateaus (CUBIC's concave region near its last maximum): the one step back to that level
+waits `PROBE_WINDOWS` windows instead of one, and a refused probe, one step above a level that just held a whole
+window of successes, steps back to that level instead of cutting. So a server that admits K at once is found within
+a few cuts and then held at K, probed at K + 1 once in `PROBE_WINDOWS` windows, not left on the ramp from K/2 (plain
+AIMD averages 3/4 of K; with halving cuts, a short run against K = 32 of 64 took 1.48x the ideal at K, see
+docs/results.md). Unlike TCP's slow start the limit starts at
 the ceiling: a server that has refused nothing gets what the user asked for, as before this limit existed. The openai
 SDK, by contrast, only retries a 429 with exponential backoff and honours its retry-after headers; each request waits
 alone, so a server that admits K of M concurrent requests keeps refusing M - K of them.
@@ -34,8 +38,9 @@ from typing import Callable
 
 MAX_CONNECTIONS_VARIABLE = "PLAYGROUND_MAX_CONNECTIONS"  # at most this many requests at once per endpoint
 DEFAULT_CEILING = 256  # the most requests in flight per endpoint when no cap is given
-BUSY_STATUS = frozenset({429, 503})  # the server is full: the limit is halved
+BUSY_STATUS = frozenset({429, 503})  # the server is full: the limit is cut
 PROBE_WINDOWS = 16  # windows of successes before the limit steps back to the level refused last
+BETA = 0.7  # the cut on a refusal: this share of the requests in flight (CUBIC's beta, RFC 8312 section 4.5)
 MAX_RETRY_AFTER_S = 60.0
 
 
@@ -62,8 +67,9 @@ class EndpointLimiter:
         self.in_flight = 0
         self.generation = 0  # rounds: one cut per round
         self.successes = 0  # 2xx replies since the limit last changed
-        self.cuts = 0  # times the limit was halved (for reports and tests)
+        self.cuts = 0  # times the limit was cut (for reports and tests)
         self.refused_at: int | None = None  # the level (requests in flight) of the last cut
+        self.held: int | None = None  # the level that last held a whole window of successes (None after a cut)
         self.unreachable: str | None = None  # why every try of a request failed to connect, until a reply comes
         self._resume_at = 0.0
         self._condition = threading.Condition()
@@ -87,8 +93,9 @@ class EndpointLimiter:
 
     def release(self, ticket: Ticket, status: int | None) -> bool:
         """End the request of `ticket`, which got HTTP `status` (None: no reply). A 2xx counts towards a window of
-        successes (`PROBE_WINDOWS` of them for the step back to the level refused last); a 429 or 503 halves the
-        limit (once per round). Return whether the refusal was congestion: a 429 or
+        successes (`PROBE_WINDOWS` of them for the step back to the level refused last); a 429 or 503 cuts the
+        limit to `BETA` of those in flight, or steps a refused probe back to the level that held (once per round).
+        Return whether the refusal was congestion: a 429 or
         503 while other requests of this process were in flight (a smaller limit can help; the caller retries it
         without spending an attempt)."""
         with self._condition:
@@ -101,7 +108,10 @@ class EndpointLimiter:
                 congested = in_flight > 1
                 if ticket.generation == self.generation:
                     self.refused_at = min(self.limit, in_flight)
-                    self.limit = max(1, self.refused_at // 2)
+                    if self.held is not None and self.held < self.refused_at:  # a refused probe: back to what held
+                        self.limit = self.held
+                    else:
+                        self.limit, self.held = max(1, int(self.refused_at * BETA)), None
                     self.generation += 1
                     self.successes = 0
                     self.cuts += 1
@@ -109,7 +119,7 @@ class EndpointLimiter:
                 self.successes += 1
                 probing = self.limit + 1 == self.refused_at  # the step back to the level refused last
                 if self.successes >= self.limit * (PROBE_WINDOWS if probing else 1):
-                    self.successes = 0
+                    self.successes, self.held = 0, self.limit
                     if self.limit < self.ceiling:
                         self.limit += 1
             self._condition.notify_all()

@@ -2,7 +2,7 @@
 
 It retries with exponential backoff on 429, 5xx, connection errors and bodies cut off mid-way, honours
 `Retry-After` (seconds or an HTTP date, at most 60 s; it pauses every request to the endpoint), keeps the requests in
-flight to each endpoint under an adaptive limit (AIMD, halved on 429 and 503, never above `--max-connections`:
+flight to each endpoint under an adaptive limit (AIMD, cut on 429 and 503, never above `--max-connections`:
 `playground.agents.endpoint_limits`), gives every request a total deadline of `timeout` seconds
 (connect, headers and body together: a server trickling bytes is cut off), refuses bodies over `max_body_bytes`,
 keeps at most `max_reply_chars` of a reply (what was cut is marked), raises LLMError for a reply of the wrong shape,
@@ -158,7 +158,7 @@ class HTTPChatModel:
     def _post_with_retries(self, body: dict, refusable: bool = False) -> dict:
         """POST `body` until a reply comes: at most `retries` more attempts after the first, each failure waiting the
         server's Retry-After (which pauses the whole endpoint) or `backoff` x 2^attempt seconds. A 429 or 503 that
-        came while other requests of this process were in flight is congestion (the endpoint's limit was halved): it
+        came while other requests of this process were in flight is congestion (the endpoint's limit was cut): it
         is retried after the same wait without spending an attempt, at most BUSY_RETRIES times.
 
         A request that could not reach the endpoint on any try marks it unreachable (`EndpointLimiter.unreachable`);
