@@ -9,6 +9,13 @@ them with the record (one object through Ray's object store per episode), and th
 process writes the traces, then the record. So `--out` need not be visible to any worker,
 and a Ray run resumes like a local one.
 
+Step notes (`playground.run.progress`) come back the same way, through Ray, never through a
+file: an actor keeps those of the episode it is playing in memory, and while episodes play the
+run's process pulls them every NOTES_EVERY seconds (`EpisodeActor.notes`, answered on a thread
+of its own while the episode plays) and hands them to `on_step` in order; the notes not yet
+pulled come back with the record, and are handed on before it is yielded. So the progress bar
+and the ETA move per step on a cluster too. A dead actor's notes are lost with its episode.
+
 The playbook is reached through its location. A playbook file (SQLite) is shared only by
 processes of one machine, so once the actors have started the executor compares their nodes'
 addresses with the driver's (`ray.nodes()`): a harness that may keep lessons in a playbook
@@ -35,20 +42,25 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import uuid
+from collections import deque
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from playground.core.records import EpisodeRecord
 from playground.host.manager import Host
 from playground.processes import Reaper
 from playground.run.executors.base import Executor, ExecutorError, Job, JobQueue, Work, plugin_environment
-from playground.run.progress import StepListener
+from playground.run.progress import StepListener, StepNote, steps_reported
 
 INSTALL_HINT = "pip install 'playground[ray]' (or, in a checkout, pip install -e '.[ray]')"
 MARK = "PLAYGROUND_RAY_RUN"  # in the environment of every process of a private local Ray
 LOCAL_OBJECT_STORE = 256 * 1024**2  # bytes: records are small; the default (30% of memory) is far too much
 START_GRACE = 30.0  # seconds the first workers are waited for together; those without room yet start later
 PLACE_TIMEOUT = 600.0  # seconds to wait for a replacement worker when no other is left playing
+NOTES_EVERY = 0.5  # seconds between the run's pulls of the step notes of the episodes in play
+NOTES_WAIT = 10.0  # seconds an ended episode's last pull is waited for (a dead actor's notes are lost)
+NOTES_GROUP = "notes"  # the actors' concurrency group for `notes`: answered while `play` runs
 STARTUP_HINT = ("Ray's raylet gives its agents about 15 s to start, which a busy machine may not meet: try again, "
                 "or start Ray yourself (`ray start --head`) and pass --address")
 
@@ -73,8 +85,9 @@ class RayExecutor(Executor):
 
     def play(self, host: Host, work: Work, jobs: Sequence[Job],
              on_step: StepListener | None = None) -> Iterator[EpisodeRecord]:
-        """Play `jobs` on Ray actors; yield each record as its episode finishes (progress moves per episode: step
-        notes are not passed back from the actors, `on_step` is not called)."""
+        """Play `jobs` on Ray actors; yield each record as its episode finishes, and hand `on_step` each step note,
+        in order, as the run pulls them from the actors (every NOTES_EVERY s; an episode's last ones before its
+        record)."""
         if not jobs:
             return
         import ray
@@ -82,7 +95,8 @@ class RayExecutor(Executor):
         session = _Session(self.address, self.workers or os.cpu_count() or 1)
         try:
             size = min(self.workers or session.cpus(), len(jobs))
-            yield from _Actors(ray, work, host.strict, size, self.halted, work.playbook_files(host)).play(jobs)
+            yield from _Actors(ray, work, host.strict, size, self.halted, work.playbook_files(host),
+                               on_step).play(jobs)
         finally:
             session.close()
 
@@ -146,12 +160,14 @@ def check_playbook_placement(playbooks: Mapping[str, str], here: str | None, wor
 
 
 class EpisodeActor:
-    """A Ray worker: the run's plugins loaded once, one player kept across episodes, the run directory untouched."""
+    """A Ray worker: the run's plugins loaded once, one player kept across episodes, the run directory untouched;
+    the step notes of the episode it plays are kept in memory until the run takes them (`notes`)."""
 
     def __init__(self, work: Work, strict: bool, environment: dict[str, str]) -> None:
         os.environ.update(environment)  # on a cluster the worker does not inherit the run's PLAYGROUND_* variables
         self.work, self.strict = work, strict
         self.player: Any = None
+        self.steps: deque[StepNote] = deque()  # appended by `play`'s thread, taken by `notes`' (both atomic)
 
     def ready(self) -> str:
         """Load the plugins and build the player; return this worker's node id."""
@@ -160,14 +176,24 @@ class EpisodeActor:
         self.player = self.work.player(Host(strict=self.strict).load())
         return ray.get_runtime_context().get_node_id()
 
-    def play(self, job: Job) -> tuple[EpisodeRecord, list[Any]]:
-        """Play one episode; return its record and its traces (kept in memory, for the run to write)."""
+    def play(self, job: Job) -> tuple[EpisodeRecord, list[Any], list[StepNote]]:
+        """Play one episode; return its record, its traces (kept in memory, for the run to write) and the step notes
+        `notes` has not taken yet."""
         try:
-            record = self.player.play(job)
+            with steps_reported(self.steps.append):
+                record = self.player.play(job)
         except BaseException:
-            self.player.take_traces()  # an episode that raised leaves no trace behind for the next one
+            self.player.take_traces()  # an episode that raised leaves no trace or note behind for the next one
+            self.steps.clear()
             raise
-        return record, self.player.take_traces()
+        return record, self.player.take_traces(), self.notes()
+
+    def notes(self) -> list[StepNote]:
+        """Take the step notes reported so far (called in NOTES_GROUP: it is answered while an episode plays)."""
+        taken = []
+        while self.steps:
+            taken.append(self.steps.popleft())
+        return taken
 
     def close(self) -> None:
         """Release the player's env."""
@@ -179,14 +205,21 @@ class EpisodeActor:
 class _Actors:
     """`size` actors playing a queue of jobs, one at a time each; a dead actor's episode is recorded as an error and
     another actor is asked for in its place (a strict run stops instead). `playbooks` are the run's playbook files
-    (`Work.playbook_files`): every actor must then be on this machine."""
+    (`Work.playbook_files`): every actor must then be on this machine. With `on_step`, the step notes of the
+    episodes in play are pulled every NOTES_EVERY s and handed to it."""
 
     def __init__(self, ray: Any, work: Work, strict: bool, size: int, halt: threading.Event | None = None,
-                 playbooks: Mapping[str, str] | None = None) -> None:
+                 playbooks: Mapping[str, str] | None = None, on_step: StepListener | None = None) -> None:
         self.ray, self.work, self.strict, self.size, self.halt = ray, work, strict, size, halt
         self.detached = work.detach()  # what the actors play: no file under the run directory
         self.playbooks = dict(playbooks or {})
-        self.remote_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(EpisodeActor)
+        self.on_step = on_step
+        self.pulls: dict[Any, Any] = {}  # an actor -> its `notes` call not yet answered
+        self.pulled_at = 0.0  # when the last round of `notes` calls was made (time.monotonic)
+        # a concurrency group of its own answers `notes` while `play` runs; `ready`, `play` and `close` share one
+        # other thread (no longer the worker's main thread), so the player is built and used on one thread
+        self.remote_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0,
+                                       concurrency_groups={NOTES_GROUP: 1})(EpisodeActor)
 
     def _start(self) -> Any:
         return self.remote_class.remote(self.detached, self.strict, plugin_environment())
@@ -206,7 +239,11 @@ class _Actors:
                 playing = any(job is not None for _, job in running.values())
                 if not playing and not queue:
                     break  # only replacements still waiting for room on the cluster, and nothing for them
-                done, _ = ray.wait(list(running), num_returns=1, timeout=None if playing else PLACE_TIMEOUT)
+                timeout = self._pull(running) if playing else PLACE_TIMEOUT  # None: until a record comes
+                done, _ = ray.wait(list(running), num_returns=1, timeout=timeout)
+                self._pass_notes()
+                if not done and playing:
+                    continue  # time to pull the step notes again
                 if not done:
                     raise ExecutorError(f"no Ray worker could be started in {PLACE_TIMEOUT:g} s to play the episodes "
                                         "left (the workers died and the cluster has no free CPU for another); they "
@@ -219,7 +256,7 @@ class _Actors:
                     if queue:
                         self._give(running, actor, queue.next_for(actor))
                     continue
-                record, died = self._answer(ref, job)
+                record, died = self._answer(ref, job, actor)
                 if died:
                     actors.remove(actor)
                     queue.give_back(actor)
@@ -256,6 +293,43 @@ class _Actors:
     def _give(running: dict[Any, tuple[Any, Job | None]], actor: Any, job: Job) -> None:
         running[actor.play.remote(job)] = (actor, job)
 
+    def _pull(self, running: dict[Any, tuple[Any, Job | None]]) -> float | None:
+        """Ask each actor playing an episode for its step notes, every NOTES_EVERY s (one call pending at most each);
+        return how long to wait for a record before the next round (None: no notes are wanted)."""
+        if self.on_step is None:
+            return None
+        now = time.monotonic()
+        if now - self.pulled_at >= NOTES_EVERY:
+            self.pulled_at = now
+            for actor, job in running.values():
+                if job is not None and actor not in self.pulls:
+                    self.pulls[actor] = actor.notes.options(concurrency_group=NOTES_GROUP).remote()
+        return max(0.0, self.pulled_at + NOTES_EVERY - now)
+
+    def _pass_notes(self, actor: Any = None) -> None:
+        """Hand `on_step` the notes of the `notes` calls answered so far; with `actor`, those of its call alone,
+        waited for up to NOTES_WAIT s. A call that failed (its actor died) or is not answered in time is dropped."""
+        asked = [actor] if actor is not None else list(self.pulls)
+        calls = {self.pulls[a]: a for a in asked if a in self.pulls}
+        if not calls:
+            return
+        answered, _ = self.ray.wait(list(calls), num_returns=len(calls), timeout=0 if actor is None else NOTES_WAIT)
+        if actor is not None:
+            self.pulls.pop(actor, None)
+        for ref in answered:
+            self.pulls.pop(calls[ref], None)
+            try:
+                notes = self.ray.get(ref)
+            except self.ray.exceptions.RayError:
+                continue
+            self._hand_on(notes)
+
+    def _hand_on(self, notes: list[StepNote]) -> None:
+        """Hand `notes` to `on_step`, in order."""
+        if self.on_step is not None:
+            for note in notes:
+                self.on_step(note)
+
     def _close(self, actors: list[Any]) -> None:
         """Ask the actors to close their players (an env's engine ends cleanly); one that is gone is passed over."""
         refs = [actor.close.remote() for actor in actors]
@@ -287,12 +361,14 @@ class _Actors:
         here, addresses = machines(self.ray)
         check_playbook_placement(self.playbooks, here, [addresses.get(node, f"node {node}") for node in nodes])
 
-    def _answer(self, ref: Any, job: Job) -> tuple[EpisodeRecord, bool]:
-        """The record of `job` (its traces written to the run directory first), and False; or, when its actor died,
-        its error record and True. A strict run's error, and a dead actor in a strict run, raise."""
+    def _answer(self, ref: Any, job: Job, actor: Any) -> tuple[EpisodeRecord, bool]:
+        """The record of `job` (its traces written to the run directory and its last step notes handed to `on_step`
+        first), and False; or, when its actor died, its error record and True. A strict run's error, and a dead actor
+        in a strict run, raise."""
         exceptions = self.ray.exceptions
+        self._pass_notes(actor)  # the notes its pending `notes` call took come before those `play` returned
         try:
-            record, traces = self.ray.get(ref)
+            record, traces, notes = self.ray.get(ref)
         except exceptions.RayTaskError as exc:  # the episode raised: a strict run's error, or a bug
             cause = getattr(exc, "cause", None)
             raise (cause if isinstance(cause, Exception) else exc) from None
@@ -302,6 +378,7 @@ class _Actors:
                 raise ExecutorError(f"{job.harness}/{job.task_id} (trial {job.trial}): {why}: {exc}") from None
             return self.work.failed(job, why), True
         self.work.write_traces(traces)  # before the record: a recorded episode's trace is always there
+        self._hand_on(notes)
         return record, False
 
 
