@@ -17,6 +17,12 @@ time the tokens it must process take at llama.cpp's own speed; "over limit" is i
 "must eval" counts the prompt tokens that are new against the previous request with the same system prompt, the
 least any cache can evaluate.
 
+The independent measurement of the same run: llama.cpp's own performance counters (`llama_perf_context`: the
+prompt tokens it evaluated and the tokens it decoded, and the milliseconds each took), read from every model context
+the run used, at the end of each of its calls. Printed beside the script's own count: evaluated prompt tokens per
+step (the script's prefix accounting against llama.cpp's count; the two should agree within 10%) and the limit
+(raw rates) against llama.cpp's own seconds per step (eval plus decode; sampling and Python are outside it).
+
     python scripts/bench_local_model.py [--games 2] [--steps 15] [--threads 2] [--out FILE.json]
 
 `--threads 1,2` instead plays the default configuration once per thread count, side by side: seconds and CPU
@@ -75,12 +81,14 @@ def raw_throughput(threads: int) -> dict[str, float]:
 
 def child(args: argparse.Namespace) -> None:
     """Play one configuration in this process, counting what llama.cpp evaluates; write counts to --counts."""
+    import llama_cpp
     from llama_cpp import Llama
 
     from playground.cli.main import main
 
     calls: list[dict] = []
     last_by_system: dict[bytes, list[int]] = {}
+    perf: dict[int, dict[str, float]] = {}  # per model context: llama.cpp's own cumulative counters
     original_generate = Llama.generate
 
     def counted_generate(self, tokens, *a, **k):
@@ -95,14 +103,19 @@ def child(args: argparse.Namespace) -> None:
         last_by_system[system] = tokens
         record = {"prompt": len(tokens), "evaluated": len(tokens) - reused, "must": max(must, 1), "completion": 0}
         calls.append(record)
-        for token in original_generate(self, tokens, *a, **k):
-            record["completion"] += 1
-            yield token
+        try:
+            for token in original_generate(self, tokens, *a, **k):
+                record["completion"] += 1
+                yield token
+        finally:  # also when the caller stops early (a grammar's end, max_tokens): the counters so far
+            data = llama_cpp.llama_perf_context(self._ctx.ctx)
+            perf[id(self)] = {"prompt_ms": data.t_p_eval_ms, "prompt_tokens": data.n_p_eval,
+                              "decode_ms": data.t_eval_ms, "decode_tokens": data.n_eval}
 
     Llama.generate = counted_generate
     code = main(["run", "--episodes", str(args.games), "--max-steps", str(args.steps), "--quiet",
                  "--no-response-cache", "--out", args.run, "--agent-option", f"threads={args.threads}", *args.extra])
-    Path(args.counts).write_text(json.dumps({"code": code, "calls": calls,
+    Path(args.counts).write_text(json.dumps({"code": code, "calls": calls, "perf": list(perf.values()),
                                              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
@@ -122,7 +135,11 @@ def measure(name: str, extra: list[str], args: argparse.Namespace, folder: Path,
     seconds = sum(r.seconds for r in records)
     calls = data["calls"]
     total = {key: sum(c[key] for c in calls) for key in ("prompt", "evaluated", "must", "completion")}
-    return {"config": name, "threads": threads, "wall_s": wall, "cpu_s": cpu,
+    llama = {key: sum(p[key] for p in data["perf"]) for key in ("prompt_ms", "prompt_tokens", "decode_ms",
+                                                                 "decode_tokens")}
+    return {"config": name, "llama_evaluated_tokens_per_step": llama["prompt_tokens"] / max(steps, 1),
+            "llama_seconds_per_step": (llama["prompt_ms"] + llama["decode_ms"]) / 1000 / max(steps, 1),
+            "llama_decoded_tokens_per_step": llama["decode_tokens"] / max(steps, 1), "threads": threads, "wall_s": wall, "cpu_s": cpu,
             "cpu_seconds_per_step": cpu / max(steps, 1), "steps": steps, "episodes": len(records),
             "won": sum(r.won for r in records), "seconds_per_step": seconds / max(steps, 1),
             "calls_per_step": len(calls) / max(steps, 1), "peak_rss_mb": data["peak_rss_mb"],
@@ -177,6 +194,14 @@ def main() -> None:
     for row in rows:
         print(f"  {row['config']}: seconds per step by harness "
               + ", ".join(f"{h} {v:.2f}" for h, v in row["seconds_per_step_by_harness"].items()))
+    print("against llama.cpp's own counters of the same run (perf context): evaluated prompt tokens per step, "
+          "script / llama.cpp; limit / llama.cpp's eval+decode seconds per step")
+    for row in rows:
+        print(f"  {row['config']}: evaluated {row['evaluated_tokens_per_step']:.0f} / "
+              f"{row['llama_evaluated_tokens_per_step']:.0f} = "
+              f"{row['evaluated_tokens_per_step'] / max(row['llama_evaluated_tokens_per_step'], 1e-9):.3f}; "
+              f"limit {row['limit_seconds_per_step']:.2f} / {row['llama_seconds_per_step']:.2f} s = "
+              f"{row['limit_seconds_per_step'] / max(row['llama_seconds_per_step'], 1e-9):.3f}")
     first, last = rows[0], rows[-1]
     print(f"seconds per step, {last['config']} / {first['config']}: "
           f"{last['seconds_per_step'] / first['seconds_per_step']:.2f}")

@@ -64,6 +64,7 @@ OTHER_DICTS: dict[str, dict[str, str]] = {
     "scripts/bench_appworld.py": {"detected_failures": "a summary.json per-harness entry"},
     "scripts/bench_baselines.py": {"steps": "a workflow of AWM's memory file (workflows.jsonl)"},
     "scripts/bench_dart_steps.py": {"won": "a LangGraph run's figures (plugins/dart/graph.py play)"},
+    "scripts/bench_dart_appworld.py": {"won": "a row of this benchmark's counts (episodes won)"},
     "scripts/bench_local_model.py": {"won": "a figures row of this benchmark (episodes won)"},
     "scripts/bench_scienceworld.py": {"won": "the env's step info"},
     "scripts/bench_sweep_cache.py": {"response_cache": "summary.json's response-cache counts",
