@@ -99,7 +99,7 @@ def test_a_shipped_study_runs_at_smoke_size_and_plan_predicts_its_calls(host, tm
     assert [(c.grid, c.harness) for c in cells] == [(g.name, h) for g in study.grids for h in g.harnesses]
     sizes = {g.name: min(g.episodes, study.smoke.episodes) * min(g.trials, study.smoke.trials) for g in study.grids}
     assert all(cell.episodes == sizes[cell.grid] for cell in cells)
-    columns = study_columns(study)
+    columns = study_columns(study, cells)
     rows = table_rows(study, cells)
     assert all(list(row) == columns for row in rows)
     for metric, figures in study.paper_metric_items():

@@ -61,6 +61,7 @@ PLACE_TIMEOUT = 600.0  # seconds to wait for a replacement worker when no other 
 NOTES_EVERY = 0.5  # seconds between the run's pulls of the step notes of the episodes in play
 NOTES_WAIT = 10.0  # seconds an ended episode's last pull is waited for (a dead actor's notes are lost)
 NOTES_GROUP = "notes"  # the actors' concurrency group for `notes`: answered while `play` runs
+LOST_STARTS = 8  # workers that may die before they start (their node lost) before the run gives up
 STARTUP_HINT = ("Ray's raylet gives its agents about 15 s to start, which a busy machine may not meet: try again, "
                 "or start Ray yourself (`ray start --head`) and pass --address")
 
@@ -216,6 +217,7 @@ class _Actors:
         self.on_step = on_step
         self.pulls: dict[Any, Any] = {}  # an actor -> its `notes` call not yet answered
         self.pulled_at = 0.0  # when the last round of `notes` calls was made (time.monotonic)
+        self.lost_starts = 0  # actors that died before they started (`_replace`)
         # a concurrency group of its own answers `notes` while `play` runs; `ready`, `play` and `close` share one
         # other thread (no longer the worker's main thread), so the player is built and used on one thread
         self.remote_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0,
@@ -251,7 +253,11 @@ class _Actors:
                 [ref] = done
                 actor, job = running.pop(ref)
                 if job is None:  # a replacement started: it plays the next job
-                    self._placed(self._get_ready([ref]))
+                    node = self._ready(ref)
+                    if node is None:  # it died before it started (its node lost): another is asked for
+                        self._replace(actor, actors, running)
+                        continue
+                    self._placed([node])
                     started.append(actor)
                     if queue:
                         self._give(running, actor, queue.next_for(actor))
@@ -284,10 +290,35 @@ class _Actors:
         if not done:
             raise ExecutorError(f"no Ray worker could be started in {START_GRACE + PLACE_TIMEOUT:g} s: the cluster "
                                 "has no free CPU (each worker takes one)")
-        self._placed(self._get_ready(done))
         for ref in waiting:
             running[ref] = (refs[ref], None)
-        return [refs[ref] for ref in done]
+        started, nodes = [], []
+        for ref in done:
+            node = self._ready(ref)
+            if node is None:  # it died before it started (its node lost; Ray may learn it late): another in its place
+                self._replace(refs[ref], actors, running)
+                continue
+            started.append(refs[ref])
+            nodes.append(node)
+        self._placed(nodes)
+        return started
+
+    def _replace(self, dead: Any, actors: list[Any], running: dict[Any, tuple[Any, Job | None]]) -> None:
+        """Put a new actor in the place of one that died before it started (its start left in `running`);
+        ExecutorError once LOST_STARTS have died so."""
+        self.lost_starts += 1
+        if dead in actors:
+            actors.remove(dead)
+        try:
+            self.ray.kill(dead)
+        except Exception:  # noqa: BLE001 - gone already, with its node
+            pass
+        if self.lost_starts > LOST_STARTS:
+            raise ExecutorError(f"{self.lost_starts} Ray workers died before they started (their nodes lost?); the "
+                                "episodes left are not played: rerun the same command when the cluster is whole")
+        actor = self._start()
+        actors.append(actor)
+        running[actor.ready.remote()] = (actor, None)
 
     @staticmethod
     def _give(running: dict[Any, tuple[Any, Job | None]], actor: Any, job: Job) -> None:
@@ -343,14 +374,16 @@ class _Actors:
                 except self.ray.exceptions.RayError:
                     pass
 
-    def _get_ready(self, refs: list[Any]) -> list[str]:
-        """The node ids of the actors whose `ready` calls are `refs`: they started and loaded the plugins; else the
-        plugins' error, or ExecutorError (nothing is recorded for it)."""
+    def _ready(self, ref: Any) -> str | None:
+        """The node id of the actor whose `ready` call is `ref`: it started and loaded the plugins; None when it died
+        before it could (its node lost); else the plugins' error, or ExecutorError (nothing is recorded for it)."""
         try:
-            return self.ray.get(refs)
+            return self.ray.get(ref)
         except self.ray.exceptions.RayTaskError as exc:  # loading the plugins raised
             cause = getattr(exc, "cause", None)
             raise (cause if isinstance(cause, Exception) else exc) from None
+        except self.ray.exceptions.RayActorError:
+            return None
         except self.ray.exceptions.RayError as exc:
             raise ExecutorError(f"a Ray worker died while starting: {exc}") from None
 
