@@ -19,7 +19,8 @@ import pytest
 
 from playground import EpisodeIds
 from playground.host_api import EPISODE_FIELDS, episode_key, key_values, written_under
-from playground.plugins.baselines.store import append_once, read_records, written_before
+from playground.plugins.baselines.memory import FileMemory, append_once, written_before
+from playground.plugins.baselines.store import read_records
 from playground.plugins.playbook.store import Playbook, discard_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,12 +90,12 @@ def test_the_playbook_keys_a_lesson_by_the_host_key_and_discards_an_unfinished_e
 
 def test_a_baseline_memory_file_keeps_an_episodes_records_once_under_the_host_key(tmp_path):
     path = tmp_path / "pb.memory.jsonl"
-    append_once(path, episode_key(IDS), [{"item": "a"}, {"item": "b"}])
-    append_once(path, episode_key(IDS), [{"item": "c"}])  # the replayed episode
+    append_once(FileMemory(path), episode_key(IDS), [{"item": "a"}, {"item": "b"}])
+    append_once(FileMemory(path), episode_key(IDS), [{"item": "c"}])  # the replayed episode
     assert path.read_text() == ('{"run": "r1", "episode": "r1:h:t", "attempt": 1, "item": "a"}\n'
                                 '{"run": "r1", "episode": "r1:h:t", "attempt": 1, "item": "b"}\n')  # the file format
-    assert written_before(path, episode_key(IDS))
-    assert not written_before(path, episode_key(EpisodeIds("r1", "r1:h:t", "tiny", "t", "h", attempt=2)))
+    assert written_before(FileMemory(path), episode_key(IDS))
+    assert not written_before(FileMemory(path), episode_key(EpisodeIds("r1", "r1:h:t", "tiny", "t", "h", attempt=2)))
     assert [r["item"] for r in read_records(path)] == ["a", "b"]
 
 
@@ -108,7 +109,7 @@ def _write_once_each(folder: str, together, errors) -> None:
             together.wait(60)
             book.add("progress", ["planning_stall"], "idles", "act", provenance=episode_key(IDS, step=3))
         together.wait(60)
-        append_once(Path(folder) / "pb.memory.jsonl", episode_key(IDS), ITEMS)
+        append_once(FileMemory(Path(folder) / "pb.memory.jsonl"), episode_key(IDS), ITEMS)
     except Exception as error:  # reported to the parent, which fails the test
         errors.put(repr(error))
 
@@ -164,7 +165,7 @@ def test_both_plugins_take_the_key_from_the_host():
         return _host_imports(ast.parse((ROOT / "plugins" / module).read_text())) & set(SHARED)
 
     assert uses("playbook/provenance.py") == {"EPISODE_FIELDS", "key_values"}
-    assert uses("baselines/store.py") == uses("baselines/memory.py") == {"written_under"}
+    assert uses("baselines/memory.py") == {"written_under"}  # store.py reads and writes the files only
     for baseline in ("ace", "awm", "reasoningbank", "reflexion"):
         assert uses(f"baselines/{baseline}.py") == {"episode_key"}, baseline
 

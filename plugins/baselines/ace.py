@@ -433,5 +433,5 @@ class AcePlugin(MemoryBaseline):
             done += playbook.apply(prune_operations(playbook, int(self.p["ace_prune_harmful"])), 1.0)
             playbook.save(self.memory)
             log.append({**key, "task": ids.task_id, "at": time.time(), "reflector": reflection.by,
-                                "curator": curated_by, "operations": done})
+                        "curator": curated_by, "operations": done})
         return done

@@ -17,6 +17,7 @@ an episode writes carries its key, and `append_once` writes nothing when a recor
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -100,6 +101,8 @@ TABLES = ("CREATE TABLE IF NOT EXISTS {s}.baseline_records (seq BIGSERIAL PRIMAR
           "record JSONB NOT NULL)",
           "CREATE INDEX IF NOT EXISTS baseline_records_name ON {s}.baseline_records (name, seq)",
           "CREATE TABLE IF NOT EXISTS {s}.baseline_texts (name TEXT PRIMARY KEY, text TEXT NOT NULL)")
+_MADE: set[tuple[str, str]] = set()  # (conninfo, schema) whose tables this process made or found: not asked again
+_MADE_LOCK = threading.Lock()
 
 
 class PostgresMemory:
@@ -109,11 +112,19 @@ class PostgresMemory:
         from playground.plugins.playbook.backend import postgres
 
         pg = postgres()
-        self.pg, self.url, self.name = pg, url, name
+        self.url, self.name = url, name
         where = pg.Location(url)
         self.pool = pg.pool(where)
         self.schema = pg.quoted(f"{where.schema}_memory")
         self.location = f"{where.shown} ({where.schema}_memory: {name})"
+        with _MADE_LOCK:
+            if (where.conninfo, self.schema) not in _MADE:  # once per process, not for every episode's memory
+                self._make_tables()
+                _MADE.add((where.conninfo, self.schema))
+
+    def _make_tables(self) -> None:
+        """Make the memory's schema and tables unless they are there (under a lock: processes making them at once
+        make them once)."""
         with self.pool.connection() as connection, connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"playground-memory:{self.schema}",))
             connection.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")

@@ -124,7 +124,7 @@ class ReflexionPlugin(MemoryBaseline):
         text = text or rule_reflection(self.trajectory, trial)
         with self.memory.locked():
             self.memory.append({**episode_key(end.ids), "task": end.ids.task_id, "reflection": text, "by": by,
-                                      "at": time.time()})
+                                "at": time.time()})
 
 
 def trials_harness(name: str, rest: str):

@@ -10,8 +10,8 @@ no `playbook`) there is no file and nothing is carried over.
 
 What an episode writes carries its key (`playground.host_api.episode_key`: run, episode and
 attempt, the host's exactly-once key) in each record, so a replayed episode (its process killed
-after it wrote, before its record was) finds its writes there (`written_before`) and does not
-write them again (`append_once`).
+after it wrote, before its record was) finds its writes there and does not write them again
+(`memory.written_before`, `memory.append_once`, over a `FileMemory` of this file).
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Iterator
 
 from playground import EpisodeStart, PlaygroundError
-from playground.host_api import written_under
 
 
 class MemoryFileError(PlaygroundError):
@@ -94,18 +93,3 @@ def append_record(path: Path, record: dict) -> None:
         handle.write((("\n" if torn else "") + json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def written_before(path: Path, key: Mapping[str, Any]) -> bool:
-    """Whether the file holds a record of `key` (a replayed episode wrote it already); call under `locked(path)`."""
-    return written_under(read_records(path), key)
-
-
-def append_once(path: Path, key: Mapping[str, Any], records: list[dict]) -> None:
-    """Append `records`, each led by `key`'s fields, to `path` under its lock, unless a record of `key` is there
-    already (a replayed episode wrote them)."""
-    with locked(path):
-        if written_before(path, key):
-            return
-        for record in records:
-            append_record(path, {**key, **record})
