@@ -33,16 +33,12 @@ from playground.core.episode_hooks import EpisodeHooks
 from playground.core.loop import EpisodeConfig, run_episode
 from playground.envs.workflow.env import WorkflowProvider
 from playground.host_api import ScriptedAgent, bind_env
-from playground.plugins.dart import graph, sidecar
+from playground.plugins.dart import graph
+from playground.plugins.dart.sidecar import for_harness
 from playground.plugins.dart.variants import ABLATIONS, BASELINES
 
 GRAPH = "langgraph"
-HARNESSES: dict[str, Callable[[], Any] | None] = {
-    "base": None,
-    "dart": lambda: sidecar.Dart({}),
-    **{name: (lambda params=params: sidecar.Dart(params)) for name, params, _ in ABLATIONS},
-    **{name: (lambda cls=cls: getattr(sidecar, cls)({})) for name, cls, _ in BASELINES},
-}
+HARNESSES = ("base", "dart", *(name for name, _, _ in ABLATIONS), *(name for name, _, _ in BASELINES))
 
 
 class SizedEnv:
@@ -75,8 +71,8 @@ def cpu_seconds(run: Callable[[], Any]) -> float:
 
 def play(env: Any, task: str, harness: str) -> Any:
     """One episode of `task` under `harness` with the expert (`ScriptedAgent`); its `EpisodeResult`."""
-    make = HARNESSES[harness]
-    hooks = EpisodeHooks([(harness, make())] if make is not None else [])
+    sidecar = for_harness(harness)
+    hooks = EpisodeHooks([(harness, sidecar)] if sidecar is not None else [])
     agent = ScriptedAgent()
     bind_env(agent, env)
     config = EpisodeConfig("bench", f"bench:{task}", "workflow", task, harness, "ScriptedAgent", 0, 80,

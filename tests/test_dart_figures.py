@@ -16,8 +16,9 @@ from playground.core.events import RollbackEvent, StepEvent
 from playground.core.hookspecs import hookimpl
 from playground.envs.workflow.env import WorkflowProvider
 from playground.plugins.dart.figures import crosses_irreversible, episode_figures
+from playground.plugins.dart.sidecar import for_harness
 from playground.testing import ScriptedAgent, play
-from tests.dart_cases import HARNESSES, play_harness
+from tests.dart_cases import play_harness
 
 PROVIDER = WorkflowProvider()
 COMMITTED = Path(__file__).resolve().parent.parent / "docs" / "runs" / "dart-noisy-budget" / "episodes.jsonl"
@@ -52,7 +53,7 @@ def test_the_truth_reaches_the_trace_and_no_plugin():
         def step_completed(self, outcome):
             seen.append(outcome)
 
-    played = play(PROVIDER.make("travel", expert=True), ScriptedAgent(), plugins=[HARNESSES["dart"](), Spy()],
+    played = play(PROVIDER.make("travel", expert=True), ScriptedAgent(), plugins=[for_harness("dart"), Spy()],
                   task="travel-irreversible-0", max_steps=80, params={"max_rollbacks": 10})
     steps = played.events_of(StepEvent)
     assert all(step.truth is not None and "unsafe_restores" in step.truth for step in steps)

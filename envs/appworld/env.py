@@ -214,15 +214,17 @@ class AppWorldEnv(TextEnv):
     def crosses_irreversible(self, cells: int) -> bool:
         """Ground truth (for benchmarks, never for a sidecar): would restoring the state after `cells` cells
         undo an irreversible call of this attempt? The initial state starts a new attempt: never."""
-        return cells > 0 and any(e["cell"] >= cells and e["attempt"] == self.world["attempt"]
-                                 for e in self.world["effects"])
+        return cells > 0 and any(cell >= cells for cell in self._irreversible_cells())
+
+    def _irreversible_cells(self) -> list[int]:
+        """The cells of this attempt's irreversible calls (ground truth, never for a sidecar)."""
+        return [e["cell"] for e in self.world["effects"] if e["attempt"] == self.world["attempt"]]
 
     def ground_truth(self) -> dict[str, Any]:
         """For the trace only (`TextEnv.ground_truth`): the restores that undid an irreversible call so far, and the
         cells of this attempt's irreversible calls (a restore to a cell count at or below one undoes it:
         `crosses_irreversible`)."""
-        return {"unsafe_restores": self.world["unsafe_restores"],
-                "irreversible": [e["cell"] for e in self.world["effects"] if e["attempt"] == self.world["attempt"]]}
+        return {"unsafe_restores": self.world["unsafe_restores"], "irreversible": self._irreversible_cells()}
 
     def check_action(self, action: str) -> list[SchemaProblem]:
         """The cell's problems against AppWorld's API docs (`schema.check_cell`), found without running it."""

@@ -198,21 +198,26 @@ class WorkflowEnv(TextEnv):
                 return False
         return True
 
+    def committed(self) -> int:
+        """The instances committed now (every step of theirs done)."""
+        return sum(self.state["done"][inst.id] == len(inst.skeleton.steps) for inst in self.instances)
+
+    def _irreversible_clocks(self) -> list[int]:
+        """The clocks of this attempt's irreversible effects not compensated (ground truth, never for a sidecar)."""
+        return [e["clock"] for e in self.world["effects"] if e["effect"] == "irreversible" and not e["compensated"]
+                and e["attempt"] == self.world["attempt"]]
+
     def crosses_irreversible(self, step: int) -> bool:
         """Ground truth (for benchmarks, never for a sidecar): would restoring the state of `step`
         cross an irreversible effect of this attempt? Step 0 starts a new attempt: never."""
-        return step > 0 and any(e["effect"] == "irreversible" and e["clock"] >= step and not e["compensated"]
-                                and e["attempt"] == self.world["attempt"] for e in self.world["effects"])
+        return step > 0 and any(clock >= step for clock in self._irreversible_clocks())
 
     def ground_truth(self) -> dict[str, Any]:
         """For the trace only (`TextEnv.ground_truth`): instances committed, whether the task has a fault and it
         fired, the restores that crossed an irreversible effect so far, and the clocks of this attempt's live
         irreversible effects (a restore to a clock at or below one crosses it: `crosses_irreversible`)."""
-        return {"committed": sum(self.state["done"][i.id] == len(i.skeleton.steps) for i in self.instances),
-                "faulty": self.fault is not None, "fired": bool(self.world["fired"]),
-                "unsafe_restores": self.world["unsafe_restores"],
-                "irreversible": [e["clock"] for e in self.world["effects"] if e["effect"] == "irreversible"
-                                 and not e["compensated"] and e["attempt"] == self.world["attempt"]]}
+        return {"committed": self.committed(), "faulty": self.fault is not None, "fired": bool(self.world["fired"]),
+                "unsafe_restores": self.world["unsafe_restores"], "irreversible": self._irreversible_clocks()}
 
     def snapshot(self) -> dict:
         return copy.deepcopy(self.state)
@@ -248,7 +253,7 @@ class WorkflowEnv(TextEnv):
 
     def _info(self, valid: bool) -> EnvInfo:
         s = self.state
-        committed = sum(s["done"][inst.id] == len(inst.skeleton.steps) for inst in self.instances)
+        committed = self.committed()
         admissible = sorted([*self.by_action, "status"])
         won = committed == len(self.instances) and self.valid()
         info: EnvInfo = {

@@ -91,7 +91,7 @@ def play(env: Any, task: str, max_recoveries: int = 3) -> dict[str, Any]:
             figures["recoveries"] += 1
             latest = graph.get_state(config)  # LangGraph's restore: the latest checkpoint
             env.restore(latest.values["local"])
-            figures["preserved"] += _committed(env)
+            figures["preserved"] += env.committed()
             payload = None  # resume from that checkpoint: the failed node runs again
     sizes = [len(saver.serde.dumps_typed(t.checkpoint)[1]) for t in saver.list(config)]
     figures.update(won=env.valid(), steps=counted.steps, replayed=counted.steps - env.state["clock"],
@@ -111,11 +111,6 @@ class _Counted:
     def step(self, action: str) -> Any:
         self.steps += 1
         return self.env.step(action)
-
-
-def _committed(env: Any) -> int:
-    state = env.state
-    return sum(state["done"][i.id] == len(i.skeleton.steps) for i in env.instances)
 
 
 def clean_run(env: Any, task: str, checkpointed: bool) -> tuple[Callable[[], Any], int]:

@@ -355,3 +355,20 @@ class CheckpointLatest(_Sidecar):
         step = max(earlier)
         return self.decision("rollback", step, decision="rollback", reason="restore the latest checkpoint",
                              blocked=False, failure_step=failure[0], preserved=self.preserved(step))
+
+
+def for_harness(name: str) -> _Sidecar | None:
+    """A new sidecar as DART's registered harness `name` runs it (`dart`, an ablation in `variants.ABLATIONS`, a
+    baseline in `variants.BASELINES`), or None for `base`; KeyError for any other name. For the tests and benches
+    that play a harness's sidecar directly (`playground.testing.play`)."""
+    from playground.plugins.dart.variants import ABLATIONS, BASELINES
+
+    if name == "base":
+        return None
+    if name == "dart":
+        return Dart({})
+    ablations = {ablation: params for ablation, params, _ in ABLATIONS}
+    if name in ablations:
+        return Dart(ablations[name])
+    baselines = {baseline: globals()[cls] for baseline, cls, _ in BASELINES}
+    return baselines[name]({})
