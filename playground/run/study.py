@@ -361,11 +361,19 @@ def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = 
 
 
 def _figure_values(chosen: Mapping[str, Figure], records: list[EpisodeRecord], events) -> dict[str, float | None]:
-    """Each figure's value for one cell; StudyError names a figure whose function failed, and its plugin."""
+    """Each figure's value for one cell; StudyError names a figure whose function failed, and its plugin. Each
+    episode's trace is read once for the cell, however many figures read it."""
+    read: dict[str, list[Event]] = {}
+
+    def cached(record: EpisodeRecord) -> list[Event]:
+        if record.key not in read:
+            read[record.key] = events(record)
+        return read[record.key]
+
     values = {}
     for name, figure in chosen.items():
         try:
-            values[name] = figure.of(records, events)
+            values[name] = figure.of(records, cached)
         except Exception as exc:  # noqa: BLE001 - a plugin's figure function; named, not a crash
             raise StudyError(f"figure {name!r} (plugin {figure.plugin!r}) failed: {type(exc).__name__}: {exc}") \
                 from exc
