@@ -24,8 +24,8 @@ from checkout_tree import ROOT, python_env, worktree
 
 APPARATUS = {
     "sentry": ["plugins/sentry/heldout.py", "plugins/sentry/paired.py", "plugins/sentry/truth.py",
-               "plugins/sentry/measure.py", "plugins/sentry/bench.py", "plugins/sentry/table.py",
-               "plugins/sentry/figures.py", "plugins/sentry/cli.py"],
+               "plugins/sentry/measure.py", "plugins/sentry/injected.py", "plugins/sentry/bench.py",
+               "plugins/sentry/table.py", "plugins/sentry/figures.py", "plugins/sentry/cli.py"],
     "darc": ["plugins/darc/cli.py", "plugins/darc/profile.py", "plugins/darc/evaluate.py", "plugins/darc/controls.py",
              "plugins/darc/factorial.py", "plugins/darc/efficiency.py", "plugins/darc/agreement.py",
              "plugins/darc/frontier.py", "plugins/darc/runs.py"],

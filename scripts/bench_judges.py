@@ -3,7 +3,7 @@ own OpenAI-compatible server.
 
 Realistic inputs: the `noisy` agent plays `textworld:easy` under `base` (failures injected, nothing repaired)
 through the real runner; Sentry's rules are replayed offline over its traces from the blind view
-(`plugins/sentry/truth.py`), and the roles are asked about what that gives:
+(`replayed_steps`), and the roles are asked about what that gives:
 
 - `sentry.detector`: each step the judge would be asked about (no validity failure), its window and proposal;
 - `sentry.need_check`: each step where a rule detected a progress or grounding failure, with that detection;
@@ -38,6 +38,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,19 +46,20 @@ from playground.agents.http_model import HTTPChatModel
 from playground.agents.judge_calls import judge_calls_reported
 from playground.agents.local_model import LocalChatModel, default_gguf_path
 from playground.core.events import EndEvent, JudgeCallEvent, StepEvent, to_record
+from playground.core.payloads import Proposal
 from playground.host.manager import Host
 from playground.plugins.aed.diagnose import llm_diagnoses
 from playground.plugins.darc.llm_diagnosis import LLMDiagnoser
-from playground.plugins.sentry.blind import BlindOutcome
-from playground.plugins.sentry.detectors import make_window
+from playground.plugins.sentry.blind import BlindOutcome, BlindView, blind_view
+from playground.plugins.sentry.detectors import make_window, named_detections
 from playground.plugins.sentry.judges import LLMDetector, LLMNeedCheck, LLMSummariser, LLMVerifier
-from playground.plugins.sentry.truth import ReplayedStep, replay_rules, traces
 from playground.plugins.sentry.verifier import Verdict, Watch
-from playground.run.forks import EpisodeTrace, load_episode
 from playground.run.config import RunConfig
+from playground.run.forks import EpisodeTrace, load_episode, replay_contexts
+from playground.run.rundir import load_records, record_trace
 from playground.run.runner import run
-from playground.run.validation import resolve_tasks
 from playground.run.traces import read_events
+from playground.run.validation import resolve_tasks
 
 ROLES = ("sentry.detector", "sentry.need_check", "sentry.verifier", "sentry.summariser", "darc.diagnoser",
          "aed.diagnoser")
@@ -73,13 +75,47 @@ def play(host: Host, episodes: int, max_steps: int, out: Path) -> None:
                         agent_options=dict(NOISY), harnesses=["base"], out=str(out), max_steps=max_steps))
 
 
+@dataclass
+class ReplayedStep:
+    """One step as Sentry's detectors receive it: the blind view and the proposal's thought, action and finish."""
+
+    step: int
+    view: BlindView
+    proposal: Proposal
+    first_observation: str
+    invalid: bool  # the validity rule fired (then Sentry asks no judge)
+
+
+def base_episodes(run_dir: Path) -> list[EpisodeTrace]:
+    """The finished `base` episodes of the run."""
+    return [load_episode(record_trace(run_dir, r)) for r in load_records(run_dir)
+            if r.harness == "base" and r.status != "error"]
+
+
+def replayed_steps(host: Host, episode: EpisodeTrace) -> list[ReplayedStep]:
+    """The episode's steps replayed from reset (observations through the env's `remove_grade_text`, as Sentry reads
+    them live), each first proposal without its injection."""
+    remove_grade_text = host.grade_text_remover(episode.header.env)
+    first = remove_grade_text(episode.reset.observation)
+    steps = []
+    path = [*episode.steps, *([episode.tail] if episode.tail is not None else [])]
+    for recorded, context in zip(path, replay_contexts(host, episode)):
+        if not recorded.proposals:
+            continue
+        event = recorded.proposals[0]
+        proposal = Proposal(event.thought, event.action, event.finish)
+        view = blind_view(context, remove_grade_text=remove_grade_text)
+        found = named_detections(view, proposal, WINDOW, first_observation=first)
+        steps.append(ReplayedStep(recorded.step, view, proposal, first,
+                                  any(d.failure_type == "action_validity" for _, d in found)))
+    return steps
+
+
 def sentry_inputs(host: Host, episodes: list[EpisodeTrace]) -> dict[str, list[Call]]:
     """The Sentry roles' calls, from Sentry's rules replayed over the episodes."""
-    from playground.plugins.sentry.detectors import named_detections
-
     calls: dict[str, list[Call]] = {role: [] for role in ROLES[:4]}
     for episode in episodes:
-        steps = replay_rules(host, episode, WINDOW).steps
+        steps = replayed_steps(host, episode)
         for index, step in enumerate(steps):
             if step.invalid:
                 continue
@@ -255,7 +291,7 @@ def main() -> int:
     run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-judges-"))
     started = time.perf_counter()
     play(host, args.episodes, args.max_steps, run_dir)
-    episodes = traces(run_dir, "base")
+    episodes = base_episodes(run_dir)
     scratch = Path(tempfile.mkdtemp(prefix="bench-judges-cuts-"))
     inputs = {**sentry_inputs(host, episodes), **diagnoser_inputs(host, run_dir, episodes, scratch)}
     print(f"{len(episodes)} episodes played and replayed in {time.perf_counter() - started:.0f} s ({run_dir}); "

@@ -123,7 +123,7 @@ def _measure(host: Host, out: Path) -> dict[str, Any]:
         row: dict[str, Any] = success_against(out, harness)
         if harness != "base":
             row["judges"] = judge_grades(out, harness) if traced else graded_in_summary(summary.get(harness, {}))
-            row["lessons"] = lesson_precision(host, out, harness) if traced else {}
+            row["lessons"] = lesson_precision(out, harness) if traced else {}
             curve = learning_curve(out, harness)
             row["first_quarter"], row["last_quarter"] = curve["first_quarter"], curve["last_quarter"]
         rows[harness] = row

@@ -240,7 +240,7 @@ def test_a_coin_for_a_verifier_keeps_lessons_near_the_base_rate_and_a_right_one_
     for accuracy in (0.5, 1.0):
         out = run_cell(tmp_path / str(accuracy), "tiny", "default", tasks,
                        {**FAILING, "judge_accuracy": 1.0, "verifier_accuracy": accuracy}, ["sentry"])
-        figures[accuracy] = lesson_precision(host, out, "sentry")
+        figures[accuracy] = lesson_precision(out, "sentry")
         assert judge_grades(out, "sentry")["verifier"]["accuracy"] == pytest.approx(accuracy, abs=0.12)
     coin, right = figures[0.5], figures[1.0]
     assert coin["lessons"] >= 30 and right["lessons"] >= 20

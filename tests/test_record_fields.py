@@ -42,7 +42,6 @@ OTHER_DICTS: dict[str, dict[str, str]] = {
                                       "lessons_added": "a summary.json per-harness entry"},
     "plugins/dart/structure.py": {"steps": "an instance of the env's declared workflow (reset info['workflow'])"},
     "plugins/playbook/provenance.py": {"verified": "a playbook lesson record (the row to insert)"},
-    "plugins/sentry/bench.py": {"verifier": "a detector-bench report of one env (measure_run's output)"},
     "envs/alfworld/env.py": {"won": "the TextWorld game state ALFWorld's engine returns (its infos)"},
     "envs/textworld/env.py": {"max_score": "the TextWorld engine's game state (its infos)",
                               "won": "the TextWorld engine's game state (its infos)"},

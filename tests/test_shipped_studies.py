@@ -25,8 +25,9 @@ from playground.run.study import plan, run_study, study_columns, study_table, ta
 MODEL_FREE = {"noisy", "expert", "guard-top1", "random"}  # the scripted agents the studies name
 SHIPPED = ["aed-matched-replay", "darc-table10", "darc-table13", "darc-table14", "darc-table5", "darc-table6",
            "darc-table7", "darc-table9", "dart-bench", "dart-instrument", "sentry-a64-retrieval",
-           "sentry-instrument-alf", "sentry-instrument-tw", "sentry-instrument-tw-budget", "sentry-main",
-           "sentry-table3-ablations", "sentry-table4-heldout", "stack-workflow"]
+           "sentry-instrument-alf", "sentry-instrument-detectors", "sentry-instrument-tw",
+           "sentry-instrument-tw-budget", "sentry-main", "sentry-table3-ablations", "sentry-table4-heldout",
+           "stack-workflow"]
 PAPER_TABLES = [name for name in SHIPPED if "instrument" not in name and name != "stack-workflow"]
 
 

@@ -49,7 +49,7 @@ Every failure action it proposes carries its ground truth in `Proposal.injected`
 failures from 1 (all the actions of one streak share it) and `planned` is the expert's action
 the failure replaced (None where the plan was done): a correct action at that step. The loop writes it into the
 trace and hides it from every plugin; measurements read it from the trace
-(`scripts/bench_detectors.py`). A drift with nothing unrelated to drift to falls back to an
+(a plugin's study columns against injected failures). A drift with nothing unrelated to drift to falls back to an
 action that changes nothing, and is recorded as the stall it is.
 
 It is an instrument, not a model of any LLM: figures obtained with it say whether the

@@ -3,11 +3,11 @@
 Registers the `sentry` and `validity-guard` interventions, the harness `sentry` (the paper's
 configuration), its variants (`VARIANTS`: `sentry-rules`, `sentry-shortlist`) and
 ablations (`ABLATIONS`), `sentry-persistent`, `sentry-frozen-persistent`, `guard-only` and
-`sentry-llm`, the `playground sentry` command group (`paired-forks`: each intervention point
-forked with and without the repair; `detectors`: the detectors and verifier measured against a
-failure-injection agent's injected failures), its studies (the papers' tables, `studies/`), and
-declares the failure types its detectors report (`action_validity`, `progress`,
-`grounding`) with their labels.
+`sentry-llm`, `sentry-detect-only`, the `playground sentry` command group (`paired-forks`: each
+intervention point forked with and without the repair), its study table columns (`figures.py`: among them the
+detectors and verifier measured against a failure-injection agent's injected failures), its studies (the
+papers' tables and instrument sweeps, `studies/`), and declares the failure types its detectors report
+(`action_validity`, `progress`, `grounding`) with their labels.
 """
 
 from __future__ import annotations
@@ -98,6 +98,8 @@ VARIANTS = (
      "Sentry whose repairs restrict the agent to a harness-picked list (actions not tried recently after a "
      "progress repair, the ranked valid actions after a hard repair) and replace a still-invalid action "
      "with the top-ranked one (a variant, not the paper's configuration)"),
+    ("sentry-detect-only", {"hard_repair": False, "soft_repair": False, "update_playbook": False},
+     "Sentry's detectors alone: nothing repaired or stored (the trajectory is base's; its detections measured)"),
 )
 ABLATIONS = (
     ("sentry-no-hard", {"hard_repair": False}, "Sentry without the hard repair (invalid actions go to the env)"),
@@ -138,7 +140,8 @@ def register_harnesses(register):
 
 @hookimpl
 def register_figures(register) -> None:
-    """Add Sentry's study table columns: soft repairs and need-check declines per episode."""
+    """Add Sentry's study table columns: soft repairs and need-check declines per episode, and its detectors,
+    verifier and lessons scored against injected failures."""
     from playground.plugins.sentry.figures import FIGURES
 
     for figure in FIGURES:
@@ -147,7 +150,7 @@ def register_figures(register) -> None:
 
 @hookimpl
 def register_commands(cli) -> None:
-    """Add the `sentry` command group (`paired-forks`, `detectors`)."""
+    """Add the `sentry` command group (`paired-forks`)."""
     from playground.plugins.sentry.cli import sentry_group
 
     cli.add_command(sentry_group)

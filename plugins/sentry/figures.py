@@ -1,17 +1,41 @@
-"""Sentry's columns in study tables (`register_figures`): soft repairs and the detections the intervention-need
-check declined, per episode. The rest of what Sentry's table showed (success, the paired McNemar test, the
-resolved share, tokens, usable judge replies) the study table and the host's figures show for every method.
+"""Sentry's columns in study tables (`register_figures`).
 
-"Declined" counts the steps where Sentry's own progress or grounding detectors fired on the first proposal and no
-intervention followed: what the intervention-need check (threshold or LLM judgment, with the cooldown) and the
-per-episode repair cap let pass. It is read from the episodes' traces (None for a run whose traces were left out).
+- `soft_repairs` and `need_check_declined`, per episode. "Declined" counts the steps where Sentry's own progress
+  or grounding detectors fired on the first proposal and no intervention followed: what the intervention-need
+  check (threshold or LLM judgment, with the cooldown) and the per-episode repair cap let pass.
+- Against the failures a failure-injection agent (`noisy`) injected (`injected.py`; instrument figures): Sentry's
+  detectors' macro recall, precision and F1 over the labels (window 3 steps, labels matched by failure mode:
+  `measure.py` states the rule), the verifier's agreement with whether the repaired failure really ended (and
+  Cohen's kappa), and the share of stored lessons whose failure truly was resolved (labels matched exactly, as
+  the instrument sweeps published it). They are None for a cell where
+  Sentry did not run or nothing was injected; the study `sentry-instrument-detectors` plays the detectors alone
+  (`sentry-detect-only`) and with their repairs (`sentry`).
+
+The rest of what Sentry's table showed (success, the paired McNemar test, the resolved share, tokens, usable judge
+replies) the study table and the host's figures show for every method. All are read from the episodes' traces
+(None for a run whose traces were left out).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from playground.api import Event, Figure, per_episode, per_episode_from_events
 from playground.core.events import DetectionEvent, InterventionEvent
+from playground.core.records import EpisodeRecord
 from playground.plugins.sentry.harness import OWN_DETECTORS
+from playground.plugins.sentry.injected import (
+    VerdictTruth,
+    detections,
+    injections,
+    label_matcher,
+    ran_sentry,
+    verdict_truths,
+)
+from playground.plugins.sentry.measure import cohen_kappa, macro, score
+
+WINDOW = 3  # steps after an injection in which a detection still counts for it
 
 
 def declined_detections(events: list[Event]) -> int:
@@ -23,10 +47,69 @@ def declined_detections(events: list[Event]) -> int:
     return len(detected - intervened)
 
 
+def _sentry_traces(records: Sequence[EpisodeRecord], events: Any) -> list[list[Event]]:
+    """The traces of the cell's episodes that Sentry ran in."""
+    return [trace for record in records if (trace := events(record)) and ran_sentry(trace)]
+
+
+def detector_scores(traces: Sequence[Sequence[Event]]) -> dict[str, float | None] | None:
+    """The macro precision, recall and F1 of Sentry's detections against the injections of these episodes (None
+    where nothing was injected)."""
+    injected = [i for trace in traces for i in injections(trace)]
+    if not injected:
+        return None
+    hits = [h for trace in traces for h in detections(trace)]
+    return macro(score(injected, hits, WINDOW, label_matcher(traces)))
+
+
+def _detector(key: str) -> Callable[[Sequence[EpisodeRecord], Any], float | None]:
+    def of(records: Sequence[EpisodeRecord], events: Any) -> float | None:
+        scores = detector_scores(_sentry_traces(records, events))
+        return None if scores is None else scores[key]
+
+    return of
+
+
+def cell_verdicts(traces: Sequence[Sequence[Event]], match: str = "mode") -> list[VerdictTruth]:
+    """Every verdict of Sentry's in these episodes, with its ground truth (labels matched by `match`)."""
+    matcher = label_matcher(traces, match)
+    return [v for trace in traces for v in verdict_truths(trace, WINDOW, matcher)]
+
+
+def _judged(records: Sequence[EpisodeRecord], events: Any) -> list[tuple[bool, bool]]:
+    """(verifier said resolved, truly resolved) for each verdict about an injected failure."""
+    return [(v.verdict == "resolved", bool(v.truth)) for v in cell_verdicts(_sentry_traces(records, events))
+            if v.verdict in ("resolved", "unresolved") and v.truth is not None]
+
+
+def _agreement(records: Sequence[EpisodeRecord], events: Any) -> float | None:
+    judged = _judged(records, events)
+    return sum(a == b for a, b in judged) / len(judged) if judged else None
+
+
+def _kappa(records: Sequence[EpisodeRecord], events: Any) -> float | None:
+    return cohen_kappa(_judged(records, events))
+
+
+def _lesson_precision(records: Sequence[EpisodeRecord], events: Any) -> float | None:
+    lessons = [v for v in cell_verdicts(_sentry_traces(records, events), match="label") if v.lesson]
+    return sum(bool(v.truth) for v in lessons) / len(lessons) if lessons else None
+
+
 FIGURES = (
     Figure("soft_repairs", "Sentry's soft repairs (a lesson or hint shown, the agent asked again) per episode",
            per_episode(lambda record: record.interventions.get("soft_repair", 0))),
     Figure("need_check_declined", "detections of Sentry's progress and grounding detectors that no intervention "
                                   "followed (the need check or the repair cap let them pass), per episode",
            per_episode_from_events(declined_detections)),
+    Figure("detector_recall", "Sentry's detectors against the injected failures: macro recall over the labels "
+                              "(window 3, labels matched by failure mode)", _detector("recall"), share=True),
+    Figure("detector_precision", "... macro precision over the labels", _detector("precision"), share=True),
+    Figure("detector_f1", "... macro F1 over the labels", _detector("f1"), share=True),
+    Figure("verifier_agreement", "the share of Sentry's verdicts about an injected failure that agree with whether "
+                                 "it really ended within the horizon without recurring", _agreement, share=True),
+    Figure("verifier_kappa", "Cohen's kappa of those verdicts against the truth", _kappa),
+    Figure("lesson_precision", "the share of stored lessons whose injected failure truly was resolved (labels "
+                               "matched exactly)",
+           _lesson_precision, share=True),
 )

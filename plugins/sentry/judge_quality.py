@@ -6,7 +6,7 @@ Read from a run directory's files only (records and traces):
 - `judge_grades`: each kind of judge role's graded calls (`judge_call` events' `graded`) and the share right:
   the accuracy the instrument was set to, or a real model's measured accuracy when it answered (`by` "model");
 - `lesson_precision`: the share of stored lessons that come from a truly resolved failure, graded by the
-  injected truth (`truth.verdict_truths`, unverified lessons included), beside the base rate (the share of all
+  injected truth (`injected.verdict_truths`, unverified lessons included), beside the base rate (the share of all
   soft repairs whose failure truly was resolved, whatever the verdict);
 - `learning_curve`: success by episode index (the order the harness played its tasks), first and last quarter;
 - `success_against`: a harness's success beside another's on the same tasks, with the exact McNemar test.
@@ -17,11 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from playground.api import Event
 from playground.core.events import JudgeCallEvent
-from playground.host_api import EpisodeRecord, Host, compare, load_records, wilson_interval
-from playground.plugins.sentry.bench import mode_matcher
-from playground.plugins.sentry.harness import DEFAULTS
-from playground.plugins.sentry.truth import traces, verdict_truths
+from playground.host_api import EpisodeRecord, compare, load_records, read_events, record_trace, wilson_interval
+from playground.plugins.sentry.figures import cell_verdicts
 
 
 def harness_records(run_dir: str | Path, harness: str) -> list[EpisodeRecord]:
@@ -29,12 +28,17 @@ def harness_records(run_dir: str | Path, harness: str) -> list[EpisodeRecord]:
     return [r for r in load_records(run_dir) if r.harness == harness and r.status != "error"]
 
 
+def traces(run_dir: str | Path, harness: str) -> list[list[Event]]:
+    """The trace events of `harness`'s finished episodes, in the order they were played."""
+    return [read_events(record_trace(run_dir, r)) for r in harness_records(run_dir, harness)]
+
+
 def judge_grades(run_dir: str | Path, harness: str, shadow: bool = False) -> dict[str, dict[str, Any]]:
     """{kind: {"calls", "right", "accuracy", "ci95", "by"}} over the graded judge calls of `harness`'s episodes: the
     replies the run used, or (`shadow`) those of the shadow model asked the same requests."""
     grades: dict[str, dict[str, Any]] = {}
-    for episode in traces(run_dir, harness, required=False):
-        for event in episode.events:
+    for events in traces(run_dir, harness):
+        for event in events:
             if not isinstance(event, JudgeCallEvent) or not event.graded:
                 continue
             graded = event.graded.get("shadow") if shadow else event.graded
@@ -49,15 +53,9 @@ def judge_grades(run_dir: str | Path, harness: str, shadow: bool = False) -> dic
             for kind, r in sorted(grades.items())}
 
 
-def lesson_precision(host: Host, run_dir: str | Path, harness: str, window: int = int(DEFAULTS["window"]),
-                     match: str = "label") -> dict[str, Any]:
+def lesson_precision(run_dir: str | Path, harness: str, match: str = "label") -> dict[str, Any]:
     """Lessons stored by `harness` and the share from a truly resolved failure, beside the base rate."""
-    matcher = mode_matcher(host, match)
-    verdicts = []
-    for episode in traces(run_dir, harness, required=False):
-        horizon = int(episode.header.params.get("horizon", DEFAULTS["horizon"]))
-        verdicts += verdict_truths(episode, window, matcher, horizon,
-                                   verdicts=("resolved", "unresolved", "unverified"))
+    verdicts = cell_verdicts(traces(run_dir, harness), match)
     lessons = [v for v in verdicts if v.lesson]
     true_lessons = sum(bool(v.truth) for v in lessons)
     truly = sum(bool(v.truth) for v in verdicts)

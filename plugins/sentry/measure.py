@@ -1,6 +1,6 @@
 """Detectors scored against injected failures: the matching rule, precision/recall/F1, Cohen's kappa, the tables.
 
-Pure functions over small records; reading them from a run directory is `truth.py`'s job.
+Pure functions over small records; reading them from an episode's trace events is `injected.py`'s job.
 
 The matching rule, with a window of `window` steps (default 3):
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 DEFAULT_WINDOW = 3
 MATCHES = ("mode", "label")
@@ -130,53 +130,6 @@ def score(injections: list[Injection], hits: list[Hit], window: int, matches: Ma
     return dict(sorted(rows.items()))
 
 
-def confusions(injections: list[Injection], hits: list[Hit], window: int, matches: Matcher) -> dict[str, int]:
-    """What the false positives were near: {"DETECTED <- INJECTED": count} for each hit and each injected
-    label within the window that does not match it, "DETECTED <- (none)" where nothing was injected nearby."""
-    counts: dict[str, int] = {}
-    for hit in hits:
-        near = {i.label for i in injections
-                if i.episode == hit.episode and i.first <= hit.step and hit.step - window <= i.last}
-        if any(matches(hit.label, label) for label in near):
-            continue
-        for label in sorted(near) or ["(none)"]:
-            key = f"{hit.label} <- {label}"
-            counts[key] = counts.get(key, 0) + 1
-    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
-
-
-@dataclass
-class StepTruth:
-    """One sampled step: the labels injected at it or within the window before it (empty: a clean step)."""
-
-    episode: str
-    step: int
-    labels: frozenset[str] = field(default_factory=frozenset)
-
-
-def score_steps(steps: list[StepTruth], hits: list[Hit], matches: Matcher) -> dict[str, LabelScore]:
-    """{label: LabelScore} over a sample of steps: a step with injected label L is one "injection" of L,
-    detected when a hit of a matching label falls on that step; a hit is a true positive when its step
-    carries a matching injected label. Hits on steps outside the sample are ignored."""
-    truth = {(s.episode, s.step): s.labels for s in steps}
-    found: dict[tuple[str, int], set[str]] = {}
-    rows: dict[str, LabelScore] = {}
-    for hit in hits:
-        key = (hit.episode, hit.step)
-        if key not in truth:
-            continue
-        found.setdefault(key, set()).add(hit.label)
-        row = rows.setdefault(hit.label, LabelScore())
-        row.detections += 1
-        row.true_positives += any(matches(hit.label, label) for label in truth[key])
-    for key, labels in truth.items():
-        for label in labels:
-            row = rows.setdefault(label, LabelScore())
-            row.injections += 1
-            row.detected += any(matches(d, label) for d in found.get(key, ()))
-    return dict(sorted(rows.items()))
-
-
 def macro(rows: dict[str, LabelScore]) -> dict[str, float | None]:
     """The mean precision, recall and F1 over the rows where each is defined."""
     def mean(values: list[float | None]) -> float | None:
@@ -198,8 +151,3 @@ def cohen_kappa(pairs: list[tuple[bool, bool]]) -> float | None:
     if math.isclose(chance, 1.0):
         return None
     return (observed - chance) / (1 - chance)
-
-
-def fmt(value: float | None) -> str:
-    """A figure for a table: two decimals, or "-" when undefined."""
-    return "-" if value is None else f"{value:.2f}"

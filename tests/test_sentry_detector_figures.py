@@ -1,9 +1,10 @@
-"""Sentry's detectors and verifier measured against injected failures (`plugins/sentry/{measure,truth,bench}.py`).
+"""Sentry's detectors, verifier and lessons scored against injected failures (`plugins/sentry/{measure,injected,
+figures}.py`): its columns in study tables.
 
-The scoring is checked on hand-built injections and detections, then end to end on a
-hand-built tiny trace whose injections and detections are worked out below; the offline
-replay must give exactly the detections Sentry made live; and the injection must never
-reach a detector (a planted rule that reads it is caught).
+The scoring is checked on hand-built injections and detections, then end to end on a tiny episode played live
+under Sentry's detectors alone, whose injections and detections are worked out below; the detectors alone must
+leave base's trajectory as it was; and the injection must never reach a detector (a planted rule that reads it is
+caught).
 """
 
 from __future__ import annotations
@@ -14,23 +15,26 @@ from pathlib import Path
 import pytest
 
 from playground.agents.noisy import FAILURE_LABELS, NoisyAgent
-from playground.core.events import DetectionEvent
+from playground.core.events import DetectionEvent, ProposalEvent, StepEvent
 from playground.core.hookspecs import hookimpl
 from playground.core.payloads import Detection, Proposal
 from playground.host.manager import Host
-from playground.plugins.sentry import detectors, harness, truth
-from playground.plugins.sentry.bench import measure_run, mode_matcher, verifier_agreement
+from playground.plugins.sentry import detectors, harness
+from playground.plugins.sentry.figures import FIGURES, cell_verdicts
 from playground.plugins.sentry.harness import SentryPlugin
-from playground.plugins.sentry.measure import Hit, Injection, Matcher, cohen_kappa, confusions, score
-from playground.plugins.sentry.truth import ALL_RULES, TruthError, replay_rules, traces, verdict_truths
+from playground.plugins.sentry.injected import detections, injections, label_matcher, verdict_truths
+from playground.plugins.sentry.measure import Hit, Injection, Matcher, cohen_kappa, score
 from playground.run.config import RunConfig
+from playground.run.rundir import load_records, record_trace
 from playground.run.runner import run
+from playground.run.traces import read_events
 from playground.testing import ScriptedAgent, play, tiny_env
-from tests.conftest import cli
 
 NOISY = {"invalid": 0.1, "repeat": 0.15, "stall": 0.15, "drift": 0.1, "stop": 0.05}
 MODES = {"invalid_action": "action_validity", "unparseable_action": "action_validity",
          "repetition_or_looping": "progress", "planning_stall": "progress", "objective_drift": "grounding"}
+DETECT_ONLY = {"hard_repair": False, "soft_repair": False, "update_playbook": False}
+FIGURE = {figure.name: figure for figure in FIGURES}
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +47,16 @@ def _injected(label: str, streak: int) -> dict:
     return {"mode": mode, "failure_type": FAILURE_LABELS[mode][0], "label": label, "streak": streak}
 
 
-def _write_run(root: Path, episodes: list[tuple[str, str, list[tuple[str, dict]]]], params: dict | None = None) -> Path:
-    """A run directory holding the given (harness, task, events) episodes of the tiny env (seed 0)."""
+def _write_run(root: Path, episodes: list[tuple[str, str, list[tuple[str, dict]]]], params: dict | None = None,
+               interventions: tuple[str, ...] = ("sentry",)) -> Path:
+    """A run directory holding the given (harness, task, events) episodes of the tiny env (seed 0), with these
+    interventions (Sentry by default)."""
     records = []
     for name, task, events in episodes:
         trace = Path("traces") / name / f"{task}.jsonl"
         header = {"type": "header", "env": "tiny", "task_set": "default", "task_id": task, "seed": 0, "harness": name,
-                  "episode_id": f"hand:{name}:{task}", "run_id": "hand", "agent": "scripted", "params": params or {}}
+                  "episode_id": f"hand:{name}:{task}", "run_id": "hand", "agent": "scripted", "params": params or {},
+                  "interventions": list(interventions)}
         lines = [header, *({"type": kind, **data} for kind, data in events)]
         (root / trace).parent.mkdir(parents=True, exist_ok=True)
         (root / trace).write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -57,6 +64,16 @@ def _write_run(root: Path, episodes: list[tuple[str, str, list[tuple[str, dict]]
                         "trace": str(trace)})
     (root / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return root
+
+
+def _cell(run_dir: Path, harness_name: str) -> tuple[list, object]:
+    """A cell's records and its `events(record)` reader, as the study table hands them to a figure."""
+    records = [r for r in load_records(run_dir) if r.harness == harness_name]
+    return records, lambda record: read_events(record_trace(run_dir, record))
+
+
+def _figure(name: str, run_dir: Path, harness_name: str):
+    return FIGURE[name].of(*_cell(run_dir, harness_name))
 
 
 # -- the matching rule -----------------------------------------------------------------------------------
@@ -82,8 +99,6 @@ def test_the_matching_rule_counts_true_positives_and_detected_injections():
     assert (rows["invalid_action"].detections, rows["invalid_action"].true_positives) == (2, 1)
     drift = rows["objective_drift"]
     assert (drift.injections, drift.detected, drift.precision, drift.recall, drift.f1) == (1, 0, None, 0.0, 0.0)
-    assert confusions(injections, hits, 3, matches) == {"repetition_or_looping <- (none)": 2,
-                                                        "invalid_action <- (none)": 1}
 
     exact = score(injections, hits, window=3, matches=Matcher(matches.mode_of, "label"))
     assert exact["planning_stall"].true_positives == 0  # another label of the same mode no longer counts
@@ -120,54 +135,46 @@ HAND_SCRIPT = [
 
 @pytest.fixture(scope="module")
 def hand_run(tmp_path_factory):
-    played = play(tiny_env(), ScriptedAgent(HAND_SCRIPT), task="tiny-0")
-    return _write_run(tmp_path_factory.mktemp("hand"), [("base", "tiny-0", played.events)])
+    """The hand script played live under Sentry's detectors alone (every repair off)."""
+    played = play(tiny_env(), ScriptedAgent(HAND_SCRIPT), [SentryPlugin(DETECT_ONLY)], task="tiny-0")
+    assert [e["action"] for kind, e in played.events if kind == "step"] == [p.action for p in HAND_SCRIPT[:-1]]
+    return _write_run(tmp_path_factory.mktemp("hand"), [("sentry-detect-only", "tiny-0", played.events)])
 
 
-def _figures(report: dict, detector: str, label: str) -> tuple:
-    r = report["detectors"][detector]["labels"][label]
-    return r["injections"], r["detected"], r["detections"], r["true_positives"]
-
-
-def test_a_hand_built_trace_gives_the_worked_out_table(host, hand_run):
-    episode = traces(hand_run, "base")[0]
-    replayed = replay_rules(host, episode)
-    assert {(h.step, h.label) for h in replayed.hits if h.detector == ALL_RULES} == {
+def test_a_hand_built_trace_gives_the_worked_out_table(hand_run):
+    events = read_events(record_trace(hand_run, load_records(hand_run)[0]))
+    assert {(h.step, h.label) for h in detections(events)} == {
         (1, "invalid_action"), (4, "repetition_or_looping"), (4, "planning_stall"), (8, "invalid_action"),
         (12, "termination_miscalibration")}
+    assert [(i.label, i.first, i.last) for i in sorted(injections(events), key=lambda i: i.first)] == [
+        ("invalid_action", 1, 1), ("repetition_or_looping", 2, 3), ("objective_drift", 7, 7),
+        ("termination_miscalibration", 12, 12)]
 
-    report = measure_run(host, hand_run)  # window 3, labels matched by mode
-    assert report["injections"] == {"invalid_action": 1, "objective_drift": 1, "repetition_or_looping": 1,
-                                    "termination_miscalibration": 1}
-    assert _figures(report, "sentry", "invalid_action") == (1, 1, 2, 1)  # step 8's invalid action was not injected
-    assert _figures(report, "sentry", "repetition_or_looping") == (1, 1, 1, 1)  # step 4: one step after the streak
-    assert _figures(report, "sentry", "planning_stall") == (0, 0, 1, 1)  # a progress failure was injected
-    assert _figures(report, "sentry", "objective_drift") == (1, 0, 0, 0)
-    assert _figures(report, "sentry", "termination_miscalibration") == (1, 1, 1, 1)
-    invalid = report["detectors"]["sentry"]["labels"]["invalid_action"]
-    assert (invalid["precision"], invalid["recall"], invalid["f1"]) == (0.5, 1.0, pytest.approx(2 / 3))
-    assert report["detectors"]["sentry"]["macro"]["recall"] == pytest.approx(0.75)  # 1, 1, 0, 1 (stall: none)
-    assert set(report["detectors"]["stall"]["labels"]) == {"planning_stall"}  # a rule: the labels it reported
-    assert "objective_drift" in report["silent_rules"]
-    assert report["false_positives_near"] == {"invalid_action <- objective_drift": 1}  # step 8, after the drift
+    rows = score(injections(events), detections(events), 3, label_matcher([events]))
+    counts = {label: (r.injections, r.detected, r.detections, r.true_positives) for label, r in rows.items()}
+    assert counts == {"invalid_action": (1, 1, 2, 1),  # step 8's invalid action was not injected
+                      "repetition_or_looping": (1, 1, 1, 1),  # step 4: one step after the streak
+                      "planning_stall": (0, 0, 1, 1),  # a progress failure was injected
+                      "objective_drift": (1, 0, 0, 0),
+                      "termination_miscalibration": (1, 1, 1, 1)}
+    # the study table's columns: macro over the labels where each is defined
+    assert _figure("detector_recall", hand_run, "sentry-detect-only") == pytest.approx(0.75)  # 1, 1, 0, 1
+    assert _figure("detector_precision", hand_run, "sentry-detect-only") == pytest.approx(0.875)  # .5, 1, 1, 1
+    assert _figure("detector_f1", hand_run, "sentry-detect-only") == pytest.approx((2 / 3 + 1 + 0 + 1) / 4)
+    assert _figure("verifier_agreement", hand_run, "sentry-detect-only") is None  # nothing repaired
 
-    strict = measure_run(host, hand_run, window=0, match="label")
-    assert _figures(strict, "sentry", "repetition_or_looping") == (1, 0, 1, 0)  # step 4 is past the streak
-    assert _figures(strict, "sentry", "planning_stall") == (0, 0, 1, 0)
+    strict = score(injections(events), detections(events), 0, label_matcher([events], "label"))
+    assert (strict["repetition_or_looping"].detected, strict["repetition_or_looping"].true_positives) == (0, 0)
+    assert strict["planning_stall"].true_positives == 0
 
 
-def test_the_command_prints_the_table_and_refuses_what_it_cannot_measure(capsys, hand_run, tmp_path):
-    code, out, _ = cli(capsys, "sentry", "detectors", str(hand_run), "--window", "0")
-    assert code == 0
-    assert "| tiny:default | sentry | invalid_action | 1 | 1 | 1.00 | 2 | 1 | 0.50 | 0.67 |" in out
-    code, _, err = cli(capsys, "sentry", "detectors", str(tmp_path / "nowhere"))
-    assert code == 2 and "not a run directory" in err
-    clean = _write_run(tmp_path / "clean", [("base", "tiny-0", play(tiny_env(), ScriptedAgent([]),
-                                                                     task="tiny-0").events)])
-    code, _, err = cli(capsys, "sentry", "detectors", str(clean))
-    assert code == 2 and "no injected failure" in err
-    code, _, err = cli(capsys, "sentry", "detectors", str(hand_run), "--judge-local")
-    assert code == 2 and "--llm-sample" in err
+def test_a_cell_without_sentry_or_without_injections_has_no_detector_figures(tmp_path):
+    clean = play(tiny_env(), ScriptedAgent([]), [SentryPlugin(DETECT_ONLY)], task="tiny-0")
+    run_dir = _write_run(tmp_path / "clean", [("sentry-detect-only", "tiny-0", clean.events)])
+    assert _figure("detector_recall", run_dir, "sentry-detect-only") is None  # nothing was injected
+    played = play(tiny_env(), ScriptedAgent(HAND_SCRIPT), task="tiny-0")
+    base = _write_run(tmp_path / "base", [("base", "tiny-0", played.events)], interventions=())
+    assert _figure("detector_recall", base, "base") is None  # injected, but Sentry did not run: nothing to score
 
 
 # -- the verifier against what the injected failure did ----------------------------------------------------
@@ -202,20 +209,22 @@ def _verifier_events() -> list[tuple[str, dict]]:
     return events
 
 
-def test_verdicts_are_paired_with_whether_the_injected_failure_ended(host, tmp_path):
+
+def test_verdicts_are_paired_with_whether_the_injected_failure_ended(tmp_path):
     run_dir = _write_run(tmp_path, [("sentry", "tiny-0", _verifier_events())], params={"horizon": 3})
-    episode = traces(run_dir, "sentry")[0]
-    found = verdict_truths(episode, window=3, matches=mode_matcher(host, "mode"), horizon=3)
+    events = read_events(record_trace(run_dir, load_records(run_dir)[0]))
+    found = verdict_truths(events, window=3, matches=label_matcher([events]))
     assert [(v.repair_step, v.injected_label, v.ended, v.recurred, v.truth) for v in found] == [
         (2, "repetition_or_looping", True, False, True),
         (5, "planning_stall", False, False, False),
         (12, None, None, None, None)]
-    agreement = verifier_agreement([episode], 3, mode_matcher(host, "mode"))
-    assert (agreement["verdicts"], agreement["about_injected"], agreement["agreement"]) == (3, 2, 0.5)
-    assert agreement["kappa"] == pytest.approx(0.0)  # the verifier said "resolved" every time
+    assert len(cell_verdicts([events])) == 3
+    assert _figure("verifier_agreement", run_dir, "sentry") == 0.5  # 2 verdicts about an injected failure
+    assert _figure("verifier_kappa", run_dir, "sentry") == pytest.approx(0.0)  # it said "resolved" every time
+    assert _figure("lesson_precision", run_dir, "sentry") is None  # no verdict stored a lesson
 
 
-# -- the replay is what Sentry saw live; the injection is never seen ----------------------------------------
+# -- the detectors alone leave base's trajectory; the injection is never seen ----------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -223,21 +232,25 @@ def noisy_run(host, tmp_path_factory):
     out = tmp_path_factory.mktemp("noisy") / "run"
     tasks = [f"tiny-{20_000 + i}" for i in range(12)]
     run(host, RunConfig(env="tiny", task_set="default", split="test", tasks=tasks, agent="noisy",
-                        harnesses=["base", "sentry"], out=str(out), agent_options=NOISY))
+                        harnesses=["base", "sentry-detect-only", "sentry"], out=str(out), agent_options=NOISY))
     return out
 
 
-def test_the_offline_replay_gives_the_detections_sentry_made_live(host, noisy_run):
-    compared = 0
-    for episode in traces(noisy_run, "sentry"):
-        live = {(e.step, label) for e in episode.events if isinstance(e, DetectionEvent) and e.attempt == 0
-                for label in e.labels}
-        replayed = {(h.step, h.label) for h in replay_rules(host, episode).hits if h.detector == ALL_RULES}
-        assert replayed == live, episode.path
-        compared += len(live)
-    assert compared > 10
-    report = measure_run(host, noisy_run)
-    assert report["episodes"] == 12 and report["verifier"]["verdicts"] > 0
+def _actions(run_dir: Path, harness_name: str) -> dict[str, list[str]]:
+    records, events = _cell(run_dir, harness_name)
+    return {r.task_id: [e.action for e in events(r) if isinstance(e, StepEvent)] for r in records}
+
+
+def test_the_detectors_alone_play_base_trajectory_and_are_scored(noisy_run):
+    assert _actions(noisy_run, "sentry-detect-only") == _actions(noisy_run, "base")
+    records, events = _cell(noisy_run, "sentry-detect-only")
+    traces = [events(r) for r in records]
+    assert sum(isinstance(e, DetectionEvent) for trace in traces for e in trace) > 10
+    assert not any(isinstance(e, ProposalEvent) and e.attempt > 0 for trace in traces for e in trace)  # no re-ask
+    recall = _figure("detector_recall", noisy_run, "sentry-detect-only")
+    assert recall is not None and 0 < recall <= 1
+    assert _figure("detector_recall", noisy_run, "base") is None
+    assert _figure("verifier_agreement", noisy_run, "sentry") is not None  # the repairs got verdicts
 
 
 def detect_leak(context, proposal, window):
@@ -277,22 +290,19 @@ def test_the_loop_never_hands_the_injection_to_a_plugin():
     assert injected > 5  # the trace has it: the agent did inject
 
 
-def test_a_rule_reading_the_injection_is_caught(host, noisy_run, monkeypatch):
+def test_a_rule_reading_the_injection_is_caught(monkeypatch):
     monkeypatch.setattr(detectors, "PROGRESS_DETECTORS", (*detectors.PROGRESS_DETECTORS, detect_leak))
     marked = Proposal("t", "look", injected=_injected("planning_stall", 1))
     context = tiny_env()
     observation, info = context.reset(options={"task": "tiny-0"})
-    sentry = SentryPlugin({})
     view = _context(observation, info)
-    assert not any(d.detector == "leak" for d in sentry.detect_failures(view, marked))  # Sentry blinds the proposal
-    monkeypatch.setattr(harness, "blind_proposal", lambda proposal: proposal)
-    assert any(d.detector == "leak" for d in SentryPlugin({}).detect_failures(view, marked))  # else it is caught
-    assert not any(h.detector == "leak" for e in traces(noisy_run, "base") for h in replay_rules(host, e).hits)
+    assert not any(d.detector == "leak" for d in SentryPlugin({}).detect_failures(view, marked))  # Sentry blinds it
+    played = play(tiny_env(), NoisyAgent(**NOISY), [SentryPlugin(DETECT_ONLY)], task="tiny-20001", seed=1)
+    assert not any(kind == "detection" and e["detector"] == "leak" for kind, e in played.events)  # live, too
 
-    # the check has power: a replay that handed the detectors the recorded proposal event whole is caught
-    monkeypatch.setattr(truth, "detector_proposal",
-                        lambda event: Proposal(event.thought, event.action, event.finish, injected=event.injected))
-    assert any(h.detector == "leak" for e in traces(noisy_run, "base") for h in replay_rules(host, e).hits)
+    # the check has power: a Sentry that handed its detectors the proposal whole is caught
+    monkeypatch.setattr(harness, "blind_proposal", lambda proposal: proposal)
+    assert any(d.detector == "leak" for d in SentryPlugin({}).detect_failures(view, marked))
 
 
 def _context(observation: str, info: dict):
@@ -302,6 +312,35 @@ def _context(observation: str, info: dict):
                        tuple(info["admissible_actions"]), (), action_kinds=dict(info["action_kinds"]))
 
 
-def test_measuring_a_run_without_the_harness_says_which_it_has(host, hand_run):
-    with pytest.raises(TruthError, match="no finished episode of harness 'sentry'.*base"):
-        traces(hand_run, "sentry")
+# -- the committed study run re-derives the published figures -------------------------------------------------
+
+RUN = Path(__file__).resolve().parent.parent / "docs" / "runs" / "sentry-instrument-detectors"
+# the macro rows (recall, precision, F1) and the TextWorld verifier agreement the retired `sentry detectors` command
+# published (offline replay over `base`, docs/results.md): the live detections under `sentry-detect-only` give them
+PUBLISHED = {"textworld": (0.86, 0.98, 0.91), "alfworld": (0.80, 0.88, 0.81), "webshop": (0.75, 0.96, 0.77)}
+
+
+def test_the_committed_study_run_gives_the_published_table(tmp_path):
+    import shutil
+    import tarfile
+    from dataclasses import asdict
+
+    from playground.core.study_file import load_study
+    from playground.run.study import study_table
+
+    host = Host().load()
+    run_dir = tmp_path / "run"
+    shutil.copytree(RUN, run_dir)
+    for packed in run_dir.glob("*/traces.tar.gz"):
+        with tarfile.open(packed) as archive:
+            archive.extractall(packed.parent, filter="data")
+    figures = {figure.name: figure for figure in host.figures}
+    cells = study_table(load_study(host.studies.get("sentry-instrument-detectors").path), run_dir, figures)
+    table = json.loads(json.dumps([{**asdict(cell), "success": cell.success} for cell in cells]))
+    assert table == json.loads((run_dir / "table.json").read_text())
+    rows = {(row["grid"], row["harness"]): row["figures"] for row in table}
+    for grid, published in PUBLISHED.items():
+        measured = rows[(grid, "sentry-detect-only")]
+        assert tuple(round(measured[key], 2) for key in ("detector_recall", "detector_precision", "detector_f1")) \
+            == published, grid
+    assert round(rows[("textworld", "sentry")]["verifier_agreement"], 2) == 0.92  # 23 of 25
