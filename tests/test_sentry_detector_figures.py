@@ -344,3 +344,9 @@ def test_the_committed_study_run_gives_the_published_table(tmp_path):
         assert tuple(round(measured[key], 2) for key in ("detector_recall", "detector_precision", "detector_f1")) \
             == published, grid
     assert round(rows[("textworld", "sentry")]["verifier_agreement"], 2) == 0.92  # 23 of 25
+    # and some of its per-label rows (recall, precision): TextWorld's stall and loop, ALFWorld's over-exploration
+    textworld, alfworld = rows[("textworld", "sentry-detect-only")], rows[("alfworld", "sentry-detect-only")]
+    assert round(textworld["detector_recall_by_label[planning_stall]"], 2) == 0.79
+    assert round(textworld["detector_precision_by_label[repetition_or_looping]"], 2) == 0.89
+    assert round(alfworld["detector_precision_by_label[over_exploration]"], 2) == 0.29
+    assert alfworld["detector_recall_by_label[objective_drift]"] == 0.0

@@ -77,6 +77,35 @@ def test_a_study_runs_resumes_and_tabulates(host, tmp_path):
     assert len((out / "noisy" / "episodes.jsonl").read_text().splitlines()) == 6
 
 
+def test_a_keyed_figure_gets_a_column_per_key_and_a_table_of_its_own(host, tmp_path, capsys, monkeypatch):
+    """A figure that returns {key: value} has a column `NAME[KEY]` per key some cell has (None in the others, and
+    no column of its bare name); the terminal prints it as a table of its own, a column per key."""
+    from playground.cli.study import print_table
+    from playground.core.figures import Figure
+
+    def steps_by_outcome(records, events):  # keyed where the cell won something, None elsewhere
+        won = [r.steps for r in records if r.won]
+        return {"won": sum(won) / len(won), "lost": None} if won else None
+
+    study = load_study(write(tmp_path, STUDY.replace("episodes = 3", "episodes = 6").replace(
+        'kind = "machinery"', 'kind = "machinery"\nfigures = ["steps_by_outcome", "keyed_nowhere"]')))
+    out = tmp_path / "out"
+    run_study(host, study, out)
+    figures = {"steps_by_outcome": Figure("steps_by_outcome", "steps of won and lost episodes", steps_by_outcome),
+               "keyed_nowhere": Figure("keyed_nowhere", "never keyed", lambda records, events: 1.5)}
+    cells = study_table(study, out, figures)
+    assert all(list(c.figures) == ["steps_by_outcome[won]", "steps_by_outcome[lost]", "keyed_nowhere"]
+               for c in cells)
+    assert any(c.figures["steps_by_outcome[won]"] for c in cells)
+    monkeypatch.setattr(host.figures, "get", lambda name: figures.get(name))
+    monkeypatch.setattr("playground.cli.study.get_host", lambda: host)
+    print_table(study, cells)
+    printed = capsys.readouterr().out
+    assert "┃ harness ┃   won ┃ lost ┃" in printed  # its own table, a column per key
+    assert "steps_by_outcome: steps of won and lost episodes" in printed  # and its line below
+    assert printed.count("keyed_nowhere") == 2  # its column in the main table, and its line below
+
+
 def test_the_cli_lists_plans_runs_and_prints_tables(tmp_path, capsys):
     path = write(tmp_path, STUDY)
     out = tmp_path / "out"

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from playground.cli.options import CLIError, parse_pairs
-from playground.core.figures import Figure
+from playground.core.figures import Figure, column_figure
 from playground.core.study_file import Study, StudyError, load_study
 from playground.host.manager import Host, get_host
 from playground.run.paths import path_callback
@@ -232,13 +232,17 @@ def _figure(metric: str, value: float | None) -> str:
 
 def print_table(study: Study, cells: list[Cell]) -> None:
     """The study's table in the terminal (rich): every measured figure, and the paper's beside where it gives one
-    (`reward` and `resolved` only where some cell has them)."""
+    (`reward` and `resolved` only where some cell has them); a keyed figure (a column per key) in a table of its
+    own below."""
     from playground.run.study import table_rows
 
     papers = [metric for metric, _ in study.paper_metric_items()]
     rows = table_rows(study, cells)
     host = get_host()
-    figures = [host.figures.get(name) for name in dict.fromkeys(n for cell in cells for n in cell.figures)]
+    columns = list(dict.fromkeys(n for cell in cells for n in cell.figures))
+    figures = {column: host.figures.get(column) for column in columns if "[" not in column}
+    keyed = {name: [c for c in columns if column_figure(c) == name and "[" in c]
+             for name in dict.fromkeys(column_figure(c) for c in columns if "[" in c)}
     shown = [m for m in ("success", "reward", "steps", "invalid", "resolved", "calls", "tokens", "interventions",
                          "lessons") if m not in ("reward", "resolved") or any(r[m] is not None for r in rows)
              or m in papers]
@@ -246,7 +250,7 @@ def print_table(study: Study, cells: list[Cell]) -> None:
                         + (f"; the paper: {study.paper}" if study.paper else ""))
     one_grid = len(study.grids) == 1  # (a run directory's table: the grid column would repeat its name)
     for column in [*([] if one_grid else ["grid"]), "harness", "n", *shown[:1], "95% CI", "vs ref (p)", *shown[1:],
-                   *(figure.name for figure in figures), *(f"paper {m}" for m in papers)]:
+                   *figures, *(f"paper {m}" for m in papers)]:
         named = column in ("grid", "harness")  # never cut: a harness name is what the row is
         table.add_column(column, justify="left" if named else "right", overflow="fold" if named else "ellipsis",
                          min_width=max((len(str(row[column])) for row in rows), default=0) if named else None)
@@ -256,13 +260,23 @@ def print_table(study: Study, cells: list[Cell]) -> None:
                       _figure("success", row["success"]),
                       f"{row['ci_low']:.0%}-{row['ci_high']:.0%}", versus,
                       *(_figure(m, row[m]) for m in shown[1:]),
-                      *(_plugin_figure(figure, row.get(figure.name)) for figure in figures),
+                      *(_plugin_figure(figure, row.get(column)) for column, figure in figures.items()),
                       *(_figure(m, row[f"paper {m}"]) for m in papers))
-    Console(width=max(200, Console().width), emoji=False).print(table)
+    console = Console(width=max(200, Console().width), emoji=False)
+    console.print(table)
+    for name, keys in keyed.items():  # a table per keyed figure: a column per key
+        figure = host.figures.get(name)
+        by_key = Table(title=name)
+        for column in [*([] if one_grid else ["grid"]), "harness", *(key[len(name) + 1:-1] for key in keys)]:
+            by_key.add_column(column, justify="left" if column in ("grid", "harness") else "right")
+        for row in rows:
+            by_key.add_row(*([] if one_grid else [escape(row["grid"])]), escape(row["harness"]),
+                           *(_plugin_figure(figure, row.get(key)) for key in keys))
+        console.print(by_key)
     click.echo("vs ref: the paired difference in success against the grid's reference harness (its first, unless "
                "the study names one), exact McNemar p; steps, invalid, calls, tokens, interventions, lessons: per "
                "episode; resolved: the share of repair verdicts that judged the repair resolved")
-    for figure in figures:
+    for figure in [*figures.values(), *(host.figures.get(name) for name in keyed)]:
         click.echo(f"{figure.name}: {figure.description} [plugin {figure.plugin}]")
 
 

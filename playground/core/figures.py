@@ -5,14 +5,15 @@ ships no table code of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from playground.core.events import Event
 from playground.core.records import EpisodeRecord
 
 EventsOf = Callable[[EpisodeRecord], list[Event]]  # one episode's trace events ([] where the run left traces out)
-FigureFunction = Callable[[Sequence[EpisodeRecord], EventsOf], "float | None"]
+# a cell's value, or one value per key (a column per key: `NAME[KEY]`)
+FigureFunction = Callable[[Sequence[EpisodeRecord], EventsOf], "float | None | Mapping[str, float | None]"]
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,12 @@ class Figure:
     """A column a plugin adds to study tables.
 
     `of(records, events)` gives one cell's value from its finished episodes' records (`events(record)` reads an
-    episode's trace events), or None where the figure does not apply to the cell. `share`: the value is a share
-    in [0, 1] and shows as a percentage; otherwise it shows with two decimals. The table shows a figure a study
-    names (`figures = [...]`), or, for a study that names none, every figure some cell has a value for other
-    than 0. `plugin` is filled in by the host.
+    episode's trace events), or None where the figure does not apply to the cell. A figure with rows of its own
+    (per label, per step budget) returns a mapping {key: value}: the table gets a column `NAME[KEY]` per key some
+    cell has (None in the cells without it). `share`: the value is a share in [0, 1] and shows as a percentage;
+    otherwise it shows with two decimals. The table shows a figure a study names (`figures = [...]`), or, for a
+    study that names none, every figure some cell has a value for other than 0. `plugin` is filled in by the
+    host.
     """
 
     name: str
@@ -31,6 +34,11 @@ class Figure:
     of: FigureFunction
     share: bool = False
     plugin: str = ""
+
+
+def column_figure(column: str) -> str:
+    """The figure a table column shows: `NAME` for `NAME` and for a keyed column `NAME[KEY]`."""
+    return column.split("[", 1)[0]
 
 
 def per_episode(count: Callable[[EpisodeRecord], float]) -> FigureFunction:

@@ -218,7 +218,8 @@ def register_studies(register) -> None:
 def register_figures(register) -> None:
     """Add columns to study tables: `register(Figure(name, description, of, share=False))` for each figure of your
     method (`playground.core.figures.Figure`; `of(records, events)` gives a cell's value from its episode
-    records and their trace events, None where it does not apply). The study layer computes and shows them
+    records and their trace events, None where it does not apply, or {key: value} for a column per key). The
+    study layer computes and shows them
     (`playground study table`), so a method ships no counting or table code of its own. Names are global: prefix
     them with something of yours when they could clash.
     """

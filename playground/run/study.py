@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.core.events import Event
-from playground.core.figures import Figure
+from playground.core.figures import Figure, column_figure
 from playground.core.records import EpisodeRecord
 from playground.core.study_file import Grid, Smoke, Study, StudyError
 from playground.host.manager import Host
@@ -354,15 +354,17 @@ def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = 
                 reward=sum(scores) / len(scores) if scores else None,
                 resolved=sum(record.verified_recoveries for record in records) / verdicts if verdicts else None,
                 paper_figures=papers, figures=_figure_values(chosen, records, events)))
+    columns = list(dict.fromkeys(column for cell in cells for column in cell.figures))  # keyed figures: every key
+    columns = [c for c in columns if not any(other.startswith(f"{c}[") for other in columns)]  # (None elsewhere)
     if study.figures is None:  # show only the figures that say something about some cell
-        shown = [name for name in chosen if any(cell.figures.get(name) for cell in cells)]
-        cells = [replace(cell, figures={name: cell.figures[name] for name in shown}) for cell in cells]
-    return cells
+        columns = [column for column in columns if any(cell.figures.get(column) for cell in cells)]
+    return [replace(cell, figures={column: cell.figures.get(column) for column in columns}) for cell in cells]
 
 
 def _figure_values(chosen: Mapping[str, Figure], records: list[EpisodeRecord], events) -> dict[str, float | None]:
-    """Each figure's value for one cell; StudyError names a figure whose function failed, and its plugin. Each
-    episode's trace is read once for the cell, however many figures read it."""
+    """Each figure's value for one cell (a keyed figure's as `NAME[KEY]` columns); StudyError names a figure whose
+    function failed, and its plugin. Each episode's trace is read once for the cell, however many figures read
+    it."""
     read: dict[str, list[Event]] = {}
 
     def cached(record: EpisodeRecord) -> list[Event]:
@@ -370,10 +372,12 @@ def _figure_values(chosen: Mapping[str, Figure], records: list[EpisodeRecord], e
             read[record.key] = events(record)
         return read[record.key]
 
-    values = {}
+    values: dict[str, float | None] = {}
     for name, figure in chosen.items():
         try:
-            values[name] = figure.of(records, cached)
+            value = figure.of(records, cached)
+            values.update({f"{name}[{key}]": v for key, v in value.items()} if isinstance(value, Mapping)
+                          else {name: value})
         except Exception as exc:  # noqa: BLE001 - a plugin's figure function; named, not a crash
             raise StudyError(f"figure {name!r} (plugin {figure.plugin!r}) failed: {type(exc).__name__}: {exc}") \
                 from exc
@@ -387,8 +391,10 @@ def study_columns(study: Study, cells: Sequence[Cell] = ()) -> list[str]:
     """The table's columns: the cell, its size and pairing, every measured figure, the plugins' figures the cells
     have (those the study names, where it names them), and a `paper METRIC` column for each metric the study gives
     the paper's numbers for."""
-    plugins = (list(study.figures) if study.figures is not None
-               else list(dict.fromkeys(name for cell in cells for name in cell.figures)))
+    measured = list(dict.fromkeys(column for cell in cells for column in cell.figures))
+    plugins = (measured if study.figures is None
+               else [column for name in study.figures
+                     for column in ([c for c in measured if column_figure(c) == name] or [name])])
     return (["grid", "harness", "n", "ci_low", "ci_high", "versus", "diff", "p", *MEASURED, *plugins]
             + [f"paper {metric}" for metric, _ in study.paper_metric_items()])
 

@@ -5,11 +5,11 @@
   check (threshold or LLM judgment, with the cooldown) and the per-episode repair cap let pass.
 - Against the failures a failure-injection agent (`noisy`) injected (`injected.py`; instrument figures): Sentry's
   detectors' macro recall, precision and F1 over the labels (window 3 steps, labels matched by failure mode:
-  `measure.py` states the rule), the verifier's agreement with whether the repaired failure really ended (and
-  Cohen's kappa), and the share of stored lessons whose failure truly was resolved (labels matched exactly, as
-  the instrument sweeps published it). They are None for a cell where
-  Sentry did not run or nothing was injected; the study `sentry-instrument-detectors` plays the detectors alone
-  (`sentry-detect-only`) and with their repairs (`sentry`).
+  `measure.py` states the rule) and their recall and precision per label (a column per label); the verifier's
+  agreement with whether the repaired failure really ended (and Cohen's kappa); and the share of stored lessons
+  whose failure truly was resolved (labels matched exactly, as the instrument sweeps published it). They are None
+  for a cell where Sentry did not run or nothing was injected; the study `sentry-instrument-detectors` plays the
+  detectors alone (`sentry-detect-only`) and with their repairs (`sentry`).
 
 The rest of what Sentry's table showed (success, the paired McNemar test, the resolved share, tokens, usable judge
 replies) the study table and the host's figures show for every method. All are read from the episodes' traces
@@ -33,7 +33,7 @@ from playground.plugins.sentry.injected import (
     ran_sentry,
     verdict_truths,
 )
-from playground.plugins.sentry.measure import cohen_kappa, macro, score
+from playground.plugins.sentry.measure import LabelScore, cohen_kappa, macro, score
 
 WINDOW = 3  # steps after an injection in which a detection still counts for it
 
@@ -52,20 +52,28 @@ def _sentry_traces(records: Sequence[EpisodeRecord], events: Any) -> list[list[E
     return [trace for record in records if (trace := events(record)) and ran_sentry(trace)]
 
 
-def detector_scores(traces: Sequence[Sequence[Event]]) -> dict[str, float | None] | None:
-    """The macro precision, recall and F1 of Sentry's detections against the injections of these episodes (None
-    where nothing was injected)."""
+def label_scores(traces: Sequence[Sequence[Event]]) -> dict[str, LabelScore] | None:
+    """{label: LabelScore} of Sentry's detections against the injections of these episodes (None where nothing
+    was injected)."""
     injected = [i for trace in traces for i in injections(trace)]
     if not injected:
         return None
     hits = [h for trace in traces for h in detections(trace)]
-    return macro(score(injected, hits, WINDOW, label_matcher(traces)))
+    return score(injected, hits, WINDOW, label_matcher(traces))
 
 
 def _detector(key: str) -> Callable[[Sequence[EpisodeRecord], Any], float | None]:
     def of(records: Sequence[EpisodeRecord], events: Any) -> float | None:
-        scores = detector_scores(_sentry_traces(records, events))
-        return None if scores is None else scores[key]
+        rows = label_scores(_sentry_traces(records, events))
+        return None if rows is None else macro(rows)[key]
+
+    return of
+
+
+def _by_label(key: str) -> Callable[[Sequence[EpisodeRecord], Any], dict[str, float | None] | None]:
+    def of(records: Sequence[EpisodeRecord], events: Any) -> dict[str, float | None] | None:
+        rows = label_scores(_sentry_traces(records, events))
+        return None if rows is None else {label: getattr(row, key) for label, row in rows.items()}
 
     return of
 
@@ -106,6 +114,11 @@ FIGURES = (
                               "(window 3, labels matched by failure mode)", _detector("recall"), share=True),
     Figure("detector_precision", "... macro precision over the labels", _detector("precision"), share=True),
     Figure("detector_f1", "... macro F1 over the labels", _detector("f1"), share=True),
+    Figure("detector_recall_by_label", "Sentry's detectors against the injected failures: recall per injected "
+                                       "label (detected streaks / injected streaks)", _by_label("recall"), share=True),
+    Figure("detector_precision_by_label", "Sentry's detectors against the injected failures: precision per detected "
+                                          "label (true-positive detections / detections)", _by_label("precision"),
+           share=True),
     Figure("verifier_agreement", "the share of Sentry's verdicts about an injected failure that agree with whether "
                                  "it really ended within the horizon without recurring", _agreement, share=True),
     Figure("verifier_kappa", "Cohen's kappa of those verdicts against the truth", _kappa),
