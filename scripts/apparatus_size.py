@@ -28,7 +28,7 @@ APPARATUS = {
                "plugins/sentry/table.py", "plugins/sentry/figures.py", "plugins/sentry/cli.py"],
     "darc": ["plugins/darc/cli.py", "plugins/darc/profile.py", "plugins/darc/evaluate.py", "plugins/darc/controls.py",
              "plugins/darc/factorial.py", "plugins/darc/efficiency.py", "plugins/darc/agreement.py",
-             "plugins/darc/frontier.py", "plugins/darc/runs.py"],
+             "plugins/darc/frontier.py", "plugins/darc/runs.py", "plugins/darc/figures.py"],
     "dart": ["plugins/dart/bench.py", "plugins/dart/latency.py", "plugins/dart/cli.py", "plugins/dart/figures.py"],
     "aed": ["plugins/aed/cli.py", "plugins/aed/summary.py"],
 }

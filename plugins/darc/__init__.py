@@ -102,6 +102,16 @@ def _answer_diagnosis(request):
 
 
 @hookimpl
+def register_figures(register) -> None:
+    """Add DARC's study table columns: success per 100 env steps (Table 10) and the share solved within each step
+    budget (Figure 3)."""
+    from playground.plugins.darc.figures import FIGURES
+
+    for figure in FIGURES:
+        register(figure)
+
+
+@hookimpl
 def register_commands(cli) -> None:
     """Add the `darc` command group."""
     from playground.plugins.darc.cli import darc_group

@@ -1,0 +1,43 @@
+"""DARC's columns in study tables (`register_figures`): the step efficiency of its Table 10 and the solved-by-budget
+curve of its Figure 3, from a cell's episode records (`won`, `steps`).
+
+- `success_per_100_steps`: episodes won per 100 env steps spent, all episodes' steps counted, won or not (a
+  cascade's steps count every attempt);
+- `solved_within`: a column per step budget b in BUDGETS, the share of the cell's episodes won in at most b env
+  steps. For budgets below the run's own this is what a run at budget b would have solved, as long as nothing the
+  harness does depends on the steps left (none of the shipped interventions reads them). The whole curve, every
+  budget, is the chart "Solved episodes against the step budget" of `playground report RUN`.
+
+Env steps and invalid actions per episode are the study table's own `steps` and `invalid` columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from playground.api import Figure
+from playground.core.records import EpisodeRecord
+
+BUDGETS = (5, 10, 20, 30, 40, 50)
+
+
+def success_per_100_steps(records: Sequence[EpisodeRecord], events: Any = None) -> float | None:
+    """Episodes won per 100 env steps (None for a cell that took no step)."""
+    steps = sum(record.steps for record in records)
+    return 100.0 * sum(record.won for record in records) / steps if steps else None
+
+
+def solved_within(records: Sequence[EpisodeRecord], events: Any = None) -> dict[str, float | None] | None:
+    """{budget: the share of episodes won in at most that many env steps}, for each of BUDGETS."""
+    if not records:
+        return None
+    return {str(b): sum(1 for r in records if r.won and r.steps <= b) / len(records) for b in BUDGETS}
+
+
+FIGURES = (
+    Figure("success_per_100_steps", "episodes won per 100 env steps spent, won or not (DARC's Table 10)",
+           success_per_100_steps),
+    Figure("solved_within", "the share of episodes won within each step budget (DARC's Figure 3, sampled; the "
+                            "whole curve: `playground report RUN`)", solved_within, share=True),
+)
