@@ -100,11 +100,17 @@ def provider():
 def test_the_expert_wins_a_test_variation(provider, task):
     env = provider.make(task, expert=True)
     task_id = TASK_SETS[task].tasks("test")[0]
-    _, info = env.reset(options={"task": task_id})
-    for _ in range(300):
-        _, _, terminated, _, info = env.step(info["expert_plan"][0])
-        assert info["valid_action"]
-        if terminated:
+    # The engine's Mendelian-genetics worlds vary from load to load (its API takes no seed), and the gold path was
+    # generated on another load (the env's `_skip_stale_gold`): the expert lost this variation in 1 CI run of 4
+    # (2026-12-05) and won it alone at once. It gets up to 3 loads of it; every other task one.
+    for _ in range(3 if task.startswith("mendelian") else 1):
+        _, info = env.reset(options={"task": task_id})
+        for _ in range(300):
+            _, _, terminated, _, info = env.step(info["expert_plan"][0])
+            assert info["valid_action"]
+            if terminated:
+                break
+        if info["won"]:
             break
     assert info["won"] and info["score"] == 100.0 and not info["lost"] and info["expert_plan"] == []
     env.close()
