@@ -158,7 +158,7 @@ def test_no_command_writes_over_a_runs_own_files_with_force_either(capsys, tmp_p
     before = _contents(run)
     book = next((run / "playbooks").glob("*.sqlite"))
     attempts = [("playbook", "export", str(book), str(run / "episodes.jsonl"), "--force"),
-                ("darc", "efficiency", str(run), "--plot", str(run / "config.json"), "--force"),
+                ("aed", "export", str(run), "--view", "diagnosis", "--out", str(run / "config.json"), "--force"),
                 ("report", str(run), "--out", str(run / "unfinished.jsonl"), "--force")]
     for attempt in attempts:
         code, _, err = cli(capsys, *attempt)
