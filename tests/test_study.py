@@ -106,6 +106,26 @@ def test_a_keyed_figure_gets_a_column_per_key_and_a_table_of_its_own(host, tmp_p
     assert printed.count("keyed_nowhere") == 2  # its column in the main table, and its line below
 
 
+def test_the_table_as_a_page_with_its_charts(tmp_path, capsys):
+    """`study table --html FILE`: the table's every column and cell, the success chart, a curve per keyed figure
+    with numeric keys (DARC's solved_within on its committed run); an existing page needs --force, and a run's own
+    files are refused with it."""
+    run = ROOT / "docs" / "runs" / "darc-alf-noisy-v2" / "test"
+    page = tmp_path / "table.html"
+    assert main(["study", "table", str(run), "--html", str(page)]) == 0
+    html = page.read_text()
+    assert "<th>success_per_100_steps</th>" in html and "<th>solved_within[10]</th>" in html
+    assert "<td>15.05</td>" in html and "<td>5.18</td>" in html  # Table 10's published figures
+    assert "<title>base: 82% [69%, 90%]</title>" in html  # the success chart: 41 of 50, Wilson interval
+    assert "<h3>solved_within</h3>" in html and "<title>base: 82% at 50</title>" in html  # its curve
+    capsys.readouterr()
+    assert main(["study", "table", str(run), "--html", str(page)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main(["study", "table", str(run), "--html", str(page), "--force"]) == 0
+    assert main(["study", "table", str(run), "--html", str(run / "summary.json"), "--force"]) == 2
+    assert "own files" in capsys.readouterr().err
+
+
 def test_the_cli_lists_plans_runs_and_prints_tables(tmp_path, capsys):
     path = write(tmp_path, STUDY)
     out = tmp_path / "out"

@@ -180,10 +180,15 @@ def run_command(study: str, out: str | None, smoke: bool, agent: str | None, age
               help="STUDY is a run directory: the harness every other is paired with [default: its first]")
 @click.option("--json", "as_json", is_flag=True, help="the cells as JSON")
 @click.option("--csv", "as_csv", is_flag=True, help="the cells as CSV")
-def table_command(study: str, out: str | None, reference: str | None, as_json: bool, as_csv: bool) -> None:
+@click.option("--html", "html_path", default=None, callback=path_callback,
+              help="also write the table and its charts to this self-contained HTML file")
+@click.option("--force", is_flag=True, help="replace the --html file if it exists")
+def table_command(study: str, out: str | None, reference: str | None, as_json: bool, as_csv: bool,
+                  html_path: str | None, force: bool) -> None:
     """The table of a study (a name or file, its runs in --out) or of one run directory: each cell's success and
     interval, paired difference against the reference, steps, calls, tokens, interventions and lessons per
-    episode, the plugins' figures and the paper's number."""
+    episode, the plugins' figures and the paper's number; with --html, also as a page with its charts."""
+    from playground.run.files import atomic_write_text, check_output
     from playground.run.study import study_table
 
     host = get_host()
@@ -194,10 +199,19 @@ def table_command(study: str, out: str | None, reference: str | None, as_json: b
     else:
         found, _ = find_study(host, study)
         directory = Path(out) if out else default_out(found)
+    target = None
+    if html_path is not None:  # refused before the table is computed: never over a run's own files
+        runs = [d for d in [directory, *(directory / grid.name for grid in found.grids)] if d.is_dir()]
+        target = check_output(html_path, force=force, runs=runs, what="study page (--html)")
     try:
         cells = study_table(found, directory, host_figures(host))
     except StudyError as exc:
         raise CLIError(str(exc)) from None
+    if target is not None:
+        from playground.run.study_html import study_html
+
+        atomic_write_text(target, study_html(found, cells, host_figures(host)))
+        click.echo(f"study page: {target}", err=True)
     if as_json:
         click.echo(json.dumps([{**asdict(c), "success": c.success} for c in cells], indent=2))
     elif as_csv:
