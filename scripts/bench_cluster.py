@@ -16,6 +16,11 @@ lessons whose provenance names no finished episode or whose counters differ from
     python scripts/bench_cluster.py --episodes 10000            # the figure
     python scripts/bench_cluster.py --episodes 200              # a check of the script, about a minute
     python scripts/bench_cluster.py --url 'postgresql://me@db/lessons'   # a server of yours (PGPASSWORD)
+    python scripts/bench_cluster.py --episodes 3000 --split-costs  # also `local` with the PostgreSQL playbook
+
+`--split-costs` adds a third run between the two, `local-pg`: `--workers W` on one node with the playbook in
+PostgreSQL, so the gap divides into what the server costs (local-pg against local) and what Ray's nodes cost (ray
+against local-pg).
 
 Without `--url` it starts a throw-away PostgreSQL as the tests do (tests/postgres_server.py: the pgserver wheel of the
 `test` extra); the playbook's schema is dropped at the end either way. Needs the `ray` and `postgres` extras. The
@@ -94,6 +99,8 @@ def main() -> int:
     parser.add_argument("--url", default=None, help="a PostgreSQL server's URL (default: start one)")
     parser.add_argument("--out", default=None, help="folder for the run directories [a temporary one]")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument("--split-costs", action="store_true",
+                        help="also play `local` with the PostgreSQL playbook (the server's cost apart from Ray's)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     server = None
@@ -114,6 +121,15 @@ def main() -> int:
             seconds, summary = timed("local", args.workers, config(Path(folder) / "local", local_book, args.episodes))
             figures["local"] = {"seconds": seconds, "unfinished": summary["unfinished"],
                                 **checked(local_book, Path(folder) / "local")}
+            if args.split_costs:
+                local_url = f"{url}_local"
+                try:
+                    seconds, summary = timed("local", args.workers,
+                                             config(Path(folder) / "local-pg", local_url, args.episodes))
+                    figures["local-pg"] = {"seconds": seconds, "unfinished": summary["unfinished"],
+                                           **checked(local_url, Path(folder) / "local-pg")}
+                finally:
+                    drop(local_url)
             nodes = start_cluster(args.workers)
             seconds, summary = timed("ray", args.workers, config(Path(folder) / "ray", url, args.episodes))
             figures["ray"] = {"seconds": seconds, "unfinished": summary["unfinished"],
@@ -127,25 +143,33 @@ def main() -> int:
         drop(url)
         if server is not None:
             server.stop()
-    for name in ("local", "ray"):
+    runs = [name for name in ("local", "local-pg", "ray") if name in figures]
+    for name in runs:
         figures[name]["episodes_per_s"] = figures[name]["records"] / figures[name]["seconds"]
     figures["ratio"] = figures["ray"]["episodes_per_s"] / figures["local"]["episodes_per_s"]
     print(f"{args.episodes:,} noisy episodes under sentry on tiny, {args.workers} workers, {os.cpu_count()} cores "
           "(a machinery figure)")
     print(f"{'run':<34} {'seconds':>8} {'episodes/s':>10} {'records':>8} {'dup':>4} {'lessons':>8} {'problems':>8}")
-    for name, label in (("local", f"local --workers {args.workers}, SQLite"),
-                        ("ray", f"ray, {args.workers + 1} nodes, PostgreSQL")):
-        row = figures[name]
+    labels = {"local": f"local --workers {args.workers}, SQLite",
+              "local-pg": f"local --workers {args.workers}, PostgreSQL",
+              "ray": f"ray, {args.workers + 1} nodes, PostgreSQL"}
+    for name in runs:
+        row, label = figures[name], labels[name]
         print(f"{label:<34} {row['seconds']:8.1f} {row['episodes_per_s']:10.1f} {row['records']:8,} "
               f"{row['duplicate_records']:4} {row['lessons']:8,} {row['problems']:8}")
     print(f"throughput ratio ray/local: {figures['ratio']:.2f}x (floor 0.8x)")
-    for name in ("local", "ray"):
+    if "local-pg" in figures:
+        pg_cost = figures["local-pg"]["episodes_per_s"] / figures["local"]["episodes_per_s"]
+        nodes_cost = figures["ray"]["episodes_per_s"] / figures["local-pg"]["episodes_per_s"]
+        print(f"of which the PostgreSQL playbook (local-pg/local): {pg_cost:.2f}x, Ray's nodes (ray/local-pg): "
+              f"{nodes_cost:.2f}x")
+    for name in runs:
         for problem in figures[name]["first_problems"]:
             print(f"{name}: {problem}")
     if args.json:
         print(json.dumps(figures, indent=2))
     exact = all(figures[n]["duplicate_records"] == 0 and figures[n]["problems"] == 0 and figures[n]["unfinished"] == 0
-                and figures[n]["records"] == args.episodes for n in ("local", "ray"))
+                and figures[n]["records"] == args.episodes for n in runs)
     return 0 if exact else 1
 
 

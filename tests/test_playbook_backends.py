@@ -17,6 +17,7 @@ import pytest
 
 from playground.plugins.playbook.backend import is_database_url, playbook_exists
 from playground.plugins.playbook.io import PlaybookError
+from playground.plugins.playbook.provenance import ORIGIN_KEYS, origin_key
 from playground.plugins.playbook.store import Playbook, discard_episodes, open_playbook
 from tests.conftest import cli
 from tests.postgres_server import PASSWORD
@@ -71,10 +72,17 @@ def test_lessons_and_their_provenance(location):
         book.record_outcome(first, verified=True, helped=True, origin=origin("e3", 4))
         with pytest.raises(KeyError):
             book.record_outcome(999, verified=True, helped=False)
+        with pytest.raises(KeyError):  # with an origin too (PostgreSQL counts it in one statement)
+            book.record_outcome(999, verified=True, helped=False, origin=origin("e3", 5))
+        with pytest.raises(KeyError):  # one repair's lessons together: all counted, or none
+            book.record_outcomes([other, 999], verified=True, helped=True, origin=origin("e3", 6))
         stats = book.stats()
         assert stats["count"] == 2 and stats["counters"] == {"retrieved": 2, "verified": 1, "helped": 1}
         assert stats["by_env"] == {"tiny": 2} and stats["by_label"]["progress"] == {LOOP: 2, STALL: 1}
         assert [change.op for change in book.changes()] == ["add", "add", "outcome"]
+        outcome = list(book.changes())[-1]
+        assert outcome.lesson_id == first and outcome.details == {
+            "verified": True, "helped": True, "origin": dict(zip(ORIGIN_KEYS, origin_key(origin("e3", 4))))}
         assert book.has_episode_writes("run-1", ["e3"]) and not book.has_episode_writes("run-1", ["e9"])
     assert playbook_exists(location)
     with Playbook(location, read_only=True) as book:

@@ -51,6 +51,9 @@ RETRIED = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _POOLS: dict[tuple[int, str], ConnectionPool] = {}  # (process, conninfo) -> its pool
 _POOLS_LOCK = threading.Lock()
 _SEARCH_PATH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # connection -> the schema it is set to
+# (conninfo, schema) of the playbooks this process has opened for writing (checked, made where missing): opened again
+# (each episode opens its run's playbook), it is not checked again; `drop` forgets it
+_READY: set[tuple[str, str]] = set()
 KEY_COLUMNS = {"playbook_meta": "1", "lessons": "1", "label_keys": "1, 2", "changes": "1",  # each table's key, by
                "lesson_origins": "1, 2, 3, 4", "lesson_uses": "1, 2, 3, 4, 5, 6"}  # position: the digest's row order
 _PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\?|(?<![:\w]):([A-Za-z_]\w*)|%")
@@ -171,8 +174,9 @@ class PostgresBackend:
                 "BEGIN READ ONLY")
             if problem:
                 raise PlaybookError(f"{self.location}: {problem}")
-        else:
+        elif (self.where.conninfo, self.where.schema) not in _READY:
             self.transaction(self._set_up, "BEGIN")  # read committed: sees a playbook another process just made
+            _READY.add((self.where.conninfo, self.where.schema))
 
     def close(self) -> None:
         """Nothing to let go: the pool stays for the process's other playbooks (closed at exit)."""
@@ -306,5 +310,6 @@ def digest(url: str) -> str | None:
 def drop(url: str) -> None:
     """Remove the playbook's schema and everything in it (for tests and a benchmark's throw-away playbooks)."""
     where = Location(url)
+    _READY.discard((where.conninfo, where.schema))
     with pool(where).connection() as connection:
         connection.execute(f"DROP SCHEMA IF EXISTS {quoted(where.schema)} CASCADE")

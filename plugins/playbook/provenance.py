@@ -136,18 +136,42 @@ def count_retrieved(db: Any, lesson_ids: list[int], key: tuple[str, str, str, st
             db.execute("UPDATE lessons SET retrieved = retrieved + 1 WHERE id = ?", (lesson_id,))
 
 
-def count_outcome(db: Any, path: Path | str, lesson_id: int, key: tuple[str, str, str, str] | None,
-                  verified: bool, helped: bool) -> None:
-    """Count a lesson's outcome unless origin `key` counted it before; KeyError when there is no such lesson."""
+# PostgreSQL: `count_outcomes` with an origin in one statement (one round trip instead of five a lesson): which of
+# the lessons exist, each use recorded once per origin, the counters raised and the change logged for first uses only
+COUNT_OUTCOMES_ONCE = (
+    "WITH present AS (SELECT id FROM lessons WHERE id = ANY(?)), "
+    "used AS (INSERT INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, retrieved, verified, helped) "
+    "SELECT ?, ?, ?, ?, id, 'outcome', 0, ?, ? FROM present ON CONFLICT DO NOTHING RETURNING lesson_id), "
+    "counted AS (UPDATE lessons SET verified = verified + ?, helped = helped + ? "
+    "WHERE id IN (SELECT lesson_id FROM used) RETURNING id), "
+    "logged AS (INSERT INTO changes (at, op, lesson_id, details) SELECT ?, 'outcome', id, ? FROM counted "
+    "ORDER BY id) "
+    "SELECT id FROM present")
+
+
+def count_outcomes(db: Any, path: Path | str, lesson_ids: list[int], key: tuple[str, str, str, str] | None,
+                   verified: bool, helped: bool) -> None:
+    """Count each lesson's outcome unless origin `key` counted it before; KeyError names the first lesson that is
+    not there (then nothing is counted: the caller's transaction is rolled back)."""
     added = (0, int(bool(verified)), int(bool(helped)))
-    if db.execute("SELECT 1 FROM lessons WHERE id = ?", (lesson_id,)).fetchone() is None:
-        raise KeyError(f"no lesson {lesson_id} in {path}")
-    if not first_use(db, key, lesson_id, "outcome", added):
-        return  # counted before, under the same origin
-    db.execute("UPDATE lessons SET verified = verified + ?, helped = helped + ? WHERE id = ?",
-               (added[1], added[2], lesson_id))
-    log(db, "outcome", lesson_id, {"verified": bool(verified), "helped": bool(helped),
-                                   **({"origin": dict(zip(ORIGIN_KEYS, key))} if key else {})})
+    details = {"verified": bool(verified), "helped": bool(helped),
+               **({"origin": dict(zip(ORIGIN_KEYS, key))} if key else {})}
+    if key is not None and dialect(db) == "postgresql" and len(set(lesson_ids)) == len(lesson_ids):
+        logged = json.dumps(details, ensure_ascii=False, default=str)
+        present = {row[0] for row in db.execute(COUNT_OUTCOMES_ONCE, (list(lesson_ids), *key, *added[1:],
+                                                                      *added[1:], time.time(), logged))}
+        missing = [lesson_id for lesson_id in lesson_ids if lesson_id not in present]
+        if missing:
+            raise KeyError(f"no lesson {missing[0]} in {path}")
+        return
+    for lesson_id in lesson_ids:
+        if db.execute("SELECT 1 FROM lessons WHERE id = ?", (lesson_id,)).fetchone() is None:
+            raise KeyError(f"no lesson {lesson_id} in {path}")
+        if not first_use(db, key, lesson_id, "outcome", added):
+            continue  # counted before, under the same origin
+        db.execute("UPDATE lessons SET verified = verified + ?, helped = helped + ? WHERE id = ?",
+                   (added[1], added[2], lesson_id))
+        log(db, "outcome", lesson_id, details)
 
 
 # ---- taking back an episode's writes ------------------------------------------------------

@@ -46,7 +46,7 @@ from playground.plugins.playbook.provenance import (
     CHANGES,
     Change,
     change_from_row,
-    count_outcome,
+    count_outcomes,
     count_retrieved,
     discard,
     env_counts,
@@ -235,8 +235,14 @@ class Playbook:
         once per lesson and origin, as in `record_retrieved`. Raises KeyError when there is no
         lesson with that id.
         """
-        key = origin_key(origin or {})
-        self._write(lambda db: count_outcome(db, self.location, lesson_id, key, verified, helped))
+        self.record_outcomes([lesson_id], verified, helped, origin)
+
+    def record_outcomes(self, lesson_ids: Iterable[int], verified: bool, helped: bool,
+                        origin: dict[str, Any] | None = None) -> None:
+        """`record_outcome` for each of `lesson_ids` (the lessons one repair showed), in one transaction: all are
+        counted, or none (KeyError names the first that is not there)."""
+        ids, key = list(lesson_ids), origin_key(origin or {})
+        self._write(lambda db: count_outcomes(db, self.location, ids, key, verified, helped))
 
     def discard_episodes(self, run_id: str, episode_ids: Iterable[str]) -> tuple[int, int]:
         """Take back what unfinished plays of these episodes of run `run_id` wrote; return (lessons removed,

@@ -381,10 +381,9 @@ class SentryPlugin:
             w = verdict.watch
             lesson = None
             if self.playbook is not None and not self.playbook.read_only:
-                if verdict.resolved is not None:
-                    for lesson_id in w.lesson_ids:
-                        self.playbook.record_outcome(lesson_id, verified=True, helped=verdict.resolved,
-                                                     origin=self._origin(w.repair_step))
+                if verdict.resolved is not None and w.lesson_ids:
+                    self.playbook.record_outcomes(w.lesson_ids, verified=True, helped=verdict.resolved,
+                                                  origin=self._origin(w.repair_step))
                 if verdict.resolved is not False and self.p["update_playbook"]:
                     lesson = self._store_lesson(verdict)
             results.append(Verification(NAME, w.repair_step, w.detection.failure_type, verdict.name, verdict.evidence,
