@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from playground.cli.options import CLIError, parse_pairs
-from playground.core.figures import Figure, column_figure
+from playground.core.figures import Figure, column_figure, column_key, keyed_columns
 from playground.core.study_file import Study, StudyError, load_study
 from playground.host.manager import Host, get_host
 from playground.run.paths import path_callback
@@ -254,9 +254,8 @@ def print_table(study: Study, cells: list[Cell]) -> None:
     rows = table_rows(study, cells)
     host = get_host()
     columns = list(dict.fromkeys(n for cell in cells for n in cell.figures))
-    figures = {column: host.figures.get(column) for column in columns if "[" not in column}
-    keyed = {name: [c for c in columns if column_figure(c) == name and "[" in c]
-             for name in dict.fromkeys(column_figure(c) for c in columns if "[" in c)}
+    keyed = keyed_columns(columns)
+    figures = {column: host.figures.get(column) for column in columns if column_figure(column) not in keyed}
     shown = [m for m in ("success", "reward", "steps", "invalid", "resolved", "calls", "tokens", "interventions",
                          "lessons") if m not in ("reward", "resolved") or any(r[m] is not None for r in rows)
              or m in papers]
@@ -281,7 +280,7 @@ def print_table(study: Study, cells: list[Cell]) -> None:
     for name, keys in keyed.items():  # a table per keyed figure: a column per key
         figure = host.figures.get(name)
         by_key = Table(title=name)
-        for column in [*([] if one_grid else ["grid"]), "harness", *(key[len(name) + 1:-1] for key in keys)]:
+        for column in [*([] if one_grid else ["grid"]), "harness", *(column_key(key) for key in keys)]:
             by_key.add_column(column, justify="left" if column in ("grid", "harness") else "right")
         for row in rows:
             by_key.add_row(*([] if one_grid else [escape(row["grid"])]), escape(row["harness"]),

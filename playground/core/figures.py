@@ -41,6 +41,20 @@ def column_figure(column: str) -> str:
     return column.split("[", 1)[0]
 
 
+def column_key(column: str) -> str:
+    """The key of a keyed column `NAME[KEY]`."""
+    return column[len(column_figure(column)) + 1:-1]
+
+
+def keyed_columns(columns: Sequence[str]) -> dict[str, list[str]]:
+    """The keyed figures among a table's columns: {NAME: its `NAME[KEY]` columns}, in column order."""
+    keyed: dict[str, list[str]] = {}
+    for column in columns:
+        if "[" in column:
+            keyed.setdefault(column_figure(column), []).append(column)
+    return keyed
+
+
 def per_episode(count: Callable[[EpisodeRecord], float]) -> FigureFunction:
     """A figure function for a count per episode: the mean of `count(record)` over the cell's episodes."""
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.core.events import Event
-from playground.core.figures import Figure, column_figure
+from playground.core.figures import Figure, column_figure, keyed_columns
 from playground.core.records import EpisodeRecord
 from playground.core.study_file import Grid, Smoke, Study, StudyError
 from playground.host.manager import Host
@@ -355,7 +355,7 @@ def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = 
                 resolved=sum(record.verified_recoveries for record in records) / verdicts if verdicts else None,
                 paper_figures=papers, figures=_figure_values(chosen, records, events)))
     columns = list(dict.fromkeys(column for cell in cells for column in cell.figures))  # keyed figures: every key
-    columns = [c for c in columns if not any(other.startswith(f"{c}[") for other in columns)]  # (None elsewhere)
+    columns = [c for c in columns if c not in keyed_columns(columns)]  # a keyed figure's bare name: None elsewhere
     if study.figures is None:  # show only the figures that say something about some cell
         columns = [column for column in columns if any(cell.figures.get(column) for cell in cells)]
     return [replace(cell, figures={column: cell.figures.get(column) for column in columns}) for cell in cells]

@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from playground.core.figures import Figure, column_figure
+from playground.core.figures import Figure, column_figure, column_key, keyed_columns
 from playground.core.study_file import Study
 from playground.run import svg
 from playground.run.html_report import CSS
@@ -38,7 +38,7 @@ def _label(cell: Cell, one_grid: bool) -> str:
 def _curves(cells: Sequence[Cell], figure: Figure | None, name: str, columns: list[str], one_grid: bool) -> str:
     """A keyed figure with numeric keys as one line per cell (x: the key), or "" where a key is not a number."""
     try:
-        keys = [float(column[len(name) + 1:-1]) for column in columns]
+        keys = [float(column_key(column)) for column in columns]
     except ValueError:
         return ""
     lines = [(_label(cell, one_grid), [(x, float(value)) for x, column in zip(keys, columns)
@@ -64,11 +64,8 @@ def study_html(study: Study, cells: Sequence[Cell], figures: Mapping[str, Figure
                for i, cell in enumerate(cells)]
     papers = [(f"{_label(cell, one_grid)} (paper)", cell.paper, None, None, "#999")
               for cell in cells if cell.paper is not None]
-    keyed: dict[str, list[str]] = {}
-    for column in columns:
-        if "[" in column:
-            keyed.setdefault(column_figure(column), []).append(column)
-    charts = "".join(_curves(cells, figures.get(name), name, keys, one_grid) for name, keys in keyed.items())
+    charts = "".join(_curves(cells, figures.get(name), name, keys, one_grid)
+                     for name, keys in keyed_columns(columns).items())
     described = {column_figure(c): figures[column_figure(c)] for c in columns if column_figure(c) in figures}
     notes = "".join(f"<li><code>{escape(f.name)}</code>: {escape(f.description)} [plugin {escape(f.plugin)}]</li>"
                     for f in described.values())
