@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from playground.plugins.playbook import retrieval
 from playground.plugins.playbook.backend import is_database_url, playbook_exists
 from playground.plugins.playbook.io import PlaybookError
 from playground.plugins.playbook.provenance import ORIGIN_KEYS, origin_key
@@ -91,12 +92,19 @@ def test_lessons_and_their_provenance(location):
             book.add("progress", [LOOP], "t", "p")
 
 
-def test_retrieval_ranks_the_same_on_both(tmp_path, postgres_url):
+@pytest.mark.parametrize("repeats_check, groups_limit", [(128, 1_000), (4, 1_000), (4, 2)])
+def test_retrieval_ranks_the_same_on_both(tmp_path, postgres_url, monkeypatch, repeats_check, groups_limit):
+    # Small thresholds make retrieval take its shortcut past runs of repeats (or refuse it) on both backends.
+    monkeypatch.setattr(retrieval, "REPEATS_CHECK", repeats_check)
+    monkeypatch.setattr(retrieval, "GROUPS_CHECK_LIMIT", groups_limit)
     with Playbook(tmp_path / "book.sqlite") as lite, Playbook(postgres_url) as pg:
         assert fill(lite, 400) == fill(pg, 400)
         for _ in range(20):  # many repeats of one label set: past the repeats check, through the trigger groups
             for book in (lite, pg):
                 book.add("progress", [STOP], "same trigger", "again", created_at=60.0)
+        for when in (55.0, 59.0, 57.0):  # one trigger's lessons of one label set: its newest stands for it
+            for book in (lite, pg):
+                book.add("progress", [STOP], "twin trigger", "twin", created_at=when)
         rng = random.Random(3)
         for number in range(60):
             labels, k = rng.sample(LABELS, rng.randint(1, 4)), rng.choice([1, 3, 5, 40, 200])

@@ -63,15 +63,19 @@ DDL = [
     "CREATE TRIGGER lessons_removed AFTER DELETE ON {s}.lessons FOR EACH ROW EXECUTE FUNCTION {s}.lessons_removed()",
 ]
 
-# What `retrieval` asks differently: the distinct trigger groups of a label set, smallest first. PostgreSQL takes no
-# LIMIT in a recursive term; the outer LIMIT stops the recursion as early.
-GROUPS_OF_KEY = """WITH RECURSIVE groups (trigger_group) AS (
+# What `retrieval` asks differently: the newest lesson of each trigger group of a label set. PostgreSQL takes no LIMIT
+# in a recursive term (the LIMIT on the groups outside it stops the recursion as early), and a lateral join finds
+# each group's newest lesson through the index where a join on its id would scan the table.
+NEWEST_OF_GROUPS = """WITH RECURSIVE groups (trigger_group) AS (
         SELECT MIN(trigger_group) FROM lessons WHERE failure_type = :type AND label_key = :key
         UNION ALL
         SELECT (SELECT MIN(trigger_group) FROM lessons WHERE failure_type = :type AND label_key = :key
                 AND trigger_group > groups.trigger_group)
         FROM groups WHERE groups.trigger_group IS NOT NULL)
-    SELECT trigger_group FROM groups WHERE trigger_group IS NOT NULL LIMIT :limit"""
+    SELECT {columns} FROM (SELECT trigger_group FROM groups WHERE trigger_group IS NOT NULL LIMIT :limit) AS found
+    CROSS JOIN LATERAL (
+        SELECT {columns} FROM lessons WHERE failure_type = :type AND label_key = :key
+        AND trigger_group = found.trigger_group ORDER BY created_at DESC, id DESC LIMIT 1) AS lessons"""
 # `provenance.env_counts`: the env each lesson's provenance records
 ENV_COUNTS = ("SELECT provenance::jsonb ->> 'env' AS env, COUNT(*) FROM lessons "
               "WHERE provenance::jsonb ->> 'env' IS NOT NULL GROUP BY 1")

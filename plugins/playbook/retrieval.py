@@ -29,15 +29,17 @@ NEWEST = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key =
           "ORDER BY created_at DESC, id DESC LIMIT ?")
 NEWEST_BEFORE = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
                  "AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?")
-NEWEST_OF_GROUP = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? AND trigger_group = ? "
-                   "ORDER BY created_at DESC, id DESC LIMIT 1")
-GROUPS_OF_KEY = """WITH RECURSIVE groups (trigger_group) AS (
+# the newest lesson of each trigger group of a label set, smallest group first: the groups walked by a loose index
+# scan (one index probe a group), each group's newest row found by its id (one more)
+NEWEST_OF_GROUPS = """WITH RECURSIVE groups (trigger_group) AS (
         SELECT MIN(trigger_group) FROM lessons WHERE failure_type = :type AND label_key = :key
         UNION ALL
         SELECT (SELECT MIN(trigger_group) FROM lessons WHERE failure_type = :type AND label_key = :key
                 AND trigger_group > groups.trigger_group)
         FROM groups WHERE groups.trigger_group IS NOT NULL LIMIT :limit)
-    SELECT trigger_group FROM groups WHERE trigger_group IS NOT NULL"""
+    SELECT {columns} FROM groups JOIN lessons ON lessons.id = (
+        SELECT id FROM lessons WHERE failure_type = :type AND label_key = :key AND trigger_group = groups.trigger_group
+        ORDER BY created_at DESC, id DESC LIMIT 1)"""
 
 
 @dataclass(frozen=True)
@@ -129,21 +131,22 @@ def _rank(row: tuple) -> tuple[float, int]:
 def _unseen_newest(db: Any, failure_type: str, keys: list[str], seen: set[int]) -> list[tuple] | None:
     """Return the newest lesson of each trigger group not in `seen` among lessons with these label
     sets, in rank order; None when the label sets hold more than GROUPS_CHECK_LIMIT groups."""
-    groups: set[tuple[str, int]] = set()
-    query = GROUPS_OF_KEY
+    query = NEWEST_OF_GROUPS
     if dialect(db) == "postgresql":
-        from playground.plugins.playbook.postgres_schema import GROUPS_OF_KEY as query
-    for key in keys:
-        found = db.execute(query, {"type": failure_type, "key": key, "limit": GROUPS_CHECK_LIMIT + 1})
-        groups.update((key, group) for (group,) in found)
-        if len(groups) > GROUPS_CHECK_LIMIT:
-            return None
+        from playground.plugins.playbook.postgres_schema import NEWEST_OF_GROUPS as query
+    query = query.format(columns=", ".join(f"lessons.{name}" for name in COLUMNS.split(", ")))
+    groups: set[tuple[str, int]] = set()
     newest: dict[int, tuple] = {}
-    for key, group in groups:
-        if group not in seen:
-            row = db.execute(NEWEST_OF_GROUP, (failure_type, key, group)).fetchone()
-            if group not in newest or _rank(row) < _rank(newest[group]):
-                newest[group] = row
+    # every label set's groups asked for before any is read: one round trip to a server in a pipeline
+    asked = [(key, db.execute(query, {"type": failure_type, "key": key, "limit": GROUPS_CHECK_LIMIT + 1}))
+             for key in keys]
+    for key, found in asked:
+        for row in found:
+            groups.add((key, row[GROUP]))
+            if len(groups) > GROUPS_CHECK_LIMIT:
+                return None
+            if row[GROUP] not in seen and (row[GROUP] not in newest or _rank(row) < _rank(newest[row[GROUP]])):
+                newest[row[GROUP]] = row
     return sorted(newest.values(), key=_rank)
 
 

@@ -2,8 +2,10 @@
 
 Each worker is a Ray actor (one CPU) that loads the plugins once, with this process's
 PLAYGROUND_* variables, and keeps one player, so one env and one agent, for every episode it
-is given. The executor gives each actor one episode at a time and yields each record as it
-comes back. Workers never open a file under the run directory: they play the detached work
+is given. The executor gives each actor PREFETCH episodes at once (it plays one while the next
+waits on it, so no round trip to the run's process comes between two episodes; a halted run
+lets the waiting one play too) and yields each record as it comes back, an actor's in the order
+they were given. Workers never open a file under the run directory: they play the detached work
 (`Work.detach`), whose players keep each episode's trace lines in memory; the actor returns
 them with the record (one object through Ray's object store per episode), and the run's
 process writes the traces, then the record. So `--out` need not be visible to any worker,
@@ -24,9 +26,9 @@ file, with a worker on another machine, stops the run before any episode with a
 postgresql://...`). The response cache is per node: each node's workers use that node's own
 cache folder.
 
-A worker that dies (its node lost, the OOM killer) costs the episode it held: that episode is
-left unfinished for the next run, and a new actor is asked for in its place; until the
-cluster has room for it the other actors play on.
+A worker that dies (its node lost, the OOM killer) costs the episodes it held (the one it played
+and the one waiting on it): they are left unfinished for the next run, and a new actor is asked
+for in its place; until the cluster has room for it the other actors play on.
 
 Without an address the run starts a private Ray on 127.0.0.1 with `workers` CPUs, no
 dashboard, and shuts it down at the end. Its processes carry a mark in their environment
@@ -60,6 +62,7 @@ START_GRACE = 30.0  # seconds the first workers are waited for together; those w
 PLACE_TIMEOUT = 600.0  # seconds to wait for a replacement worker when no other is left playing
 NOTES_EVERY = 0.5  # seconds between the run's pulls of the step notes of the episodes in play
 NOTES_WAIT = 10.0  # seconds an ended episode's last pull is waited for (a dead actor's notes are lost)
+PREFETCH = 2  # episodes given to an actor at once: while it plays one, the next waits on it, not on a round trip
 NOTES_GROUP = "notes"  # the actors' concurrency group for `notes`: answered while `play` runs
 LOST_STARTS = 8  # workers that may die before they start (their node lost) before the run gives up
 STARTUP_HINT = ("Ray's raylet gives its agents about 15 s to start, which a busy machine may not meet: try again, "
@@ -204,10 +207,10 @@ class EpisodeActor:
 
 
 class _Actors:
-    """`size` actors playing a queue of jobs, one at a time each; a dead actor's episode is recorded as an error and
-    another actor is asked for in its place (a strict run stops instead). `playbooks` are the run's playbook files
-    (`Work.playbook_files`): every actor must then be on this machine. With `on_step`, the step notes of the
-    episodes in play are pulled every NOTES_EVERY s and handed to it."""
+    """`size` actors playing a queue of jobs, PREFETCH given to each at once; a dead actor's episodes are recorded as
+    errors and another actor is asked for in its place (a strict run stops instead). `playbooks` are the run's
+    playbook files (`Work.playbook_files`): every actor must then be on this machine. With `on_step`, the step notes
+    of the episodes in play are pulled every NOTES_EVERY s and handed to it."""
 
     def __init__(self, ray: Any, work: Work, strict: bool, size: int, halt: threading.Event | None = None,
                  playbooks: Mapping[str, str] | None = None, on_step: StepListener | None = None) -> None:
@@ -216,6 +219,7 @@ class _Actors:
         self.playbooks = dict(playbooks or {})
         self.on_step = on_step
         self.pulls: dict[Any, Any] = {}  # an actor -> its `notes` call not yet answered
+        self.given: dict[Any, deque[Any]] = {}  # an actor -> its `play` calls not yet answered, in the order given
         self.pulled_at = 0.0  # when the last round of `notes` calls was made (time.monotonic)
         self.lost_starts = 0  # actors that died before they started (`_replace`)
         # a concurrency group of its own answers `notes` while `play` runs; `ready`, `play` and `close` share one
@@ -235,8 +239,7 @@ class _Actors:
         try:
             for actor in self._first(actors, running):
                 started.append(actor)
-                if queue:
-                    self._give(running, actor, queue.next_for(actor))
+                self._fill(running, actor, queue)
             while running:
                 playing = any(job is not None for _, job in running.values())
                 if not playing and not queue:
@@ -251,29 +254,34 @@ class _Actors:
                                         "left (the workers died and the cluster has no free CPU for another); they "
                                         "are not played: rerun the same command when the cluster has room")
                 [ref] = done
-                actor, job = running.pop(ref)
-                if job is None:  # a replacement started: it plays the next job
+                actor, job = running[ref]
+                if job is None:  # a replacement started: it plays the next jobs
+                    del running[ref]
                     node = self._ready(ref)
                     if node is None:  # it died before it started (its node lost): another is asked for
                         self._replace(actor, actors, running)
                         continue
                     self._placed([node])
                     started.append(actor)
-                    if queue:
-                        self._give(running, actor, queue.next_for(actor))
+                    self._fill(running, actor, queue)
                     continue
-                record, died = self._answer(ref, job, actor)
-                if died:
-                    actors.remove(actor)
-                    queue.give_back(actor)
-                    ray.kill(actor)
-                    if queue:  # another actor takes its place once the cluster has room for it
-                        actor = self._start()
-                        actors.append(actor)
-                        running[actor.ready.remote()] = (actor, None)
-                elif queue:  # the next job first: the actor plays while the run writes the record
-                    self._give(running, actor, queue.next_for(actor))
+                first = self.given[actor].popleft()  # an actor's records are taken in the order its jobs were given
+                record, died = self._answer(first, running.pop(first)[1], actor)
+                if not died:
+                    self._fill(running, actor, queue)  # the next job first: it plays while the run writes the record
+                    yield record
+                    continue
+                actors.remove(actor)
+                queue.give_back(actor)
+                ray.kill(actor)
+                # the jobs given to it after that one: error records too (whether one had started is not known)
+                later = [self._answer(ref, running.pop(ref)[1], actor)[0] for ref in self.given.pop(actor)]
+                if queue:  # another actor takes its place once the cluster has room for it
+                    actor = self._start()
+                    actors.append(actor)
+                    running[actor.ready.remote()] = (actor, None)
                 yield record
+                yield from later
             self._close([actor for actor in started if actor in actors])
         finally:
             for actor in actors:
@@ -320,9 +328,14 @@ class _Actors:
         actors.append(actor)
         running[actor.ready.remote()] = (actor, None)
 
-    @staticmethod
-    def _give(running: dict[Any, tuple[Any, Job | None]], actor: Any, job: Job) -> None:
-        running[actor.play.remote(job)] = (actor, job)
+    def _fill(self, running: dict[Any, tuple[Any, Job | None]], actor: Any, queue: JobQueue) -> None:
+        """Give `actor` jobs from `queue` until it holds PREFETCH."""
+        given = self.given.setdefault(actor, deque())
+        while queue and len(given) < PREFETCH:
+            job = queue.next_for(actor)
+            ref = actor.play.remote(job)
+            running[ref] = (actor, job)
+            given.append(ref)
 
     def _pull(self, running: dict[Any, tuple[Any, Job | None]]) -> float | None:
         """Ask each actor playing an episode for its step notes, every NOTES_EVERY s (one call pending at most each);
