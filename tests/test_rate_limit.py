@@ -6,6 +6,7 @@ scripted server with `AdmitsAtOnce`, which refuses requests beyond K at once). T
 from __future__ import annotations
 
 import email.utils
+import importlib.util
 import json
 import threading
 import time
@@ -22,7 +23,7 @@ from playground.agents.endpoint_limits import (
 from playground.agents.http_model import HTTPChatModel
 from playground.testing.openai_server import FirstActionModel, Reply, ScriptedChatServer
 from playground.testing.rate_limit import AdmitsAtOnce
-from tests.conftest import run_cli
+from tests.conftest import needs_extra, run_cli
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -255,3 +256,20 @@ def test_the_token_budget_with_episodes_in_flight_lets_those_playing_finish(tmp_
         rest = _run(server.base_url, out, "--episodes", "12", "--in-flight", "3")
         assert rest.returncode == 0, rest.stderr
     assert len(_records(out)) == 12 == len({r["key"] for r in _records(out)})
+
+
+@needs_extra("ray", importlib.util.find_spec("ray") is not None, "`ray` is not installed")
+def test_the_token_budget_on_ray_leaves_the_episodes_waiting_on_a_worker_unplayed(tmp_path):
+    # A Ray worker holds the episode it plays and the next (ray_tasks.PREFETCH): when the first record spends the
+    # budget, the second is already playing (it started as the first ended) and finishes; the third, given to the
+    # worker meanwhile, is cancelled before it starts (without that, three records), and the rerun plays the rest.
+    with ScriptedChatServer(default=FirstActionModel(delay=0.05)) as server:
+        out = tmp_path / "run"
+        first = _run(server.base_url, out, "--episodes", "4", "--executor", "ray", "--workers", "1",
+                     "--max-tokens-total", "1")
+        assert first.returncode == 3 and "token budget reached" in first.stderr, first.stderr
+        summary = json.loads((out / "summary.json").read_text())
+        assert len(_records(out)) == 2 and summary["not_played"] == 2 and summary["unfinished"] == 0
+        rest = _run(server.base_url, out, "--episodes", "4", "--executor", "ray", "--workers", "1")
+        assert rest.returncode == 0, rest.stderr
+    assert len(_records(out)) == 4 == len({r["key"] for r in _records(out)})

@@ -3,9 +3,11 @@
 Each worker is a Ray actor (one CPU) that loads the plugins once, with this process's
 PLAYGROUND_* variables, and keeps one player, so one env and one agent, for every episode it
 is given. The executor gives each actor PREFETCH episodes at once (it plays one while the next
-waits on it, so no round trip to the run's process comes between two episodes; a halted run
-lets the waiting one play too) and yields each record as it comes back, an actor's in the order
-they were given. Workers never open a file under the run directory: they play the detached work
+waits on it, so no round trip to the run's process comes between two episodes; once the run
+stops handing out episodes those still waiting are cancelled, left unplayed as a local run
+leaves them, while one that started as the last ended plays on) and yields each record as it
+comes back, an actor's in the order they were given.
+Workers never open a file under the run directory: they play the detached work
 (`Work.detach`), whose players keep each episode's trace lines in memory; the actor returns
 them with the record (one object through Ray's object store per episode), and the run's
 process writes the traces, then the record. So `--out` need not be visible to any worker,
@@ -220,6 +222,7 @@ class _Actors:
         self.on_step = on_step
         self.pulls: dict[Any, Any] = {}  # an actor -> its `notes` call not yet answered
         self.given: dict[Any, deque[Any]] = {}  # an actor -> its `play` calls not yet answered, in the order given
+        self.cancelled: set[Any] = set()  # the `play` calls cancelled once the run stopped handing out jobs
         self.pulled_at = 0.0  # when the last round of `notes` calls was made (time.monotonic)
         self.lost_starts = 0  # actors that died before they started (`_replace`)
         # a concurrency group of its own answers `notes` while `play` runs; `ready`, `play` and `close` share one
@@ -241,6 +244,8 @@ class _Actors:
                 started.append(actor)
                 self._fill(running, actor, queue)
             while running:
+                if self.halt is not None and self.halt.is_set():
+                    self._cancel_waiting()
                 playing = any(job is not None for _, job in running.values())
                 if not playing and not queue:
                     break  # only replacements still waiting for room on the cluster, and nothing for them
@@ -269,18 +274,21 @@ class _Actors:
                 record, died = self._answer(first, running.pop(first)[1], actor)
                 if not died:
                     self._fill(running, actor, queue)  # the next job first: it plays while the run writes the record
-                    yield record
+                    if record is not None:
+                        yield record
                     continue
                 actors.remove(actor)
                 queue.give_back(actor)
                 ray.kill(actor)
                 # the jobs given to it after that one: error records too (whether one had started is not known)
                 later = [self._answer(ref, running.pop(ref)[1], actor)[0] for ref in self.given.pop(actor)]
+                later = [each for each in later if each is not None]
                 if queue:  # another actor takes its place once the cluster has room for it
                     actor = self._start()
                     actors.append(actor)
                     running[actor.ready.remote()] = (actor, None)
-                yield record
+                if record is not None:
+                    yield record
                 yield from later
             self._close([actor for actor in started if actor in actors])
         finally:
@@ -336,6 +344,15 @@ class _Actors:
             ref = actor.play.remote(job)
             running[ref] = (actor, job)
             given.append(ref)
+
+    def _cancel_waiting(self) -> None:
+        """Cancel the jobs waiting on the actors behind the one each plays (the run stopped handing out jobs): Ray
+        drops a call not yet started, and `_answer` takes it as not played."""
+        for given in self.given.values():
+            for ref in list(given)[1:]:
+                if ref not in self.cancelled:
+                    self.cancelled.add(ref)
+                    self.ray.cancel(ref)
 
     def _pull(self, running: dict[Any, tuple[Any, Job | None]]) -> float | None:
         """Ask each actor playing an episode for its step notes, every NOTES_EVERY s (one call pending at most each);
@@ -407,14 +424,16 @@ class _Actors:
         here, addresses = machines(self.ray)
         check_playbook_placement(self.playbooks, here, [addresses.get(node, f"node {node}") for node in nodes])
 
-    def _answer(self, ref: Any, job: Job, actor: Any) -> tuple[EpisodeRecord, bool]:
+    def _answer(self, ref: Any, job: Job, actor: Any) -> tuple[EpisodeRecord | None, bool]:
         """The record of `job` (its traces written to the run directory and its last step notes handed to `on_step`
-        first), and False; or, when its actor died, its error record and True. A strict run's error, and a dead actor
-        in a strict run, raise."""
+        first), and False; or, when its actor died, its error record and True; or None and False for a job cancelled
+        before it started (`_cancel_waiting`). A strict run's error, and a dead actor in a strict run, raise."""
         exceptions = self.ray.exceptions
         self._pass_notes(actor)  # the notes its pending `notes` call took come before those `play` returned
         try:
             record, traces, notes = self.ray.get(ref)
+        except exceptions.TaskCancelledError:
+            return None, False
         except exceptions.RayTaskError as exc:  # the episode raised: a strict run's error, or a bug
             cause = getattr(exc, "cause", None)
             raise (cause if isinstance(cause, Exception) else exc) from None
