@@ -17,6 +17,7 @@ lessons whose provenance names no finished episode or whose counters differ from
     python scripts/bench_cluster.py --episodes 200              # a check of the script, about a minute
     python scripts/bench_cluster.py --url 'postgresql://me@db/lessons'   # a server of yours (PGPASSWORD)
     python scripts/bench_cluster.py --episodes 3000 --split-costs  # also `local` with the PostgreSQL playbook
+    python scripts/bench_cluster.py --episodes 10000 --split-costs --rounds 2  # all of it twice, in turn
 
 `--split-costs` adds a third run between the two, `local-pg`: `--workers W` on one node with the playbook in
 PostgreSQL, so the gap divides into what the server costs (local-pg against local) and what Ray's nodes cost (ray
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -99,6 +101,9 @@ def main() -> int:
     parser.add_argument("--url", default=None, help="a PostgreSQL server's URL (default: start one)")
     parser.add_argument("--out", default=None, help="folder for the run directories [a temporary one]")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="play the runs this many times in turn, each with fresh playbooks (the ratio of each, and "
+                             "their median: a drift in the machine's speed shows as a spread) [1]")
     parser.add_argument("--split-costs", action="store_true",
                         help="also play `local` with the PostgreSQL playbook (the server's cost apart from Ray's)")
     args = parser.parse_args()
@@ -111,67 +116,82 @@ def main() -> int:
         os.environ["PGPASSWORD"] = PASSWORD  # before the cluster starts: every node's workers inherit it
         args.url = server.url()
     url = f"{args.url}{'&' if '?' in args.url else '?'}schema=bench_{uuid.uuid4().hex[:12]}"
-    from playground.plugins.playbook.postgres import drop
 
-    nodes = None
-    figures: dict[str, Any] = {"episodes": args.episodes, "workers": args.workers, "cores": os.cpu_count()}
+    rounds: list[dict[str, Any]] = []
     try:
         with tempfile.TemporaryDirectory(dir=args.out) as folder:
-            local_book = str(Path(folder) / "local.sqlite")
-            seconds, summary = timed("local", args.workers, config(Path(folder) / "local", local_book, args.episodes))
-            figures["local"] = {"seconds": seconds, "unfinished": summary["unfinished"],
-                                **checked(local_book, Path(folder) / "local")}
-            if args.split_costs:
-                local_url = f"{url}_local"
-                try:
-                    seconds, summary = timed("local", args.workers,
-                                             config(Path(folder) / "local-pg", local_url, args.episodes))
-                    figures["local-pg"] = {"seconds": seconds, "unfinished": summary["unfinished"],
-                                           **checked(local_url, Path(folder) / "local-pg")}
-                finally:
-                    drop(local_url)
-            nodes = start_cluster(args.workers)
-            seconds, summary = timed("ray", args.workers, config(Path(folder) / "ray", url, args.episodes))
-            figures["ray"] = {"seconds": seconds, "unfinished": summary["unfinished"],
-                              **checked(url, Path(folder) / "ray")}
+            for number in range(args.rounds):
+                rounds.append(play_round(Path(folder) / f"round-{number + 1}", f"{url}_{number + 1}", args))
+    finally:
+        if server is not None:
+            server.stop()
+    print(f"{args.episodes:,} noisy episodes under sentry on tiny, {args.workers} workers, {os.cpu_count()} cores "
+          f"(a machinery figure){f', {args.rounds} rounds' if args.rounds > 1 else ''}")
+    print(f"{'run':<42} {'seconds':>8} {'episodes/s':>10} {'records':>8} {'dup':>4} {'lessons':>8} {'problems':>8}")
+    labels = {"local": f"local --workers {args.workers}, SQLite",
+              "local-pg": f"local --workers {args.workers}, PostgreSQL",
+              "ray": f"ray, {args.workers + 1} nodes, PostgreSQL"}
+    exact = True
+    for number, figures in enumerate(rounds, start=1):
+        runs = [name for name in ("local", "local-pg", "ray") if name in figures]
+        for name in runs:
+            row = figures[name]
+            label = labels[name] + (f" (round {number})" if args.rounds > 1 else "")
+            print(f"{label:<42} {row['seconds']:8.1f} {row['episodes_per_s']:10.1f} {row['records']:8,} "
+                  f"{row['duplicate_records']:4} {row['lessons']:8,} {row['problems']:8}")
+            exact = exact and row["duplicate_records"] == 0 and row["problems"] == 0 and row["unfinished"] == 0 \
+                and row["records"] == args.episodes
+        print(f"throughput ratio ray/local: {figures['ratio']:.2f}x (floor 0.8x)")
+        if "local-pg" in figures:
+            print(f"of which the PostgreSQL playbook (local-pg/local): {figures['pg_cost']:.2f}x, Ray's nodes "
+                  f"(ray/local-pg): {figures['nodes_cost']:.2f}x")
+        for name in runs:
+            for problem in figures[name]["first_problems"]:
+                print(f"{name}: {problem}")
+    if args.rounds > 1:
+        ratios = sorted(figures["ratio"] for figures in rounds)
+        print(f"ratio by round: {', '.join(f'{r:.2f}x' for r in ratios)}; median {statistics.median(ratios):.2f}x")
+    if args.json:
+        print(json.dumps(rounds[0] if args.rounds == 1 else rounds, indent=2))
+    return 0 if exact else 1
+
+
+def play_round(folder: Path, url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One round: `local` (SQLite), `local-pg` with --split-costs, then `ray` on a cluster started for it and shut down
+    after (so its raylets take no CPU from the next round's one-node runs); each run a fresh run directory and
+    playbook. Returns each run's figures, the ratio and, with --split-costs, the two costs it divides into."""
+    from playground.plugins.playbook.postgres import drop
+
+    figures: dict[str, Any] = {"episodes": args.episodes, "workers": args.workers, "cores": os.cpu_count()}
+    plays = [("local", "local", str(folder / "local.sqlite"))]
+    if args.split_costs:
+        plays.append(("local-pg", "local", f"{url}_local"))
+    plays.append(("ray", "ray", url))
+    nodes = None
+    try:
+        for name, executor, book in plays:
+            if executor == "ray":
+                nodes = start_cluster(args.workers)
+            try:
+                seconds, summary = timed(executor, args.workers, config(folder / name, book, args.episodes))
+                figures[name] = {"seconds": seconds, "unfinished": summary["unfinished"],
+                                 **checked(book, folder / name)}
+            finally:
+                if "://" in book:
+                    drop(book)
     finally:
         if nodes is not None:
             import ray
 
             ray.shutdown()
             nodes.shutdown()
-        drop(url)
-        if server is not None:
-            server.stop()
-    runs = [name for name in ("local", "local-pg", "ray") if name in figures]
-    for name in runs:
+    for name, _, _ in plays:
         figures[name]["episodes_per_s"] = figures[name]["records"] / figures[name]["seconds"]
     figures["ratio"] = figures["ray"]["episodes_per_s"] / figures["local"]["episodes_per_s"]
-    print(f"{args.episodes:,} noisy episodes under sentry on tiny, {args.workers} workers, {os.cpu_count()} cores "
-          "(a machinery figure)")
-    print(f"{'run':<34} {'seconds':>8} {'episodes/s':>10} {'records':>8} {'dup':>4} {'lessons':>8} {'problems':>8}")
-    labels = {"local": f"local --workers {args.workers}, SQLite",
-              "local-pg": f"local --workers {args.workers}, PostgreSQL",
-              "ray": f"ray, {args.workers + 1} nodes, PostgreSQL"}
-    for name in runs:
-        row, label = figures[name], labels[name]
-        print(f"{label:<34} {row['seconds']:8.1f} {row['episodes_per_s']:10.1f} {row['records']:8,} "
-              f"{row['duplicate_records']:4} {row['lessons']:8,} {row['problems']:8}")
-    print(f"throughput ratio ray/local: {figures['ratio']:.2f}x (floor 0.8x)")
-    if "local-pg" in figures:
-        pg_cost = figures["local-pg"]["episodes_per_s"] / figures["local"]["episodes_per_s"]
-        nodes_cost = figures["ray"]["episodes_per_s"] / figures["local-pg"]["episodes_per_s"]
-        print(f"of which the PostgreSQL playbook (local-pg/local): {pg_cost:.2f}x, Ray's nodes (ray/local-pg): "
-              f"{nodes_cost:.2f}x")
-    for name in runs:
-        for problem in figures[name]["first_problems"]:
-            print(f"{name}: {problem}")
-    if args.json:
-        print(json.dumps(figures, indent=2))
-    exact = all(figures[n]["duplicate_records"] == 0 and figures[n]["problems"] == 0 and figures[n]["unfinished"] == 0
-                and figures[n]["records"] == args.episodes for n in runs)
-    return 0 if exact else 1
-
+    if args.split_costs:
+        figures["pg_cost"] = figures["local-pg"]["episodes_per_s"] / figures["local"]["episodes_per_s"]
+        figures["nodes_cost"] = figures["ray"]["episodes_per_s"] / figures["local-pg"]["episodes_per_s"]
+    return figures
 
 if __name__ == "__main__":
     sys.exit(main())

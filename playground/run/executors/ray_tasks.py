@@ -271,7 +271,7 @@ class _Actors:
                     self._fill(running, actor, queue)
                     continue
                 first = self.given[actor].popleft()  # an actor's records are taken in the order its jobs were given
-                record, died = self._answer(first, running.pop(first)[1], actor)
+                record, died = self._answer(first, _taken(running, first), actor)
                 if not died:
                     self._fill(running, actor, queue)  # the next job first: it plays while the run writes the record
                     if record is not None:
@@ -281,8 +281,8 @@ class _Actors:
                 queue.give_back(actor)
                 ray.kill(actor)
                 # the jobs given to it after that one: error records too (whether one had started is not known)
-                later = [self._answer(ref, running.pop(ref)[1], actor)[0] for ref in self.given.pop(actor)]
-                later = [each for each in later if each is not None]
+                later = [each for ref in self.given.pop(actor)
+                         if (each := self._answer(ref, _taken(running, ref), actor)[0]) is not None]
                 if queue:  # another actor takes its place once the cluster has room for it
                     actor = self._start()
                     actors.append(actor)
@@ -445,6 +445,13 @@ class _Actors:
         self.work.write_traces(traces)  # before the record: a recorded episode's trace is always there
         self._hand_on(notes)
         return record, False
+
+
+def _taken(running: dict[Any, tuple[Any, Job | None]], ref: Any) -> Job:
+    """The job of the `play` call `ref`, taken out of `running`."""
+    _, job = running.pop(ref)
+    assert job is not None, "a `play` call's ref, not a start's"
+    return job
 
 
 def machines(ray: Any) -> tuple[str | None, dict[str, str]]:
