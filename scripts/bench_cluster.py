@@ -193,5 +193,6 @@ def play_round(folder: Path, url: str, args: argparse.Namespace) -> dict[str, An
         figures["nodes_cost"] = figures["ray"]["episodes_per_s"] / figures["local-pg"]["episodes_per_s"]
     return figures
 
+
 if __name__ == "__main__":
     sys.exit(main())

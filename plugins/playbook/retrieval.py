@@ -23,6 +23,7 @@ from playground.plugins.playbook.schema import COLUMNS, CREATED_AT, GROUP, ID, L
 
 REPEATS_CHECK = 128  # rows retrieval reads at one overlap level before it looks up the unseen triggers
 GROUPS_CHECK_LIMIT = 1_000  # ... provided the level has at most this many distinct (subtype, trigger)
+LESSONS_COLUMNS = ", ".join(f"lessons.{name}" for name in COLUMNS.split(", "))  # COLUMNS, named by table
 RETRIEVAL_MODES = ("labels", "type", "any", "random")  # `Playbook.retrieve(mode=...)`; all but "labels" are ablations
 
 NEWEST = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
@@ -134,7 +135,7 @@ def _unseen_newest(db: Any, failure_type: str, keys: list[str], seen: set[int]) 
     query = NEWEST_OF_GROUPS
     if dialect(db) == "postgresql":
         from playground.plugins.playbook.postgres_schema import NEWEST_OF_GROUPS as query
-    query = query.format(columns=", ".join(f"lessons.{name}" for name in COLUMNS.split(", ")))
+    query = query.format(columns=LESSONS_COLUMNS)
     groups: set[tuple[str, int]] = set()
     newest: dict[int, tuple] = {}
     # every label set's groups asked for before any is read: one round trip to a server in a pipeline

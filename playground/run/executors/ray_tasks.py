@@ -222,7 +222,7 @@ class _Actors:
         self.on_step = on_step
         self.pulls: dict[Any, Any] = {}  # an actor -> its `notes` call not yet answered
         self.given: dict[Any, deque[Any]] = {}  # an actor -> its `play` calls not yet answered, in the order given
-        self.cancelled: set[Any] = set()  # the `play` calls cancelled once the run stopped handing out jobs
+        self.waiting_cancelled = False  # once the run stopped handing out jobs (`_cancel_waiting`)
         self.pulled_at = 0.0  # when the last round of `notes` calls was made (time.monotonic)
         self.lost_starts = 0  # actors that died before they started (`_replace`)
         # a concurrency group of its own answers `notes` while `play` runs; `ready`, `play` and `close` share one
@@ -244,7 +244,7 @@ class _Actors:
                 started.append(actor)
                 self._fill(running, actor, queue)
             while running:
-                if self.halt is not None and self.halt.is_set():
+                if self.halt is not None and self.halt.is_set() and not self.waiting_cancelled:
                     self._cancel_waiting()
                 playing = any(job is not None for _, job in running.values())
                 if not playing and not queue:
@@ -346,13 +346,12 @@ class _Actors:
             given.append(ref)
 
     def _cancel_waiting(self) -> None:
-        """Cancel the jobs waiting on the actors behind the one each plays (the run stopped handing out jobs): Ray
-        drops a call not yet started, and `_answer` takes it as not played."""
+        """Cancel the jobs waiting on the actors behind the one each plays (the run stopped handing out jobs, so none
+        is given after: once is enough): Ray drops a call not yet started, and `_answer` takes it as not played."""
+        self.waiting_cancelled = True
         for given in self.given.values():
             for ref in list(given)[1:]:
-                if ref not in self.cancelled:
-                    self.cancelled.add(ref)
-                    self.ray.cancel(ref)
+                self.ray.cancel(ref)
 
     def _pull(self, running: dict[Any, tuple[Any, Job | None]]) -> float | None:
         """Ask each actor playing an episode for its step notes, every NOTES_EVERY s (one call pending at most each);
