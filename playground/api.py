@@ -3,10 +3,10 @@
 
 Hooks (`hookimpl`; the specifications are `playground.core.hookspecs`), the frozen payloads the hooks pass and
 return, the env contract and task sets, failure labels, errors, the failure-injection instrument's request and
-answer records, study table columns (`Figure`), and what an intervention factory receives: its parameter model
-(`JudgeSettings` for one that names a judge) and `Services`. Testing fixtures are `playground.testing` (a pytest
-plugin). A plugin that drives whole runs (profiles, forks, replays, its own commands) also uses the floor above,
-`playground.host_api`.
+answer records, study table columns (`Figure`) and pipeline steps (`PipelineStep`), and what an intervention
+factory receives: its parameter model (`JudgeSettings` for one that names a judge) and `Services`. Testing
+fixtures are `playground.testing` (a pytest plugin). A plugin that drives whole runs (profiles, forks, replays,
+its own commands) also uses the floor above, `playground.host_api`.
 
 An import-linter contract in pyproject.toml keeps this module on the ground floor (it imports only
 `playground.core`), and tests/test_layering.py plants a violation to see it break. docs/plugin-api.md lists and
@@ -50,6 +50,7 @@ from playground.core.payloads import (
     Verification,
     keep_text,
 )
+from playground.core.pipeline_step import PipelineStep
 from playground.core.services import JudgeSettings, ParameterError, Services, declared_values
 from playground.core.task_sets import TaskSet, seed_range
 
@@ -71,4 +72,6 @@ __all__ = [
     "JudgeSettings", "Services", "declared_values", "ParameterError",
     # study table columns (`register_figures`)
     "Figure", "per_episode", "per_episode_from_events",
+    # what a study's pipelines run after the episodes (`register_pipeline_steps`)
+    "PipelineStep",
 ]

@@ -30,7 +30,7 @@ APPARATUS = {
              "plugins/darc/factorial.py", "plugins/darc/efficiency.py", "plugins/darc/agreement.py",
              "plugins/darc/frontier.py", "plugins/darc/runs.py", "plugins/darc/figures.py"],
     "dart": ["plugins/dart/bench.py", "plugins/dart/latency.py", "plugins/dart/cli.py", "plugins/dart/figures.py"],
-    "aed": ["plugins/aed/cli.py", "plugins/aed/summary.py"],
+    "aed": ["plugins/aed/cli.py", "plugins/aed/summary.py", "plugins/aed/steps.py", "plugins/aed/figures.py"],
 }
 
 COUNT_OPTIONS = r"""

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from playground.plugins.aed.diagnose import check_record, diagnose_run, llm_diagnoses, rule_diagnoses
-from playground.plugins.aed.replay import evidence_grade
+from playground.plugins.aed.figures import figures_of
+from playground.plugins.aed.replay import GRADES, evidence_grade
 from playground.plugins.aed.views import ExportError, build_view, export, read_export, validate
 
 from playground.agents.chat import Completion
@@ -307,7 +308,7 @@ def test_a_stopped_llm_diagnosis_resumes_without_asking_again(tmp_path):
 
 
 def test_aed_diagnose_names_one_model_for_the_llm_producer(tiny_run, capsys):
-    for argv, needle in [(["--producer", "rule", "--llm-local"], "need --producer llm"),
+    for argv, needle in [(["--producer", "rule", "--llm-local"], "needs --producer llm"),
                          (["--producer", "llm"], "--llm-local"),
                          (["--producer", "llm", "--llm-local", "--model", "m"], "two models")]:
         assert main(["aed", "diagnose", str(tiny_run), *argv]) == 2
@@ -402,9 +403,7 @@ def test_a_substituted_continuation_is_labelled_and_an_expert_one_as_an_oracle(r
     assert ("oracle continuation" in err) is oracle
     replay = json.loads((run / "aed" / "replays.jsonl").read_text().splitlines()[0])
     assert (replay["agent"], replay["continuation"], replay["oracle"]) == (agent, "substituted", oracle)
-    assert main(["aed", "summary", str(run)]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("replayed pairs"))
-    assert "a substituted agent" in line and ("ORACLE continuation" in line) is oracle
+    assert figures_of(run)["aed_oracle_continuation"] == float(oracle)  # the study column that says so
 
 
 # --- 5. exports ------------------------------------------------------------------------------------------------
@@ -458,15 +457,21 @@ def test_schema_rejects_a_bad_record(replayed):
 
 # --- 6. the commands end to end --------------------------------------------------------------------------------
 
-def test_diagnose_replay_export_summary_end_to_end(replayed, tmp_path, capsys):
+def test_diagnose_replay_export_and_the_run_directorys_table_end_to_end(replayed, tmp_path, capsys):
     capsys.readouterr()
     assert main(["aed", "export", str(replayed), "--view", "actor", "--out", str(tmp_path / "a.jsonl")]) == 0
-    assert main(["aed", "summary", str(replayed), "--json"]) == 0
-    summary = json.loads(capsys.readouterr().out.split("\n", 1)[1])
-    assert summary["replayed_pairs"] >= 1 and summary["pairs"] >= summary["replayed_pairs"]
-    assert sum(summary["grades"].values()) == summary["replayed_pairs"]
-    assert summary["continuation"] == [{"agent": "noisy", "agent_options": {"invalid": 0.2}, "trials": 2,
-                                        "continuation": "substituted", "oracle": True}]
-    assert 0.0 <= summary["correction_pass_rate"] <= 1.0 and summary["difference_ci95"] is not None
-    assert main(["aed", "summary", str(replayed)]) == 0
-    assert "correction pass rate" in capsys.readouterr().out
+    assert main(["study", "table", str(replayed), "--json"]) == 0  # AED's columns on the run directory's table
+    cells = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    figures = cells[0]["figures"]
+    replays = [json.loads(line) for line in (replayed / "aed" / "replays.jsonl").read_text().splitlines()]
+    assert figures["aed_pairs_replayed"] == len(replays) >= 1
+    assert sum(figures.get(f"aed_grades[{grade}]", 0) for grade in GRADES) == len(replays)  # 0s not shown
+    assert figures["aed_oracle_continuation"] == 1.0  # `noisy` follows the expert plan
+    treatment = [sum(r["treatment_won"]) / len(r["treatment_won"]) for r in replays]
+    control = [sum(r["control_won"]) / len(r["control_won"]) for r in replays]
+    assert figures["aed_correction_pass_rate"] == pytest.approx(sum(treatment) / len(treatment))
+    difference = figures.get("aed_difference", 0.0)  # a figure that is 0 in every cell is not shown
+    assert difference == pytest.approx((sum(treatment) - sum(control)) / len(replays))
+    assert figures.get("aed_difference_ci_low", 0.0) <= difference <= figures.get("aed_difference_ci_high", 0.0)
+    assert main(["study", "table", str(replayed)]) == 0
+    assert "aed_correction_pass_rate" in capsys.readouterr().out

@@ -121,7 +121,7 @@ def test_bad_instrument_options_are_refused(noisy_run, tmp_path, capsys):
     for argv, needle in [(["--llm-instrument", "1.5"], "0<=x<=1"),
                          (["--llm-instrument", "x"], "is not a valid float"),
                          (["--llm-instrument", "1", "--llm-local"], "two models"),
-                         (["--producer", "rule", "--llm-instrument", "1"], "need --producer llm")]:
+                         (["--producer", "rule", "--llm-instrument", "1"], "needs --producer llm")]:
         assert main(["aed", "diagnose", str(noisy_run), *argv]) == 2
         assert needle in capsys.readouterr().err
     expert = make_run(tmp_path / "expert", agent="expert", episodes=2)

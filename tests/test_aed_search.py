@@ -1,6 +1,7 @@
 """AED's search-selected proposals: `aed diagnose --proposals N` gives up to N distinct checked candidate
 corrections per pair (the first is the pair's correction, and N=1 leaves the records as they were), `aed replay`
-plays every candidate against the same retry and selects the best, `aed summary` and `aed export` report it."""
+plays every candidate against the same retry and selects the best, and the study columns
+(`aed_selected_pass_rate`) and `aed export` report it."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from playground.plugins.aed.diagnose import (
     llm_diagnoses,
     rule_diagnoses,
 )
+from playground.plugins.aed.figures import figures_of
 from playground.plugins.aed.replay import GRADES, select_candidate
-from playground.plugins.aed.summary import summarise
 from playground.plugins.aed.views import build_view, chosen_proposal
 from playground.run.forks import load_episode
 from playground.run.traces import read_trace
@@ -148,19 +149,17 @@ def test_replay_plays_every_candidate_and_the_selected_is_never_worse_than_the_f
         assert sum(selected["won"]) >= sum(first["won"])
 
 
-def test_summary_prints_first_and_search_selected_pass_rates(searched, capsys):
-    result = summarise(searched)
-    search = result["search"]
+def test_the_study_columns_give_the_first_and_the_search_selected_pass_rates(searched, capsys):
+    figures = figures_of(searched)
     replays = read_jsonl(searched / "aed" / "replays.jsonl")
-    assert search["candidates_replayed"] == sum(len(r["candidates"]) for r in replays)
-    assert search["first"]["pass_rate"] == result["correction_pass_rate"]
-    assert search["selected"]["won"] >= search["first"]["won"]
-    assert search["selected"]["pass_rate"] >= search["first"]["pass_rate"]
-    assert search["selected_not_first"] == sum(r["selected"]["index"] != 0 for r in replays)
+    first = [sum(r["candidates"][0]["won"]) / len(r["candidates"][0]["won"]) for r in replays]
+    selected = [sum(r["selected"]["won"]) / len(r["selected"]["won"]) for r in replays]
+    assert figures["aed_correction_pass_rate"] == pytest.approx(sum(first) / len(first))
+    assert figures["aed_selected_pass_rate"] == pytest.approx(sum(selected) / len(selected))
+    assert figures["aed_selected_pass_rate"] >= figures["aed_correction_pass_rate"]
     capsys.readouterr()
-    assert main(["aed", "summary", str(searched)]) == 0
-    out = capsys.readouterr().out
-    assert "first proposal pass rate" in out and "search-selected pass rate" in out
+    assert main(["study", "table", str(searched)]) == 0
+    assert "aed_selected_pass_rate" in capsys.readouterr().out
 
 
 def test_export_carries_the_first_proposal_by_default_and_the_selected_one_on_request(searched):

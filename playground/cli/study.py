@@ -102,10 +102,12 @@ def list_command() -> None:
 def plan_command(study: str, out: str | None, smoke: bool, rates_from: str | None) -> None:
     """Before anything runs: episodes per grid, those finished, and the model calls, tokens and time left at the
     rates its finished episodes (or those of --rates-from) measured, per cell and per step, scaled to the budget."""
-    from playground.run.study import plan
+    from playground.run.pipelines import plan_pipelines
+    from playground.run.study import plan, sized
 
     found, _ = find_study(get_host(), study)
-    rows = plan(found, Path(out) if out else default_out(found), smoke, Path(rates_from) if rates_from else None)
+    directory, earlier = Path(out) if out else default_out(found), Path(rates_from) if rates_from else None
+    rows = plan(found, directory, smoke, earlier)
     table = Table(title=f"{found.name}: {found.title} ({found.kind} figures)")
     for column in ("grid", "episodes", "finished", "max steps", "model calls left", "tokens left", "time left"):
         table.add_column(column, justify="left" if column == "grid" else "right")
@@ -115,14 +117,25 @@ def plan_command(study: str, out: str | None, smoke: bool, rates_from: str | Non
                       "unknown" if row.calls is None else f"{row.calls:,.0f}{mark}",
                       "unknown" if row.tokens is None else f"{row.tokens:,.0f}{mark}",
                       "unknown" if row.seconds is None else f"{row.seconds / 60:,.1f} min{mark}")
-    Console(width=max(120, Console().width), emoji=False).print(table)
+    console = Console(width=max(120, Console().width), emoji=False)
+    console.print(table)
+    steps = plan_pipelines([(p, sized(found.grid(p.grid), found.smoke if smoke else None)) for p in found.pipelines],
+                           directory, smoke, earlier)
+    if steps:
+        after = Table(title="then the pipelines (plugin steps over a copy of a grid's run)")
+        for column in ("pipeline", "grid", "steps", "done", "time left"):
+            after.add_column(column, justify="left" if column in ("pipeline", "grid") else "right")
+        for step in steps:
+            after.add_row(escape(step.pipeline), escape(step.grid), str(step.steps), str(step.done),
+                          "unknown" if step.seconds is None else f"{step.seconds / 60:,.1f} min")
+        console.print(after)
     if any(row.borrowed for row in rows):
         click.echo("*: some cells have no finished episode yet: planned at the rates of the same harness in the "
                    "study's other grids with the same agent (per step, scaled to the step budget), else of other "
                    "harnesses; judge calls vary with the grid's options, so treat it as a rough figure")
-    if any(row.calls is None for row in rows):
-        click.echo("unknown: no finished episode with that agent yet; a short first run measures the rates: "
-                   "study run --smoke --out S, then study plan --rates-from S")
+    if any(row.calls is None for row in rows) or any(step.seconds is None for step in steps):
+        click.echo("unknown: no finished episode with that agent (or step of that pipeline) yet; a short first "
+                   "run measures the rates: study run --smoke --out S, then study plan --rates-from S")
 
 
 @study_group.command("run")
@@ -201,7 +214,8 @@ def table_command(study: str, out: str | None, reference: str | None, as_json: b
         directory = Path(out) if out else default_out(found)
     target = None
     if html_path is not None:  # refused before the table is computed: never over a run's own files
-        runs = [d for d in [directory, *(directory / grid.name for grid in found.grids)] if d.is_dir()]
+        runs = [d for d in [directory, *(directory / grid.name for grid in found.grids),
+                            *(directory / pipeline.name for pipeline in found.pipelines)] if d.is_dir()]
         target = check_output(html_path, force=force, runs=runs, what="study page (--html)")
     try:
         cells = study_table(found, directory, host_figures(host))
@@ -261,7 +275,7 @@ def print_table(study: Study, cells: list[Cell]) -> None:
              or m in papers]
     table = Table(title=f"{study.name}: {study.title} ({study.kind} figures)"
                         + (f"; the paper: {study.paper}" if study.paper else ""))
-    one_grid = len(study.grids) == 1  # (a run directory's table: the grid column would repeat its name)
+    one_grid = len(study.grids) + len(study.pipelines) == 1  # (a run directory's table: one folder)
     for column in [*([] if one_grid else ["grid"]), "harness", "n", *shown[:1], "95% CI", "vs ref (p)", *shown[1:],
                    *figures, *(f"paper {m}" for m in papers)]:
         named = column in ("grid", "harness")  # never cut: a harness name is what the row is

@@ -1,12 +1,13 @@
 """A plugin's column in study tables (`register_figures`): a number per cell, from the cell's episode records and,
-where it needs them, their typed trace events. The study layer (`playground.run.study`) computes it; a plugin
-ships no table code of its own.
+where it needs them, their typed trace events, or from the files a study's pipeline steps wrote into the cell's run
+directory. The study layer (`playground.run.study`) computes it; a plugin ships no table code of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from playground.core.events import Event
 from playground.core.records import EpisodeRecord
@@ -14,6 +15,8 @@ from playground.core.records import EpisodeRecord
 EventsOf = Callable[[EpisodeRecord], list[Event]]  # one episode's trace events ([] where the run left traces out)
 # a cell's value, or one value per key (a column per key: `NAME[KEY]`)
 FigureFunction = Callable[[Sequence[EpisodeRecord], EventsOf], "float | None | Mapping[str, float | None]"]
+# a value from the files in a cell's run directory (what a pipeline step wrote there), or one value per key
+FolderFigureFunction = Callable[[Path], "float | None | Mapping[str, float | None]"]
 
 
 @dataclass(frozen=True)
@@ -27,13 +30,32 @@ class Figure:
     otherwise it shows with two decimals. The table shows a figure a study names (`figures = [...]`), or, for a
     study that names none, every figure some cell has a value for other than 0. `plugin` is filled in by the
     host.
+
+    A figure of what a study's pipeline steps computed (`register_pipeline_steps`: a diagnosis, a replay) gives
+    `of_folder(run_dir)` instead of `of`: the value from the files in the cell's run directory, None where they
+    are not there; every cell of that directory shows it.
     """
 
     name: str
     description: str
-    of: FigureFunction
+    of: FigureFunction | None = None
     share: bool = False
     plugin: str = ""
+    of_folder: FolderFigureFunction | None = None
+
+    def __post_init__(self) -> None:
+        if (self.of is None) == (self.of_folder is None):
+            raise ValueError(f"figure {self.name!r}: give `of` (from records and events) or `of_folder` (from the "
+                             f"run directory's files), one of them")
+
+    def value(self, records: Sequence[EpisodeRecord], events: EventsOf,
+              folder: Path) -> float | None | Mapping[str, float | None]:
+        """One cell's value: from its records and events (`of`), or from the files in its run directory `folder`
+        (`of_folder`)."""
+        if self.of is not None:
+            return self.of(records, events)
+        assert self.of_folder is not None  # __post_init__: one of the two
+        return self.of_folder(folder)
 
 
 def column_figure(column: str) -> str:

@@ -218,10 +218,23 @@ def register_studies(register) -> None:
 def register_figures(register) -> None:
     """Add columns to study tables: `register(Figure(name, description, of, share=False))` for each figure of your
     method (`playground.core.figures.Figure`; `of(records, events)` gives a cell's value from its episode
-    records and their trace events, None where it does not apply, or {key: value} for a column per key). The
-    study layer computes and shows them
-    (`playground study table`), so a method ships no counting or table code of its own. Names are global: prefix
-    them with something of yours when they could clash.
+    records and their trace events, None where it does not apply, or {key: value} for a column per key;
+    `Figure(name, description, of_folder=f)` reads the files your pipeline steps wrote into a cell's run directory
+    instead). The study layer computes and shows them (`playground study table`), so a method ships no counting or
+    table code of its own. Names are global: prefix them with something of yours when they could clash.
+    """
+
+
+@hookspec
+def register_pipeline_steps(register) -> None:
+    """Add the stages of your method a study can run after its episodes: `register(PipelineStep(name,
+    description, run, params_model))` for each (`playground.core.pipeline_step.PipelineStep`).
+
+    A study's `[[pipelines]]` names a grid and a list of steps with their `params`; `playground study run` copies
+    the grid's finished run directory to the pipeline's folder and calls each step's `run(host, run_dir, params)`
+    there in order, recording each one done (a finished step is not run again; a stopped one is run again with
+    the same params). Its results reach the table through your `register_figures` figures with `of_folder`.
+    Names are global: prefix them with your plugin's name (`aed.diagnose`).
     """
 
 

@@ -1,5 +1,6 @@
-"""A study file's model: the grids of runs a study plays, the smoke size, the paper's numbers (`Study`), read from
-TOML and validated (`load_study`). `playground.run.study` plans, runs and tabulates a study.
+"""A study file's model: the grids of runs a study plays, the pipelines of plugin steps over copies of their runs,
+the smoke size, the paper's numbers (`Study`), read from TOML and validated (`load_study`). `playground.run.study`
+plans, runs and tabulates a study.
 
 A harness name may hold `{here}`, the folder of the study file: a study ships the files its harnesses read (a
 frozen policy, a prompt) beside it, as package data, and names them `PREFIX:{here}/FILE`. The table shows the
@@ -74,6 +75,33 @@ def resolve_here(name: str, here: str | None) -> str:
     return name.replace(HERE, here)
 
 
+class StepCall(BaseModel):
+    """One step of a pipeline: a plugin's registered step (`register_pipeline_steps`) and its parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    step: str = Field(description="the registered step, such as `aed.diagnose`")
+    params: dict[str, Any] = Field(default_factory=dict, description="validated by the step's parameter model")
+    smoke_params: dict[str, Any] = Field(default_factory=dict, description="under --smoke, set over `params`")
+
+
+class Pipeline(BaseModel):
+    """Plugin steps run in order over a copy of a grid's finished run, in its own folder (`OUT/<name>`): a
+    method's stages after the episodes (a diagnosis, then a replay). Its table rows are the grid's cells as that
+    copy holds them, with the figures the steps' files give."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="the pipeline's folder under the study's directory")
+    grid: str = Field(description="the grid whose finished run the pipeline copies")
+    steps: list[StepCall] = Field(min_length=1)
+
+    def called(self, smoke: bool) -> list[dict[str, Any]]:
+        """Each step and the parameters it runs with (`smoke_params` over `params` under --smoke)."""
+        return [{"step": call.step, "params": {**call.params, **(call.smoke_params if smoke else {})}}
+                for call in self.steps]
+
+
 class StandIn(BaseModel):
     """What a grid plays at smoke size instead of a task set that needs a download (CI has none): the env, its
     split and, where the grid's params name the real data, the params to use instead."""
@@ -107,6 +135,7 @@ class Study(BaseModel):
                       description="which of the three kinds of figure the table is")
     paper: str = Field(default="", description="the paper table it reproduces, if any")
     grids: list[Grid] = Field(min_length=1)
+    pipelines: list[Pipeline] = Field(default_factory=list)
     smoke: Smoke = Field(default_factory=Smoke)
     # the paper's success rate per "GRID/HARNESS" cell (or "HARNESS" for every grid), shown beside the measured
     paper_success: dict[str, float] = Field(default_factory=dict)
@@ -134,6 +163,8 @@ class Study(BaseModel):
     @model_validator(mode="after")
     def _cells_exist(self) -> Study:
         cells = {f"{grid.name}/{harness}" for grid in self.grids for harness in grid.harnesses}
+        cells |= {f"{pipeline.name}/{harness}" for pipeline in self.pipelines
+                  for grid in self.grids if grid.name == pipeline.grid for harness in grid.harnesses}
         harnesses = {harness for grid in self.grids for harness in grid.harnesses}
         for metric, figures in self.paper_metric_items():
             stray = sorted(key for key in figures if key not in cells and key not in harnesses)
@@ -148,10 +179,22 @@ class Study(BaseModel):
                     raise ValueError(f"grid {grid.name!r}: playbook_from {grid.playbook_from!r} names no harness of "
                                      f"an earlier grid (GRID/HARNESS; a grid plays after the grids above it)")
             earlier[grid.name] = grid
+        folders = [grid.name for grid in self.grids]
+        for pipeline in self.pipelines:
+            if pipeline.grid not in earlier:
+                raise ValueError(f"pipeline {pipeline.name!r} names no grid {pipeline.grid!r}")
+            if pipeline.name in folders:
+                raise ValueError(f"pipeline {pipeline.name!r}: a grid or another pipeline has that name (each is a "
+                                 f"folder of the study)")
+            folders.append(pipeline.name)
         stray = sorted(set(self.smoke.stand_ins) - {grid.name for grid in self.grids})
         if stray:
             raise ValueError(f"smoke.stand_ins names no grid: {', '.join(stray)}")
         return self
+
+    def grid(self, name: str) -> Grid:
+        """The grid called `name`."""
+        return next(grid for grid in self.grids if grid.name == name)
 
     @property
     def here(self) -> str | None:

@@ -25,6 +25,7 @@ from playground.core.figures import Figure
 from playground.core.instrument import JUDGE_KINDS, InstrumentJudgeSpec
 from playground.core.labels import FailureLabel, FailureType, LabelRegistry
 from playground.core.payloads import EFFECTS
+from playground.core.pipeline_step import PipelineStep
 from playground.core.plugin_manager import env_flag, implemented_hooks, new_plugin_manager
 from playground.core.study_file import StudyError, load_study
 from playground.host.registry import (
@@ -98,6 +99,8 @@ class Host:
         self.instrument_judges: Registry[InstrumentJudgeSpec] = Registry("instrument judge role")
         self.studies: Registry[StudySpec] = Registry("study")  # study files the plugins ship (`register_studies`)
         self.figures: Registry[Figure] = Registry("figure")  # study table columns (`register_figures`)
+        # what a study's pipelines run over a copy of a grid's run (`register_pipeline_steps`)
+        self.pipeline_steps: Registry[PipelineStep] = Registry("pipeline step")
         self.labels = LabelRegistry()  # the failure types and labels the plugins declared
         self.commands_added = False
 
@@ -157,7 +160,7 @@ class Host:
         except Exception as exc:  # noqa: BLE001
             for registry in (self.envs, self.agents, self.interventions, self.harnesses, self.observers,
                              self.harness_loaders, self.intervention_loaders, self.attempt_verifiers,
-                             self.instrument_judges, self.studies, self.figures):
+                             self.instrument_judges, self.studies, self.figures, self.pipeline_steps):
                 registry.remove_from_plugin(plugin_name)
             self.labels.remove_from_plugin(plugin_name)
             self.pm.unregister(name=plugin_name)
@@ -239,9 +242,17 @@ class Host:
             self.studies.add(found.name, StudySpec(found.name, str(path), found.title, plugin))
 
         def figure(declared) -> None:
-            if not isinstance(declared, Figure) or not callable(declared.of):
-                raise RegistrationError(f"register_figures expects a Figure with a callable `of`, got {declared!r}")
+            if not isinstance(declared, Figure) or not callable(declared.of or declared.of_folder):
+                raise RegistrationError(f"register_figures expects a Figure with a callable `of` or `of_folder`, "
+                                        f"got {declared!r}")
             self.figures.add(declared.name, replace(declared, plugin=plugin))
+
+        def pipeline_step(declared) -> None:
+            if not isinstance(declared, PipelineStep) or not callable(declared.run) \
+                    or not _is_model_class(declared.params_model):
+                raise RegistrationError(f"register_pipeline_steps expects a PipelineStep with a callable `run` and a "
+                                        f"pydantic `params_model`, got {declared!r}")
+            self.pipeline_steps.add(declared.name, replace(declared, plugin=plugin))
 
         def failure_label(declaration) -> None:
             if not isinstance(declaration, (FailureType, FailureLabel)):
@@ -254,7 +265,7 @@ class Host:
                 "register_harness_loaders": harness_loader, "register_intervention_loaders": intervention_loader,
                 "register_failure_labels": failure_label, "register_attempt_verifiers": attempt_verifier,
                 "register_instrument_judges": instrument_judge, "register_studies": study,
-                "register_figures": figure}
+                "register_figures": figure, "register_pipeline_steps": pipeline_step}
 
     def _check_harnesses(self) -> None:
         """Drop harnesses that name interventions no loaded plugin provides."""

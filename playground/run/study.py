@@ -10,7 +10,9 @@ McNemar), steps, model calls and tokens, the interventions and lessons per episo
 where the study gives one (its success and any other figure, `paper_figures`). `--smoke` shrinks every grid
 (`[smoke]`: tasks, trials, step budget; a stand-in env for a task set that needs a download) so CI can run it.
 Grids play in the file's order; a grid with `playbook_from = "GRID/HARNESS"` starts each of its harnesses from
-its own copy of the playbook that earlier cell grew, on tasks it never saw (the held-out protocol).
+its own copy of the playbook that earlier cell grew, on tasks it never saw (the held-out protocol). Then each
+pipeline runs its plugin steps over a copy of its grid's run (`playground.run.pipelines`); its rows are the grid's
+cells as the copy holds them, with the figures its steps' files give.
 
 `plan` estimates what is left before it runs, per cell: the model calls, tokens and seconds an episode of that
 harness took in that grid, else in the study's other grids with the same agent (per step, scaled to the grid's
@@ -31,6 +33,7 @@ from playground.core.records import EpisodeRecord
 from playground.core.study_file import Grid, Smoke, Study, StudyError
 from playground.host.manager import Host
 from playground.run.config import RunConfig, playbook_path
+from playground.run.pipelines import run_pipelines
 from playground.run.report import wilson_interval
 from playground.run.rundir import RunDirError, load_records, record_trace
 from playground.run.stats import compare, split_by_harness
@@ -200,11 +203,11 @@ def with_agent(study: Study, agent: str | None, agent_options: dict[str, Any] | 
 def run_study(host: Host, study: Study, out: Path, smoke: bool = False, agent: str | None = None,
               agent_options: dict[str, Any] | None = None, grids: list[str] | None = None,
               playbook: str | None = None, **where: Any) -> dict[str, dict]:
-    """Run (or resume) every grid of `study` under `out` (or those named in `grids`), each its own run directory;
-    return their summaries. `agent`/`agent_options` replace every grid's (a paper's table on the user's model), but
-    for a grid whose agent is part of the design (`keep_agent`). `playbook` is every grid's playbook (a file, or a
-    URL such as `postgresql://...` for a cluster); `where` says where episodes play, as `runner.run` takes it
-    (`executor`, `address`, `workers`, `in_flight`)."""
+    """Run (or resume) every grid of `study` under `out` (or those named in `grids`), each its own run directory,
+    then the pipelines over them; return the grids' summaries. `agent`/`agent_options` replace every grid's (a
+    paper's table on the user's model), but for a grid whose agent is part of the design (`keep_agent`).
+    `playbook` is every grid's playbook (a file, or a URL such as `postgresql://...` for a cluster); `where` says
+    where episodes play, as `runner.run` takes it (`executor`, `address`, `workers`, `in_flight`)."""
     from playground.run.runner import run
 
     unknown = sorted(set(grids or ()) - {grid.name for grid in study.grids})
@@ -224,6 +227,8 @@ def run_study(host: Host, study: Study, out: Path, smoke: bool = False, agent: s
         summaries[grid.name] = run(host, config, **where)
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(study.model_dump(), indent=2) + "\n")
+    run_pipelines(host, [(pipeline, sized(played.grid(pipeline.grid), study.smoke if smoke else None))
+                         for pipeline in played.pipelines if grids is None or pipeline.grid in grids], out, smoke)
     return summaries
 
 
@@ -317,13 +322,15 @@ def _events_in(run_dir: Path):
 
 
 def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = None) -> list[Cell]:
-    """The study's table from its run directories: one cell per (grid, harness) that has finished episodes, with the
-    plugins' `figures` (`chosen_figures`; a study that names none shows those some cell has a value for)."""
+    """The study's table from its run directories: one cell per (grid, harness) that has finished episodes, then
+    per (pipeline, harness of its grid), with the plugins' `figures` (`chosen_figures`; a study that names none
+    shows those some cell has a value for)."""
     chosen = chosen_figures(study, figures or {})
     cells = []
-    for grid in study.grids:
-        events = _events_in(out / grid.name)
-        by_harness = split_by_harness(_records(out / grid.name))
+    folders = [(grid.name, grid) for grid in study.grids] + [(p.name, study.grid(p.grid)) for p in study.pipelines]
+    for folder, grid in folders:
+        events = _events_in(out / folder)
+        by_harness = split_by_harness(_records(out / folder))
         names = dict(zip(grid.harnesses, grid.runnable(study.here), strict=True))
         reference = grid.reference or grid.harnesses[0]
         for harness in grid.harnesses:
@@ -341,9 +348,9 @@ def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = 
             scores = [record.score for record in records if record.score is not None]
             verdicts = sum(record.verified_recoveries + record.unresolved_recoveries for record in records)
             papers = {metric: value for metric, _ in study.paper_metric_items()
-                      if (value := study.paper_number(metric, grid.name, harness)) is not None}
+                      if (value := study.paper_number(metric, folder, harness)) is not None}
             cells.append(Cell(
-                grid.name, harness, n, wins, (low, high), versus, diff, p,
+                folder, harness, n, wins, (low, high), versus, diff, p,
                 steps=sum(record.steps for record in records) / n,
                 calls=sum(record.model_calls for record in records) / n,
                 tokens=sum(record.tokens for record in records) / n,
@@ -353,18 +360,22 @@ def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = 
                 invalid=sum(record.invalid_actions for record in records) / n,
                 reward=sum(scores) / len(scores) if scores else None,
                 resolved=sum(record.verified_recoveries for record in records) / verdicts if verdicts else None,
-                paper_figures=papers, figures=_figure_values(chosen, records, events)))
+                paper_figures=papers, figures=_figure_values(chosen, records, events, out / folder)))
     columns = list(dict.fromkeys(column for cell in cells for column in cell.figures))  # keyed figures: every key
     columns = [c for c in columns if c not in keyed_columns(columns)]  # a keyed figure's bare name: None elsewhere
     if study.figures is None:  # show only the figures that say something about some cell
         columns = [column for column in columns if any(cell.figures.get(column) for cell in cells)]
+    else:  # in the order the study names them (a keyed figure's keys may first appear in a later cell)
+        named = study.figures
+        columns.sort(key=lambda column: named.index(column_figure(column)))
     return [replace(cell, figures={column: cell.figures.get(column) for column in columns}) for cell in cells]
 
 
-def _figure_values(chosen: Mapping[str, Figure], records: list[EpisodeRecord], events) -> dict[str, float | None]:
-    """Each figure's value for one cell (a keyed figure's as `NAME[KEY]` columns); StudyError names a figure whose
-    function failed, and its plugin. Each episode's trace is read once for the cell, however many figures read
-    it."""
+def _figure_values(chosen: Mapping[str, Figure], records: list[EpisodeRecord], events,
+                   folder: Path) -> dict[str, float | None]:
+    """Each figure's value for one cell (a keyed figure's as `NAME[KEY]` columns), from its records and events or
+    from the files in its run directory `folder`; StudyError names a figure whose function failed, and its plugin.
+    Each episode's trace is read once for the cell, however many figures read it."""
     read: dict[str, list[Event]] = {}
 
     def cached(record: EpisodeRecord) -> list[Event]:
@@ -375,7 +386,7 @@ def _figure_values(chosen: Mapping[str, Figure], records: list[EpisodeRecord], e
     values: dict[str, float | None] = {}
     for name, figure in chosen.items():
         try:
-            value = figure.of(records, cached)
+            value = figure.value(records, cached, folder)
             values.update({f"{name}[{key}]": v for key, v in value.items()} if isinstance(value, Mapping)
                           else {name: value})
         except Exception as exc:  # noqa: BLE001 - a plugin's figure function; named, not a crash

@@ -54,7 +54,7 @@ def _curves(cells: Sequence[Cell], figure: Figure | None, name: str, columns: li
 def study_html(study: Study, cells: Sequence[Cell], figures: Mapping[str, Figure]) -> str:
     """The page: the study's title and kind, the success chart, the table (every column of `study_table`'s cells)
     and a chart per keyed figure with numeric keys; the plugins' figures described below the table."""
-    one_grid = len(study.grids) == 1
+    one_grid = len(study.grids) + len(study.pipelines) == 1
     columns = study_columns(study, cells)
     rows = table_rows(study, list(cells))
     head = "".join(f"<th>{escape(column)}</th>" for column in columns)

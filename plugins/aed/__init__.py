@@ -4,8 +4,9 @@
 occur in the trace, a correction admissible at the attributed step); `replay` runs each
 correction against a retry of the original action from the same rebuilt state (the fork
 machinery of `playground.run.forks`); `views` exports diagnosis, actor-recovery and
-Agent Data Protocol views validated against the schemas in `schemas/`; `summary` reports
-pass rates with a paired interval and the evidence grades. See docs/methods/aed.md.
+Agent Data Protocol views validated against the schemas in `schemas/`. Both stages are also a
+study's pipeline steps (`steps.py`: `aed.diagnose`, `aed.replay`), and `figures.py` makes
+their pass rates, paired interval and evidence grades study columns. See docs/methods/aed.md.
 """
 
 from playground.core.hookspecs import hookimpl
@@ -40,3 +41,24 @@ def register_studies(register) -> None:
 
     for path in sorted((Path(__file__).parent / "studies").glob("*.toml")):
         register(path)
+
+
+@hookimpl
+def register_pipeline_steps(register) -> None:
+    """AED's stages as a study's pipeline steps: `aed.diagnose` then `aed.replay`, over a copy of a grid's run."""
+    from playground.api import PipelineStep
+    from playground.plugins.aed.steps import DiagnoseParams, ReplayParams, diagnose, replay
+
+    register(PipelineStep("aed.diagnose", "the failed episodes as checked error-diagnosis pairs (aed/diagnoses.jsonl)",
+                          diagnose, DiagnoseParams))
+    register(PipelineStep("aed.replay", "each correction against a retry of the original action from the same "
+                                        "rebuilt state (aed/replays.jsonl)", replay, ReplayParams))
+
+
+@hookimpl
+def register_figures(register) -> None:
+    """AED's study columns: correction against retry, evidence grades, yield (`figures.py`)."""
+    from playground.plugins.aed.figures import FIGURES
+
+    for figure in FIGURES:
+        register(figure)

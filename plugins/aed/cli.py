@@ -1,14 +1,14 @@
-"""`playground aed ...`: diagnose, replay, export, summary."""
+"""`playground aed ...`: diagnose, replay, export; a diagnosis dataset, training and its evaluation. AED's figures
+(correction against retry, evidence grades) are study columns (`figures.py`)."""
 
 from __future__ import annotations
 
 import json
-import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from playground.core.payloads import keep_text
 from playground.host_api import CLIError, parse_pairs, pass_host, path_callback
 
 if TYPE_CHECKING:
@@ -25,8 +25,8 @@ def aed_group() -> None:
 @click.option("--producer", type=click.Choice(["rule", "llm"]), default=None,
               help="who diagnoses [default: llm when a model is given (--llm-base-url/--model or --llm-local), "
                    "else rule]")
-@click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint for --producer llm")
-@click.option("--model", default=None, help="model name for --producer llm")
+@click.option("--llm-base-url", default="", help="OpenAI-compatible endpoint for --producer llm")
+@click.option("--model", default="", help="model name for --producer llm")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
 @click.option("--llm-local", is_flag=True, help="--producer llm: the embedded local model instead of an endpoint")
 @click.option("--llm-instrument", "instrument_accuracy", type=click.FloatRange(0.0, 1.0), default=None,
@@ -38,81 +38,18 @@ def aed_group() -> None:
               help="candidate corrections per pair (distinct, each checked; the first is the pair's correction): "
                    "`aed replay` plays each and keeps the one that replays best (search-selected)")
 @pass_host
-def diagnose_command(host: Host, run_dir: str, producer: str | None, llm_base_url: str | None, model: str | None,
+def diagnose_command(host: Host, run_dir: str, producer: str | None, llm_base_url: str, model: str,
                      api_key_env: str, llm_local: bool, instrument_accuracy: float | None, proposals: int) -> None:
     """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
-    instrument = instrument_accuracy is not None
-    if producer is None:
-        producer = "llm" if (llm_base_url or model or llm_local or instrument) else "rule"
-    from playground.host_api import ChatModel
-    from playground.plugins.aed.diagnose import diagnose_run
+    from playground.plugins.aed.steps import DiagnoseParams, StepError, diagnose
 
-    chat: ChatModel | None = None
-    if producer != "llm" and (llm_base_url or model or llm_local or instrument):
-        raise CLIError("--llm-base-url, --model, --llm-local and --llm-instrument need --producer llm")
-    if producer == "llm":
-        from playground.host_api import build_judge_model
-
-        if sum([bool(llm_base_url or model), llm_local, instrument]) > 1:
-            raise CLIError("--llm-local, --llm-instrument and --llm-base-url/--model each name a model; two models "
-                           "given, give one")
-        if instrument_accuracy is not None:
-            chat = _instrument_model(host, run_dir, instrument_accuracy)
-        elif not llm_local and (not llm_base_url or not model):
-            raise CLIError("--producer llm needs --llm-base-url and --model, or --llm-local")
-        else:
-            settings = {"judge_base_url": "" if llm_local else llm_base_url, "judge_model": model or "",
-                        "judge_local": llm_local}
-            try:
-                chat = build_judge_model(settings, "aed diagnose", max_tokens=512, retries=4,
-                                         api_key=os.environ.get(api_key_env) or None)
-            except ValueError as exc:
-                raise CLIError(str(exc)) from None
-    remove_grade_text = _grade_text_remover(host, run_dir) if producer == "llm" else keep_text
-    click.echo(json.dumps(diagnose_run(run_dir, producer, chat, remove_grade_text, proposals), indent=2))
-
-
-def _instrument_model(host: Host, run_dir: str, accuracy: float):
-    """The failure-injection instrument as the diagnoser model (`instrument.GradedTraceJudge`): only for a run the
-    `noisy` instrument played (its traces hold the truth), and not to resume a diagnosis begun at another
-    accuracy."""
-    from pathlib import Path
-
-    from playground.host_api import RunDirError, read_config
-    from playground.plugins.aed.instrument import instrument_diagnoser
-
+    params = DiagnoseParams.model_validate({
+        "producer": producer, "judge_base_url": llm_base_url, "judge_model": model, "judge_local": llm_local,
+        "instrument_accuracy": instrument_accuracy, "api_key_env": api_key_env, "proposals": proposals})
     try:
-        agent = str(read_config(Path(run_dir) / "config.json").get("agent", ""))
-    except RunDirError as exc:
+        click.echo(json.dumps(diagnose(host, Path(run_dir), params), indent=2))
+    except StepError as exc:
         raise CLIError(str(exc)) from None
-    if agent != "noisy":
-        raise CLIError(f"--llm-instrument answers from the failures the `noisy` instrument injected and recorded; "
-                       f"{run_dir} was played by {agent or 'no agent'!r}")
-    grades = Path(run_dir) / "aed" / "instrument.json"
-    if (Path(run_dir) / "aed" / "diagnose.partial.json").is_file() and grades.is_file():
-        before = json.loads(grades.read_text()).get("accuracy")
-        if before != accuracy:
-            raise CLIError(f"{run_dir}: a diagnosis by the instrument at accuracy {before} was stopped part-way; "
-                           f"resume it with --llm-instrument {before}, or diagnose a fresh copy of the run")
-    return instrument_diagnoser(host, accuracy, grades)
-
-
-def _grade_text_remover(host: Host, run_dir: str):
-    """The `remove_grade_text` of the env RUN_DIR played (its config.json names it), through the host's registry:
-    the LLM producer's prompt shows no grade text the env prints."""
-    from pathlib import Path
-
-    from playground.host_api import RunDirError, read_config
-
-    try:
-        env = str(read_config(Path(run_dir) / "config.json").get("env", ""))
-    except RunDirError as exc:
-        raise CLIError(str(exc)) from None
-    try:
-        return host.grade_text_remover(env)
-    except KeyError as exc:
-        raise CLIError(f"{run_dir}: the grade text its env prints cannot be removed from the LLM producer's prompt: "
-                       f"{exc.args[0]}") from None
 
 
 @aed_group.command("replay")
@@ -130,16 +67,14 @@ def _grade_text_remover(host: Host, run_dir: str):
 def replay_command(host: Host, run_dir: str, agent: str, agent_options: tuple[str, ...], trials: int, seed: int,
                    limit: int | None) -> None:
     """Run each correction against a retry of the original action from the same rebuilt state."""
-    from playground.plugins.aed.replay import replay_run
+    from playground.plugins.aed.steps import ReplayParams, StepError, replay
 
-    options = parse_pairs(agent_options, "--agent-option")
-    if agent is None and options:
-        raise CLIError("--agent-option needs --agent (without it, the diagnosed episode's own agent and options "
-                       "continue)")
-    if agent is not None and agent not in host.agents:
-        raise CLIError(f"unknown agent {agent!r}; choose from: {', '.join(host.agents.names())}")
-    counts = replay_run(host, run_dir, agent=agent, agent_options=options if agent else None, trials=trials,
-                        seed=seed, limit=limit)
+    params = ReplayParams(agent=agent, agent_options=parse_pairs(agent_options, "--agent-option"), trials=trials,
+                          seed=seed, limit=limit)
+    try:
+        counts = replay(host, Path(run_dir), params)
+    except StepError as exc:
+        raise CLIError(str(exc)) from None
     click.echo(json.dumps(counts, indent=2))
     if counts["oracle_continuation"]:
         click.echo(f"note: {counts['oracle_continuation']} pair(s) replayed under an oracle continuation (an agent "
@@ -176,18 +111,6 @@ def export_command(run_dir: str, view: str, out: str, min_grade: str | None, pro
         click.echo(f"note: {left_out} pair(s) left out: their replay did not reach {bar} (not replayed, or the "
                    "correction did not beat the retry); `playground aed replay` replays them, --min-grade none "
                    "admits them", err=True)
-
-
-@aed_group.command("summary")
-@click.argument("run_dir")
-@click.option("--json", "as_json", is_flag=True)
-def summary_command(run_dir: str, as_json: bool) -> None:
-    """Pairs, replayed pairs, correction vs retry pass rates (paired interval), counts by evidence grade, first
-    proposal vs search-selected pass rates."""
-    from playground.plugins.aed.summary import format_summary, summarise
-
-    result = summarise(run_dir)
-    click.echo(json.dumps(result, indent=2) if as_json else format_summary(result))
 
 
 @aed_group.command("dataset")

@@ -1,0 +1,147 @@
+"""A study's pipelines (`[[pipelines]]`): plugin steps (`register_pipeline_steps`) run in order over a copy of a
+grid's finished run, each pipeline in its own folder of the study's directory.
+
+The copy is made once, when the grid has played every episode (`OUT/<grid>` to `OUT/<pipeline>`), so the grid's
+own directory stays as its run left it and two pipelines over one grid (a diagnosis at two accuracies) never see
+each other's files. `pipeline.json` in the folder records the grid, the episodes copied and every step done with
+its parameters and seconds: a rerun skips the steps done, reruns a step that was stopped part-way (the step picks
+up where it stopped), and refuses a study whose steps changed under a folder that ran others. A step that fails
+is named; the study's other pipelines still run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from playground.core.study_file import Grid, Pipeline, StudyError
+from playground.run.files import atomic_write_text
+from playground.run.rundir import load_records
+
+RECORD = "pipeline.json"  # in a pipeline's folder: what it copied and the steps done
+
+
+def steps_of(host: Any, pipeline: Pipeline, smoke: bool) -> list[tuple[dict[str, Any], BaseModel]]:
+    """Each step call of `pipeline` (step name and parameters) with its parameters validated by the step's model;
+    StudyError names the pipeline, the step and what is wrong (a step no loaded plugin registers, a bad
+    parameter)."""
+    checked = []
+    for number, call in enumerate(pipeline.called(smoke), start=1):
+        try:
+            step = host.pipeline_steps.get(call["step"])
+        except KeyError:
+            raise StudyError(f"pipeline {pipeline.name!r}, step {number}: no loaded plugin registers the step "
+                             f"{call['step']!r} (registered: {', '.join(host.pipeline_steps.names()) or 'none'})"
+                             ) from None
+        try:
+            checked.append((call, step.params_model.model_validate(call["params"])))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            at = ".".join(str(part) for part in error["loc"]) or "(params)"
+            raise StudyError(f"pipeline {pipeline.name!r}, step {number} ({call['step']}): params.{at}: "
+                             f"{error['msg']}") from None
+    return checked
+
+
+def run_pipelines(host: Any, pipelines: Sequence[tuple[Pipeline, Grid]], out: Path, smoke: bool) -> None:
+    """Run (or resume) each pipeline over its grid (the grid as played, at its size); every pipeline's steps are
+    checked before any runs. A pipeline whose step fails is left where it stopped and the others run; StudyError
+    then names each that failed."""
+    checked = [(pipeline, grid, steps_of(host, pipeline, smoke)) for pipeline, grid in pipelines]
+    failed = []
+    for pipeline, grid, steps in checked:
+        try:
+            run_pipeline(host, pipeline, grid, steps, out)
+        except StudyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plugin's step: named, and the other pipelines still run
+            failed.append(f"pipeline {pipeline.name!r}: {type(exc).__name__}: {exc}")
+    if failed:
+        raise StudyError("; ".join(failed) + " (rerun `study run` to resume from the failed step)")
+
+
+def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[dict[str, Any], BaseModel]],
+                 out: Path) -> None:
+    """Copy the grid's finished run to the pipeline's folder (once), then run the steps not yet done, recording
+    each in `pipeline.json`."""
+    folder = out / pipeline.name
+    record = read_record(folder)
+    if record is None:
+        expected = len(grid.harnesses) * grid.episodes * grid.trials
+        finished = len(load_records(out / grid.name)) if (out / grid.name / "episodes.jsonl").is_file() else 0
+        if finished < expected:
+            raise StudyError(f"pipeline {pipeline.name!r} runs over grid {grid.name!r}, which has "
+                             f"{expected - finished} episode(s) left to play: run the grid first")
+        if folder.exists():  # a copy cut short before its record was written
+            shutil.rmtree(folder)
+        shutil.copytree(out / grid.name, folder)
+        record = {"grid": grid.name, "episodes": finished, "done": []}
+        atomic_write_text(folder / RECORD, json.dumps(record, indent=2) + "\n")
+    done = record["done"]
+    for number, (call, params) in enumerate(steps, start=1):
+        if number <= len(done):
+            if {"step": done[number - 1]["step"], "params": done[number - 1]["params"]} != call:
+                raise StudyError(f"pipeline {pipeline.name!r}, step {number}: {folder} ran "
+                                 f"{done[number - 1]['step']} with {done[number - 1]['params']}, the study now says "
+                                 f"{call['step']} with {call['params']}: remove {folder} to run the pipeline afresh")
+            continue
+        started = time.perf_counter()
+        host.pipeline_steps.get(call["step"]).run(host, folder, params)
+        done.append({**call, "seconds": round(time.perf_counter() - started, 3)})
+        atomic_write_text(folder / RECORD, json.dumps(record, indent=2) + "\n")
+
+
+def read_record(folder: Path) -> dict[str, Any] | None:
+    """A pipeline folder's `pipeline.json` (None before the copy was made); StudyError for one that is not
+    readable."""
+    path = folder / RECORD
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        if not isinstance(record.get("done"), list):
+            raise ValueError("no list of the steps done")
+        return record
+    except (OSError, ValueError, AttributeError) as exc:
+        raise StudyError(f"{path} is not a pipeline record ({exc}): remove {folder} to run the pipeline afresh"
+                         ) from None
+
+
+@dataclass(frozen=True)
+class PipelineRow:
+    """What one pipeline has left: its steps, those done, and the seconds the rest should take (None where no
+    earlier run of those steps measured them)."""
+
+    pipeline: str
+    grid: str
+    steps: int
+    done: int
+    seconds: float | None
+
+
+def plan_pipelines(pipelines: Sequence[tuple[Pipeline, Grid]], out: Path, smoke: bool,
+                   rates_from: Path | None = None) -> list[PipelineRow]:
+    """Per pipeline, the steps left and their expected seconds: each step's seconds in `rates_from` (an earlier
+    run of the study, else `out`) per episode it copied, times the episodes the grid plays here."""
+    rows = []
+    for pipeline, grid in pipelines:
+        calls = pipeline.called(smoke)
+        done = len((read_record(out / pipeline.name) or {"done": []})["done"])
+        earlier = read_record((rates_from or out) / pipeline.name) or {"done": [], "episodes": 0}
+        measured = earlier["done"]
+        seconds: float | None = 0.0
+        for number in range(done, len(calls)):
+            if number >= len(measured) or measured[number]["step"] != calls[number]["step"] or not earlier["episodes"]:
+                seconds = None
+                break
+            seconds = (seconds or 0.0) + (measured[number]["seconds"] / earlier["episodes"]
+                                          * len(grid.harnesses) * grid.episodes * grid.trials)
+        rows.append(PipelineRow(pipeline.name, grid.name, len(calls), done, seconds))
+    return rows

@@ -1,0 +1,178 @@
+"""A study's pipelines (`[[pipelines]]`, `playground.run.pipelines`): plugin steps run in order over a copy of a
+grid's finished run, each done once and recorded, resumed after a failure without redoing what finished, refused
+where the study changed under a folder, and tabulated as rows of their own with the figures their files give."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from playground.api import Figure, PipelineStep, hookimpl
+from playground.cli.main import main
+from playground.core.study_file import StudyError, load_study
+from playground.host.manager import Host
+from playground.run.pipelines import plan_pipelines, run_pipelines
+from playground.run.study import run_study, sized, study_table
+
+STUDY = """
+name = "tiny-pipelines"
+title = "a grid and two pipelines over it"
+kind = "machinery"
+
+[[grids]]
+name = "played"
+env = "tiny"
+episodes = 3
+agent = "noisy"
+agent_options = { repeat = 0.5 }
+harnesses = ["base"]
+
+[[pipelines]]
+name = "counted"
+grid = "played"
+steps = [{ step = "test.count", params = { weight = 2 } }, { step = "test.count", params = { weight = 3 } }]
+
+[[pipelines]]
+name = "other"
+grid = "played"
+steps = [{ step = "test.count", params = { weight = 1 }, smoke_params = { weight = 5 } }]
+"""
+
+
+class CountParams(BaseModel):
+    """The test step's parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+    weight: int
+    fail: bool = False
+
+
+def count(host, run_dir: Path, params: CountParams) -> None:
+    """Log a call, then add `weight` times the episodes the copy holds to count.json (or fail on request)."""
+    with (run_dir / "calls.log").open("a") as log:
+        log.write(f"{params.weight}\n")
+    if params.fail:
+        raise RuntimeError("asked to fail")
+    episodes = len((run_dir / "episodes.jsonl").read_text().splitlines())
+    total = json.loads((run_dir / "count.json").read_text())["total"] if (run_dir / "count.json").exists() else 0
+    (run_dir / "count.json").write_text(json.dumps({"total": total + params.weight * episodes}))
+
+
+def counted(folder: Path) -> float | None:
+    path = folder / "count.json"
+    return float(json.loads(path.read_text())["total"]) if path.is_file() else None
+
+
+class CountingPlugin:
+    @hookimpl
+    def register_pipeline_steps(self, register):
+        register(PipelineStep("test.count", "weights times episodes", count, CountParams))
+
+    @hookimpl
+    def register_figures(self, register):
+        register(Figure("test_count", "what test.count added up", of_folder=counted))
+
+
+@pytest.fixture(scope="module")
+def host():
+    return Host().load(extra={"counting": CountingPlugin()})
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    return path
+
+
+def calls(folder: Path) -> list[str]:
+    return (folder / "calls.log").read_text().split()
+
+
+def test_pipelines_run_over_copies_once_and_are_rows_of_the_table(host, tmp_path):
+    study = load_study(write(tmp_path, STUDY))
+    out = tmp_path / "out"
+    run_study(host, study, out)
+    assert not (out / "played" / "count.json").exists()  # the grid's own run is left as it played
+    assert calls(out / "counted") == ["2", "3"] and calls(out / "other") == ["1"]
+    record = json.loads((out / "counted" / "pipeline.json").read_text())
+    assert record["grid"] == "played" and record["episodes"] == 3
+    assert [(s["step"], s["params"]) for s in record["done"]] == [("test.count", {"weight": 2}),
+                                                                   ("test.count", {"weight": 3})]
+    cells = study_table(study, out, {f.name: f for f in host.figures})
+    assert [(c.grid, c.harness, c.episodes) for c in cells] == [("played", "base", 3), ("counted", "base", 3),
+                                                                 ("other", "base", 3)]
+    assert [c.figures.get("test_count") for c in cells] == [None, 15.0, 3.0]
+    assert cells[0].wins == cells[1].wins == cells[2].wins  # the copies hold the grid's episodes
+    run_study(host, study, out)  # resumed: no step runs twice
+    assert calls(out / "counted") == ["2", "3"] and calls(out / "other") == ["1"]
+
+
+def test_smoke_params_apply_under_smoke_and_plan_counts_the_steps_left(host, tmp_path):
+    study = load_study(write(tmp_path, STUDY))
+    pipelines = [(p, sized(study.grid(p.grid), study.smoke)) for p in study.pipelines]
+    before = plan_pipelines(pipelines, tmp_path / "smoke", smoke=True)
+    assert [(r.pipeline, r.steps, r.done, r.seconds) for r in before] == [("counted", 2, 0, None),
+                                                                         ("other", 1, 0, None)]
+    run_study(host, study, tmp_path / "smoke", smoke=True)
+    assert calls(tmp_path / "smoke" / "other") == ["5"]
+    after = plan_pipelines(pipelines, tmp_path / "again", smoke=True, rates_from=tmp_path / "smoke")
+    assert [(r.done, r.seconds is not None) for r in after] == [(0, True), (0, True)]
+    assert [r.done for r in plan_pipelines(pipelines, tmp_path / "smoke", smoke=True)] == [2, 1]
+
+
+def test_a_failed_step_leaves_the_other_pipelines_to_run_and_resumes_from_itself(host, tmp_path):
+    failing = STUDY.replace("params = { weight = 3 }", "params = { weight = 3, fail = true }")
+    out = tmp_path / "out"
+    with pytest.raises(StudyError, match="pipeline 'counted': RuntimeError: asked to fail"):
+        run_study(host, load_study(write(tmp_path, failing)), out)
+    assert calls(out / "other") == ["1"] and calls(out / "counted") == ["2", "3"]
+    assert len(json.loads((out / "counted" / "pipeline.json").read_text())["done"]) == 1
+    with pytest.raises(StudyError, match="step 1: .* ran test.count with .* remove .* to run the pipeline afresh"):
+        run_study(host, load_study(write(tmp_path, STUDY.replace("weight = 2", "weight = 7"))), out)
+    run_study(host, load_study(write(tmp_path, STUDY)), out)  # fixed: only the failed step runs again
+    assert calls(out / "counted") == ["2", "3", "3"] and calls(out / "other") == ["1"]
+
+
+@pytest.mark.parametrize("change, words", [
+    (('step = "test.count", params = { weight = 1 }', 'step = "test.nothing", params = { weight = 1 }'),
+     "pipeline 'other', step 1: no loaded plugin registers the step 'test.nothing'"),
+    (("weight = 1 }", "weight = 1, colour = 2 }"), "pipeline 'other', step 1 (test.count): params.colour: Extra"),
+])
+def test_a_step_or_params_no_plugin_takes_is_refused_before_anything_runs(host, tmp_path, change, words):
+    study = load_study(write(tmp_path, STUDY.replace(*change)))
+    with pytest.raises(StudyError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        run_study(host, study, tmp_path / "out")
+    assert not (tmp_path / "out" / "counted").exists()
+
+
+def test_a_pipeline_waits_for_its_grid_to_finish(host, tmp_path):
+    study = load_study(write(tmp_path, STUDY))
+    pipeline = study.pipelines[0]
+    with pytest.raises(StudyError, match="grid 'played', which has 3 episode\\(s\\) left to play"):
+        run_pipelines(host, [(pipeline, study.grid("played"))], tmp_path / "out", smoke=False)
+
+
+@pytest.mark.parametrize("change, words", [
+    (('grid = "played"\nsteps = [{ step = "test.count", params = { weight = 1 }',
+      'grid = "nowhere"\nsteps = [{ step = "test.count", params = { weight = 1 }'),
+     "pipeline 'other' names no grid 'nowhere'"),
+    (('name = "other"', 'name = "played"'), "pipeline 'played': a grid or another pipeline has that name"),
+    (('steps = [{ step = "test.count", params = { weight = 1 }, smoke_params = { weight = 5 } }]', "steps = []"),
+     "pipelines.1.steps: List should have at least 1 item"),
+])
+def test_a_bad_pipeline_is_refused_naming_the_file_and_the_place(tmp_path, change, words):
+    path = write(tmp_path, STUDY.replace(*change))
+    with pytest.raises(StudyError) as raised:
+        load_study(path)
+    assert str(path) in str(raised.value) and words in str(raised.value)
+
+
+def test_study_plan_prints_the_pipelines_after_the_grids(tmp_path, capsys):
+    path = write(tmp_path, STUDY)
+    capsys.readouterr()
+    assert main(["study", "plan", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "then the pipelines" in out and "counted" in out and "other" in out
