@@ -30,6 +30,7 @@ APPARATUS = {
              "plugins/darc/factorial.py", "plugins/darc/efficiency.py", "plugins/darc/agreement.py",
              "plugins/darc/frontier.py", "plugins/darc/runs.py", "plugins/darc/figures.py"],
     "dart": ["plugins/dart/bench.py", "plugins/dart/latency.py", "plugins/dart/cli.py", "plugins/dart/figures.py"],
+    # (steps.py counts: it holds what were the bodies of AED's diagnose and replay commands in cli.py)
     "aed": ["plugins/aed/cli.py", "plugins/aed/summary.py", "plugins/aed/steps.py", "plugins/aed/figures.py"],
 }
 

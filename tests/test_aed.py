@@ -20,6 +20,7 @@ from playground.core.events import HeaderEvent
 from playground.core.hookspecs import hookimpl
 from playground.host.manager import get_host
 from playground.run.forks import ForkError, fork, load_episode, prefix_turns, rebuild
+from playground.run.rundir import load_records
 from playground.run.traces import TraceWriter, read_trace
 from playground.testing import ScriptedAgent, play, tiny_env
 from playground.testing.openai_server import Reply, ScriptedChatServer
@@ -403,7 +404,7 @@ def test_a_substituted_continuation_is_labelled_and_an_expert_one_as_an_oracle(r
     assert ("oracle continuation" in err) is oracle
     replay = json.loads((run / "aed" / "replays.jsonl").read_text().splitlines()[0])
     assert (replay["agent"], replay["continuation"], replay["oracle"]) == (agent, "substituted", oracle)
-    assert figures_of(run)["aed_oracle_continuation"] == float(oracle)  # the study column that says so
+    assert figures_of(run, load_records(run))["aed_oracle_continuation"] == float(oracle)  # the column saying so
 
 
 # --- 5. exports ------------------------------------------------------------------------------------------------

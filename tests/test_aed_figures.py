@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from playground.plugins.aed.figures import figures_of
+from playground.run.rundir import load_records
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "docs" / "runs" / "instrument-aed"
@@ -33,10 +34,10 @@ def test_the_columns_equal_the_published_table(traces, tmp_path, cell):
     for name in ("config.json", "episodes.jsonl"):
         shutil.copy(RUN / name, folder / name)
     (folder / "traces").symlink_to(traces)
-    for name in ("diagnose.json", "replays.jsonl", "instrument.json"):
+    for name in ("diagnose.json", "diagnoses.jsonl", "rejected.jsonl", "replays.jsonl", "instrument.json"):
         shutil.copy(RUN / f"acc{cell['accuracy']:g}" / name, folder / "aed" / name)
 
-    got = figures_of(folder)
+    got = figures_of(folder, load_records(folder))
     assert got["aed_pairs_replayed"] == cell["replayed"]
     assert got["aed_grounded_yield"] == pytest.approx(cell["grounded_yield"])
     assert got["aed_replies_right"] == pytest.approx(cell["right"] / cell["graded"])
@@ -55,4 +56,4 @@ def test_the_columns_equal_the_published_table(traces, tmp_path, cell):
 
 
 def test_a_folder_without_a_diagnosis_has_no_aed_figures(tmp_path):
-    assert figures_of(tmp_path) == {}
+    assert figures_of(tmp_path, []) == {}

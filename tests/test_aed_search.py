@@ -26,6 +26,7 @@ from playground.plugins.aed.figures import figures_of
 from playground.plugins.aed.replay import GRADES, select_candidate
 from playground.plugins.aed.views import build_view, chosen_proposal
 from playground.run.forks import load_episode
+from playground.run.rundir import load_records
 from playground.run.traces import read_trace
 from playground.testing.openai_server import ScriptedChatServer
 
@@ -150,7 +151,7 @@ def test_replay_plays_every_candidate_and_the_selected_is_never_worse_than_the_f
 
 
 def test_the_study_columns_give_the_first_and_the_search_selected_pass_rates(searched, capsys):
-    figures = figures_of(searched)
+    figures = figures_of(searched, load_records(searched))
     replays = read_jsonl(searched / "aed" / "replays.jsonl")
     first = [sum(r["candidates"][0]["won"]) / len(r["candidates"][0]["won"]) for r in replays]
     selected = [sum(r["selected"]["won"]) / len(r["selected"]["won"]) for r in replays]

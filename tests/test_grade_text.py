@@ -408,10 +408,10 @@ class JudgeInputs:
 
 
 def test_the_paired_forks_judge_reads_no_grade_text(tmp_path, monkeypatch):
-    """`sentry paired-forks`: the recorded prefix and first observation reach `LocalRecoveryJudge` through the env
-    provider's `remove_grade_text`, the forks' outcomes through the live env's (`EpisodeStart.remove_grade_text`):
-    tiny's win banner, planted into every description, reaches none of its detectors' views, its verifier's
-    outcomes or what it remembers as seen. Without either filter the same run's judges read it."""
+    """Sentry's paired forks (`sentry.paired_forks`): the recorded prefix and first observation reach
+    `LocalRecoveryJudge` through the env provider's `remove_grade_text`, the forks' outcomes through the live
+    env's (`EpisodeStart.remove_grade_text`): tiny's win banner, planted into every description, reaches none of
+    its detectors' views, its verifier's outcomes or what it remembers as seen. Without either filter the same run's judges read it."""
     from playground.plugins.sentry import paired
     from playground.plugins.sentry.recovery_judge import LocalRecoveryJudge
 

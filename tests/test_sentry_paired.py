@@ -19,7 +19,6 @@ from playground.host.manager import get_host
 from playground.run.forks import load_episode
 from playground.run.traces import read_trace
 from playground.testing import ScriptedAgent, play, tiny_env
-from tests.conftest import cli
 from tests.test_sentry_blind import fuzz
 
 NOISE = ["invalid=0.3", "stop=0.1"]
@@ -112,11 +111,35 @@ def test_original_invalid_actions_are_rejected_only_without_the_repair(sentry_ru
     assert checked
 
 
-def test_the_table_computes(sentry_run, capsys):
-    code, out, err = cli(capsys, "sentry", "paired-forks", str(sentry_run), "--points", "8", "--horizon", "5")
-    assert code == 0, err
-    assert "with repair" in out and "without (original)" in out and "difference" in out
-    saved = json.loads((sentry_run / "sentry" / "paired-forks-sentry.json").read_text())
+PAIRED = """
+name = "paired"
+title = "paired forks over a tiny noisy run"
+
+[[grids]]
+name = "run"
+env = "tiny"
+episodes = 12
+max_steps = 12
+agent = "noisy"
+agent_options = { invalid = 0.3, stop = 0.1 }
+harnesses = ["base", "sentry"]
+
+[[pipelines]]
+name = "forks"
+grid = "run"
+steps = [{ step = "sentry.paired_forks", params = { points = 8, horizon = 5 } }]
+"""
+
+
+def test_a_study_pipeline_forks_and_its_columns_give_the_report(tmp_path):
+    from playground.core.study_file import load_study
+    from playground.run.study import run_study, study_table
+
+    host = get_host()
+    (tmp_path / "paired.toml").write_text(PAIRED)
+    study = load_study(tmp_path / "paired.toml")
+    run_study(host, study, tmp_path / "out")
+    saved = json.loads((tmp_path / "out" / "forks" / "sentry" / "paired-forks-sentry.json").read_text())
     figures = saved["figures"]
     assert saved["chosen"] == figures["points"] == 8 and saved["horizon"] == 5
     for metric in ("local_recovery", "final_success"):
@@ -125,17 +148,29 @@ def test_the_table_computes(sentry_run, capsys):
             assert 0.0 <= low <= figures[metric][arm]["rate"] <= high <= 1.0
         diff = figures[metric]["difference"]
         assert diff["ci95"][0] <= diff["difference"] <= diff["ci95"][1] and 0.0 <= diff["p_value"] <= 1.0
+    cells = {(c.grid, c.harness): c.figures for c in study_table(study, tmp_path / "out",
+                                                                 {f.name: f for f in host.figures})}
+    columns = cells[("forks", "sentry")]
+    assert columns["paired_points"] == 8
+    assert columns["paired_local_recovery[repair]"] == figures["local_recovery"]["repair"]["rate"]
+    assert columns["paired_local_recovery[difference high]"] == figures["local_recovery"]["difference"]["ci95"][1]
+    assert columns.get("paired_final_success[original]", 0.0) == figures["final_success"]["original"]["rate"]
+    assert cells[("forks", "base")].get("paired_points") is None  # base's row: no forks of base
+    assert cells[("run", "sentry")].get("paired_points") is None  # the grid's own run was not forked
 
 
-def test_bad_input_exits_2(sentry_run, capsys, tmp_path):
-    code, _, err = cli(capsys, "sentry", "paired-forks", str(sentry_run), "--harness", "nope")
-    assert code == 2 and "no episodes of harness 'nope'" in err
-    code, _, err = cli(capsys, "sentry", "paired-forks", str(sentry_run), "--harness", "base")
-    assert code == 2 and "made no intervention" in err
-    code, _, err = cli(capsys, "sentry", "paired-forks", str(tmp_path))
-    assert code == 2 and "not a run directory" in err
-    code, _, err = cli(capsys, "sentry", "paired-forks", str(sentry_run), "--agent-option", "invalid=0.1")
-    assert code == 2 and "--agent-option needs --agent" in err
+@pytest.mark.parametrize("params, words", [
+    ('harness = "nope"', "no episodes of harness 'nope'"),
+    ('harness = "base"', "made no intervention"),
+    ("agent_options = { invalid = 0.1 }", "agent_options need an agent"),
+])
+def test_a_bad_paired_forks_step_is_named_by_the_study(tmp_path, params, words):
+    from playground.core.study_file import StudyError, load_study
+    from playground.run.study import run_study
+
+    (tmp_path / "paired.toml").write_text(PAIRED.replace("points = 8, horizon = 5", params))
+    with pytest.raises(StudyError, match=f"pipeline 'forks': PairedForkError: .*{words}"):
+        run_study(get_host(), load_study(tmp_path / "paired.toml"), tmp_path / "out")
 
 
 # --- the judge ---------------------------------------------------------------------------------------------------
@@ -188,3 +223,21 @@ def test_the_judge_never_reads_the_grade(script):
     for seed in range(5):
         fuzzed = judged(script, random.Random(seed))
         assert (fuzzed.recovered, fuzzed.evidence) == (plain.recovered, plain.evidence)
+
+
+def test_the_committed_study_re_derives_the_published_tiny_row():
+    """docs/methods/sentry.md's tiny row (78.0% against 60.5%, +17.5 pp [+12.3, +22.8]; final success 90.0% against
+    76.5%) through the study table, from the committed run files."""
+    from playground.core.study_file import load_study
+    from playground.run.study import study_table
+
+    host = get_host()
+    study = load_study(host.studies.get("sentry-paired-forks").path)
+    root = Path(__file__).resolve().parents[1] / "docs" / "runs" / "sentry-paired-forks"
+    forks = next(c for c in study_table(study, root, {f.name: f for f in host.figures}) if c.grid == "forks")
+    got = {key: round(100 * value, 1) for key, value in forks.figures.items() if key.startswith("paired_") and
+           "[" in key}
+    assert forks.figures["paired_points"] == 200 and forks.figures["paired_changed"] == 187 / 200
+    assert [got[f"paired_local_recovery[{k}]"] for k in ("repair", "original", "difference", "difference low",
+                                                          "difference high")] == [78.0, 60.5, 17.5, 12.3, 22.8]
+    assert [got[f"paired_final_success[{k}]"] for k in ("repair", "original", "difference")] == [90.0, 76.5, 13.5]

@@ -26,7 +26,8 @@ MODEL_FREE = {"noisy", "expert", "guard-top1", "random"}  # the scripted agents 
 SHIPPED = ["aed-matched-replay", "darc-table10", "darc-table13", "darc-table14", "darc-table5", "darc-table6",
            "darc-table7", "darc-table9", "dart-bench", "dart-instrument", "sentry-a64-retrieval",
            "sentry-instrument-alf", "sentry-instrument-detectors", "sentry-instrument-tw",
-           "sentry-instrument-tw-budget", "sentry-main", "sentry-table3-ablations", "sentry-table4-heldout",
+           "sentry-instrument-tw-budget", "sentry-main", "sentry-paired-forks", "sentry-table3-ablations",
+           "sentry-table4-heldout",
            "stack-workflow"]
 PAPER_TABLES = [name for name in SHIPPED if "instrument" not in name and name != "stack-workflow"]
 

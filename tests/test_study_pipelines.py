@@ -61,9 +61,9 @@ def count(host, run_dir: Path, params: CountParams) -> None:
     (run_dir / "count.json").write_text(json.dumps({"total": total + params.weight * episodes}))
 
 
-def counted(folder: Path) -> float | None:
+def counted(folder: Path, records) -> float | None:
     path = folder / "count.json"
-    return float(json.loads(path.read_text())["total"]) if path.is_file() else None
+    return float(json.loads(path.read_text())["total"]) / len(records) if path.is_file() else None
 
 
 class CountingPlugin:
@@ -104,7 +104,7 @@ def test_pipelines_run_over_copies_once_and_are_rows_of_the_table(host, tmp_path
     cells = study_table(study, out, {f.name: f for f in host.figures})
     assert [(c.grid, c.harness, c.episodes) for c in cells] == [("played", "base", 3), ("counted", "base", 3),
                                                                  ("other", "base", 3)]
-    assert [c.figures.get("test_count") for c in cells] == [None, 15.0, 3.0]
+    assert [c.figures.get("test_count") for c in cells] == [None, 5.0, 1.0]  # per episode of the cell
     assert cells[0].wins == cells[1].wins == cells[2].wins  # the copies hold the grid's episodes
     run_study(host, study, out)  # resumed: no step runs twice
     assert calls(out / "counted") == ["2", "3"] and calls(out / "other") == ["1"]

@@ -15,8 +15,8 @@ from playground.core.records import EpisodeRecord
 EventsOf = Callable[[EpisodeRecord], list[Event]]  # one episode's trace events ([] where the run left traces out)
 # a cell's value, or one value per key (a column per key: `NAME[KEY]`)
 FigureFunction = Callable[[Sequence[EpisodeRecord], EventsOf], "float | None | Mapping[str, float | None]"]
-# a value from the files in a cell's run directory (what a pipeline step wrote there), or one value per key
-FolderFigureFunction = Callable[[Path], "float | None | Mapping[str, float | None]"]
+# a value from the files in a cell's run directory (what a pipeline step wrote there) about the cell's episodes
+FolderFigureFunction = Callable[[Path, Sequence[EpisodeRecord]], "float | None | Mapping[str, float | None]"]
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,9 @@ class Figure:
     host.
 
     A figure of what a study's pipeline steps computed (`register_pipeline_steps`: a diagnosis, a replay) gives
-    `of_folder(run_dir)` instead of `of`: the value from the files in the cell's run directory, None where they
-    are not there; every cell of that directory shows it.
+    `of_folder(run_dir, records)` instead of `of`: the value from the files in the cell's run directory about
+    the cell's episodes (`records`: a step's output covers every harness of the folder), None where they are not
+    there.
     """
 
     name: str
@@ -55,7 +56,7 @@ class Figure:
         if self.of is not None:
             return self.of(records, events)
         assert self.of_folder is not None  # __post_init__: one of the two
-        return self.of_folder(folder)
+        return self.of_folder(folder, records)
 
 
 def column_figure(column: str) -> str:

@@ -3,17 +3,20 @@
 grounded yield, the correction against the retry of the original action on matched pairs (pass rates, the paired
 difference with its bootstrap interval and sign-flip p), the evidence grades, the search-selected proposal's pass
 rate, the share replayed under an oracle continuation, and, for the instrument, the split by whether its reply was
-right. A folder with no AED files gives None everywhere.
+right; each over the cell's own episodes (a run of two harnesses has a row each). A folder with no AED files gives
+None everywhere.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from playground.api import Figure
+from playground.core.records import EpisodeRecord
 
 
 def _share(won: list[bool]) -> float:
@@ -24,29 +27,35 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def figures_of(folder: Path) -> dict[str, Any]:
-    """Every AED figure of a run directory ({} where it holds no diagnosis), read once per version of its files."""
+def figures_of(folder: Path, records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """Every AED figure of the cell whose episodes are `records`, from the files in its run directory `folder` ({}
+    where it holds no diagnosis): the pairs, replies and grades of those episodes only."""
     files = [folder / "aed" / name for name in ("diagnose.json", "replays.jsonl", "instrument.json")]
     stamp = tuple(path.stat().st_mtime_ns if path.is_file() else 0 for path in files)
-    return _figures(str(folder), stamp) if stamp[0] else {}
+    episodes = tuple(sorted((str(r.trace), str(r.episode_id)) for r in records))
+    return _figures(str(folder), stamp, episodes) if stamp[0] and episodes else {}
 
 
 @lru_cache(maxsize=32)
-def _figures(folder: str, stamp: tuple[int, ...]) -> dict[str, Any]:
+def _figures(folder: str, stamp: tuple[int, ...], episodes: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     from playground.host_api import bootstrap_ci, sign_flip_p
     from playground.plugins.aed.diagnose import read_jsonl_file
     from playground.plugins.aed.replay import GRADES
 
-    root = Path(folder)
-    diagnosed = json.loads((root / "aed" / "diagnose.json").read_text())
-    replays = [r for r in read_jsonl_file(root / "aed" / "replays.jsonl") if r["treatment_won"] and r["control_won"]]
+    root = Path(folder) / "aed"
+    episode_of = dict(episodes)  # trace -> episode id, the cell's
+
+    def mine(name: str) -> list[dict]:
+        return [r for r in read_jsonl_file(root / name) if r.get("trace") in episode_of]
+
+    kept, produced = mine("diagnoses.jsonl"), len(mine("diagnoses.jsonl")) + len(mine("rejected.jsonl"))
+    replays = [r for r in mine("replays.jsonl") if r["treatment_won"] and r["control_won"]]
     pairs = [(_share(r["treatment_won"]), _share(r["control_won"])) for r in replays]
     diffs = [t - c for t, c in pairs]
     low, high = bootstrap_ci(diffs, resamples=10_000, seed=0) if diffs else (None, None)
-    produced = diagnosed.get("yield", {}).get("produced", 0)
     searched = any(len(r.get("candidates") or []) > 1 for r in replays)
     values: dict[str, Any] = {
-        "aed_grounded_yield": diagnosed["yield"]["checked"] / produced if produced else None,
+        "aed_grounded_yield": len(kept) / produced if produced else None,
         "aed_pairs_replayed": float(len(replays)),
         "aed_correction_pass_rate": _mean([t for t, _ in pairs]), "aed_retry_pass_rate": _mean([c for _, c in pairs]),
         "aed_difference": _mean(diffs), "aed_difference_ci_low": low, "aed_difference_ci_high": high,
@@ -55,29 +64,30 @@ def _figures(folder: str, stamp: tuple[int, ...]) -> dict[str, Any]:
         "aed_selected_pass_rate": _mean([_share(r["selected"]["won"]) for r in replays]) if searched else None,
         "aed_oracle_continuation": _mean([float(bool(r.get("oracle"))) for r in replays]),
     }
-    graded = root / "aed" / "instrument.json"
-    if graded.is_file():
-        values.update(_by_reply(root, json.loads(graded.read_text()), replays))
+    if (root / "instrument.json").is_file():
+        values.update(_by_reply(json.loads((root / "instrument.json").read_text()), replays, episode_of))
     return values
 
 
-def _by_reply(root: Path, graded: dict, replays: list[dict]) -> dict[str, Any]:
-    """The instrument as the diagnoser: the share of its replies that were right, and the correction's and the
-    retry's pass rates over the pairs from right and from wrong replies (each pair by its episode's grade)."""
-    from playground.host_api import load_episode
-
+def _by_reply(graded: dict, replays: list[dict], episode_of: dict[str, str]) -> dict[str, Any]:
+    """The instrument as the diagnoser: the share of its replies about the cell's episodes that were right, and the
+    correction's and the retry's pass rates over the pairs from right and from wrong replies (each pair by its
+    episode's grade)."""
+    replies = [grade for episode, grade in graded["episodes"].items() if episode in set(episode_of.values())]
     split: dict[str, list[dict]] = {"right": [], "wrong": []}
     for replay in replays:
-        episode = str(load_episode(root / replay["trace"]).header.episode_id)
-        split["right" if graded["episodes"][episode]["correct"] else "wrong"].append(replay)
-    return {"aed_replies_right": graded["right"] / graded["graded"] if graded.get("graded") else None,
+        split["right" if graded["episodes"][episode_of[replay["trace"]]]["correct"] else "wrong"].append(replay)
+    return {"aed_replies_right": _mean([float(grade["correct"]) for grade in replies]),
             "aed_correction_by_reply": {k: _mean([_share(r["treatment_won"]) for r in v]) for k, v in split.items()},
             "aed_retry_by_reply": {k: _mean([_share(r["control_won"]) for r in v]) for k, v in split.items()},
             "aed_pairs_by_reply": {k: float(len(v)) for k, v in split.items()}}
 
 
 def _figure(name: str, description: str, share: bool = False) -> Figure:
-    return Figure(name, description, share=share, of_folder=lambda folder: figures_of(folder).get(name))
+    def of(folder: Path, records: Sequence[EpisodeRecord]) -> Any:
+        return figures_of(folder, records).get(name)
+
+    return Figure(name, description, share=share, of_folder=of)
 
 
 FIGURES = [

@@ -3,8 +3,8 @@
 Registers the `sentry` and `validity-guard` interventions, the harness `sentry` (the paper's
 configuration), its variants (`VARIANTS`: `sentry-rules`, `sentry-shortlist`) and
 ablations (`ABLATIONS`), `sentry-persistent`, `sentry-frozen-persistent`, `guard-only` and
-`sentry-llm`, `sentry-detect-only`, the `playground sentry` command group (`paired-forks`: each
-intervention point forked with and without the repair), its study table columns (`figures.py`: among them the
+`sentry-llm`, `sentry-detect-only`, the pipeline step `sentry.paired_forks` (each intervention point forked with
+and without the repair, `paired.py`), its study table columns (`figures.py`: among them the
 detectors and verifier measured against a failure-injection agent's injected failures), its studies (the
 papers' tables and instrument sweeps, `studies/`), and declares the failure types its detectors report
 (`action_validity`, `progress`, `grounding`) with their labels.
@@ -149,11 +149,14 @@ def register_figures(register) -> None:
 
 
 @hookimpl
-def register_commands(cli) -> None:
-    """Add the `sentry` command group (`paired-forks`)."""
-    from playground.plugins.sentry.cli import sentry_group
+def register_pipeline_steps(register) -> None:
+    """Sentry's paired forks as a study's pipeline step (`sentry.paired_forks`, `paired.py`)."""
+    from playground.api import PipelineStep
+    from playground.plugins.sentry.paired import PairedForksParams, paired_forks_step
 
-    cli.add_command(sentry_group)
+    register(PipelineStep("sentry.paired_forks", "from each step where Sentry intervened, fork with its repair and "
+                                                 "with the original proposal; local recovery judged blind",
+                          paired_forks_step, PairedForksParams))
 
 
 @hookimpl

@@ -11,6 +11,10 @@
   for a cell where Sentry did not run or nothing was injected; the study `sentry-instrument-detectors` plays the
   detectors alone (`sentry-detect-only`) and with their repairs (`sentry`).
 
+- From the paired forks a study's pipeline ran (`paired.py`, the step `sentry.paired_forks`): each arm's local
+  recovery and final success with their intervals, the paired differences and p, the share of points the repair
+  changed, and local recovery per intervention kind (`paired_*`; of the cell's harness's forks).
+
 The rest of what Sentry's table showed (success, the paired McNemar test, the resolved share, tokens, usable judge
 replies) the study table and the host's figures show for every method. All are read from the episodes' traces
 (None for a run whose traces were left out).
@@ -104,6 +108,45 @@ def _lesson_precision(records: Sequence[EpisodeRecord], events: Any) -> float | 
     return sum(bool(v.truth) for v in lessons) / len(lessons) if lessons else None
 
 
+def _paired(metric: str, keyed: bool = True) -> Callable[[Any, Sequence[EpisodeRecord]], Any]:
+    """A column of the paired forks of the cell's harness (`paired.py`, the pipeline step `sentry.paired_forks`):
+    `metric`'s rate per arm and the paired difference, each with its 95% interval (keyed), or one figure of the
+    report."""
+    def of(folder: Any, records: Sequence[EpisodeRecord]) -> Any:
+        from playground.plugins.sentry.paired import read_report
+
+        report = read_report(folder, records[0].harness) if records else None
+        if report is None:
+            return None
+        figures = report["figures"]
+        if not keyed:
+            return figures[metric]
+        rates = figures[metric]
+        return {f"{arm}{end}": value for arm, rate in (("repair", rates["repair"]), ("original", rates["original"]),
+                                                      ("difference", rates["difference"]))
+                for end, value in (("", rate.get("rate", rate.get("difference"))), (" low", rate["ci95"][0]),
+                                   (" high", rate["ci95"][1]))}
+    return of
+
+
+def _paired_p(metric: str) -> Callable[[Any, Sequence[EpisodeRecord]], Any]:
+    def of(folder: Any, records: Sequence[EpisodeRecord]) -> Any:
+        rates = _paired(metric, keyed=False)(folder, records)
+        return None if rates is None else rates["difference"]["p_value"]
+    return of
+
+
+def _paired_changed(folder: Any, records: Sequence[EpisodeRecord]) -> float | None:
+    points = _paired("points", keyed=False)(folder, records)
+    return None if not points else _paired("changed", keyed=False)(folder, records) / points
+
+
+def _paired_by_kind(folder: Any, records: Sequence[EpisodeRecord]) -> dict[str, float] | None:
+    kinds = _paired("local_recovery_by_kind", keyed=False)(folder, records)
+    return None if kinds is None else {f"{kind} {arm}": v[arm] for kind, v in kinds.items() for arm in ("repair",
+                                                                                                         "original")}
+
+
 FIGURES = (
     Figure("soft_repairs", "Sentry's soft repairs (a lesson or hint shown, the agent asked again) per episode",
            per_episode(lambda record: record.interventions.get("soft_repair", 0))),
@@ -125,4 +168,17 @@ FIGURES = (
     Figure("lesson_precision", "the share of stored lessons whose injected failure truly was resolved (labels "
                                "matched exactly)",
            _lesson_precision, share=True),
+    Figure("paired_points", "Sentry's paired forks: intervention points forked (the pipeline step "
+                            "sentry.paired_forks)", of_folder=_paired("points", keyed=False)),
+    Figure("paired_local_recovery", "Sentry's paired forks: local recovery (blind judge) with the repair and with "
+                                    "the original proposal, and their paired difference, each with its 95% interval "
+                                    "over episodes", of_folder=_paired("local_recovery"), share=True),
+    Figure("paired_local_recovery_p", "... the difference's paired sign-flip p over episodes",
+           of_folder=_paired_p("local_recovery")),
+    Figure("paired_final_success", "Sentry's paired forks: the env's grade at the fork's end, per arm and paired "
+                                   "(never seen by the judge)", of_folder=_paired("final_success"), share=True),
+    Figure("paired_changed", "Sentry's paired forks: the share of points where the repair changed the action",
+           of_folder=_paired_changed, share=True),
+    Figure("paired_local_recovery_by_kind", "Sentry's paired forks: local recovery per intervention kind and arm",
+           of_folder=_paired_by_kind, share=True),
 )

@@ -23,7 +23,8 @@ own observations through the live env's.
 Figures: each arm's local recovery and final success over the points, with 95% percentile
 bootstrap intervals resampling episodes (an episode's points together); the paired
 difference (repair - original) with its interval and a paired sign-flip p-value, also over
-episodes (`playground.run.stats`).
+episodes (`playground.run.stats`). A study runs it as the pipeline step `sentry.paired_forks`
+(`paired_forks_step`) and shows the figures as Sentry's `paired_*` columns (`figures.py`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from playground.core.errors import PlaygroundError
 from playground.core.events import InterventionEvent
@@ -302,39 +305,34 @@ def paired_forks(host: Host, run_dir: str | Path, harness: str = NAME, *, points
     return report
 
 
-def _pct(value: float) -> str:
-    return f"{100 * value:.1f}%"
+class PairedForksParams(BaseModel):
+    """The `sentry.paired_forks` pipeline step's parameters (those of `paired_forks`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    harness: str = Field(default=NAME, description="the harness whose intervention points are forked")
+    points: int | None = Field(default=None, ge=1, description="fork this many points, drawn at random (seeded by "
+                                                               "seed) [default: all]")
+    horizon: int = Field(default=10, ge=1, description="H: steps within which the failure must not recur and "
+                                                       "grounded progress must follow")
+    window: int = Field(default=5, ge=1, description="the verifier's window")
+    agent: str | None = Field(default=None, description="the continuation policy of both arms [default: the run's "
+                                                        "agent]")
+    agent_options: dict[str, Any] | None = Field(default=None, description="its options [default: the run's]")
+    trials: int = Field(default=1, ge=1, description="forks per arm and point (trial i: seed + i, both arms)")
+    seed: int = 0
 
 
-def _ci(ci: list[float], signed: bool = False) -> str:
-    if signed:
-        return f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
-    return f"[{100 * ci[0]:.1f}%, {100 * ci[1]:.1f}%]"
+def paired_forks_step(host: Host, run_dir: Path, params: PairedForksParams) -> dict:
+    """The pipeline step: `paired_forks` over the copy of a grid's run (its report under RUN_DIR/sentry/)."""
+    if params.agent_options is not None and params.agent is None:
+        raise PairedForkError("agent_options need an agent (without one, the run's agent and options are used)")
+    return paired_forks(host, run_dir, params.harness, points=params.points, horizon=params.horizon,
+                        window=params.window, agent=params.agent, agent_options=params.agent_options,
+                        trials=params.trials, seed=params.seed)
 
 
-def format_report(report: dict) -> str:
-    """The table: points, each arm's local recovery and final success with 95% CIs, the paired differences."""
-    f = report["figures"]
-    options = ", ".join(f"{k}={v}" for k, v in sorted(report["agent_options"].items()))
-    lines = [f"paired forks: harness {report['harness']} in {report['run_dir']}: {f['points']} intervention points "
-             f"(of {report['found']}) in {f['episodes']} episodes; continuation {report['agent']}"
-             f"{f' ({options})' if options else ''}, horizon H={report['horizon']}, {report['trials']} trial(s), "
-             f"seed {report['seed']}",
-             f"{'arm':<22} {'points':>6}  {'local recovery':>14}  {'95% CI':<16}  {'final success':>13}  95% CI",
-             f"{'-' * 22} {'-' * 6}  {'-' * 14}  {'-' * 16}  {'-' * 13}  {'-' * 16}"]
-    names = {"repair": "with repair", "original": "without (original)"}
-    for arm in ARMS:
-        lr, fs = f["local_recovery"][arm], f["final_success"][arm]
-        lines.append(f"{names[arm]:<22} {f['points']:>6}  {_pct(lr['rate']):>14}  {_ci(lr['ci95']):<16}  "
-                     f"{_pct(fs['rate']):>13}  {_ci(fs['ci95'])}")
-    lr, fs = f["local_recovery"]["difference"], f["final_success"]["difference"]
-    lines.append(f"{'difference (with - w/o)':<22} {f['points']:>6}  {100 * lr['difference']:>+11.1f} pp  "
-                 f"{_ci(lr['ci95'], True):<16}  {100 * fs['difference']:>+10.1f} pp  {_ci(fs['ci95'], True)}")
-    lines.append(f"paired sign-flip p (episodes): local recovery {lr['p_value']:.4f}, final success "
-                 f"{fs['p_value']:.4f}; the repair changed the action at {f['changed']} of {f['points']} points")
-    kinds = "; ".join(f"{k} {v['points']} ({_pct(v['repair'])} vs {_pct(v['original'])})"
-                      for k, v in f["local_recovery_by_kind"].items())
-    lines.append(f"local recovery by intervention kind (with vs without): {kinds}")
-    if report["not_replayable"]:
-        lines.append(f"not replayable: {len(report['not_replayable'])} point(s) (see {report.get('path', 'the json')})")
-    return "\n".join(lines)
+def read_report(run_dir: Path, harness: str) -> dict | None:
+    """The paired-forks report of `harness` in RUN_DIR (None where none was made)."""
+    path = run_dir / "sentry" / f"paired-forks-{safe_file_name(harness)}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
