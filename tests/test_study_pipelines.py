@@ -66,10 +66,23 @@ def counted(folder: Path, records) -> float | None:
     return float(json.loads(path.read_text())["total"]) / len(records) if path.is_file() else None
 
 
+def counted_harness(name: str, rest: str):
+    """`counted:FILE`: base, for a FILE that exists (what a pipeline wrote)."""
+    from playground.host_api import HarnessSpec
+
+    if not Path(rest).is_file():
+        raise ValueError(f"{name!r}: no file {rest}")
+    return HarnessSpec(name, (), {}, "base, once FILE exists", "counting")
+
+
 class CountingPlugin:
     @hookimpl
     def register_pipeline_steps(self, register):
         register(PipelineStep("test.count", "weights times episodes", count, CountParams))
+
+    @hookimpl
+    def register_harness_loaders(self, register):
+        register("counted:", counted_harness)
 
     @hookimpl
     def register_figures(self, register):
@@ -176,3 +189,48 @@ def test_study_plan_prints_the_pipelines_after_the_grids(tmp_path, capsys):
     assert main(["study", "plan", str(path), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "then the pipelines" in out and "counted" in out and "other" in out
+
+
+LATER = STUDY + """
+[[grids]]
+name = "later"
+env = "tiny"
+episodes = 2
+agent = "noisy"
+harnesses = ["base", "counted:{out}/counted/count.json"]
+"""
+
+
+def test_a_later_grid_deploys_what_a_pipeline_wrote_under_out(host, tmp_path):
+    study = load_study(write(tmp_path, LATER))
+    out = tmp_path / "out"
+    run_study(host, study, out)
+    recorded = json.loads((out / "later" / "config.json").read_text())["harnesses"]
+    assert recorded == ["base", f"counted:{out}/counted/count.json"]
+    cells = study_table(study, out)
+    assert [(c.harness, c.episodes) for c in cells if c.grid == "later"] == [
+        ("base", 2), ("counted:{out}/counted/count.json", 2)]
+    moved = tmp_path / "moved"
+    out.rename(moved)  # the table still finds the cells: the names the runs recorded, in the declared order
+    assert [c.episodes for c in study_table(study, moved)] == [c.episodes for c in cells]
+
+
+def test_a_grid_whose_pipeline_failed_is_not_played_and_the_failure_is_named(host, tmp_path):
+    failing = LATER.replace("params = { weight = 3 }", "params = { weight = 3, fail = true }")
+    with pytest.raises(StudyError, match="grid 'later' not played: it deploys what 'counted' was to make"):
+        run_study(host, load_study(write(tmp_path, failing)), tmp_path / "out")
+    assert not (tmp_path / "out" / "later").exists() and calls(tmp_path / "out" / "other") == ["1"]
+
+
+@pytest.mark.parametrize("text, words", [
+    (STUDY.replace('[[grids]]', '[[grids]]\nname = "first"\nenv = "tiny"\nepisodes = 1\nharnesses = '
+                                 '["counted:{out}/counted/count.json"]\n\n[[grids]]', 1),
+     "grid 'first' names {out}/counted, which no grid above it or pipeline over one makes"),
+    (STUDY.replace("params = { weight = 1 }", 'params = { weight = 1, note = "{out}/nowhere/x" }'),
+     "pipeline 'other' names {out}/nowhere, which is not made before it"),
+])
+def test_what_is_named_under_out_must_be_made_before_it(tmp_path, text, words):
+    path = write(tmp_path, text)
+    with pytest.raises(StudyError) as raised:
+        load_study(path)
+    assert words in str(raised.value)

@@ -3,12 +3,15 @@ the smoke size, the paper's numbers (`Study`), read from TOML and validated (`lo
 plans, runs and tabulates a study.
 
 A harness name may hold `{here}`, the folder of the study file: a study ships the files its harnesses read (a
-frozen policy, a prompt) beside it, as package data, and names them `PREFIX:{here}/FILE`. The table shows the
-name as declared; the runs see the path.
+frozen policy, a prompt) beside it, as package data, and names them `PREFIX:{here}/FILE`. It may hold `{out}`, the
+study's directory, to deploy what an earlier pipeline wrote (`darc:{out}/distilled/policy.json`); a pipeline
+step's string parameters may name `{out}` too (another folder's file). The table shows the name as declared; the
+runs see the path.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ class StudyError(PlaygroundError, ValueError):
 
 
 HERE = "{here}"  # in a harness name: the study file's folder
+OUT = "{out}"  # in a harness name or a step's parameter: the study's directory
 # the figures a cell has, each a per-episode mean or a share, that a paper's number can stand beside
 PAPER_METRICS = ("success", "reward", "steps", "invalid", "resolved", "calls", "tokens", "interventions", "lessons")
 
@@ -59,9 +63,11 @@ class Grid(BaseModel):
             raise ValueError("a harness is listed twice")
         return harnesses
 
-    def runnable(self, here: str | None) -> list[str]:
-        """The harness names as the runs see them: `{here}` replaced by the study file's folder."""
-        return [resolve_here(harness, here) for harness in self.harnesses]
+    def runnable(self, here: str | None, out: str | Path | None = None) -> list[str]:
+        """The harness names as the runs see them: `{here}` replaced by the study file's folder, `{out}` by the
+        study's directory."""
+        return [resolve_here(harness, here).replace(OUT, str(out)) if out is not None else resolve_here(harness, here)
+                for harness in self.harnesses]
 
 
 def resolve_here(name: str, here: str | None) -> str:
@@ -73,6 +79,25 @@ def resolve_here(name: str, here: str | None) -> str:
         raise StudyError(f"harness {name!r} names {HERE}, the study file's folder, but this study was not read "
                          f"from a file")
     return name.replace(HERE, here)
+
+
+def named_folders(value: Any) -> set[str]:
+    """The study folders (grids, pipelines) a harness name or a parameter value names as `{out}/FOLDER`."""
+    if isinstance(value, dict):
+        return {name for item in value.values() for name in named_folders(item)}
+    if isinstance(value, list):
+        return {name for item in value for name in named_folders(item)}
+    return set(re.findall(r"\{out\}/([A-Za-z0-9_.-]+)", value)) if isinstance(value, str) else set()
+
+
+def resolve_out(value: Any, out: str | Path | None) -> Any:
+    """`value` (a parameter: a string, or a list or table of them) with `{out}` replaced by the study's directory
+    (left as it is where that is not known yet)."""
+    if isinstance(value, dict):
+        return {key: resolve_out(item, out) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_out(item, out) for item in value]
+    return value.replace(OUT, str(out)) if isinstance(value, str) and out is not None else value
 
 
 class StepCall(BaseModel):
@@ -97,7 +122,8 @@ class Pipeline(BaseModel):
     steps: list[StepCall] = Field(min_length=1)
 
     def called(self, smoke: bool) -> list[dict[str, Any]]:
-        """Each step and the parameters it runs with (`smoke_params` over `params` under --smoke)."""
+        """Each step and the parameters it runs with (`smoke_params` over `params` under --smoke; `{out}` as
+        written: `resolve_out` gives the study's directory)."""
         return [{"step": call.step, "params": {**call.params, **(call.smoke_params if smoke else {})}}
                 for call in self.steps]
 
@@ -187,10 +213,34 @@ class Study(BaseModel):
                 raise ValueError(f"pipeline {pipeline.name!r}: a grid or another pipeline has that name (each is a "
                                  f"folder of the study)")
             folders.append(pipeline.name)
+        self._check_order()
         stray = sorted(set(self.smoke.stand_ins) - {grid.name for grid in self.grids})
         if stray:
             raise ValueError(f"smoke.stand_ins names no grid: {', '.join(stray)}")
         return self
+
+    def _check_order(self) -> None:
+        """What a grid or step names under `{out}` is made before it: a grid deploys only what the pipelines of
+        the grids above it wrote, and a step reads only a grid above its own or a pipeline above it."""
+        grids = [grid.name for grid in self.grids]
+        for grid in self.grids:
+            before = grids[:grids.index(grid.name)]
+            made = set(before) | {p.name for p in self.pipelines if p.grid in before}
+            missing = sorted(named_folders(grid.harnesses) - made)
+            if missing:
+                raise ValueError(f"grid {grid.name!r} names {OUT}/{missing[0]}, which no grid above it or pipeline "
+                                 f"over one makes (pipelines run after their grid, before the next grid)")
+        for index, pipeline in enumerate(self.pipelines):
+            before = grids[:grids.index(pipeline.grid) + 1]
+            made = set(before) | {p.name for p in self.pipelines[:index] if p.grid in before}
+            missing = sorted(named_folders([[c.params, c.smoke_params] for c in pipeline.steps]) - made)
+            if missing:
+                raise ValueError(f"pipeline {pipeline.name!r} names {OUT}/{missing[0]}, which is not made before it "
+                                 f"(its grid or one above, or a pipeline above it over one of those)")
+
+    def pipelines_of(self, grid: str) -> list[Pipeline]:
+        """The pipelines over `grid`, in the file's order (they run after it, before the next grid)."""
+        return [pipeline for pipeline in self.pipelines if pipeline.grid == grid]
 
     def grid(self, name: str) -> Grid:
         """The grid called `name`."""

@@ -21,17 +21,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from playground.core.study_file import Grid, Pipeline, StudyError
+from playground.core.study_file import Grid, Pipeline, StudyError, resolve_out
 from playground.run.files import atomic_write_text
 from playground.run.rundir import load_records
 
 RECORD = "pipeline.json"  # in a pipeline's folder: what it copied and the steps done
 
 
-def steps_of(host: Any, pipeline: Pipeline, smoke: bool) -> list[tuple[dict[str, Any], BaseModel]]:
-    """Each step call of `pipeline` (step name and parameters) with its parameters validated by the step's model;
-    StudyError names the pipeline, the step and what is wrong (a step no loaded plugin registers, a bad
-    parameter)."""
+def steps_of(host: Any, pipeline: Pipeline, smoke: bool, out: Path) -> list[tuple[dict[str, Any], BaseModel]]:
+    """Each step call of `pipeline` (step name and parameters, as written) with its parameters validated by the
+    step's model (`{out}` in them the study's directory `out`); StudyError names the pipeline, the step and what is
+    wrong (a step no loaded plugin registers, a bad parameter)."""
     checked = []
     for number, call in enumerate(pipeline.called(smoke), start=1):
         try:
@@ -41,7 +41,7 @@ def steps_of(host: Any, pipeline: Pipeline, smoke: bool) -> list[tuple[dict[str,
                              f"{call['step']!r} (registered: {', '.join(host.pipeline_steps.names()) or 'none'})"
                              ) from None
         try:
-            checked.append((call, step.params_model.model_validate(call["params"])))
+            checked.append((call, step.params_model.model_validate(resolve_out(call["params"], out))))
         except ValidationError as exc:
             error = exc.errors()[0]
             at = ".".join(str(part) for part in error["loc"]) or "(params)"
@@ -50,21 +50,20 @@ def steps_of(host: Any, pipeline: Pipeline, smoke: bool) -> list[tuple[dict[str,
     return checked
 
 
-def run_pipelines(host: Any, pipelines: Sequence[tuple[Pipeline, Grid]], out: Path, smoke: bool) -> None:
+def run_pipelines(host: Any, pipelines: Sequence[tuple[Pipeline, Grid]], out: Path, smoke: bool) -> dict[str, str]:
     """Run (or resume) each pipeline over its grid (the grid as played, at its size); every pipeline's steps are
-    checked before any runs. A pipeline whose step fails is left where it stopped and the others run; StudyError
-    then names each that failed."""
-    checked = [(pipeline, grid, steps_of(host, pipeline, smoke)) for pipeline, grid in pipelines]
-    failed = []
+    checked before any runs (StudyError). A pipeline whose step fails is left where it stopped and the others run;
+    return {pipeline: what failed} for those."""
+    checked = [(pipeline, grid, steps_of(host, pipeline, smoke, out)) for pipeline, grid in pipelines]
+    failed = {}
     for pipeline, grid, steps in checked:
         try:
             run_pipeline(host, pipeline, grid, steps, out)
         except StudyError:
             raise
         except Exception as exc:  # noqa: BLE001 - a plugin's step: named, and the other pipelines still run
-            failed.append(f"pipeline {pipeline.name!r}: {type(exc).__name__}: {exc}")
-    if failed:
-        raise StudyError("; ".join(failed) + " (rerun `study run` to resume from the failed step)")
+            failed[pipeline.name] = f"pipeline {pipeline.name!r}: {type(exc).__name__}: {exc}"
+    return failed
 
 
 def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[dict[str, Any], BaseModel]],

@@ -30,7 +30,7 @@ from typing import Any
 from playground.core.events import Event
 from playground.core.figures import Figure, column_figure, keyed_columns
 from playground.core.records import EpisodeRecord
-from playground.core.study_file import Grid, Smoke, Study, StudyError
+from playground.core.study_file import Grid, Smoke, Study, StudyError, named_folders
 from playground.host.manager import Host
 from playground.run.config import RunConfig, playbook_path
 from playground.run.pipelines import run_pipelines
@@ -55,17 +55,20 @@ def sized(grid: Grid, smoke: Smoke | None) -> Grid:
     return grid.model_copy(update=update)
 
 
-def grid_config(host: Host, grid: Grid, out: Path, here: str | None = None) -> RunConfig:
+def grid_config(host: Host, grid: Grid, out: Path, here: str | None = None,
+                study_dir: Path | None = None) -> RunConfig:
     """The run configuration of one grid, its run directory `out` (`here`: the study file's folder, for `{here}`
-    in harness names); StudyError for an env or split that does not resolve."""
+    in harness names; `study_dir`: the study's directory, for `{out}`); StudyError for an env or split that does
+    not resolve."""
     env, _, task_set = grid.env.partition(":")
     try:
         task_set, split, tasks = resolve_tasks(host, env, task_set or None, grid.split, grid.episodes)
     except ValueError as exc:
         raise StudyError(f"grid {grid.name!r}: {exc}") from None
     return RunConfig(env=env, task_set=task_set, split=split, tasks=tasks, agent=grid.agent,
-                     harnesses=grid.runnable(here), out=str(out), seed=grid.seed, max_steps=grid.max_steps,
-                     agent_options=dict(grid.agent_options), params=dict(grid.params), trials=grid.trials)
+                     harnesses=grid.runnable(here, study_dir), out=str(out), seed=grid.seed,
+                     max_steps=grid.max_steps, agent_options=dict(grid.agent_options), params=dict(grid.params),
+                     trials=grid.trials)
 
 
 @dataclass(frozen=True)
@@ -119,13 +122,14 @@ def plan(study: Study, out: Path, smoke: bool = False, rates_from: Path | None =
     measured = done if rates_from is None else {grid.name: split_by_harness(_records(source / grid.name))
                                                 for grid in grids}
     played = {grid.name: _played_budget(source / grid.name, grid.max_steps) for grid in grids}
-    runnable = {grid.name: dict(zip(grid.harnesses, grid.runnable(study.here), strict=True)) for grid in grids}
+    names_here = {grid.name: played_names(grid, out / grid.name, study.here, out) for grid in grids}
+    names_there = {grid.name: played_names(grid, source / grid.name, study.here, source) for grid in grids}
 
     def cell(grid: Grid, harness: str) -> list[EpisodeRecord]:
-        return measured[grid.name].get(runnable[grid.name][harness], [])
+        return measured[grid.name].get(names_there[grid.name][harness], [])
 
     def finished_in(grid: Grid, harness: str) -> int:
-        return min(len(done[grid.name].get(runnable[grid.name][harness], [])), grid.episodes * grid.trials)
+        return min(len(done[grid.name].get(names_here[grid.name][harness], [])), grid.episodes * grid.trials)
 
     rows = []
     for grid in grids:
@@ -150,6 +154,21 @@ def plan(study: Study, out: Path, smoke: bool = False, rates_from: Path | None =
                             seconds if known else None, borrowed=known and borrowed,
                             tokens=tokens if known else None))
     return rows
+
+
+def played_names(grid: Grid, folder: Path, here: str | None, study_dir: Path | None) -> dict[str, str]:
+    """{declared harness: the name its run records}. Names with `{here}` or `{out}` are the paths the run saw,
+    which the run's config.json keeps in the declared order, so a study directory or package moved since still
+    matches; without a config (nothing played yet) they are the names as they would run now."""
+    runnable = grid.runnable(here, study_dir)
+    try:
+        recorded = json.loads((folder / "config.json").read_text())["harnesses"]
+    except (OSError, ValueError, KeyError, TypeError):
+        recorded = None
+    if not isinstance(recorded, list) or len(recorded) != len(runnable) or any(
+            "{" not in declared and declared != name for declared, name in zip(grid.harnesses, recorded)):
+        recorded = runnable
+    return dict(zip(grid.harnesses, (str(name) for name in recorded), strict=True))
 
 
 def _played_budget(run_dir: Path, declared: int) -> int:
@@ -203,8 +222,9 @@ def with_agent(study: Study, agent: str | None, agent_options: dict[str, Any] | 
 def run_study(host: Host, study: Study, out: Path, smoke: bool = False, agent: str | None = None,
               agent_options: dict[str, Any] | None = None, grids: list[str] | None = None,
               playbook: str | None = None, **where: Any) -> dict[str, dict]:
-    """Run (or resume) every grid of `study` under `out` (or those named in `grids`), each its own run directory,
-    then the pipelines over them; return the grids' summaries. `agent`/`agent_options` replace every grid's (a
+    """Run (or resume) every grid of `study` under `out` (or those named in `grids`), each its own run directory
+    and each followed by the pipelines over it; return the grids' summaries. A grid that deploys what a failed
+    pipeline was to make is not played; StudyError names every failure at the end. `agent`/`agent_options` replace every grid's (a
     paper's table on the user's model), but for a grid whose agent is part of the design (`keep_agent`).
     `playbook` is every grid's playbook (a file, or a URL such as `postgresql://...` for a cluster); `where` says
     where episodes play, as `runner.run` takes it (`executor`, `address`, `workers`, `in_flight`)."""
@@ -213,22 +233,29 @@ def run_study(host: Host, study: Study, out: Path, smoke: bool = False, agent: s
     unknown = sorted(set(grids or ()) - {grid.name for grid in study.grids})
     if unknown:
         raise StudyError(f"study {study.name!r} has no grid {', '.join(unknown)}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "study.json").write_text(json.dumps(study.model_dump(), indent=2) + "\n")
     summaries = {}
+    failed: dict[str, str] = {}  # pipeline or grid -> what went wrong
     played = with_agent(study, agent, agent_options)
     for declared in played.grids:
         if grids is not None and declared.name not in grids:
             continue
+        missing = sorted(named_folders(declared.harnesses) & set(failed))
+        if missing:
+            failed[declared.name] = (f"grid {declared.name!r} not played: it deploys what {missing[0]!r} was to "
+                                     f"make")
+            continue
         grid = sized(declared, study.smoke if smoke else None)
-        config = grid_config(host, grid, out / grid.name, study.here)
+        config = grid_config(host, grid, out / grid.name, study.here, out)
         if grid.playbook_from is not None:
             start_from_playbook(host, played, grid, config, out, smoke, playbook)
         elif playbook is not None:
             config = replace(config, playbook=playbook)
         summaries[grid.name] = run(host, config, **where)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "study.json").write_text(json.dumps(study.model_dump(), indent=2) + "\n")
-    run_pipelines(host, [(pipeline, sized(played.grid(pipeline.grid), study.smoke if smoke else None))
-                         for pipeline in played.pipelines if grids is None or pipeline.grid in grids], out, smoke)
+        failed.update(run_pipelines(host, [(p, grid) for p in played.pipelines_of(grid.name)], out, smoke))
+    if failed:
+        raise StudyError("; ".join(failed.values()) + " (rerun `study run` to resume from what failed)")
     return summaries
 
 
@@ -249,7 +276,7 @@ def start_from_playbook(host: Host, study: Study, grid: Grid, config: RunConfig,
         raise StudyError(f"grid {grid.name!r} and grid {source_name!r}, whose playbook it starts from, share "
                          f"{len(both)} task(s) ({', '.join(both[:3])}{', ...' if len(both) > 3 else ''}); a playbook "
                          f"carried to the tasks it grew on is not held out: give the grids disjoint splits")
-    grown_by = source_grid.runnable(study.here)[source_grid.harnesses.index(harness)]
+    grown_by = played_names(source_grid, out / source_name, study.here, out)[harness]
     finished = {record.task_id for record in split_by_harness(_records(out / source_name)).get(grown_by, [])}
     if not set(source.tasks) <= finished:
         raise StudyError(f"grid {grid.name!r} starts from the playbook {grid.playbook_from} grows, but that cell "
@@ -331,7 +358,7 @@ def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = 
     for folder, grid in folders:
         events = _events_in(out / folder)
         by_harness = split_by_harness(_records(out / folder))
-        names = dict(zip(grid.harnesses, grid.runnable(study.here), strict=True))
+        names = played_names(grid, out / folder, study.here, out)
         reference = grid.reference or grid.harnesses[0]
         for harness in grid.harnesses:
             records = by_harness.get(names[harness], [])
