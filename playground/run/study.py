@@ -224,8 +224,9 @@ def run_study(host: Host, study: Study, out: Path, smoke: bool = False, agent: s
               playbook: str | None = None, **where: Any) -> dict[str, dict]:
     """Run (or resume) every grid of `study` under `out` (or those named in `grids`), each its own run directory
     and each followed by the pipelines over it; return the grids' summaries. A grid that deploys what a failed
-    pipeline was to make is not played; StudyError names every failure at the end. `agent`/`agent_options` replace every grid's (a
-    paper's table on the user's model), but for a grid whose agent is part of the design (`keep_agent`).
+    pipeline was to make is not played; StudyError names every failure at the end. `agent`/`agent_options`
+    replace every grid's (a paper's table on the user's model), but for a grid whose agent is part of the design
+    (`keep_agent`).
     `playbook` is every grid's playbook (a file, or a URL such as `postgresql://...` for a cluster); `where` says
     where episodes play, as `runner.run` takes it (`executor`, `address`, `workers`, `in_flight`)."""
     from playground.run.runner import run
