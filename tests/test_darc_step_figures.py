@@ -26,7 +26,7 @@ def test_success_per_100_steps_and_the_share_solved_within_each_budget():
     quick = [_record("darc", "a", True, 3), _record("darc", "b", True, 8)]
     assert solved_within(quick)["5"] == 0.5 and solved_within(quick)["10"] == 1.0
     assert success_per_100_steps([]) is None and solved_within([]) is None
-    assert [f.name for f in FIGURES] == ["success_per_100_steps", "solved_within"] and BUDGETS[0] == 5
+    assert [f.name for f in FIGURES][:2] == ["success_per_100_steps", "solved_within"] and BUDGETS[0] == 5
 
 
 def test_the_committed_test_run_gives_the_published_table_10_and_curve():

@@ -112,6 +112,22 @@ def register_figures(register) -> None:
 
 
 @hookimpl
+def register_pipeline_steps(register) -> None:
+    """DARC's stages as a study's pipeline steps (`steps.py`): diagnose, evidence, distill, policy controls."""
+    from playground.api import PipelineStep
+    from playground.plugins.darc import steps
+
+    register(PipelineStep("darc.diagnose", "a profiling run's failure signatures to a mode and its admissible "
+                                           "interventions (diagnosis.json)", steps.diagnose_step, steps.DiagnoseParams))
+    register(PipelineStep("darc.evidence", "each intervention alone beside base, as evidence (evidence.csv)",
+                          steps.evidence_step, steps.EvidenceParams))
+    register(PipelineStep("darc.distill", "the cost-aware chain that wins on the evidence, frozen (policy.json)",
+                          steps.distill_step, steps.DistillParams))
+    register(PipelineStep("darc.policy_controls", "Table 6's correct, generic and mismatched policies "
+                                                  "(policies/*.json)", steps.controls_step, steps.ControlsParams))
+
+
+@hookimpl
 def register_commands(cli) -> None:
     """Add the `darc` command group."""
     from playground.plugins.darc.cli import darc_group

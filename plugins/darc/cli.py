@@ -6,14 +6,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
+from pydantic import BaseModel
 
 from playground.host_api import CLIError, nonempty, pass_host, path_callback
 
 if TYPE_CHECKING:
-    from playground.host_api import Host, TraceInstrumentJudge
+    from playground.host_api import Host
+
+P = TypeVar("P", bound=BaseModel)
+
+
+def checked(model: type[P], values: dict) -> P:
+    """The options as a step's parameters; CLIError names an option pydantic refuses (`--max-len`)."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise CLIError(f"--{str(error['loc'][0]).replace('_', '-')}: {error['msg']}") from None
 
 
 @click.group("darc")
@@ -45,79 +59,28 @@ def diagnose_command(host: Host, run_dir: str, harness: str | None, diagnoser: s
                      out: str) -> None:
     """Count the failure signatures of a profiling run (RUN_DIR, played with --harness darc-profile:DETECTORS),
     write OUT/diagnosis.json."""
-    from playground.host_api import read_config
     from playground.plugins.darc.evaluate import eval_harnesses
-    from playground.plugins.darc.profile import diagnose_run, library
+    from playground.plugins.darc.profile import library
+    from playground.plugins.darc.steps import DiagnoseParams, StepError, diagnose
 
     nonempty(out, "--out")
-    judge = None
-    if diagnoser != "llm" and (judge_base_url or judge_model or judge_local):
-        raise CLIError("--judge-base-url, --judge-model and --judge-local need --diagnoser llm")
-    if diagnoser != "instrument" and diagnoser_accuracy is not None:
-        raise CLIError("--diagnoser-accuracy needs --diagnoser instrument")
-    modes = candidate_modes(host, modes_option)
-    config = read_config(Path(run_dir) / "config.json")
-    env = str(config.get("env"))
-    if diagnoser in ("llm", "instrument"):
-        from playground.plugins.darc.llm_diagnosis import LLMDiagnoser, make_model
-
-        try:
-            remove_grade_text = host.grade_text_remover(env)
-        except KeyError as exc:
-            raise CLIError(str(exc.args[0])) from None
-        if diagnoser == "instrument":
-            if config.get("agent") != "noisy":
-                raise CLIError(f"--diagnoser instrument reads the failures the noisy agent injected: {run_dir} was "
-                               f"played by {config.get('agent')!r}, not noisy")
-            judge = LLMDiagnoser(instrument_model(host, diagnoser_accuracy), host.labels,
-                                 name=f"instrument (accuracy {diagnoser_accuracy:g})",
-                                 remove_grade_text=remove_grade_text)
-        else:
-            try:
-                judge = LLMDiagnoser(make_model(judge_base_url, judge_model, judge_local), host.labels,
-                                     remove_grade_text=remove_grade_text)
-            except ValueError as exc:
-                raise CLIError(str(exc)) from None
+    params = checked(DiagnoseParams, {
+        "harness": harness, "diagnoser": diagnoser, "diagnoser_accuracy": diagnoser_accuracy,
+        "judge_base_url": judge_base_url or "", "judge_model": judge_model or "", "judge_local": judge_local,
+        "modes": modes_option})
     try:
-        result = diagnose_run(host, run_dir, out, judge, modes, harness)
-    except ValueError as exc:
+        result = diagnose(host, Path(run_dir), Path(out), params)
+    except StepError as exc:
         raise CLIError(str(exc)) from None
     click.echo(json.dumps({k: result[k] for k in ("diagnoser", "mode", "why", "admissible_interventions",
                                                   "modes_per_episode")}, indent=2))
+    env = str(json.loads((Path(run_dir) / "config.json").read_text()).get("env"))
     names = result["admissible_interventions"] or sorted(spec.name for spec in library(host, env))
     if result["mode"] is None:
         click.echo(f"{result['why']}: no intervention is admissible; gather the whole library's evidence", err=True)
     click.echo(f"diagnosis: {Path(out) / 'diagnosis.json'}", err=True)
     click.echo("evidence run (on the train split): playground run " + " ".join(
         f"--harness {h}" for h in eval_harnesses(names)) + " ...; then darc evidence RUN_DIR", err=True)
-
-
-def candidate_modes(host: Host, option: str) -> tuple[str, ...] | None:
-    """The candidate modes `--modes` names: the paper's three, every mode (None), or a checked list."""
-    from playground.plugins.darc.profile import PAPER_MODES
-
-    if option == "paper":
-        return PAPER_MODES
-    if option == "all":
-        return None
-    modes = tuple(m.strip() for m in option.split(",") if m.strip())
-    known = {host.labels.mode_of(t) for t in host.labels.types()} | {
-        m for spec in host.interventions for m in spec.modes}
-    unknown = [m for m in modes if m not in known]
-    if not modes or unknown:
-        raise CLIError(f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; "
-                       f"choose from: paper, all, {', '.join(sorted(known))}")
-    return modes
-
-
-def instrument_model(host: Host, accuracy: float | None) -> TraceInstrumentJudge:
-    """`--diagnoser instrument`: the failure-injection instrument's judge model for recorded episodes (their
-    injected failures), right with probability `accuracy`."""
-    from playground.host_api import TraceInstrumentJudge
-
-    if accuracy is None:
-        raise CLIError("--diagnoser instrument needs --diagnoser-accuracy A (a probability in [0, 1])")
-    return TraceInstrumentJudge({spec.role: spec for spec in host.instrument_judges}, accuracy)
 
 
 @darc_group.command("evidence")
@@ -170,8 +133,9 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
                     force: bool, verifier: str) -> None:
     """Score every short-circuit chain on the evidence, print the best, freeze the winner to policy.json."""
     from playground.host_api import OutputError, check_output
-    from playground.plugins.darc.distill import count_chains, distill, policy_dict, save_policy
-    from playground.plugins.darc.evidence import base_tau_free, evidence_meta, load_evidence
+    from playground.plugins.darc.distill import count_chains
+    from playground.plugins.darc.evidence import load_evidence
+    from playground.plugins.darc.steps import DistillParams, StepError, distill_policy
 
     names = [n.strip() for n in interventions.split(",") if n.strip()] if interventions else None
     if max_len < 1:
@@ -183,35 +147,26 @@ def distill_command(evidence_path: str, max_len: int, lam: float, tau_free: floa
             check_output(plot_path, force=force, inputs=[evidence_path, path], what="plot (--plot)")
             if Path(plot_path).resolve() == path.resolve():
                 raise OutputError("--plot and --out name the same file")
+    if count_only:
+        try:
+            click.echo(count_chains(len(load_evidence(evidence_path, names).interventions), max_len))
+        except (ValueError, OSError) as exc:
+            raise CLIError(str(exc)) from None
+        return
+    params = checked(DistillParams, {"max_len": max_len, "lam": lam, "tau_free": tau_free, "bootstrap": bootstrap,
+                                     "seed": seed, "interventions": names, "verifier": verifier})
     try:
-        evidence = load_evidence(evidence_path, names)
-        if count_only:
-            click.echo(count_chains(len(evidence.interventions), max_len))
-            return
-        if tau_free is None:
-            tau_free, tau_source = base_tau_free(evidence_path)
-        else:
-            tau_source = "--tau-free"
-        result = distill(evidence, max_len, lam, tau_free)
-        meta = evidence_meta(evidence_path)
-    except (ValueError, OSError) as exc:
+        result, tau_free, tau_source, stability = distill_policy(evidence_path, path, params)
+    except StepError as exc:
         raise CLIError(str(exc)) from None
     click.echo(f"tau_free = {tau_free:g} ({tau_source})")
-    click.echo(f"search space: {result.search_space} chains over {len(evidence.interventions)} interventions "
-               f"(L={max_len}), {len(evidence.task_ids)} tasks")
+    click.echo(f"search space: {result.search_space} chains over {len(result.interventions)} interventions "
+               f"(L={max_len}), {result.n_tasks} tasks")
     click.echo(f"{'rank':>4}  {'J':>7}  {'succ':>6}  {'cost':>8}  chain")
     for rank, chain in enumerate(result.ranked()[:top], 1):
         click.echo(f"{rank:>4}  {chain.J:7.4f}  {chain.succ:6.3f}  {chain.cost:8.3f}  {' -> '.join(chain.names)}")
-    units = {name: info.get("cost_unit") for name, info in meta.get("interventions", {}).items()
-             if name in evidence.interventions}
-    extra: dict = {"tau_free_source": tau_source, "cost_units": units, "verifier": verifier}
-    if bootstrap:
-        from playground.plugins.darc.distill import bootstrap_stability
-
-        stability = bootstrap_stability(evidence, max_len, lam, tau_free, bootstrap, seed)
+    if stability is not None:
         click.echo(stability.report())
-        extra["bootstrap"] = stability.to_dict()
-    save_policy(path, policy_dict(result, evidence_path, **extra))
     click.echo(f"policy: {path} (deploy: playground run --harness darc:{path})", err=True)
     if plot_path:
         from playground.plugins.darc.frontier import PlotUnavailable, plot_frontier
@@ -262,23 +217,18 @@ def policy_controls_command(diagnosis_path: str, evidence_path: str, generic: st
                             max_len: int, lam: float, tau_free: float | None, verifier: str, out: str) -> None:
     """Write the correct policy, a generic and a mismatched one (Table 6's controls); deploy them side by side
     with playground run (or the darc-table6 study)."""
-    from playground.plugins.darc.controls import mode_policies, write_policies
-    from playground.plugins.darc.evidence import base_tau_free, load_evidence
+    from playground.plugins.darc.steps import ControlsParams, StepError, policy_controls
 
     nonempty(out, "--out")
     chain = [n.strip() for n in generic.split(",") if n.strip()]
     if not chain:
         raise CLIError("--generic names no intervention")
+    params = checked(ControlsParams, {"diagnosis": diagnosis_path, "generic": chain, "mismatched_mode": mismatched_mode,
+                                      "max_len": max_len, "lam": lam, "tau_free": tau_free, "verifier": verifier})
     try:
-        diagnosis = json.loads(Path(diagnosis_path).read_text())
-        evidence = load_evidence(evidence_path)
-        if tau_free is None:
-            tau_free, _ = base_tau_free(evidence_path)
-        policies = mode_policies(diagnosis, evidence, evidence_path, chain, mismatched_mode, max_len, lam, tau_free,
-                                 verifier)
-        paths = write_policies(policies, Path(out))
-    except (ValueError, OSError) as exc:
-        raise CLIError(f"{exc}") from None
+        policies, paths = policy_controls(evidence_path, Path(out), params)
+    except StepError as exc:
+        raise CLIError(str(exc)) from None
     for control in ("correct", "generic", "mismatched"):
         click.echo(f"{control} policy: {paths[control]} ({' -> '.join(policies[control]['chain'])})")
     click.echo("deploy: playground run --harness base " + " ".join(

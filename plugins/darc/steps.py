@@ -1,0 +1,214 @@
+"""DARC's stages as a study's pipeline steps (`register_pipeline_steps`) and as its commands: `darc.diagnose` (a
+profiling run's failure signatures to a mode and its admissible interventions), `darc.evidence` (a run of each
+intervention alone, beside base, as evidence), `darc.distill` (the cost-aware chain that wins on the evidence,
+frozen to policy.json) and `darc.policy_controls` (Table 6's correct, generic and mismatched policies). Each step
+writes into the pipeline's folder; `playground darc diagnose`, `distill` and `policy-controls` call the same
+functions, so a study and the commands do one thing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from playground.api import JudgeSettings, PlaygroundError
+
+if TYPE_CHECKING:
+    from playground.host_api import Host
+
+VERIFIERS = Literal["env:won", "agent:done", "agent:self-check"]
+
+
+class StepError(PlaygroundError, ValueError):
+    """DARC's stage cannot run as asked: names what is wrong."""
+
+
+class DiagnoseParams(JudgeSettings):
+    """`darc.diagnose`: the profiling harness, who names the mode, and the candidate modes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    harness: str | None = Field(default=None, description="the profiling harness [default: the run's one "
+                                                          "darc-profile:DETECTORS harness]")
+    diagnoser: Literal["rule", "llm", "instrument"] = Field(
+        default="rule", description="the rule over failure onsets, a judge model (judge_*), or the failure-injection "
+                                    "instrument as that judge (diagnoser_accuracy)")
+    diagnoser_accuracy: float | None = Field(default=None, ge=0.0, le=1.0,
+                                             description="instrument: the probability it names the injected mode")
+    modes: str = Field(default="paper", description="'paper' (the paper's three), 'all', or a comma-separated list")
+
+
+class EvidenceParams(BaseModel):
+    """`darc.evidence`: which interventions (a diagnosis's admissible ones, else every darc-eval harness), and
+    where the base attempts come from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    diagnosis: str | None = Field(default=None, description="a diagnosis.json (`{out}/FOLDER/diagnosis.json`)")
+    base_from: str | None = Field(default=None, description="a profiling run whose episodes are the base attempts")
+
+
+class DistillParams(BaseModel):
+    """`darc.distill`: the chain search and what the deployed cascade stops on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_len: int = Field(default=3, ge=1, description="the longest chain L")
+    lam: float = Field(default=0.02, description="the cost weight lambda")
+    tau_free: float | None = Field(default=None, description="the cost allowed for free [default: the mean base "
+                                                              "cost]")
+    bootstrap: int = Field(default=0, ge=0, description="resample the tasks N times: distinct winners, selection "
+                                                        "and test success")
+    seed: int = Field(default=0, description="the resampling seed")
+    interventions: list[str] | None = Field(default=None, description="a subset of the evidence's interventions")
+    verifier: VERIFIERS = "env:won"
+
+
+class ControlsParams(BaseModel):
+    """`darc.policy_controls`: Table 6's controls from a diagnosis and the whole library's evidence."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    diagnosis: str = Field(description="the diagnosis.json the correct policy follows")
+    generic: list[str] = Field(default_factory=lambda: ["sentry"], min_length=1,
+                               description="the chain deployed whatever the diagnosis")
+    mismatched_mode: str | None = Field(default=None, description="the mode of the mismatched policy [default: the "
+                                                                  "first other mode with evidence]")
+    max_len: int = Field(default=3, ge=1)
+    lam: float = 0.02
+    tau_free: float | None = None
+    verifier: VERIFIERS = "env:won"
+
+
+def diagnose(host: Host, run_dir: Path, out: Path, params: DiagnoseParams) -> dict:
+    """Diagnose the profiling run RUN_DIR into OUT/diagnosis.json; return it. StepError names what is wrong."""
+    from playground.host_api import read_config
+    from playground.plugins.darc.profile import diagnose_run
+
+    judged = bool(params.judge_base_url or params.judge_model or params.judge_local)
+    if params.diagnoser != "llm" and judged:
+        raise StepError("--judge-base-url, --judge-model and --judge-local (judge_*) need --diagnoser llm")
+    if params.diagnoser != "instrument" and params.diagnoser_accuracy is not None:
+        raise StepError("--diagnoser-accuracy needs --diagnoser instrument")
+    modes = candidate_modes(host, params.modes)
+    config = read_config(run_dir / "config.json")
+    judge = None
+    if params.diagnoser != "rule":
+        judge = model_diagnoser(host, run_dir, config, params)
+    try:
+        return diagnose_run(host, run_dir, out, judge, modes, params.harness)
+    except ValueError as exc:
+        raise StepError(str(exc)) from None
+
+
+def model_diagnoser(host: Host, run_dir: Path, config: dict, params: DiagnoseParams) -> Any:
+    """The LLM diagnoser over a judge model, or over the failure-injection instrument as that model."""
+    from playground.host_api import TraceInstrumentJudge
+    from playground.plugins.darc.llm_diagnosis import LLMDiagnoser, make_model
+
+    try:
+        remove_grade_text = host.grade_text_remover(str(config.get("env")))
+    except KeyError as exc:
+        raise StepError(str(exc.args[0])) from None
+    if params.diagnoser == "instrument":
+        if config.get("agent") != "noisy":
+            raise StepError(f"--diagnoser instrument reads the failures the noisy agent injected: {run_dir} was "
+                            f"played by {config.get('agent')!r}, not noisy")
+        if params.diagnoser_accuracy is None:
+            raise StepError("--diagnoser instrument needs --diagnoser-accuracy A (a probability in [0, 1])")
+        model = TraceInstrumentJudge({spec.role: spec for spec in host.instrument_judges}, params.diagnoser_accuracy)
+        return LLMDiagnoser(model, host.labels, name=f"instrument (accuracy {params.diagnoser_accuracy:g})",
+                            remove_grade_text=remove_grade_text)
+    try:
+        return LLMDiagnoser(make_model(params.judge_base_url, params.judge_model, params.judge_local), host.labels,
+                            remove_grade_text=remove_grade_text)
+    except ValueError as exc:
+        raise StepError(str(exc)) from None
+
+
+def candidate_modes(host: Host, option: str) -> tuple[str, ...] | None:
+    """The candidate modes `--modes` names: the paper's three, every mode (None), or a checked list."""
+    from playground.plugins.darc.profile import PAPER_MODES
+
+    if option == "paper":
+        return PAPER_MODES
+    if option == "all":
+        return None
+    modes = tuple(m.strip() for m in option.split(",") if m.strip())
+    known = {host.labels.mode_of(t) for t in host.labels.types()} | {
+        m for spec in host.interventions for m in spec.modes}
+    unknown = [m for m in modes if m not in known]
+    if not modes or unknown:
+        raise StepError(f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; "
+                        f"choose from: paper, all, {', '.join(sorted(known))}")
+    return modes
+
+
+def distill_policy(evidence_path: str | Path, out: Path, params: DistillParams) -> tuple[Any, float, str, Any]:
+    """Distil the evidence and freeze the winner to OUT (policy.json); return (the distillation, tau_free, where
+    tau_free came from, the bootstrap's stability or None)."""
+    from playground.plugins.darc.distill import bootstrap_stability, distill, policy_dict, save_policy
+    from playground.plugins.darc.evidence import base_tau_free, evidence_meta, load_evidence
+
+    try:
+        evidence = load_evidence(evidence_path, params.interventions)
+        tau_free, tau_source = ((params.tau_free, "--tau-free") if params.tau_free is not None
+                                else base_tau_free(evidence_path))
+        result = distill(evidence, params.max_len, params.lam, tau_free)
+        meta = evidence_meta(evidence_path)
+    except (ValueError, OSError) as exc:
+        raise StepError(str(exc)) from None
+    units = {name: info.get("cost_unit") for name, info in meta.get("interventions", {}).items()
+             if name in evidence.interventions}
+    extra: dict = {"tau_free_source": tau_source, "cost_units": units, "verifier": params.verifier}
+    stability = None
+    if params.bootstrap:
+        stability = bootstrap_stability(evidence, params.max_len, params.lam, tau_free, params.bootstrap, params.seed)
+        extra["bootstrap"] = stability.to_dict()
+    save_policy(out, policy_dict(result, str(evidence_path), **extra))
+    return result, tau_free, tau_source, stability
+
+
+def policy_controls(evidence_path: str | Path, out: Path, params: ControlsParams) -> tuple[dict, dict[str, Path]]:
+    """Write the correct, generic and mismatched policies to OUT/{correct,generic,mismatched}.json; return the
+    policies and their paths."""
+    from playground.plugins.darc.controls import mode_policies, write_policies
+    from playground.plugins.darc.evidence import base_tau_free, load_evidence
+
+    try:
+        diagnosis = json.loads(Path(params.diagnosis).read_text())
+        evidence = load_evidence(evidence_path)
+        tau_free = params.tau_free if params.tau_free is not None else base_tau_free(evidence_path)[0]
+        policies = mode_policies(diagnosis, evidence, evidence_path, list(params.generic), params.mismatched_mode,
+                                 params.max_len, params.lam, tau_free, params.verifier)
+        return policies, write_policies(policies, out)
+    except (ValueError, OSError) as exc:
+        raise StepError(str(exc)) from None
+
+
+def diagnose_step(host: Host, run_dir: Path, params: DiagnoseParams) -> dict:
+    """`darc.diagnose`: RUN_DIR/diagnosis.json."""
+    return diagnose(host, run_dir, run_dir, params)
+
+
+def evidence_step(host: Host, run_dir: Path, params: EvidenceParams) -> None:
+    """`darc.evidence`: RUN_DIR/evidence.csv, base.csv and evidence.json."""
+    from playground.plugins.darc.evaluate import gather_evidence
+
+    try:
+        gather_evidence(host, run_dir, run_dir, params.diagnosis, params.base_from)
+    except ValueError as exc:
+        raise StepError(str(exc)) from None
+
+
+def distill_step(host: Host, run_dir: Path, params: DistillParams) -> None:
+    """`darc.distill`: RUN_DIR/policy.json from RUN_DIR/evidence.csv."""
+    distill_policy(run_dir / "evidence.csv", run_dir / "policy.json", params)
+
+
+def controls_step(host: Host, run_dir: Path, params: ControlsParams) -> None:
+    """`darc.policy_controls`: RUN_DIR/policies/{correct,generic,mismatched}.json from RUN_DIR/evidence.csv."""
+    policy_controls(run_dir / "evidence.csv", run_dir / "policies", params)
