@@ -98,9 +98,9 @@ def test_a_shipped_study_runs_at_smoke_size_and_plan_predicts_its_calls(host, tm
     assert [row.finished for row in plan(study, tmp_path / "smoke", smoke=True)] == [row.episodes for row in rows]
 
     cells = study_table(study, tmp_path / "smoke", {figure.name: figure for figure in host.figures})
-    folders = [(g.name, g) for g in study.grids] + [(p.name, study.grid(p.grid)) for p in study.pipelines]
-    assert [(c.grid, c.harness) for c in cells] == [(name, h) for name, g in folders for h in g.harnesses]
-    sizes = {name: min(g.episodes, study.smoke.episodes) * min(g.trials, study.smoke.trials) for name, g in folders}
+    folders = study.folders()
+    assert [(c.grid, c.harness) for c in cells] == [(name, h) for name, _, shown in folders for h in shown]
+    sizes = {name: min(g.episodes, study.smoke.episodes) * min(g.trials, study.smoke.trials) for name, g, _ in folders}
     assert all(cell.episodes == sizes[cell.grid] for cell in cells)
     columns = study_columns(study, cells)
     rows = table_rows(study, cells)

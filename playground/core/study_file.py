@@ -120,6 +120,8 @@ class Pipeline(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="the pipeline's folder under the study's directory")
     grid: str = Field(description="the grid whose finished run the pipeline copies")
     steps: list[StepCall] = Field(min_length=1)
+    harnesses: list[str] | None = Field(default=None, description="the grid's harnesses the table shows a row for "
+                                                                   "(default: every one)")
 
     def called(self, smoke: bool) -> list[dict[str, Any]]:
         """Each step and the parameters it runs with (`smoke_params` over `params` under --smoke; `{out}` as
@@ -209,6 +211,10 @@ class Study(BaseModel):
         for pipeline in self.pipelines:
             if pipeline.grid not in earlier:
                 raise ValueError(f"pipeline {pipeline.name!r} names no grid {pipeline.grid!r}")
+            stray = sorted(set(pipeline.harnesses or ()) - set(earlier[pipeline.grid].harnesses))
+            if stray:
+                raise ValueError(f"pipeline {pipeline.name!r} shows harness(es) its grid does not play: "
+                                 f"{', '.join(stray)}")
             if pipeline.name in folders:
                 raise ValueError(f"pipeline {pipeline.name!r}: a grid or another pipeline has that name (each is a "
                                  f"folder of the study)")
@@ -241,6 +247,12 @@ class Study(BaseModel):
     def pipelines_of(self, grid: str) -> list[Pipeline]:
         """The pipelines over `grid`, in the file's order (they run after it, before the next grid)."""
         return [pipeline for pipeline in self.pipelines if pipeline.grid == grid]
+
+    def folders(self) -> list[tuple[str, Grid, list[str]]]:
+        """The table's folders in order: each grid, then each pipeline (over its grid), with the harnesses it
+        shows a row for."""
+        return ([(grid.name, grid, grid.harnesses) for grid in self.grids]
+                + [(p.name, self.grid(p.grid), p.harnesses or self.grid(p.grid).harnesses) for p in self.pipelines])
 
     def grid(self, name: str) -> Grid:
         """The grid called `name`."""

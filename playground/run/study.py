@@ -355,13 +355,12 @@ def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = 
     shows those some cell has a value for)."""
     chosen = chosen_figures(study, figures or {})
     cells = []
-    folders = [(grid.name, grid) for grid in study.grids] + [(p.name, study.grid(p.grid)) for p in study.pipelines]
-    for folder, grid in folders:
+    for folder, grid, shown in study.folders():
         events = _events_in(out / folder)
         by_harness = split_by_harness(_records(out / folder))
         names = played_names(grid, out / folder, study.here, out)
         reference = grid.reference or grid.harnesses[0]
-        for harness in grid.harnesses:
+        for harness in shown:
             records = by_harness.get(names[harness], [])
             if not records:
                 continue
