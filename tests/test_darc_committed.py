@@ -68,3 +68,24 @@ def test_the_studies_deploy_the_committed_policies():
               **{f"alf-noisy-t6-{c}.json": f"t6/policies/{c}.json" for c in ("correct", "generic", "mismatched")}}
     for name, committed in copies.items():
         assert (shipped / name).read_text() == (DOCS / P / committed).read_text(), name
+
+
+def test_the_whole_table14_study_re_derives_from_its_committed_run():
+    """docs/results.md, "The whole of it as one study": the darc-table14 study's pipelines chose what the commands
+    chose (the committed darc-alf-noisy-v2 policies) and its test grid gave 41 / 45 / 50 of 50."""
+    from playground.core.study_file import load_study
+    from playground.host.manager import get_host
+    from playground.run.study import study_table
+
+    host = get_host()
+    study = load_study(host.studies.get("darc-table14").path)
+    cells = {(c.grid, c.harness): c for c in study_table(study, DOCS / "runs" / "darc-table14",
+                                                         {f.name: f for f in host.figures})}
+    for library in ("av", "full"):
+        mine = json.loads((DOCS / "runs" / "darc-table14" / library / "policy.json").read_text())
+        committed = json.loads((DOCS / P / library / "policy.json").read_text())
+        assert (mine["chain"], mine["succ"]) == (committed["chain"], committed["succ"]), library
+        assert cells[(library, "base")].figures["darc_distinct_winners"] == committed["bootstrap"]["distinct_winners"]
+    assert cells[("diagnosed", "darc-profile:sentry")].figures["darc_diagnosed_admissible"] == 4
+    assert [cells[("test", h)].wins for h in ("base", "darc:{out}/av/policy.json", "darc:{out}/full/policy.json")] == [
+        41, 45, 50]
