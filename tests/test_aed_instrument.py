@@ -127,3 +127,19 @@ def test_bad_instrument_options_are_refused(noisy_run, tmp_path, capsys):
     expert = make_run(tmp_path / "expert", agent="expert", episodes=2)
     assert main(["aed", "diagnose", str(expert), "--llm-instrument", "1"]) == 2
     assert "noisy" in capsys.readouterr().err
+
+
+def test_a_rerun_of_the_same_settings_draws_the_same_instrument_coins(noisy_run, tmp_path):
+    """The instrument's coins are seeded by harness, task and trial, not by the episode id (which holds the run's
+    random id): a second run of the same settings, diagnosed at the same accuracy, gets the same replies."""
+    again = make_run(tmp_path / "again")
+    first = copy_run(noisy_run, tmp_path / "first")
+    assert json.loads((again / "config.json").read_text())["run_id"] != json.loads(
+        (first / "config.json").read_text())["run_id"]
+    diagnose(first, "0.5"), diagnose(again, "0.5")
+
+    def replies(run: Path) -> dict[str, bool]:
+        graded = json.loads((run / "aed" / "instrument.json").read_text())["episodes"]
+        return {episode.split(":", 1)[1]: grade["correct"] for episode, grade in graded.items()}
+
+    assert replies(first) == replies(again) and len(set(replies(first).values())) == 2  # some right, some wrong

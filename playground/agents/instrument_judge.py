@@ -144,10 +144,13 @@ class TraceInstrumentJudge(InstrumentJudge):
         return lambda kind: float(accuracy)
 
     def show(self, events: Sequence[Event]) -> None:
-        """The episode the next requests are about (its trace's events); its coin flips are seeded by it."""
+        """The episode the next requests are about (its trace's events); its coin flips are seeded by it: by its
+        harness, task and trial, not its episode id, which holds the run's random id, so a rerun of the same
+        study draws the same coins."""
         self._state = state_from_events(events)
         header = next((e for e in events if isinstance(e, HeaderEvent)), None)
-        self._rng = random.Random(f"{self.seed}:{header.episode_id if header is not None else ''}")
+        episode = "" if header is None else f"{header.harness}:{header.task_id}:{header.trial or 1}"
+        self._rng = random.Random(f"{self.seed}:{episode}")
 
 
 def show_episode(model: Any, events: Sequence[Event]) -> None:
