@@ -57,3 +57,19 @@ def test_the_columns_equal_the_published_table(traces, tmp_path, cell):
 
 def test_a_folder_without_a_diagnosis_has_no_aed_figures(tmp_path):
     assert figures_of(tmp_path, []) == {}
+
+
+def test_the_committed_study_run_gives_the_documented_rows():
+    """docs/methods/aed.md, "Through the study": the study's own run, tabulated from its committed files."""
+    from playground.core.study_file import load_study
+    from playground.host.manager import get_host
+    from playground.run.study import study_table
+
+    host = get_host()
+    study = load_study(host.studies.get("aed-matched-replay").path)
+    cells = {c.grid: c.figures for c in study_table(study, ROOT / "docs" / "runs" / "aed-matched-replay",
+                                                    {f.name: f for f in host.figures})}
+    rows = [(cells[g]["aed_pairs_replayed"], round(cells[g]["aed_correction_pass_rate"], 3),
+             round(cells[g]["aed_retry_pass_rate"], 3), cells[g]["aed_grades[E2]"])
+            for g in ("acc0.5", "acc0.7", "acc0.86", "acc1")]
+    assert rows == [(75, 0.587, 0.433, 7), (87, 0.672, 0.494, 8), (101, 0.713, 0.52, 10), (118, 0.712, 0.5, 14)]
