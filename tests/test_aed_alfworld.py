@@ -94,7 +94,8 @@ def test_aed_end_to_end_on_alfworld(alfworld_run, tmp_path, capsys):
     assert main(["aed", "export", str(run), "--view", "actor", "--out", str(admitted)]) == 0
     assert all(r["meta"]["grade"] in ("E1", "E2") for r in read_export(admitted, "actor"))
     capsys.readouterr()
-    assert main(["aed", "summary", str(run), "--json"]) == 0
-    summary = json.loads(capsys.readouterr().out)
-    assert summary["replayed_pairs"] == len(replays) and sum(summary["grades"].values()) == len(replays)
-    assert summary["difference_ci95"] is not None
+    assert main(["study", "table", str(run), "--json"]) == 0  # AED's columns on the run's own table
+    figures = json.loads(capsys.readouterr().out)[0]["figures"]
+    assert figures["aed_pairs_replayed"] == len(replays)
+    assert sum(figures.get(f"aed_grades[{grade}]", 0) for grade in ("none", "E1", "E2")) == len(replays)
+    assert figures.get("aed_difference_ci_low", 0.0) <= figures.get("aed_difference_ci_high", 0.0)

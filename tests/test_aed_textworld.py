@@ -45,4 +45,4 @@ def test_aed_end_to_end_on_textworld(textworld_run, tmp_path):
         out = tmp_path / f"{view}.jsonl"
         assert main(["aed", "export", str(run), "--view", view, "--min-grade", "none", "--out", str(out)]) == 0
         assert read_export(out, view)
-    assert main(["aed", "summary", str(run)]) == 0
+    assert main(["study", "table", str(run)]) == 0  # AED's columns on the run's own table
