@@ -10,9 +10,10 @@ McNemar), steps, model calls and tokens, the interventions and lessons per episo
 where the study gives one (its success and any other figure, `paper_figures`). `--smoke` shrinks every grid
 (`[smoke]`: tasks, trials, step budget; a stand-in env for a task set that needs a download) so CI can run it.
 Grids play in the file's order; a grid with `playbook_from = "GRID/HARNESS"` starts each of its harnesses from
-its own copy of the playbook that earlier cell grew, on tasks it never saw (the held-out protocol). Then each
-pipeline runs its plugin steps over a copy of its grid's run (`playground.run.pipelines`); its rows are the grid's
-cells as the copy holds them, with the figures its steps' files give.
+its own copy of the playbook that earlier cell grew, on tasks it never saw (the held-out protocol). Each grid is
+followed by the pipelines over it: plugin steps run over a copy of its finished run (`playground.run.pipelines`),
+whose files a later grid may deploy (`{out}/PIPELINE/...`); a pipeline's rows are the grid's cells as the copy holds
+them, with the figures its steps' files give.
 
 `plan` estimates what is left before it runs, per cell: the model calls, tokens and seconds an episode of that
 harness took in that grid, else in the study's other grids with the same agent (per step, scaled to the grid's
@@ -226,9 +227,9 @@ def run_study(host: Host, study: Study, out: Path, smoke: bool = False, agent: s
     and each followed by the pipelines over it; return the grids' summaries. A grid that deploys what a failed
     pipeline was to make is not played; StudyError names every failure at the end. `agent`/`agent_options`
     replace every grid's (a paper's table on the user's model), but for a grid whose agent is part of the design
-    (`keep_agent`).
-    `playbook` is every grid's playbook (a file, or a URL such as `postgresql://...` for a cluster); `where` says
-    where episodes play, as `runner.run` takes it (`executor`, `address`, `workers`, `in_flight`)."""
+    (`keep_agent`). `playbook` is every grid's playbook (a file, or a URL such as `postgresql://...` for a
+    cluster); `where` says where episodes play, as `runner.run` takes it (`executor`, `address`, `workers`,
+    `in_flight`)."""
     from playground.run.runner import run
 
     unknown = sorted(set(grids or ()) - {grid.name for grid in study.grids})
