@@ -234,7 +234,7 @@ def register_pipeline_steps(register) -> None:
     the grid's finished run directory to the pipeline's folder and calls each step's `run(host, run_dir, params)`
     there in order, recording each one done (a finished step is not run again; a stopped one is run again with
     the same params). Its results reach the table through your `register_figures` figures with `of_folder`.
-    Names are global: prefix them with your plugin's name (`aed.diagnose`).
+    Names are global: prefix them with your plugin's name (`myplugin.diagnose`).
     """
 
 

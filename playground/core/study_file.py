@@ -4,7 +4,7 @@ plans, runs and tabulates a study.
 
 A harness name may hold `{here}`, the folder of the study file: a study ships the files its harnesses read (a
 frozen policy, a prompt) beside it, as package data, and names them `PREFIX:{here}/FILE`. It may hold `{out}`, the
-study's directory, to deploy what an earlier pipeline wrote (`darc:{out}/distilled/policy.json`); a pipeline
+study's directory, to deploy what an earlier pipeline wrote (`PREFIX:{out}/PIPELINE/FILE`); a pipeline
 step's string parameters may name `{out}` too (another folder's file). The table shows the name as declared; the
 runs see the path.
 """
@@ -105,7 +105,7 @@ class StepCall(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    step: str = Field(description="the registered step, such as `aed.diagnose`")
+    step: str = Field(description="the registered step, `PLUGIN.STEP`")
     params: dict[str, Any] = Field(default_factory=dict, description="validated by the step's parameter model")
     smoke_params: dict[str, Any] = Field(default_factory=dict, description="under --smoke, set over `params`")
 
