@@ -420,7 +420,7 @@ INFO_CONTROLS = ["darc-eval:action_pruning", "darc-info:random:action_pruning", 
 
 def test_darc_controls_run_from_the_cli(cache, tmp_path, capsys):
     """Issue 37: Tables 5, 6 and 7's controls, on generated games with the noisy instrument: the policies from
-    `darc policy-controls`, every row a harness of `playground run`."""
+    the `darc.policy_controls` step (the darc-table6 study's), every row a harness of `playground run`."""
     common = ["--env", "alfworld:generated", "--agent", "noisy", "--episodes", "3", "--max-steps", "20", "--quiet",
               "--agent-option", "invalid=0.5"]
     p = tmp_path / "darc"
@@ -430,18 +430,20 @@ def test_darc_controls_run_from_the_cli(cache, tmp_path, capsys):
     run_dir = evidence_run(capsys, p / "evaluate-run", dev, _library("alfworld"))
     _darc(capsys, "darc", "evidence", str(run_dir), "--out", str(p / "full"))
     # Table 6: correct (action validity) against generic (sentry) and mismatched (procedure breadth) policies
-    controls = ["darc", "policy-controls", "--diagnosis", str(p / "diagnosis.json"),
-                "--evidence", str(p / "full" / "evidence.csv"), "--out", str(tmp_path / "t6" / "policies")]
-    out = _darc(capsys, *controls)
-    assert [line.split(" policy:")[0] for line in out.splitlines()] == ["correct", "generic", "mismatched"]
-    policies = {name: tmp_path / "t6" / "policies" / f"{name}.json" for name in ("correct", "generic", "mismatched")}
+    from playground.plugins.darc.steps import ControlsParams, policy_controls
+
+    controls = (p / "full" / "evidence.csv", tmp_path / "t6" / "policies",
+                ControlsParams(diagnosis=str(p / "diagnosis.json")))
+    _, policies = policy_controls(*controls)
+    assert list(policies) == ["correct", "generic", "mismatched"]
+    written = {name: path.read_text() for name, path in policies.items()}
     correct, generic, mismatched = (json.loads(policies[n].read_text()) for n in ("correct", "generic", "mismatched"))
     validity = {"action_pruning", "loop_fallback", "type_saturation", "validity-guard"}
     assert set(correct["chain"]) <= validity and correct["mode"] == "action_validity"
     assert mismatched["mode"] == "procedure_breadth" and not set(mismatched["chain"]) & validity
     assert generic["chain"] == ["sentry"]
-    # the same command again finds the same policies in place
-    assert _darc(capsys, *controls) == out
+    # the same step again writes the same policies in place
+    assert {name: path.read_text() for name, path in policy_controls(*controls)[1].items()} == written
     deployed = [f"darc:{policies[n]}" for n in ("correct", "generic", "mismatched")]
     t6 = play_run(capsys, tmp_path / "t6" / "run", dev, ["base", *deployed])
     rows = json.loads(_darc(capsys, "study", "table", str(t6), "--reference", deployed[0], "--json"))

@@ -1,5 +1,5 @@
 """DARC's committed figures re-derive from the committed run directories (docs/runs/darc-alf-noisy-v2): the
-evidence `darc evidence` reads from each evidence run, the policies `darc distill` and `darc policy-controls` make
+evidence `darc evidence` reads from each evidence run, the policies `darc distill` and the `darc.policy_controls` step make
 from it, and the diagnosis's episodes are the profiling run's (its traces, which the histogram reads, are left out
 of the repository, so the histogram itself is not re-derived here)."""
 
@@ -39,10 +39,10 @@ def test_the_frozen_policies_are_what_darc_distill_makes_of_the_committed_eviden
                                                                               .read_text())
 
 
-def test_the_table6_policies_are_what_darc_policy_controls_writes(capsys, tmp_path):
-    code, _, err = cli(capsys, "darc", "policy-controls", "--diagnosis", f"{P}/diagnosis.json", "--evidence",
-                       f"{P}/full/evidence.csv", "--out", str(tmp_path))
-    assert code == 0, err
+def test_the_table6_policies_are_what_darc_policy_controls_writes(tmp_path):
+    from playground.plugins.darc.steps import ControlsParams, policy_controls
+
+    policy_controls(f"{P}/full/evidence.csv", tmp_path, ControlsParams(diagnosis=f"{P}/diagnosis.json"))
     for control in ("correct", "generic", "mismatched"):
         assert (tmp_path / f"{control}.json").read_text() == (DOCS / P / "t6" / "policies" / f"{control}.json") \
             .read_text(), control
@@ -64,8 +64,7 @@ def test_the_diagnosis_is_of_the_committed_profiling_runs_episodes():
 
 def test_the_studies_deploy_the_committed_policies():
     shipped = Path(__file__).resolve().parent.parent / "plugins" / "darc" / "studies" / "policies"
-    copies = {"alf-noisy-diagnosed.json": "av/policy.json", "alf-noisy-full.json": "full/policy.json",
-              **{f"alf-noisy-t6-{c}.json": f"t6/policies/{c}.json" for c in ("correct", "generic", "mismatched")}}
+    copies = {"alf-noisy-diagnosed.json": "av/policy.json", "alf-noisy-full.json": "full/policy.json"}
     for name, committed in copies.items():
         assert (shipped / name).read_text() == (DOCS / P / committed).read_text(), name
 

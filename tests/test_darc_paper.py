@@ -132,17 +132,19 @@ def test_llm_diagnoser_and_agreement_table(capsys, tmp_path):
     dev = evidence_run(capsys, p / "dev-run", [*COMMON, "--split", "dev"], sorted(set(library)))
     code, out, err = cli(capsys, "darc", "evidence", str(dev), "--out", str(p / "dev"))
     assert code == 0, err
-    code, out, err = cli(capsys, "darc", "agreement", "--diagnosis", str(p / "diagnosis.json"),
-                         "--evidence", str(p / "dev" / "evidence.csv"))
-    assert code == 0, err
-    rows = [line.split()[0] for line in out.splitlines()[4:]]
-    assert rows == ["majority", "uniform", "rule", "LLM"] and "reference" in out
-    code, out, err = cli(capsys, "darc", "agreement", "--diagnosis", str(p / "diagnosis.json"),
-                         "--evidence", str(p / "dev" / "evidence.csv"), "--json")
-    result = json.loads(out)
+    # Table 15 as the study's step and column: the step writes agreement.json into the folder, the figure reads it
+    from playground.plugins.darc.figures import FIGURES
+    from playground.plugins.darc.steps import AgreementParams, agreement_step
+
+    agreement_step(get_host(), p / "dev", AgreementParams(diagnosis=str(p / "diagnosis.json")))
+    result = json.loads((p / "dev" / "agreement.json").read_text())
     assert [r["diagnoser"] for r in result["rows"]] == ["majority", "uniform random", "rule", "LLM"]
+    assert result["reference"] and result["fixable"] <= result["failures"]
     for row in result["rows"]:
         assert row["agreement"] is None or 0.0 <= row["agreement"] <= 1.0
+    column = next(f for f in FIGURES if f.name == "darc_agreement")
+    assert column.value([], None, p / "dev") == {r["diagnoser"]: r["agreement"] for r in result["rows"]}
+    assert column.value([], None, p / "profile-run") is None
 
 
 def test_a_judge_reply_naming_no_candidate_is_no_mode(capsys, tmp_path):

@@ -113,7 +113,8 @@ def register_figures(register) -> None:
 
 @hookimpl
 def register_pipeline_steps(register) -> None:
-    """DARC's stages as a study's pipeline steps (`steps.py`): diagnose, evidence, distill, policy controls."""
+    """DARC's stages as a study's pipeline steps (`steps.py`): diagnose, evidence, distill, policy controls,
+    agreement."""
     from playground.api import PipelineStep
     from playground.plugins.darc import steps
 
@@ -125,6 +126,9 @@ def register_pipeline_steps(register) -> None:
                           steps.distill_step, steps.DistillParams))
     register(PipelineStep("darc.policy_controls", "Table 6's correct, generic and mismatched policies "
                                                   "(policies/*.json)", steps.controls_step, steps.ControlsParams))
+    register(PipelineStep("darc.agreement", "Table 15: the diagnoses against the mode whose interventions fix the most "
+                                            "failures in the evidence (agreement.json)", steps.agreement_step,
+                          steps.AgreementParams))
 
 
 @hookimpl

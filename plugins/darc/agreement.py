@@ -1,4 +1,5 @@
-"""`darc agreement`: rule and LLM diagnoses against a verifier-backed reference (the shape of the paper's Table 15).
+"""`darc.agreement`: rule and LLM diagnoses against a verifier-backed reference (the shape of the paper's Table 15;
+the step writes agreement.json, the figure `darc_agreement` reads it, the darc-table15 study runs it).
 
 The reference comes from evidence, not from a judge: on the dev tasks the bare agent
 failed (`base.csv` of `darc evidence` over the whole library on the profiled split), a mode
@@ -9,7 +10,7 @@ names a mode that fixes it; tasks no mode fixes are left out (and counted).
 
 Rows: `majority` always names the family's reference mode; `uniform random` names a
 candidate mode uniformly (its expected agreement); `rule` and `LLM` are the per-episode
-diagnoses `darc diagnose` recorded (the LLM row needs `--diagnoser llm`).
+diagnoses `darc.diagnose` recorded (the LLM row needs the `llm` or `instrument` diagnoser).
 """
 
 from __future__ import annotations
@@ -33,19 +34,6 @@ class Agreement:
     fixes: dict[str, int]  # mode -> failures its admissible set fixes
     reference: tuple[str, ...]  # the mode(s) fixing the most failures (several on a tie)
     rows: tuple[tuple[str, float | None, str], ...]  # (diagnoser, agreement per fixable task, family mode)
-
-    def table(self) -> str:
-        """The printed table."""
-        ref = " / ".join(self.reference) if self.reference else NO_DOMINANT
-        lines = [f"reference (the mode whose admissible set fixes the most dev failures): {ref}",
-                 f"  {self.failures} failed dev tasks, {self.fixable} fixed by some mode; fixes per mode: "
-                 + ", ".join(f"{m} {n}" for m, n in self.fixes.items()),
-                 f"{'diagnoser':<16} {'agreement':>9}  family mode",
-                 f"{'-' * 16} {'-' * 9}  {'-' * 11}"]
-        for name, value, family in self.rows:
-            shown = "n/a" if value is None else f"{value:.3f}"
-            lines.append(f"{name:<16} {shown:>9}  {family}")
-        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready record."""
@@ -101,5 +89,5 @@ def agreement(diagnosis_path: str | Path, evidence_path: str | Path) -> Agreemen
         rows.append(("LLM", score(lambda t: by_task.get(t, {}).get("llm")),
                      diagnosis["llm"].get("mode") or NO_DOMINANT))
     else:
-        rows.append(("LLM", None, "not run (darc diagnose --diagnoser llm)"))
+        rows.append(("LLM", None, "not run (darc.diagnose with diagnoser llm or instrument)"))
     return Agreement(modes, len(failures), len(fixable), fixes, reference, tuple(rows))

@@ -2,7 +2,7 @@
 
 - Table 6's shape (the darc-table6 study): the policy distilled for the diagnosed mode (correct) against one
   distilled for another mode's interventions (mismatched) and a chain that ignores the diagnosis (generic).
-  `mode_policies` makes the three policy files (`darc policy-controls`); a run deploys each as a cascade
+  `mode_policies` makes the three policy files (the `darc.policy_controls` step); a run deploys each as a cascade
   (`--harness darc:POLICY.json`).
 - Table 7's shape (the darc-table7 study): the operator against controls given matched information without it,
   each a harness of the `darc-info:` loader: the diagnosis label only (`darc-info:label:MODE`, a note naming the

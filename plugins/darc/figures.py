@@ -13,8 +13,9 @@ Env steps and invalid actions per episode are the study table's own `steps` and 
 From what a study's pipeline wrote into its folder (`steps.py`; the same for every cell of that folder):
 `darc_chain_length` and `darc_chain_success` (the frozen winner's length and its success on the evidence, from
 policy.json), `darc_distinct_winners` (how many distinct chains won the bootstrap's resamples: Table 14's figure)
-and `darc_diagnosed_admissible` (how many interventions the diagnosis left admissible, from diagnosis.json: 0 for
-no mode).
+`darc_diagnosed_admissible` (how many interventions the diagnosis left admissible, from diagnosis.json: 0 for
+no mode) and `darc_agreement` (Table 15: each diagnoser's agreement with the verifier-backed reference, from
+agreement.json).
 """
 
 from __future__ import annotations
@@ -63,6 +64,13 @@ def _admissible(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
     return float(len(json.loads(path.read_text()).get("admissible_interventions") or [])) if path.is_file() else None
 
 
+def _agreement(folder: Path, records: Sequence[EpisodeRecord]) -> dict[str, float | None] | None:
+    path = folder / "agreement.json"
+    if not path.is_file():
+        return None
+    return {row["diagnoser"]: row["agreement"] for row in json.loads(path.read_text())["rows"]}
+
+
 FIGURES = (
     Figure("success_per_100_steps", "episodes won per 100 env steps spent, won or not (DARC's Table 10)",
            success_per_100_steps),
@@ -76,4 +84,7 @@ FIGURES = (
                                     "(Table 14)", of_folder=_policy("winners")),
     Figure("darc_diagnosed_admissible", "DARC: interventions the diagnosis in this folder left admissible (0: no "
                                         "mode)", of_folder=_admissible),
+    Figure("darc_agreement", "DARC: each diagnoser's agreement with the mode whose admissible interventions fix the "
+                             "failed task in the evidence, over the tasks some mode fixes (Table 15)",
+           of_folder=_agreement, share=True),
 )

@@ -1,9 +1,11 @@
 """DARC's stages as a study's pipeline steps (`register_pipeline_steps`) and as its commands: `darc.diagnose` (a
 profiling run's failure signatures to a mode and its admissible interventions), `darc.evidence` (a run of each
 intervention alone, beside base, as evidence), `darc.distill` (the cost-aware chain that wins on the evidence,
-frozen to policy.json) and `darc.policy_controls` (Table 6's correct, generic and mismatched policies). Each step
-writes into the pipeline's folder; `playground darc diagnose`, `distill` and `policy-controls` call the same
-functions, so a study and the commands do one thing.
+frozen to policy.json), `darc.policy_controls` (Table 6's correct, generic and mismatched policies) and
+`darc.agreement` (Table 15: the rule's and the LLM's diagnoses against the mode the evidence says fixes most
+failures). Each step writes into the pipeline's folder; `playground darc diagnose`, `evidence` and `distill` call
+the same functions, so a study and the commands do one thing (the controls and the agreement are experiments about
+the method, run as the darc-table6 and darc-table15 studies).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from playground.host_api import Host
 
 VERIFIERS = Literal["env:won", "agent:done", "agent:self-check"]
+AGREEMENT_FILE = "agreement.json"
 
 
 class StepError(PlaygroundError, ValueError):
@@ -81,6 +84,15 @@ class ControlsParams(BaseModel):
     lam: float = 0.02
     tau_free: float | None = None
     verifier: VERIFIERS = "env:won"
+
+
+class AgreementParams(BaseModel):
+    """`darc.agreement`: the diagnosis to score against the whole library's evidence in the folder."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    diagnosis: str = Field(description="the diagnosis.json of a dev-split profile (`{out}/FOLDER/diagnosis.json`; "
+                                       "an LLM or instrument diagnoser gives the LLM row)")
 
 
 def diagnose(host: Host, run_dir: Path, out: Path, params: DiagnoseParams) -> dict:
@@ -212,3 +224,16 @@ def distill_step(host: Host, run_dir: Path, params: DistillParams) -> None:
 def controls_step(host: Host, run_dir: Path, params: ControlsParams) -> None:
     """`darc.policy_controls`: RUN_DIR/policies/{correct,generic,mismatched}.json from RUN_DIR/evidence.csv."""
     policy_controls(run_dir / "evidence.csv", run_dir / "policies", params)
+
+
+def agreement_step(host: Host, run_dir: Path, params: AgreementParams) -> None:
+    """`darc.agreement`: RUN_DIR/agreement.json, the diagnosis scored against RUN_DIR/evidence.csv (the whole
+    library's evidence on the profiled tasks, base.csv beside it)."""
+    from playground.host_api import atomic_write_text
+    from playground.plugins.darc.agreement import agreement
+
+    try:
+        result = agreement(params.diagnosis, run_dir / "evidence.csv")
+    except (ValueError, OSError) as exc:
+        raise StepError(str(exc)) from None
+    atomic_write_text(run_dir / AGREEMENT_FILE, json.dumps(result.to_dict(), indent=2) + "\n")
