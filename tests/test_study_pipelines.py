@@ -12,10 +12,12 @@ from pydantic import BaseModel, ConfigDict
 
 from playground.api import Figure, PipelineStep, hookimpl
 from playground.cli.main import main
+from playground.core.events import HeaderEvent
 from playground.core.study_file import StudyError, load_study
 from playground.host.manager import Host
 from playground.run.pipelines import plan_pipelines, run_pipelines
 from playground.run.study import run_study, sized, study_table
+from playground.run.traces import TraceWriter
 
 STUDY = """
 name = "tiny-pipelines"
@@ -119,6 +121,16 @@ def test_pipelines_run_over_copies_once_and_are_rows_of_the_table(host, tmp_path
                                                                  ("other", "base", 3)]
     assert [c.figures.get("test_count") for c in cells] == [None, 5.0, 1.0]  # per episode of the cell
     assert cells[0].wins == cells[1].wins == cells[2].wins  # the copies hold the grid's episodes
+    # the finished traces are hard links to the grid's (never written again); the other files are copies
+    traces = sorted((out / "played" / "traces").rglob("*.jsonl"))
+    assert len(traces) == 3
+    for trace in traces:
+        copy = out / "counted" / trace.relative_to(out / "played")
+        assert copy.stat().st_ino == trace.stat().st_ino and copy.read_text() == trace.read_text()
+    assert (out / "counted" / "episodes.jsonl").stat().st_ino != (out / "played" / "episodes.jsonl").stat().st_ino
+    kept = (out / "counted" / traces[0].relative_to(out / "played")).read_text()
+    TraceWriter(traces[0], HeaderEvent(env="tiny", task_id="t", seed=0)).close()  # the grid's trace played afresh
+    assert (out / "counted" / traces[0].relative_to(out / "played")).read_text() == kept != traces[0].read_text()
     run_study(host, study, out)  # resumed: no step runs twice
     assert calls(out / "counted") == ["2", "3"] and calls(out / "other") == ["1"]
 

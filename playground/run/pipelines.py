@@ -1,8 +1,9 @@
 """A study's pipelines (`[[pipelines]]`): plugin steps (`register_pipeline_steps`) run in order over a copy of a
 grid's finished run, each pipeline in its own folder of the study's directory.
 
-The copy is made once, when the grid has played every episode (`OUT/<grid>` to `OUT/<pipeline>`), so the grid's
-own directory stays as its run left it and two pipelines over one grid (a diagnosis at two accuracies) never see
+The copy is made once, when the grid has played every episode (`OUT/<grid>` to `OUT/<pipeline>`; the finished
+traces hard-linked where the filesystem allows, since no step writes a trace), so the grid's own directory stays as
+its run left it and two pipelines over one grid (a diagnosis at two accuracies) never see
 each other's files. `pipeline.json` in the folder records the grid, the episodes copied and every step done with
 its parameters and seconds: a rerun skips the steps done, reruns a step that was stopped part-way (the step picks
 up where it stopped), and refuses a study whose steps changed under a folder that ran others. A step that fails
@@ -12,6 +13,7 @@ is named; the study's other pipelines still run.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Sequence
@@ -26,6 +28,7 @@ from playground.run.files import atomic_write_text
 from playground.run.rundir import load_records
 
 RECORD = "pipeline.json"  # in a pipeline's folder: what it copied and the steps done
+TRACES_DIR = "traces"  # a run's episode traces (`record_trace`): hard-linked into a pipeline's copy
 
 
 def steps_of(host: Any, pipeline: Pipeline, smoke: bool, out: Path) -> list[tuple[dict[str, Any], BaseModel]]:
@@ -80,7 +83,7 @@ def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[di
                              f"{expected - finished} episode(s) left to play: run the grid first")
         if folder.exists():  # a copy cut short before its record was written
             shutil.rmtree(folder)
-        shutil.copytree(out / grid.name, folder)
+        shutil.copytree(out / grid.name, folder, copy_function=_link_traces)
         record = {"grid": grid.name, "episodes": finished, "done": []}
         atomic_write_text(folder / RECORD, json.dumps(record, indent=2) + "\n")
     done = record["done"]
@@ -95,6 +98,19 @@ def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[di
         host.pipeline_steps.get(call["step"]).run(host, folder, params)
         done.append({**call, "seconds": round(time.perf_counter() - started, 3)})
         atomic_write_text(folder / RECORD, json.dumps(record, indent=2) + "\n")
+
+
+def _link_traces(source: str, target: str) -> None:
+    """Copy one file of a grid's run into a pipeline's folder; a finished episode's trace (under `traces/`) is
+    hard-linked instead, where the filesystem allows: it is never written again, and a grid's traces are most of
+    its size (DARC's evidence grids copied into two pipelines, 450 traces each)."""
+    if TRACES_DIR in Path(source).parts:
+        try:
+            os.link(source, target)
+            return
+        except OSError:  # another filesystem, or one without hard links: copy
+            pass
+    shutil.copy2(source, target)
 
 
 def read_record(folder: Path) -> dict[str, Any] | None:

@@ -53,12 +53,14 @@ class TraceWriter:
     """Writes one episode's events to `path`, flushing each line as it is written.
 
     Opening a trace starts it afresh: an episode that was interrupted is replayed from
-    its start, so its partial trace is replaced rather than appended to.
+    its start, so its partial trace is replaced (by a new file: a study pipeline's hard-linked
+    copy of the old one is left as it was) rather than appended to.
     """
 
     def __init__(self, path: Path, header: HeaderEvent) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.unlink(missing_ok=True)  # a new file, not the old one truncated: a hard link to it stays as it was
         # A lone surrogate (from a model's reply or an env's bytes) is written as its JSON escape `\udXXX`, which
         # reads back as the same string: it must not error the episode.
         self._file = open(self.path, "w", encoding="utf-8", errors=TEXT_ERRORS)
