@@ -88,3 +88,26 @@ def test_the_whole_table14_study_re_derives_from_its_committed_run():
     assert cells[("diagnosed", "darc-profile:sentry")].figures["darc_diagnosed_admissible"] == 4
     assert [cells[("test", h)].wins for h in ("base", "darc:{out}/av/policy.json", "darc:{out}/full/policy.json")] == [
         41, 45, 50]
+
+
+def test_the_whole_table6_study_re_derives_from_its_committed_run():
+    """docs/results.md, Table 6's shape: the darc-table6 study's `controls` pipeline wrote the policies the command
+    wrote for the committed run (docs/runs/darc-alf-noisy-v2/t6), and its test grid gave correct 45, generic 50,
+    mismatched 44 and the bare agent 41 of 50, paired against the correct policy."""
+    from playground.core.study_file import load_study
+    from playground.host.manager import get_host
+    from playground.run.study import study_table
+
+    host = get_host()
+    study = load_study(host.studies.get("darc-table6").path)
+    cells = {(c.grid, c.harness): c for c in study_table(study, DOCS / "runs" / "darc-table6",
+                                                         {f.name: f for f in host.figures})}
+    for control in ("correct", "generic", "mismatched"):
+        mine = json.loads((DOCS / "runs" / "darc-table6" / "controls" / "policies" / f"{control}.json").read_text())
+        committed = json.loads((DOCS / P / "t6" / "policies" / f"{control}.json").read_text())
+        assert {k: v for k, v in mine.items() if k != "evidence"} == {
+            k: v for k, v in committed.items() if k != "evidence"}, control
+    harnesses = ["base", *(f"darc:{{out}}/controls/policies/{c}.json" for c in ("correct", "generic", "mismatched"))]
+    assert [cells[("policies", h)].wins for h in harnesses] == [41, 45, 50, 44]
+    assert cells[("policies", harnesses[1])].versus is None  # the reference: the others are paired with it
+    assert [cells[("policies", h)].versus for h in harnesses[2:]] == [harnesses[1]] * 2
