@@ -237,3 +237,15 @@ harnesses = ["sentry", "base"]
     assert later.calls == 0.0  # `noisy` answers no judge here: rules, no model calls
     fresh = plan(study, tmp_path / "fresh", rates_from=out)
     assert [row.finished for row in fresh] == [0, 0] and fresh[0].calls == 0.0 and fresh[0].seconds is not None
+
+
+def test_the_terminal_and_html_tables_show_a_value_one_way():
+    """`shown_value`: shares as percentages (diff signed), p to two significant digits, tokens and big counts whole."""
+    from playground.core.figures import shown_value
+
+    assert [shown_value("success", 0.456), shown_value("paper success", 0.5), shown_value("diff", 0.1)] == [
+        "46%", "50%", "+10%"]
+    assert [shown_value("p", 0.000123), shown_value("tokens", 1234.4), shown_value("steps", 12.345)] == [
+        "0.00012", "1,234", "12.35"]
+    assert [shown_value("lesson_precision", 0.25, share=True), shown_value("aed_pairs", 2500.0)] == ["25%", "2,500"]
+    assert shown_value("steps", None) == "-"

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from playground.cli.options import CLIError, parse_pairs
-from playground.core.figures import Figure, column_figure, column_key, keyed_columns
+from playground.core.figures import Figure, column_figure, column_key, keyed_columns, shown_value
 from playground.core.study_file import Study, StudyError, load_study
 from playground.host.manager import Host, get_host
 from playground.run.paths import path_callback
@@ -247,17 +247,6 @@ def cells_csv(cells: list[Cell]) -> str:
     return out.getvalue()
 
 
-SHARES = ("success", "resolved")  # figures shown as percentages
-
-
-def _figure(metric: str, value: float | None) -> str:
-    if value is None:
-        return "-"
-    if metric in SHARES:
-        return f"{value:.0%}"
-    return f"{value:,.0f}" if metric == "tokens" else f"{value:.2f}"
-
-
 def print_table(study: Study, cells: list[Cell]) -> None:
     """The study's table in the terminal (rich): every measured figure, and the paper's beside where it gives one
     (`reward` and `resolved` only where some cell has them); a keyed figure (a column per key) in a table of its
@@ -284,11 +273,11 @@ def print_table(study: Study, cells: list[Cell]) -> None:
     for row in rows:
         versus = "-" if row["versus"] is None else f"{row['diff']:+.0%} ({row['p']:.2g})"
         table.add_row(*([] if one_grid else [escape(row["grid"])]), escape(row["harness"]), str(row["n"]),
-                      _figure("success", row["success"]),
+                      shown_value("success", row["success"]),
                       f"{row['ci_low']:.0%}-{row['ci_high']:.0%}", versus,
-                      *(_figure(m, row[m]) for m in shown[1:]),
-                      *(_plugin_figure(figure, row.get(column)) for column, figure in figures.items()),
-                      *(_figure(m, row[f"paper {m}"]) for m in papers))
+                      *(shown_value(m, row[m]) for m in shown[1:]),
+                      *(shown_value(column, row.get(column), figure.share) for column, figure in figures.items()),
+                      *(shown_value(m, row[f"paper {m}"]) for m in papers))
     console = Console(width=max(200, Console().width), emoji=False)
     console.print(table)
     for name, keys in keyed.items():  # a table per keyed figure: a column per key
@@ -298,16 +287,10 @@ def print_table(study: Study, cells: list[Cell]) -> None:
             by_key.add_column(column, justify="left" if column in ("grid", "harness") else "right")
         for row in rows:
             by_key.add_row(*([] if one_grid else [escape(row["grid"])]), escape(row["harness"]),
-                           *(_plugin_figure(figure, row.get(key)) for key in keys))
+                           *(shown_value(key, row.get(key), figure.share) for key in keys))
         console.print(by_key)
     click.echo("vs ref: the paired difference in success against the grid's reference harness (its first, unless "
                "the study names one), exact McNemar p; steps, invalid, calls, tokens, interventions, lessons: per "
                "episode; resolved: the share of repair verdicts that judged the repair resolved")
     for figure in [*figures.values(), *(host.figures.get(name) for name in keyed)]:
         click.echo(f"{figure.name}: {figure.description} [plugin {figure.plugin}]")
-
-
-def _plugin_figure(figure: Figure, value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.0%}" if figure.share else (f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.2f}")

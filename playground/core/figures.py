@@ -59,6 +59,23 @@ class Figure:
         return self.of_folder(folder, records)
 
 
+TABLE_SHARES = ("success", "ci_low", "ci_high", "diff", "resolved")  # the study table's own columns that are shares
+
+
+def shown_value(column: str, value: float | None, share: bool = False) -> str:
+    """How a study table shows one number of `column` (`paper X` as X): a share (the table's own, or a figure's
+    with `share`) as a percentage, `diff` signed; a p-value to two significant digits; `tokens` and anything of
+    1,000 or more as a whole number; anything else to two decimals; "-" for none."""
+    if value is None:
+        return "-"
+    name = column.removeprefix("paper ")
+    if share or name in TABLE_SHARES:
+        return f"{value:+.0%}" if name == "diff" else f"{value:.0%}"
+    if name == "p":
+        return f"{value:.2g}"
+    return f"{value:,.0f}" if name == "tokens" or abs(value) >= 1000 else f"{value:.2f}"
+
+
 def column_figure(column: str) -> str:
     """The figure a table column shows: `NAME` for `NAME` and for a keyed column `NAME[KEY]`."""
     return column.split("[", 1)[0]

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from playground.core.study_file import Grid, Pipeline, StudyError, resolve_out
 from playground.run.files import atomic_write_text
-from playground.run.rundir import load_records
+from playground.run.rundir import records_so_far
 
 RECORD = "pipeline.json"  # in a pipeline's folder: what it copied and the steps done
 TRACES_DIR = "traces"  # a run's episode traces (`record_trace`): hard-linked into a pipeline's copy
@@ -77,7 +77,7 @@ def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[di
     record = read_record(folder)
     if record is None:
         expected = len(grid.harnesses) * grid.episodes * grid.trials
-        finished = len(load_records(out / grid.name)) if (out / grid.name / "episodes.jsonl").is_file() else 0
+        finished = len(records_so_far(out / grid.name))
         if finished < expected:
             raise StudyError(f"pipeline {pipeline.name!r} runs over grid {grid.name!r}, which has "
                              f"{expected - finished} episode(s) left to play: run the grid first")

@@ -392,6 +392,12 @@ def quarantine(path: Path, problems: list[tuple[int, str, bytes]]) -> int:
     return len(bad)
 
 
+def records_so_far(run_path: str | Path) -> list[EpisodeRecord]:
+    """The episode records of a run directory, [] where no episode has finished yet (no episodes.jsonl): a study's
+    grid before its first run."""
+    return load_records(run_path) if (Path(run_path) / "episodes.jsonl").is_file() else []
+
+
 def load_records(run_path: str | Path) -> list[EpisodeRecord]:
     """The episode records of a run directory, checked (RunDirError names a bad line and how to recover)."""
     path = Path(run_path) / "episodes.jsonl"

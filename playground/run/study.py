@@ -36,7 +36,7 @@ from playground.host.manager import Host
 from playground.run.config import RunConfig, playbook_path
 from playground.run.pipelines import run_pipelines
 from playground.run.report import wilson_interval
-from playground.run.rundir import RunDirError, load_records, record_trace
+from playground.run.rundir import RunDirError, record_trace, records_so_far
 from playground.run.stats import compare, split_by_harness
 from playground.run.traces import read_events
 from playground.run.validation import resolve_tasks
@@ -118,9 +118,9 @@ def plan(study: Study, out: Path, smoke: bool = False, rates_from: Path | None =
     with the same agent, else of the grid's other harnesses, else of the study's grids with the same agent (rates
     per step, scaled to the grid's step budget); None when the study has played nothing with that agent."""
     grids = [sized(declared, study.smoke if smoke else None) for declared in study.grids]
-    done = {grid.name: split_by_harness(_records(out / grid.name)) for grid in grids}
+    done = {grid.name: split_by_harness(records_so_far(out / grid.name)) for grid in grids}
     source = out if rates_from is None else rates_from
-    measured = done if rates_from is None else {grid.name: split_by_harness(_records(source / grid.name))
+    measured = done if rates_from is None else {grid.name: split_by_harness(records_so_far(source / grid.name))
                                                 for grid in grids}
     played = {grid.name: _played_budget(source / grid.name, grid.max_steps) for grid in grids}
     names_here = {grid.name: played_names(grid, out / grid.name, study.here, out) for grid in grids}
@@ -200,13 +200,6 @@ def _cell_rates(grid: Grid, harness: str, kin: list[Grid], cell, played: dict[st
     return None
 
 
-def _records(run_dir: Path) -> list[EpisodeRecord]:
-    """A grid's finished records ([] before its first run)."""
-    if not (run_dir / "episodes.jsonl").exists():
-        return []
-    return load_records(run_dir)
-
-
 def with_agent(study: Study, agent: str | None, agent_options: dict[str, Any] | None = None) -> Study:
     """The study with every grid played by `agent` (and `agent_options`) instead, but a grid whose agent is part of
     the design (`keep_agent`); the study itself for None."""
@@ -279,7 +272,7 @@ def start_from_playbook(host: Host, study: Study, grid: Grid, config: RunConfig,
                          f"{len(both)} task(s) ({', '.join(both[:3])}{', ...' if len(both) > 3 else ''}); a playbook "
                          f"carried to the tasks it grew on is not held out: give the grids disjoint splits")
     grown_by = played_names(source_grid, out / source_name, study.here, out)[harness]
-    finished = {record.task_id for record in split_by_harness(_records(out / source_name)).get(grown_by, [])}
+    finished = {record.task_id for record in split_by_harness(records_so_far(out / source_name)).get(grown_by, [])}
     if not set(source.tasks) <= finished:
         raise StudyError(f"grid {grid.name!r} starts from the playbook {grid.playbook_from} grows, but that cell "
                          f"has {len(set(source.tasks) - finished)} task(s) left to play: run grid {source_name!r} "
@@ -358,7 +351,7 @@ def study_table(study: Study, out: Path, figures: Mapping[str, Figure] | None = 
     cells = []
     for folder, grid, shown in study.folders():
         events = _events_in(out / folder)
-        by_harness = split_by_harness(_records(out / folder))
+        by_harness = split_by_harness(records_so_far(out / folder))
         names = played_names(grid, out / folder, study.here, out)
         reference = grid.reference or grid.harnesses[0]
         for harness in shown:

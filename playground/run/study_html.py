@@ -10,25 +10,21 @@ import time
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from playground.core.figures import Figure, column_figure, column_key, keyed_columns
+from playground.core.figures import Figure, column_figure, column_key, keyed_columns, shown_value
 from playground.core.study_file import Study
 from playground.run import svg
 from playground.run.html_report import CSS
 from playground.run.study import Cell, study_columns, table_rows
 
-PERCENT = ("success", "ci_low", "ci_high", "diff", "resolved", "paper success", "paper resolved")
-
 
 def _value(column: str, value: object, figures: Mapping[str, Figure]) -> str:
-    """One table cell: a share as a percentage, a count with two decimals, nothing as a dash."""
+    """One table cell, as the terminal's table shows it (`shown_value`); an en dash for nothing."""
     if value is None:
         return "–"
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return escape(str(value))
     figure = figures.get(column_figure(column))
-    if column in PERCENT or (figure is not None and figure.share):
-        return f"{value:+.0%}" if column == "diff" else f"{value:.0%}"
-    return f"{value:,.0f}" if column == "tokens" else (f"{value:.2g}" if column == "p" else f"{value:.2f}")
+    return shown_value(column, value, figure is not None and figure.share)
 
 
 def _label(cell: Cell, one_grid: bool) -> str:
