@@ -293,7 +293,7 @@ def paired_forks(host: Host, run_dir: str | Path, harness: str = NAME, *, points
         raise PairedForkError(f"{run_dir}: no intervention point could be forked; first error: "
                               f"{next(iter(failed.values()))}")
     first = played[0]
-    report = {"run_dir": str(run_dir), "harness": harness, "found": len(found), "chosen": len(chosen),
+    report = {"harness": harness, "found": len(found), "chosen": len(chosen),
               "not_replayable": failed, **counts, "agent": first["agent"], "agent_options": first["agent_options"],
               "horizon": horizon, "window": window, "trials": trials, "seed": seed,
               "judge": "Sentry's rule detectors and window verifier on the continuation (blind)",
