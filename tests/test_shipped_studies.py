@@ -20,7 +20,8 @@ from playground.cli.main import main
 from playground.core.study_file import Study, load_study
 from playground.host.manager import Host
 from playground.run.rundir import load_records
-from playground.run.study import plan, run_study, study_columns, study_table, table_rows, with_agent
+from playground.run.pipelines import plan_pipelines
+from playground.run.study import plan, run_study, sized, study_columns, study_table, table_rows, with_agent
 
 MODEL_FREE = {"noisy", "expert", "guard-top1", "random"}  # the scripted agents the studies name
 SHIPPED = ["aed-matched-replay", "darc-table10", "darc-table13", "darc-table14", "darc-table15", "darc-table5",
@@ -84,11 +85,16 @@ def test_a_shipped_study_runs_at_smoke_size_and_plan_predicts_its_calls(host, tm
     run_study(host, shorter(study), tmp_path / "pilot", smoke=True)
     rows = plan(study, tmp_path / "smoke", smoke=True, rates_from=tmp_path / "pilot")
     assert all(row.calls is not None and row.finished == 0 for row in rows), rows
-    predicted = sum(row.calls for row in rows)
+    steps = plan_pipelines([(p, sized(study.grid(p.grid), study.smoke)) for p in study.pipelines],
+                           tmp_path / "smoke", True, tmp_path / "pilot")
+    assert all(step.calls is not None for step in steps), steps
+    predicted = sum(row.calls for row in rows) + sum(step.calls for step in steps)
 
     run_study(host, study, tmp_path / "smoke", smoke=True)
     measured = sum(record.model_calls for grid in study.grids
                    for record in load_records(tmp_path / "smoke" / grid.name))
+    measured += sum(done["model_calls"] for p in study.pipelines
+                    for done in json.loads((tmp_path / "smoke" / p.name / "pipeline.json").read_text())["done"])
     with capsys.disabled():
         print(f"\nplan/measured model calls at smoke size, {name}: {predicted:.0f}/{measured}")
     if measured == 0:

@@ -50,6 +50,7 @@ class CountParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     weight: int
     fail: bool = False
+    ask: str | None = None  # a model endpoint to ask one structured question per episode (a diagnoser's calls)
 
 
 def count(host, run_dir: Path, params: CountParams) -> None:
@@ -59,6 +60,13 @@ def count(host, run_dir: Path, params: CountParams) -> None:
     if params.fail:
         raise RuntimeError("asked to fail")
     episodes = len((run_dir / "episodes.jsonl").read_text().splitlines())
+    if params.ask:
+        from playground.host_api import HTTPChatModel, ask_structured
+
+        model = HTTPChatModel(params.ask, "judge")
+        for _ in range(episodes):
+            ask_structured(model, "test.judge", "Judge.", "Is it fine?", {"type": "object", "properties": {
+                "fine": {"type": "boolean"}}, "required": ["fine"]})
     total = json.loads((run_dir / "count.json").read_text())["total"] if (run_dir / "count.json").exists() else 0
     (run_dir / "count.json").write_text(json.dumps({"total": total + params.weight * episodes}))
 
@@ -246,3 +254,24 @@ def test_what_is_named_under_out_must_be_made_before_it(tmp_path, text, words):
     with pytest.raises(StudyError) as raised:
         load_study(path)
     assert words in str(raised.value)
+
+
+def test_a_step_s_model_calls_are_recorded_and_planned(host, tmp_path):
+    """The calls a step makes to a model (a diagnoser's, on a real HTTP client against a server on 127.0.0.1) are
+    recorded in pipeline.json, and `study plan` scales them per copied episode to a bigger grid."""
+    from playground.testing.openai_server import ScriptedChatServer
+
+    with ScriptedChatServer(default='{"fine": true}') as server:
+        text = STUDY.replace("params = { weight = 1 }", f'params = {{ weight = 1, ask = "{server.base_url}" }}')
+        study = load_study(write(tmp_path, text))
+        run_study(host, study, tmp_path / "small")
+        asked = len(server.requests)
+    done = json.loads((tmp_path / "small" / "other" / "pipeline.json").read_text())["done"]
+    assert asked == 3 and [d["model_calls"] for d in done] == [3] and done[0]["tokens"] > 0
+    assert [d["model_calls"] for d in json.loads((tmp_path / "small" / "counted" / "pipeline.json").read_text())[
+        "done"]] == [0, 0]
+    bigger = load_study(write(tmp_path, text.replace("episodes = 3", "episodes = 6")))
+    rows = {row.pipeline: row for row in plan_pipelines([(p, bigger.grid(p.grid)) for p in bigger.pipelines],
+                                                          tmp_path / "big", False, tmp_path / "small")}
+    assert (rows["other"].calls, rows["other"].tokens) == (6, 2 * done[0]["tokens"])
+    assert rows["counted"].calls == 0

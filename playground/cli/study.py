@@ -101,7 +101,8 @@ def list_command() -> None:
                    "measured rates plan the rest [default: the study's directory]")
 def plan_command(study: str, out: str | None, smoke: bool, rates_from: str | None) -> None:
     """Before anything runs: episodes per grid, those finished, and the model calls, tokens and time left at the
-    rates its finished episodes (or those of --rates-from) measured, per cell and per step, scaled to the budget."""
+    rates its finished episodes (or those of --rates-from) measured, per cell and per step, scaled to the budget;
+    then each pipeline's steps left, at the seconds, model calls and tokens per copied episode they measured."""
     from playground.run.pipelines import plan_pipelines
     from playground.run.study import plan, sized
 
@@ -123,10 +124,12 @@ def plan_command(study: str, out: str | None, smoke: bool, rates_from: str | Non
                            directory, smoke, earlier)
     if steps:
         after = Table(title="then the pipelines (plugin steps over a copy of a grid's run)")
-        for column in ("pipeline", "grid", "steps", "done", "time left"):
+        for column in ("pipeline", "grid", "steps", "done", "model calls left", "tokens left", "time left"):
             after.add_column(column, justify="left" if column in ("pipeline", "grid") else "right")
         for step in steps:
             after.add_row(escape(step.pipeline), escape(step.grid), str(step.steps), str(step.done),
+                          "unknown" if step.calls is None else f"{step.calls:,.0f}",
+                          "unknown" if step.tokens is None else f"{step.tokens:,.0f}",
                           "unknown" if step.seconds is None else f"{step.seconds / 60:,.1f} min")
         console.print(after)
     if any(row.borrowed for row in rows):

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from playground.agents.judge_calls import judge_calls_reported
 from playground.core.study_file import Grid, Pipeline, StudyError, resolve_out
 from playground.run.files import atomic_write_text
 from playground.run.rundir import records_so_far
@@ -95,8 +96,11 @@ def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[di
                                  f"{call['step']} with {call['params']}: remove {folder} to run the pipeline afresh")
             continue
         started = time.perf_counter()
-        host.pipeline_steps.get(call["step"]).run(host, folder, params)
-        done.append({**call, "seconds": round(time.perf_counter() - started, 3)})
+        calls: list[Any] = []
+        with judge_calls_reported(calls.append):  # a model the step asks (a diagnoser); its forks count their own
+            host.pipeline_steps.get(call["step"]).run(host, folder, params)
+        done.append({**call, "seconds": round(time.perf_counter() - started, 3), "model_calls": len(calls),
+                     "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls)})
         atomic_write_text(folder / RECORD, json.dumps(record, indent=2) + "\n")
 
 
@@ -131,32 +135,37 @@ def read_record(folder: Path) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class PipelineRow:
-    """What one pipeline has left: its steps, those done, and the seconds the rest should take (None where no
-    earlier run of those steps measured them)."""
+    """What one pipeline has left: its steps, those done, and the seconds, model calls and tokens the rest should
+    take (None where no earlier run of those steps measured them)."""
 
     pipeline: str
     grid: str
     steps: int
     done: int
     seconds: float | None
+    calls: float | None = None
+    tokens: float | None = None
 
 
 def plan_pipelines(pipelines: Sequence[tuple[Pipeline, Grid]], out: Path, smoke: bool,
                    rates_from: Path | None = None) -> list[PipelineRow]:
-    """Per pipeline, the steps left and their expected seconds: each step's seconds in `rates_from` (an earlier
-    run of the study, else `out`) per episode it copied, times the episodes the grid plays here."""
+    """Per pipeline, the steps left and what they should take: each step's seconds, model calls and tokens in
+    `rates_from` (an earlier run of the study, else `out`) per episode it copied, times the episodes the grid plays
+    here (a step recorded before steps counted their calls counts as none)."""
     rows = []
     for pipeline, grid in pipelines:
         calls = pipeline.called(smoke)
         done = len((read_record(out / pipeline.name) or {"done": []})["done"])
         earlier = read_record((rates_from or out) / pipeline.name) or {"done": [], "episodes": 0}
         measured = earlier["done"]
-        seconds: float | None = 0.0
+        left = [0.0, 0.0, 0.0]  # seconds, model calls, tokens
+        known = True
         for number in range(done, len(calls)):
             if number >= len(measured) or measured[number]["step"] != calls[number]["step"] or not earlier["episodes"]:
-                seconds = None
+                known = False
                 break
-            seconds = (seconds or 0.0) + (measured[number]["seconds"] / earlier["episodes"]
-                                          * len(grid.harnesses) * grid.episodes * grid.trials)
-        rows.append(PipelineRow(pipeline.name, grid.name, len(calls), done, seconds))
+            scale = len(grid.harnesses) * grid.episodes * grid.trials / earlier["episodes"]
+            for index, key in enumerate(("seconds", "model_calls", "tokens")):
+                left[index] += measured[number].get(key, 0) * scale
+        rows.append(PipelineRow(pipeline.name, grid.name, len(calls), done, *(left if known else (None,) * 3)))
     return rows
