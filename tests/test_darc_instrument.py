@@ -65,6 +65,11 @@ def test_at_accuracy_one_the_diagnoser_names_every_failed_episodes_injected_mode
     failed, truths = profile_with(capsys, tmp_path, "1.0")
     assert len(failed) >= 3 and len(set(truths)) >= 2  # the check can tell modes apart
     assert [e["llm"] for e in failed] == truths
+    # the instrument's grades, for the figures (instrument.json beside diagnosis.json): one per failed episode
+    grades = json.loads((tmp_path / "acc1.0" / "instrument.json").read_text())
+    assert grades["graded"] == grades["right"] == len(failed) and grades["accuracy"] == 1.0
+    assert sorted(g["truth"]["mode"] if g["truth"]["mode"] != "none" else None for g in grades["episodes"].values()
+                  ) == sorted(truths, key=lambda t: (t is not None, t or ""))
     candidates = {"action_validity", "progress", "grounding", "procedure_breadth"}
     assert all(e["llm_verdict"]["reason"] == (f"named {t}" if t in candidates else "named no mode")
                for e, t in zip(failed, truths))

@@ -69,8 +69,6 @@ OTHER_DICTS: dict[str, dict[str, str]] = {
     "scripts/bench_scienceworld.py": {"won": "the env's step info"},
     "scripts/bench_sweep_cache.py": {"response_cache": "summary.json's response-cache counts",
                                      "lessons_added": "a summary.json per-harness entry"},
-    "scripts/sweep_darc_instrument.py": {"won": "a per_episode entry of darc diagnose's diagnosis.json",
-                                         "task_id": "a per_episode entry of darc diagnose's diagnosis.json"},
     "scripts/sweep_instrument.py": {"judge_replies": "a summary.json per-harness entry",
                                     "won": "a table row of this sweep (episodes won)"},
 }

@@ -24,8 +24,9 @@ from playground.run.pipelines import plan_pipelines
 from playground.run.study import plan, run_study, sized, study_columns, study_table, table_rows, with_agent
 
 MODEL_FREE = {"noisy", "expert", "guard-top1", "random"}  # the scripted agents the studies name
-SHIPPED = ["aed-matched-replay", "darc-table10", "darc-table13", "darc-table14", "darc-table15", "darc-table5",
-           "darc-table6", "darc-table7", "darc-table9", "dart-bench", "dart-instrument", "sentry-a64-retrieval",
+SHIPPED = ["aed-matched-replay", "darc-instrument", "darc-table10", "darc-table13", "darc-table14", "darc-table15",
+           "darc-table5", "darc-table6", "darc-table7", "darc-table9", "dart-bench", "dart-instrument",
+           "sentry-a64-retrieval",
            "sentry-instrument-alf", "sentry-instrument-detectors", "sentry-instrument-tw",
            "sentry-instrument-tw-budget", "sentry-main", "sentry-paired-forks", "sentry-table3-ablations",
            "sentry-table4-heldout",

@@ -135,6 +135,8 @@ class TraceInstrumentJudge(InstrumentJudge):
         self._state = InstrumentState("", 0, None)
         self._rng = random.Random(seed)
         self.seed = seed
+        self.episode = ""  # the id of the episode shown last
+        self.grades: dict[str, dict[str, Any]] = {}  # each reply's grade, by the episode it was about (the last one)
         super().__init__(judges, lambda: self._state, self._accuracy_of(accuracy), lambda: self._rng, delegate)
 
     @staticmethod
@@ -151,6 +153,15 @@ class TraceInstrumentJudge(InstrumentJudge):
         header = next((e for e in events if isinstance(e, HeaderEvent)), None)
         episode = "" if header is None else f"{header.harness}:{header.task_id}:{header.trial or 1}"
         self._rng = random.Random(f"{self.seed}:{episode}")
+        self.episode = "" if header is None else str(header.episode_id)
+
+    def complete(self, messages: list[dict], **kwargs: Any) -> Completion:
+        """Answer as the instrument does (`InstrumentJudge.complete`), keeping the reply's grade in `grades` under
+        the episode shown (instrument side only: the role gets the reply's text)."""
+        completion = super().complete(messages, **kwargs)
+        if completion.graded is not None:
+            self.grades[self.episode] = dict(completion.graded)
+        return completion
 
 
 def show_episode(model: Any, events: Sequence[Event]) -> None:

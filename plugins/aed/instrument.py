@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.core.events import Event, HeaderEvent
 from playground.core.instrument import InstrumentJudgeSpec, JudgeAnswer, JudgeRequest, StepRecord
 from playground.host_api import TraceInstrumentJudge
 from playground.plugins.aed.diagnose import MIN_QUOTE
@@ -170,33 +169,25 @@ def _wrong(request: JudgeRequest, first: StepRecord, position: int, rendered: Ma
 
 
 class GradedTraceJudge(TraceInstrumentJudge):
-    """`TraceInstrumentJudge` that also keeps each reply's grade by episode in a JSON file (`grades_path`), written
-    after every reply and read back on start, so a diagnosis resumed part-way keeps the grades of the episodes
-    already done. Instrument side only: the diagnoser gets the reply's text as before."""
+    """`TraceInstrumentJudge` that also keeps its grades by episode (`grades`) in a JSON file (`grades_path`),
+    written after every reply and read back on start, so a diagnosis resumed part-way keeps the grades of the
+    episodes already done. Instrument side only: the diagnoser gets the reply's text as before."""
 
     def __init__(self, judges: Mapping[str, InstrumentJudgeSpec], accuracy: float, grades_path: str | Path,
                  seed: str = "instrument") -> None:
         super().__init__(judges, accuracy, seed=seed)
         self.grades_path = Path(grades_path)
-        self.episode = ""
         saved = json.loads(self.grades_path.read_text()) if self.grades_path.is_file() else {}
-        same = saved.get("accuracy") == accuracy and saved.get("seed") == seed
-        self.grades: dict[str, Any] = dict(saved.get("episodes", {})) if same else {}
+        if saved.get("accuracy") == accuracy and saved.get("seed") == seed:
+            self.grades.update(saved.get("episodes", {}))
         self.accuracy_set = accuracy
 
-    def show(self, events: Sequence[Event]) -> None:
-        """The episode the next requests are about (see `TraceInstrumentJudge.show`)."""
-        super().show(events)
-        header = next((e for e in events if isinstance(e, HeaderEvent)), None)
-        self.episode = str(header.episode_id) if header is not None else ""
-
     def complete(self, messages: list[dict], **kwargs: Any) -> Any:
-        """Answer as `TraceInstrumentJudge` does, and save the reply's grade under the episode shown."""
+        """Answer as `TraceInstrumentJudge` does, and save the grades."""
         from playground.host_api import atomic_write_text
 
         completion = super().complete(messages, **kwargs)
         if completion.graded is not None:
-            self.grades[self.episode] = dict(completion.graded)
             right = sum(bool(g.get("correct")) for g in self.grades.values())
             atomic_write_text(self.grades_path, json.dumps(
                 {"accuracy": self.accuracy_set, "seed": self.seed, "graded": len(self.grades), "right": right,

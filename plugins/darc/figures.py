@@ -14,13 +14,18 @@ From what a study's pipeline wrote into its folder (`steps.py`; the same for eve
 `darc_chain_length` and `darc_chain_success` (the frozen winner's length and its success on the evidence, from
 policy.json), `darc_distinct_winners` (how many distinct chains won the bootstrap's resamples: Table 14's figure)
 `darc_diagnosed_admissible` (how many interventions the diagnosis left admissible, from diagnosis.json: 0 for
-no mode) and `darc_agreement` (Table 15: each diagnoser's agreement with the verifier-backed reference, from
+no mode); with the failure-injection instrument as the diagnoser (instrument.json, its grades: instrument figures)
+`darc_diagnoser_right` (per-episode agreement with the injected mode), `darc_family_agrees` (the family's mode
+against the injected majority) and `darc_families_resampled` (that over resampled families of 11); and
+`darc_agreement` (Table 15: each diagnoser's agreement with the verifier-backed reference, from
 agreement.json).
 """
 
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -64,6 +69,57 @@ def _admissible(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
     return float(len(json.loads(path.read_text()).get("admissible_interventions") or [])) if path.is_file() else None
 
 
+FAMILY_SIZE = 11  # failed episodes per resampled family: the failures of a 50-game profile
+FAMILY_DRAWS = 2000
+
+
+def majority(modes: Sequence[str | None]) -> str | None:
+    """The mode named strictly most often ("none", None, is no vote; a tie is no mode), as DARC's diagnoser
+    takes a family's verdict from its episodes'."""
+    ranked = Counter(mode for mode in modes if mode is not None).most_common()
+    if not ranked or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
+        return None
+    return ranked[0][0]
+
+
+def _graded_pairs(folder: Path, records: Sequence[EpisodeRecord]) -> list[tuple[str | None, str | None]] | None:
+    """(the diagnoser's mode, the injected mode) per failed episode of the cell the instrument graded, from
+    instrument.json (None where the instrument was not the diagnoser); "none" as None."""
+    path = folder / "instrument.json"
+    if not path.is_file():
+        return None
+    grades = json.loads(path.read_text())["episodes"]
+    mine = [grades[str(r.episode_id)] for r in records if str(r.episode_id) in grades]
+
+    def mode(value: Any) -> str | None:
+        return None if value in (None, "none") else str(value)
+    return [(mode((g.get("answer") or {}).get("mode")), mode(g["truth"]["mode"])) for g in mine]
+
+
+def _diagnoser_right(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
+    pairs = _graded_pairs(folder, records)
+    return sum(named == truth for named, truth in pairs) / len(pairs) if pairs else None
+
+
+def _family_agrees(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
+    pairs = _graded_pairs(folder, records)
+    if not pairs or not (folder / "diagnosis.json").is_file():
+        return None
+    return float(json.loads((folder / "diagnosis.json").read_text())["mode"] == majority([t for _, t in pairs]))
+
+
+def _families_resampled(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
+    pairs = _graded_pairs(folder, records)
+    if not pairs:
+        return None
+    rng = random.Random(f"families:{folder.name}")
+    agree = 0
+    for _ in range(FAMILY_DRAWS):
+        draw = rng.sample(pairs, min(FAMILY_SIZE, len(pairs)))
+        agree += majority([named for named, _ in draw]) == majority([truth for _, truth in draw])
+    return agree / FAMILY_DRAWS
+
+
 def _agreement(folder: Path, records: Sequence[EpisodeRecord]) -> dict[str, float | None] | None:
     path = folder / "agreement.json"
     if not path.is_file():
@@ -84,6 +140,14 @@ FIGURES = (
                                     "(Table 14)", of_folder=_policy("winners")),
     Figure("darc_diagnosed_admissible", "DARC: interventions the diagnosis in this folder left admissible (0: no "
                                         "mode)", of_folder=_admissible),
+    Figure("darc_diagnoser_right", "DARC: the share of the instrument-diagnoser's per-episode replies naming the "
+                                   "mode its failures were injected in (instrument.json)", of_folder=_diagnoser_right,
+           share=True),
+    Figure("darc_family_agrees", "DARC: whether the family's diagnosed mode is the majority of the modes injected "
+                                 "in its failed episodes (1: yes)", of_folder=_family_agrees),
+    Figure("darc_families_resampled", f"DARC: the share of {FAMILY_DRAWS} families of {FAMILY_SIZE} failed "
+                                      "episodes, resampled from this folder's, whose replies' majority is their "
+                                      "injected majority", of_folder=_families_resampled, share=True),
     Figure("darc_agreement", "DARC: each diagnoser's agreement with the mode whose admissible interventions fix the "
                              "failed task in the evidence, over the tasks some mode fixes (Table 15)",
            of_folder=_agreement, share=True),

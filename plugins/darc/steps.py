@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 VERIFIERS = Literal["env:won", "agent:done", "agent:self-check"]
 AGREEMENT_FILE = "agreement.json"
+INSTRUMENT_FILE = "instrument.json"  # beside diagnosis.json when the instrument was the diagnoser: its grades
 
 
 class StepError(PlaygroundError, ValueError):
@@ -96,7 +97,9 @@ class AgreementParams(BaseModel):
 
 
 def diagnose(host: Host, run_dir: Path, out: Path, params: DiagnoseParams) -> dict:
-    """Diagnose the profiling run RUN_DIR into OUT/diagnosis.json; return it. StepError names what is wrong."""
+    """Diagnose the profiling run RUN_DIR into OUT/diagnosis.json (and, with the instrument as the diagnoser, its
+    grade of each reply by episode into OUT/instrument.json); return the diagnosis. StepError names what is
+    wrong."""
     from playground.host_api import read_config
     from playground.plugins.darc.profile import diagnose_run
 
@@ -111,9 +114,17 @@ def diagnose(host: Host, run_dir: Path, out: Path, params: DiagnoseParams) -> di
     if params.diagnoser != "rule":
         judge = model_diagnoser(host, run_dir, config, params)
     try:
-        return diagnose_run(host, run_dir, out, judge, modes, params.harness)
+        diagnosis = diagnose_run(host, run_dir, out, judge, modes, params.harness)
     except ValueError as exc:
         raise StepError(str(exc)) from None
+    if params.diagnoser == "instrument" and judge is not None:  # its grade of each reply: figures, never the method
+        from playground.host_api import atomic_write_text
+
+        grades = judge.model.grades
+        atomic_write_text(out / INSTRUMENT_FILE, json.dumps(
+            {"accuracy": params.diagnoser_accuracy, "graded": len(grades),
+             "right": sum(bool(g["correct"]) for g in grades.values()), "episodes": grades}, indent=1) + "\n")
+    return diagnosis
 
 
 def model_diagnoser(host: Host, run_dir: Path, config: dict, params: DiagnoseParams) -> Any:
