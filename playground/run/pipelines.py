@@ -107,7 +107,7 @@ def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[di
 def _link_traces(source: str, target: str) -> None:
     """Copy one file of a grid's run into a pipeline's folder; a finished episode's trace (under `traces/`) is
     hard-linked instead, where the filesystem allows: it is never written again, and a grid's traces are most of
-    its size (DARC's evidence grids copied into two pipelines, 450 traces each)."""
+    its size (an evidence grid of 450 episodes copied into two pipelines)."""
     if TRACES_DIR in Path(source).parts:
         try:
             os.link(source, target)
