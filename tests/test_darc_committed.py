@@ -111,3 +111,20 @@ def test_the_whole_table6_study_re_derives_from_its_committed_run():
     assert [cells[("policies", h)].wins for h in harnesses] == [41, 45, 50, 44]
     assert cells[("policies", harnesses[1])].versus is None  # the reference: the others are paired with it
     assert [cells[("policies", h)].versus for h in harnesses[2:]] == [harnesses[1]] * 2
+
+
+def test_the_table15_study_re_derives_from_its_committed_run():
+    """docs/results.md, "ALFWorld: Table 15's shape (the noisy instrument)": 7 lost games, all fixed by some mode;
+    majority 7/7, uniform random 9/14, the rule 5/7, the instrument as the LLM diagnoser 4/7."""
+    from playground.core.study_file import load_study
+    from playground.host.manager import get_host
+    from playground.run.study import study_table
+
+    host = get_host()
+    study = load_study(host.studies.get("darc-table15").path)
+    cells = {(c.grid, c.harness): c for c in study_table(study, DOCS / "runs" / "darc-table15",
+                                                         {f.name: f for f in host.figures})}
+    agreement = cells[("agreement", "base")].figures
+    assert [round(agreement[f"darc_agreement[{d}]"] * 14) for d in ("majority", "uniform random", "rule", "LLM")] == [
+        14, 9, 10, 8]
+    assert cells[("evidence", "base")].episodes - cells[("evidence", "base")].wins == 7
