@@ -97,7 +97,7 @@ def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[di
             continue
         started = time.perf_counter()
         calls: list[Any] = []
-        with judge_calls_reported(calls.append):  # a model the step asks (a diagnoser); its forks count their own
+        with judge_calls_reported(calls.append):  # a diagnoser's, and the judges' in the episodes it forks
             host.pipeline_steps.get(call["step"]).run(host, folder, params)
         done.append({**call, "seconds": round(time.perf_counter() - started, 3), "model_calls": len(calls),
                      "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls)})
