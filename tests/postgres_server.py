@@ -50,6 +50,19 @@ def _reachable_by_others(path: Path) -> bool:
     return all(folder.stat().st_mode & 0o005 == 0o005 for folder in [path, *path.parents])
 
 
+def _copied_install(folder: Path, target: Path) -> Path:
+    """A copy under `target` of the installation whose `bin` is `folder` (headers left out), with the shared
+    libraries a wheel keeps beside its package in the same place relative to it: the pgserver wheel's binaries find
+    theirs by RPATH `$ORIGIN/../../../pgserver.libs`. Returns the copy's `bin`."""
+    install, package = folder.parent, folder.parent.parent
+    copy = target / package.name / install.name
+    shutil.copytree(install, copy, ignore=shutil.ignore_patterns("include"))
+    libraries = package.parent / f"{package.name}.libs"
+    if libraries.is_dir():
+        shutil.copytree(libraries, target / libraries.name)
+    return copy / folder.name
+
+
 class PostgresServer:
     """One PostgreSQL server in its own temporary folder: `start()`, `url(schema)`, `stop()` (removes the folder)."""
 
@@ -78,8 +91,7 @@ class PostgresServer:
         if self.user is not None:
             os.chown(self.root, self.user.pw_uid, self.user.pw_gid)
             if not _reachable_by_others(folder):
-                shutil.copytree(folder.parent, self.root / "pginstall", ignore=shutil.ignore_patterns("include"))
-                folder = self.root / "pginstall" / "bin"
+                folder = _copied_install(folder, self.root / "install")
         password_file = self.root / "password"
         password_file.write_text(PASSWORD + "\n")
         if self.user is not None:
