@@ -9,7 +9,7 @@ agent and a trace written to disk. Rounds alternate the two so machine noise hit
 
 The target is a ratio of at most 1.25: the host adds about 1-3.5 ms to a raw step of about 13 ms (the env plugin,
 the loop's events, the trace written to disk), and on 2 shared cores at load 5-6 the median ratio measured
-1.07-1.25 run to run (1.15-1.19 in earlier runs); 1.10 was not reached reliably there (docs/results.md).
+1.07-1.25 run to run (1.15-1.19 in earlier runs); 1.10 was not reached reliably there (docs/results/machinery.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 Reads each record's trace (its `step` events) and prints, per harness, the games whose action
 sequence equals the base harness's on the same task, out of the games both played: how often a
-harness's guidance changed what the agent did at all (docs/results.md, the Sentry tables).
+harness's guidance changed what the agent did at all (docs/results/sentry.md, the Sentry tables).
 """
 
 from __future__ import annotations

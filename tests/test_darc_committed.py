@@ -70,7 +70,7 @@ def test_the_studies_deploy_the_committed_policies():
 
 
 def test_the_whole_table14_study_re_derives_from_its_committed_run():
-    """docs/results.md, "The whole of it as one study": the darc-table14 study's pipelines chose what the commands
+    """docs/results/darc.md, "The whole of it as one study": the darc-table14 study's pipelines chose what the commands
     chose (the committed darc-alf-noisy-v2 policies) and its test grid gave 41 / 45 / 50 of 50."""
     from playground.core.study_file import load_study
     from playground.host.manager import get_host
@@ -91,7 +91,7 @@ def test_the_whole_table14_study_re_derives_from_its_committed_run():
 
 
 def test_the_whole_table6_study_re_derives_from_its_committed_run():
-    """docs/results.md, Table 6's shape: the darc-table6 study's `controls` pipeline wrote the policies the command
+    """docs/results/darc.md, Table 6's shape: the darc-table6 study's `controls` pipeline wrote the policies the command
     wrote for the committed run (docs/runs/darc-alf-noisy-v2/t6), and its test grid gave correct 45, generic 50,
     mismatched 44 and the bare agent 41 of 50, paired against the correct policy."""
     from playground.core.study_file import load_study
@@ -114,7 +114,7 @@ def test_the_whole_table6_study_re_derives_from_its_committed_run():
 
 
 def test_the_table15_study_re_derives_from_its_committed_run():
-    """docs/results.md, "ALFWorld: Table 15's shape (the noisy instrument)": 7 lost games, all fixed by some mode;
+    """docs/results/darc.md, "ALFWorld: Table 15's shape (the noisy instrument)": 7 lost games, all fixed by some mode;
     majority 7/7, uniform random 9/14, the rule 5/7, the instrument as the LLM diagnoser 4/7."""
     from playground.core.study_file import load_study
     from playground.host.manager import get_host

@@ -1,5 +1,5 @@
 """DARC's Table 10 and Figure 3 as study columns (`plugins/darc/figures.py`): success per 100 env steps and the share
-solved within each step budget, on hand-made records and on the committed run docs/results.md quotes."""
+solved within each step budget, on hand-made records and on the committed run docs/results/darc.md quotes."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_success_per_100_steps_and_the_share_solved_within_each_budget():
 
 
 def test_the_committed_test_run_gives_the_published_table_10_and_curve():
-    """docs/results.md, "ALFWorld: Tables 10 and 14 and Figure 3 (the noisy instrument)": success per 100 steps
+    """docs/results/darc.md, "ALFWorld: Tables 10 and 14 and Figure 3 (the noisy instrument)": success per 100 steps
     5.18 / 15.05 / 15.11; the diagnosed policy solves its 45 within 10 steps, base needs 30 for its 41."""
     cells = split_by_harness(load_records(RUN))
     base, diagnosed, full = (cells[name] for name in ("base", "darc:runs/darc-alf-noisy-v2/av/policy.json",

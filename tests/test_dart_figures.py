@@ -81,8 +81,8 @@ RUNS = Path(__file__).resolve().parent.parent / "docs" / "runs"
 
 @pytest.mark.parametrize("name", ["dart-bench", "dart-instrument"])
 def test_the_committed_study_runs_give_the_published_tables(name, tmp_path):
-    """docs/runs/dart-bench and dart-instrument (the tables docs/results.md and methods/dart.md quote): with each
-    grid's traces unpacked, the study table equals the committed table.json, DART's columns included."""
+    """docs/runs/dart-bench and dart-instrument (the tables docs/results/dart-aed.md and methods/dart.md quote):
+    with each grid's traces unpacked, the study table equals the committed table.json, DART's columns included."""
     from dataclasses import asdict
 
     from playground.core.study_file import load_study

@@ -1,8 +1,9 @@
-"""docs/results.md's "Index of figures" covers the page and the committed run files.
+"""docs/results.md's "Index of figures" covers the figure pages under docs/results/ and the committed run files.
 
-The index is the table under `## Index of figures`: one row per figure section (its first cell a link to the
-section's anchor, or "(no section)" for a run directory no section uses), its kind, how to reproduce it and its run
-files (links to docs/runs/<dir>/, or "not kept").
+docs/results.md is the index; the figures themselves are on the pages under docs/results/. The index is the table
+under `## Index of figures`: one row per figure section (its first cell a link to the section's anchor on its page,
+`results/PAGE.md#anchor`, or "(no section)" for a run directory no section uses), its kind, how to reproduce it and
+its run files (links to docs/runs/<dir>/, or "not kept").
 
 The rule for "a section that reports figures": a `## ` or `### ` heading (outside code fences) whose own body, the
 lines up to the next `#`, `##` or `###` heading, holds a fenced ```bash block or a table separator line (a line
@@ -11,7 +12,7 @@ figure sections. A heading whose figures sit only in its subsections needs no ro
 in prose alone may have one (the test does not ask for it).
 
 The test fails when a docs/runs/* directory is in no row, when a row links a docs/runs directory or a study file
-that does not exist, when a row's section anchor is not a heading of the page, when a row names no kind
+that does not exist, when a row's section anchor is not a heading of the page it names, when a row names no kind
 (real-model, instrument or machinery) or no run files, or when a figure section has no row.
 """
 
@@ -24,6 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "results.md"
+FIGURE_PAGES = sorted((ROOT / "docs" / "results").glob("*.md"))
 RUNS = ROOT / "docs" / "runs"
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 HEADING = re.compile(r"^(#{1,3}) (.*)$")
@@ -67,6 +69,17 @@ def index_rows(text: str) -> list[list[str]]:
 
 TEXT = PAGE.read_text()
 ROWS = index_rows(TEXT)
+SECTION_LINK = re.compile(r"\[[^\]]+\]\(results/([\w-]+\.md)#([^)]+)\)")
+# (page name, heading) of every section of every figure page
+SECTIONS = [(page.name, level, heading, body) for page in FIGURE_PAGES
+            for level, heading, body in sections(page.read_text())]
+
+
+def test_results_md_is_an_index_and_the_figures_are_on_their_pages():
+    assert len(FIGURE_PAGES) >= 4
+    assert len(TEXT.splitlines()) < 200, "docs/results.md is the index: the figures belong on docs/results/ pages"
+    assert not [heading for level, heading, body in sections(TEXT)
+                if level in (2, 3) and heading not in NOT_FIGURES and reports_figures(body)]
 
 
 def test_the_index_has_rows_of_four_cells():
@@ -99,12 +112,12 @@ def test_every_linked_study_file_exists():
 
 
 def test_every_row_names_a_section_a_kind_and_its_run_files():
-    anchors = {slug(heading) for _, heading, _ in sections(TEXT)}
+    anchors = {(page, slug(heading)) for page, _, heading, _ in SECTIONS}
     bad = []
     for section, kind, _, runs in ROWS:
-        match = re.fullmatch(r"\[[^\]]+\]\(#([^)]+)\)", section)
-        if not (section == "(no section)" or (match and match.group(1) in anchors)):
-            bad.append(f"{section}: not a link to a heading of the page")
+        match = SECTION_LINK.fullmatch(section)
+        if not (section == "(no section)" or (match and match.groups() in anchors)):
+            bad.append(f"{section}: not a link to a heading of a page under docs/results/")
         if not any(k in kind for k in KINDS):
             bad.append(f"{section}: no kind")
         if not ("not kept" in runs or re.search(r"\]\(runs/[^)]+\)", runs)):
@@ -115,12 +128,12 @@ def test_every_row_names_a_section_a_kind_and_its_run_files():
 
 
 def test_every_figure_section_has_a_row():
-    indexed = {m.group(1) for row in ROWS for m in [re.fullmatch(r"\[[^\]]+\]\(#([^)]+)\)", row[0])] if m}
-    figures = [heading for level, heading, body in sections(TEXT)
-               if level in (2, 3) and heading not in NOT_FIGURES and reports_figures(body)]
+    indexed = {m.groups() for row in ROWS for m in [SECTION_LINK.fullmatch(row[0])] if m}
+    figures = [(page, heading) for page, level, heading, body in SECTIONS
+               if level in (2, 3) and reports_figures(body)]
     assert len(figures) > 20
-    unindexed = [heading for heading in figures if slug(heading) not in indexed]
-    assert not unindexed, f"figure sections of docs/results.md with no row in its index: {unindexed}"
+    unindexed = [f"{page}: {heading}" for page, heading in figures if (page, slug(heading)) not in indexed]
+    assert not unindexed, f"figure sections of docs/results/ with no row in docs/results.md's index: {unindexed}"
 
 
 @pytest.mark.parametrize("body, figures", [

@@ -316,7 +316,8 @@ def _context(observation: str, info: dict):
 
 RUN = Path(__file__).resolve().parent.parent / "docs" / "runs" / "sentry-instrument-detectors"
 # the macro rows (recall, precision, F1) and the TextWorld verifier agreement the retired `sentry detectors` command
-# published (offline replay over `base`, docs/results.md): the live detections under `sentry-detect-only` give them
+# published (offline replay over `base`, docs/results/detectors.md): the live detections under
+# `sentry-detect-only` give them
 PUBLISHED = {"textworld": (0.86, 0.98, 0.91), "alfworld": (0.80, 0.88, 0.81), "webshop": (0.75, 0.96, 0.77)}
 
 

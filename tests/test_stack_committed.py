@@ -1,5 +1,5 @@
-"""The four-method stack's published table (docs/results.md, "The four methods in one stack") re-derives from the
-committed run of the `stack-workflow` study (docs/runs/stack-workflow): every domain's DARC pipeline chose the
+"""The four-method stack's published table (docs/results/instrument.md, "The four methods in one stack") re-derives
+from the committed run of the `stack-workflow` study (docs/runs/stack-workflow): every domain's DARC pipeline chose the
 validity guard, and the test grids' wins and AED's replayed pairs, pooled over the five domains, are the figures
 the table quotes (which the earlier script-driven run of the same tasks and seeds gave)."""
 

@@ -172,8 +172,8 @@ def test_the_shipped_studies_are_these(host):
                                           ("sentry-instrument-tw-budget", "instrument-sentry-tw-budget"),
                                           ("sentry-instrument-alf", "instrument-sentry-alf")])
 def test_the_published_instrument_tables_re_derive_equal_through_the_study_layer(host, name, folder):
-    """docs/results.md's instrument sweeps: wins, episodes and McNemar p of every cell from the committed run files,
-    as the sweep script published them (table.json)."""
+    """docs/results/instrument.md's instrument sweeps: wins, episodes and McNemar p of every cell from the committed
+    run files, as the sweep script published them (table.json)."""
     study = load_study(host.studies.get(name).path)
     published = json.loads((ROOT / "docs" / "runs" / folder / "table.json").read_text())
     old = {(cell["cell"], harness): entry for cell in published["cells"] for harness, entry in cell["harnesses"].items()}

@@ -13,7 +13,7 @@ waits `PROBE_WINDOWS` windows instead of one, and a refused probe, one step abov
 window of successes, steps back to that level instead of cutting. So a server that admits K at once is found within
 a few cuts and then held at K, probed at K + 1 once in `PROBE_WINDOWS` windows, not left on the ramp from K/2 (plain
 AIMD averages 3/4 of K; with halving cuts, a short run against K = 32 of 64 took 1.48x the ideal at K, see
-docs/results.md). Unlike TCP's slow start the limit starts at
+docs/results/machinery.md). Unlike TCP's slow start the limit starts at
 the ceiling: a server that has refused nothing gets what the user asked for, as before this limit existed. The openai
 SDK, by contrast, only retries a 429 with exponential backoff and honours its retry-after headers; each request waits
 alone, so a server that admits K of M concurrent requests keeps refusing M - K of them.

@@ -300,7 +300,8 @@ def local_threads(option: Any) -> int:
 def local_thread_choice(option: Any) -> tuple[int, str]:
     """The llama.cpp threads from the `local` agent's `threads` option and why: a count of at least 1 (it wins), or
     "auto": the cores this process can have now, its share of the usable cores less those the machine's load keeps
-    busy (`threads_by_contention`; on 2 shared cores under load, 1 thread measured fastest: docs/results.md)."""
+    busy (`threads_by_contention`; on 2 shared cores under load, 1 thread measured fastest:
+    docs/results/machinery.md)."""
     text = str(option).strip().lower()
     if text == "auto":
         threads, why = threads_by_contention()
