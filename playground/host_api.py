@@ -71,6 +71,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "CLIError", "nonempty", "parse_pairs",
     ),
     "playground.cli.terminal": ("visible",),
+    "playground.cli.step": ("model_options",),
     # Text retrieval and processes
     "playground.text_index": ("built_once", "TextIndex",),
     "playground.processes": ("die_with_parent", "is_running", "process_start_time", "stop_process_group",),
@@ -91,6 +92,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.agents.structured import CALL_FAILED, ask_structured, json_object_in, shared_agent_model
     from playground.cli.main import pass_host
     from playground.cli.options import CLIError, nonempty, parse_pairs
+    from playground.cli.step import model_options
     from playground.cli.terminal import visible
     from playground.core.records import AttemptOutcome, EpisodeRecord, RecordError, read_record
     from playground.host.manager import Host, default_labels, get_host

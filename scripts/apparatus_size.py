@@ -6,7 +6,8 @@ Apparatus is the code a method carries to run experiments about itself rather th
 protocols, counters and tables, bench loops, and the CLI that fronts them. Each method's apparatus modules are
 listed in APPARATUS (a module that is gone counts 0 lines); a module that is the method (detectors, repair,
 distillation, diagnosis, the sidecar) is not. Options are counted on the live command tree: every `click.Option`
-of every command, owned by a plugin when the command's callback lives in `playground.plugins`.
+of every command, owned by a plugin when the command's callback lives in `playground.plugins` or the command is a
+plugin's pipeline step mounted as a command (its options are the step's parameters).
 
     python scripts/apparatus_size.py                  # now
     python scripts/apparatus_size.py --base 0256f21   # a base revision beside now (a git worktree under /tmp)
@@ -37,15 +38,21 @@ APPARATUS = {
 COUNT_OPTIONS = r"""
 import json, click
 from playground.cli.main import cli
-from playground.host.manager import get_host
-get_host().add_commands(cli)
+try:  # the plugins' commands, and their pipeline steps mounted as commands (where the tree has them)
+    from playground.cli.main import load_plugin_commands
+    load_plugin_commands()
+except ImportError:
+    from playground.host.manager import get_host
+    get_host().add_commands(cli)
 counts = {"host": 0, "plugins": 0, "commands": 0, "plugin_commands": 0}
 def walk(command):
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             walk(sub)
         return
-    owner = "plugins" if (command.callback and command.callback.__module__.startswith("playground.plugins")) else "host"
+    owner = "plugins" if (getattr(command, "plugin", None)  # a plugin's pipeline step as a command
+                          or (command.callback and command.callback.__module__.startswith("playground.plugins"))) \
+        else "host"
     counts["commands"] += 1
     counts["plugin_commands"] += owner == "plugins"
     counts[owner] += sum(isinstance(p, click.Option) and p.name != "help" for p in command.params)

@@ -250,7 +250,7 @@ def test_the_llm_producer_is_the_default_when_a_model_is_given(tmp_path, capsys)
     failed_count = sum(1 for _ in failed(run))
     with ScriptedChatServer(["no idea"] * failed_count) as server:
         capsys.readouterr()
-        assert main(["aed", "diagnose", str(run), "--llm-base-url", server.base_url, "--model", "m"]) == 0
+        assert main(["aed", "diagnose", str(run), "--judge-base-url", server.base_url, "--judge-model", "m"]) == 0
         assert len(server.requests) == failed_count
     summary = json.loads(capsys.readouterr().out)
     assert summary["producer"] == "llm" and summary["rejected"] == {"unparseable_reply": failed_count}
@@ -309,9 +309,9 @@ def test_a_stopped_llm_diagnosis_resumes_without_asking_again(tmp_path):
 
 
 def test_aed_diagnose_names_one_model_for_the_llm_producer(tiny_run, capsys):
-    for argv, needle in [(["--producer", "rule", "--llm-local"], "needs --producer llm"),
-                         (["--producer", "llm"], "--llm-local"),
-                         (["--producer", "llm", "--llm-local", "--model", "m"], "two models")]:
+    for argv, needle in [(["--producer", "rule", "--judge-local"], "needs --producer llm"),
+                         (["--producer", "llm"], "--judge-local"),
+                         (["--producer", "llm", "--judge-local", "--judge-model", "m"], "two models")]:
         assert main(["aed", "diagnose", str(tiny_run), *argv]) == 2
         assert needle in capsys.readouterr().err
 
@@ -399,9 +399,9 @@ def test_a_substituted_continuation_is_labelled_and_an_expert_one_as_an_oracle(r
     shutil.copytree(replayed, run)
     capsys.readouterr()
     assert main(["aed", "replay", str(run), "--agent", agent, "--trials", "1", "--limit", "1"]) == 0
-    out, err = capsys.readouterr()
+    out, _err = capsys.readouterr()
     assert json.loads(out)["oracle_continuation"] == int(oracle)
-    assert ("oracle continuation" in err) is oracle
+    assert ("oracle continuation" in json.loads(out).get("note", "")) is oracle
     replay = json.loads((run / "aed" / "replays.jsonl").read_text().splitlines()[0])
     assert (replay["agent"], replay["continuation"], replay["oracle"]) == (agent, "substituted", oracle)
     assert figures_of(run, load_records(run))["aed_oracle_continuation"] == float(oracle)  # the column saying so

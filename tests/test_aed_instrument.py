@@ -1,4 +1,4 @@
-"""AED's LLM diagnoser played by the failure-injection instrument (`--llm-instrument ACCURACY`): at accuracy 1 every
+"""AED's LLM diagnoser played by the failure-injection instrument (`--instrument-accuracy ACCURACY`): at accuracy 1 every
 diagnosis is grounded and names the injected step with its planned correction, at 0 none is right, and the
 diagnoser's request never holds the truth."""
 
@@ -49,7 +49,7 @@ def truth(run: Path, trace: str) -> tuple[int, str | None]:
 
 
 def diagnose(run: Path, accuracy: str, *extra: str) -> dict:
-    assert main(["aed", "diagnose", str(run), "--llm-instrument", accuracy, *extra]) == 0
+    assert main(["aed", "diagnose", str(run), "--instrument-accuracy", accuracy, *extra]) == 0
     return json.loads((run / "aed" / "diagnose.json").read_text())
 
 
@@ -118,14 +118,14 @@ def test_the_aed_plugin_registers_its_diagnosers_answerer():
 
 
 def test_bad_instrument_options_are_refused(noisy_run, tmp_path, capsys):
-    for argv, needle in [(["--llm-instrument", "1.5"], "0<=x<=1"),
-                         (["--llm-instrument", "x"], "is not a valid float"),
-                         (["--llm-instrument", "1", "--llm-local"], "two models"),
-                         (["--producer", "rule", "--llm-instrument", "1"], "needs --producer llm")]:
+    for argv, needle in [(["--instrument-accuracy", "1.5"], "less than or equal to 1"),
+                         (["--instrument-accuracy", "x"], "is not a valid float"),
+                         (["--instrument-accuracy", "1", "--judge-local"], "two models"),
+                         (["--producer", "rule", "--instrument-accuracy", "1"], "needs --producer llm")]:
         assert main(["aed", "diagnose", str(noisy_run), *argv]) == 2
         assert needle in capsys.readouterr().err
     expert = make_run(tmp_path / "expert", agent="expert", episodes=2)
-    assert main(["aed", "diagnose", str(expert), "--llm-instrument", "1"]) == 2
+    assert main(["aed", "diagnose", str(expert), "--instrument-accuracy", "1"]) == 2
     assert "noisy" in capsys.readouterr().err
 
 

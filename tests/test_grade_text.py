@@ -292,8 +292,8 @@ def test_aed_llm_prompt_carries_no_grade_text(tmp_path, capsys):
         path.write_text("\n".join(lines) + "\n")
     assert planted
     with ScriptedChatServer(default="no idea") as server:
-        code, _out, err = cli(capsys, "aed", "diagnose", str(run), "--producer", "llm", "--llm-base-url",
-                              server.base_url, "--model", "m")
+        code, _out, err = cli(capsys, "aed", "diagnose", str(run), "--producer", "llm", "--judge-base-url",
+                              server.base_url, "--judge-model", "m")
         assert code == 0, err
         prompts = [request["messages"][-1]["content"] for request in server.requests]
     assert prompts and all("Well done" not in prompt for prompt in prompts)

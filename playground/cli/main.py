@@ -27,6 +27,7 @@ from playground.cli.options import (
 )
 from playground.cli.progress import ProgressDisplay
 from playground.cli.report import report_command
+from playground.cli.step import step_group
 from playground.cli.study import study_group
 from playground.cli.terminal import visible
 from playground.cli.view import view_command
@@ -322,6 +323,7 @@ cli.add_command(compare_command)
 cli.add_command(fork_command)
 cli.add_command(report_command)
 cli.add_command(view_command)
+study_group.add_command(step_group)
 cli.add_command(study_group)
 
 
@@ -335,6 +337,15 @@ def _stop_like_ctrl_c(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def load_plugin_commands() -> None:
+    """Add the plugins' commands to the CLI: those they register, and their pipeline steps that name a command."""
+    from playground.cli.step import add_step_commands
+
+    host = get_host()
+    host.add_commands(cli)
+    add_step_commands(cli, host)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; user errors print one line and exit with code 2."""
     if threading.current_thread() is threading.main_thread():  # (only the main thread may set handlers)
@@ -344,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         args = sys.argv[1:] if argv is None else argv
         command = next((arg for arg in args if not arg.startswith("-")), None)
         if command not in cli.commands:  # a plugin's command, or a listing: load the plugins' commands first
-            get_host().add_commands(cli)
+            load_plugin_commands()
         code = cli.main(args=argv, prog_name="playground", standalone_mode=False)
         sys.stdout.flush()  # here, not at exit: a full stdout is then the named error below
         # without standalone mode click returns the exit code of a `click.exceptions.Exit` a command raised

@@ -23,10 +23,16 @@ class PipelineStep:
     against it before the step runs, and a wrong key or value is a study error naming the pipeline and step). A
     step that is stopped part-way may be run again with the same parameters and should pick up where it stopped;
     one that finished is not run again (the study layer records it). `plugin` is filled in by the host.
+
+    Every step also runs from the command line over a finished run, its parameters as options
+    (`playground study step NAME RUN_DIR`, which prints what `run` returns as JSON); `command`, where given, mounts
+    it as `playground PREFIX COMMAND` too (PREFIX: the name's part before the dot), so a method's stage needs no
+    command-line code of its own.
     """
 
     name: str
     description: str
-    run: Callable[[Any, Path, Any], object]  # what it returns is not used
+    run: Callable[[Any, Path, Any], object]  # what it returns: printed by the command, unused by a study
     params_model: type[BaseModel]
     plugin: str = ""
+    command: str = ""

@@ -82,11 +82,7 @@ def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[di
         if finished < expected:
             raise StudyError(f"pipeline {pipeline.name!r} runs over grid {grid.name!r}, which has "
                              f"{expected - finished} episode(s) left to play: run the grid first")
-        if folder.exists():  # a copy cut short before its record was written
-            shutil.rmtree(folder)
-        shutil.copytree(out / grid.name, folder, copy_function=_link_traces)
-        record = {"grid": grid.name, "episodes": finished, "done": []}
-        atomic_write_text(folder / RECORD, json.dumps(record, indent=2) + "\n")
+        record = copy_run(out / grid.name, folder, grid.name)
     done = record["done"]
     for number, (call, params) in enumerate(steps, start=1):
         if number <= len(done):
@@ -95,13 +91,36 @@ def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[di
                                  f"{done[number - 1]['step']} with {done[number - 1]['params']}, the study now says "
                                  f"{call['step']} with {call['params']}: remove {folder} to run the pipeline afresh")
             continue
-        started = time.perf_counter()
-        calls: list[Any] = []
-        with judge_calls_reported(calls.append):  # a diagnoser's, and the judges' in the episodes it forks
-            host.pipeline_steps.get(call["step"]).run(host, folder, params)
-        done.append({**call, "seconds": round(time.perf_counter() - started, 3), "model_calls": len(calls),
-                     "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls)})
+        run_step(host, call["step"], folder, params, call)
+
+
+def copy_run(source: Path, folder: Path, grid: str) -> dict[str, Any]:
+    """Copy the finished run `source` (grid `grid`'s) to `folder`, traces hard-linked; write and return its
+    `pipeline.json` record (no step done yet). A folder left by a copy cut short is replaced."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    shutil.copytree(source, folder, copy_function=_link_traces)
+    record = {"grid": grid, "episodes": len(records_so_far(folder)), "done": []}
+    atomic_write_text(folder / RECORD, json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def run_step(host: Any, name: str, folder: Path, params: BaseModel, call: dict[str, Any] | None = None) -> object:
+    """Run the step `name` in `folder` with `params`; where the folder is a pipeline's copy (`pipeline.json`),
+    record it as done with its seconds, model calls and tokens (`call`: the step and its parameters as a study
+    wrote them). Return what the step returned."""
+    started = time.perf_counter()
+    calls: list[Any] = []
+    with judge_calls_reported(calls.append):  # a diagnoser's, and the judges' in the episodes it forks
+        result = host.pipeline_steps.get(name).run(host, folder, params)
+    record = read_record(folder)
+    if record is not None:
+        called = call or {"step": name, "params": params.model_dump(mode="json", exclude_defaults=True)}
+        record["done"].append({**called, "seconds": round(time.perf_counter() - started, 3),
+                               "model_calls": len(calls),
+                               "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls)})
         atomic_write_text(folder / RECORD, json.dumps(record, indent=2) + "\n")
+    return result
 
 
 def _link_traces(source: str, target: str) -> None:

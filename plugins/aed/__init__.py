@@ -45,14 +45,15 @@ def register_studies(register) -> None:
 
 @hookimpl
 def register_pipeline_steps(register) -> None:
-    """AED's stages as a study's pipeline steps: `aed.diagnose` then `aed.replay`, over a copy of a grid's run."""
+    """AED's stages as a study's pipeline steps: `aed.diagnose` then `aed.replay`, over a copy of a grid's run; also
+    `playground aed diagnose` and `replay`."""
     from playground.api import PipelineStep
     from playground.plugins.aed.steps import DiagnoseParams, ReplayParams, diagnose, replay
 
     register(PipelineStep("aed.diagnose", "the failed episodes as checked error-diagnosis pairs (aed/diagnoses.jsonl)",
-                          diagnose, DiagnoseParams))
+                          diagnose, DiagnoseParams, command="diagnose"))
     register(PipelineStep("aed.replay", "each correction against a retry of the original action from the same "
-                                        "rebuilt state (aed/replays.jsonl)", replay, ReplayParams))
+                                        "rebuilt state (aed/replays.jsonl)", replay, ReplayParams, command="replay"))
 
 
 @hookimpl

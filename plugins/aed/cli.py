@@ -1,15 +1,15 @@
-"""`playground aed ...`: diagnose, replay, export; a diagnosis dataset, training and its evaluation. AED's figures
-(correction against retry, evidence grades) are study columns (`figures.py`)."""
+"""`playground aed ...`: export; a diagnosis dataset, training and its evaluation. `aed diagnose` and `aed replay`
+are AED's pipeline steps mounted as commands (`PipelineStep.command`); AED's figures (correction against retry,
+evidence grades) are study columns (`figures.py`)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from playground.host_api import CLIError, parse_pairs, pass_host, path_callback
+from playground.host_api import CLIError, pass_host, path_callback
 
 if TYPE_CHECKING:
     from playground.host_api import Host
@@ -18,68 +18,6 @@ if TYPE_CHECKING:
 @click.group("aed")
 def aed_group() -> None:
     """AED: error-diagnosis pairs from traces, matched replay from the same state, training views."""
-
-
-@aed_group.command("diagnose")
-@click.argument("run_dir")
-@click.option("--producer", type=click.Choice(["rule", "llm"]), default=None,
-              help="who diagnoses [default: llm when a model is given (--llm-base-url/--model or --llm-local), "
-                   "else rule]")
-@click.option("--llm-base-url", default="", help="OpenAI-compatible endpoint for --producer llm")
-@click.option("--model", default="", help="model name for --producer llm")
-@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
-@click.option("--llm-local", is_flag=True, help="--producer llm: the embedded local model instead of an endpoint")
-@click.option("--llm-instrument", "instrument_accuracy", type=click.FloatRange(0.0, 1.0), default=None,
-              metavar="ACCURACY",
-              help="--producer llm: the failure-injection instrument answers as the diagnoser, from the truth the "
-                   "run's `noisy` traces recorded, right with probability ACCURACY (0 to 1); its grades go to "
-                   "RUN_DIR/aed/instrument.json. Instrument figures, not a model's")
-@click.option("--proposals", type=click.IntRange(min=1), default=1, show_default=True,
-              help="candidate corrections per pair (distinct, each checked; the first is the pair's correction): "
-                   "`aed replay` plays each and keeps the one that replays best (search-selected)")
-@pass_host
-def diagnose_command(host: Host, run_dir: str, producer: str | None, llm_base_url: str, model: str,
-                     api_key_env: str, llm_local: bool, instrument_accuracy: float | None, proposals: int) -> None:
-    """Turn each failed episode of RUN_DIR into checked error-diagnosis pairs (RUN_DIR/aed/diagnoses.jsonl)."""
-    from playground.plugins.aed.steps import DiagnoseParams, StepError, diagnose
-
-    params = DiagnoseParams.model_validate({
-        "producer": producer, "judge_base_url": llm_base_url, "judge_model": model, "judge_local": llm_local,
-        "instrument_accuracy": instrument_accuracy, "api_key_env": api_key_env, "proposals": proposals})
-    try:
-        click.echo(json.dumps(diagnose(host, Path(run_dir), params), indent=2))
-    except StepError as exc:
-        raise CLIError(str(exc)) from None
-
-
-@aed_group.command("replay")
-@click.argument("run_dir")
-@click.option("--agent", default=None,
-              help="continuation policy after the fork point [default: the agent and options that played the "
-                   "diagnosed episode]; an agent that follows the expert plan (expert, noisy) is an oracle "
-                   "continuation and labelled so")
-@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE", help="options of --agent")
-@click.option("--trials", type=click.IntRange(min=1), default=2, show_default=True, help="trials per arm")
-@click.option("--seed", type=int, default=0, show_default=True, help="seed of trial 0 (trial i: seed + i, both arms)")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="replay only the first N pairs with a correction (in diagnoses.jsonl order) [default: all]")
-@pass_host
-def replay_command(host: Host, run_dir: str, agent: str, agent_options: tuple[str, ...], trials: int, seed: int,
-                   limit: int | None) -> None:
-    """Run each correction against a retry of the original action from the same rebuilt state."""
-    from playground.plugins.aed.steps import ReplayParams, StepError, replay
-
-    params = ReplayParams(agent=agent, agent_options=parse_pairs(agent_options, "--agent-option"), trials=trials,
-                          seed=seed, limit=limit)
-    try:
-        counts = replay(host, Path(run_dir), params)
-    except StepError as exc:
-        raise CLIError(str(exc)) from None
-    click.echo(json.dumps(counts, indent=2))
-    if counts["oracle_continuation"]:
-        click.echo(f"note: {counts['oracle_continuation']} pair(s) replayed under an oracle continuation (an agent "
-                   "that follows the env's expert plan): their grades say what the correction does with an expert "
-                   "finishing the task, not what the policy would do", err=True)
 
 
 @aed_group.command("export")

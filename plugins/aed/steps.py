@@ -61,11 +61,11 @@ def diagnose(host: Host, run_dir: Path, params: DiagnoseParams) -> dict:
     named = [bool(params.judge_base_url or params.judge_model), params.judge_local, instrument]
     producer = params.producer or ("llm" if any(named) else "rule")
     if producer != "llm" and any(named):
-        raise StepError("a diagnoser model (judge_base_url/judge_model, judge_local or instrument_accuracy; "
-                        "--llm-base-url/--model, --llm-local or --llm-instrument) needs --producer llm")
+        raise StepError("a diagnoser model (--judge-base-url/--judge-model, --judge-local or --instrument-accuracy) "
+                        "needs --producer llm")
     if sum(named) > 1:
-        raise StepError("the local model (--llm-local), the instrument (--llm-instrument) and an endpoint "
-                        "(--llm-base-url/--model) each name a model; two models given, give one")
+        raise StepError("the local model (--judge-local), the instrument (--instrument-accuracy) and an endpoint "
+                        "(--judge-base-url/--judge-model) each name a model; two models given, give one")
     chat = None
     if instrument:
         chat = instrument_diagnoser(host, run_dir, float(params.instrument_accuracy or 0.0))
@@ -73,8 +73,8 @@ def diagnose(host: Host, run_dir: Path, params: DiagnoseParams) -> dict:
         from playground.host_api import build_judge_model
 
         if not params.judge_local and (not params.judge_base_url or not params.judge_model):
-            raise StepError("--producer llm needs an endpoint and a model name (--llm-base-url and --model; "
-                            "judge_base_url and judge_model), or the local model (--llm-local; judge_local)")
+            raise StepError("--producer llm needs an endpoint and a model name (--judge-base-url and "
+                            "--judge-model), or the local model (--judge-local)")
         try:
             chat = build_judge_model(params.model_dump(), "aed diagnose", max_tokens=512, retries=4,
                                      api_key=os.environ.get(params.api_key_env) or None)
@@ -134,6 +134,11 @@ def replay(host: Host, run_dir: Path, params: ReplayParams) -> dict:
                         "continue)")
     if params.agent is not None and params.agent not in host.agents:
         raise StepError(f"unknown agent {params.agent!r}; choose from: {', '.join(host.agents.names())}")
-    return replay_run(host, run_dir, agent=params.agent,
-                      agent_options=dict(params.agent_options) if params.agent else None, trials=params.trials,
-                      seed=params.seed, limit=params.limit)
+    counts = replay_run(host, run_dir, agent=params.agent,
+                        agent_options=dict(params.agent_options) if params.agent else None, trials=params.trials,
+                        seed=params.seed, limit=params.limit)
+    if counts["oracle_continuation"]:
+        counts["note"] = (f"{counts['oracle_continuation']} pair(s) replayed under an oracle continuation (an agent "
+                          "that follows the env's expert plan): their grades say what the correction does with an "
+                          "expert finishing the task, not what the policy would do")
+    return counts

@@ -3,9 +3,10 @@ profiling run's failure signatures to a mode and its admissible interventions), 
 intervention alone, beside base, as evidence), `darc.distill` (the cost-aware chain that wins on the evidence,
 frozen to policy.json), `darc.policy_controls` (Table 6's correct, generic and mismatched policies) and
 `darc.agreement` (Table 15: the rule's and the LLM's diagnoses against the mode the evidence says fixes most
-failures). Each step writes into the pipeline's folder; `playground darc diagnose`, `evidence` and `distill` call
-the same functions, so a study and the commands do one thing (the controls and the agreement are experiments about
-the method, run as the darc-table6 and darc-table15 studies).
+failures). Each step writes into the pipeline's folder; `playground darc diagnose` and `evidence` are the steps
+themselves as commands (`PipelineStep.command`), and `playground darc distill` calls the same function as its step,
+so a study and the commands do one thing (the controls and the agreement are experiments about the method, run as
+the darc-table6 and darc-table15 studies).
 """
 
 from __future__ import annotations
@@ -38,11 +39,15 @@ class DiagnoseParams(JudgeSettings):
     harness: str | None = Field(default=None, description="the profiling harness [default: the run's one "
                                                           "darc-profile:DETECTORS harness]")
     diagnoser: Literal["rule", "llm", "instrument"] = Field(
-        default="rule", description="the rule over failure onsets, a judge model (judge_*), or the failure-injection "
-                                    "instrument as that judge (diagnoser_accuracy)")
+        default="rule", description="who names the mode: the rule over failure onsets, a judge model reading the "
+                                    "failed traces (judge_*), or the failure-injection instrument as that judge (the "
+                                    "noisy agent's recorded truth; diagnoser_accuracy)")
     diagnoser_accuracy: float | None = Field(default=None, ge=0.0, le=1.0,
-                                             description="instrument: the probability it names the injected mode")
-    modes: str = Field(default="paper", description="'paper' (the paper's three), 'all', or a comma-separated list")
+                                             description="instrument: the probability that it names the injected "
+                                                         "mode (a realistic mistake otherwise)")
+    modes: str = Field(default="paper", description="the candidate failure modes: 'paper' (action_validity, "
+                                                    "procedure_breadth, format_precision), 'all' (also Sentry's "
+                                                    "progress and grounding: a deviation), or a comma-separated list")
 
 
 class EvidenceParams(BaseModel):
@@ -51,8 +56,10 @@ class EvidenceParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    diagnosis: str | None = Field(default=None, description="a diagnosis.json (`{out}/FOLDER/diagnosis.json`)")
-    base_from: str | None = Field(default=None, description="a profiling run whose episodes are the base attempts")
+    diagnosis: str | None = Field(default=None, description="a diagnosis.json: gather only its admissible "
+                                                            "interventions [default: every darc-eval:NAME harness]")
+    base_from: str | None = Field(default=None, description="a profiling run (darc-profile:DETECTORS) played with "
+                                                            "the same settings, whose episodes are the base attempts")
 
 
 class DistillParams(BaseModel):
@@ -68,7 +75,9 @@ class DistillParams(BaseModel):
                                                         "and test success")
     seed: int = Field(default=0, description="the resampling seed")
     interventions: list[str] | None = Field(default=None, description="a subset of the evidence's interventions")
-    verifier: VERIFIERS = "env:won"
+    verifier: VERIFIERS = Field(default="env:won", description="what the deployed cascade stops on: the "
+                                                               "benchmark's grade (env:won) or a grade-blind "
+                                                               "deployment verifier")
 
 
 class ControlsParams(BaseModel):
@@ -213,18 +222,22 @@ def policy_controls(evidence_path: str | Path, out: Path, params: ControlsParams
 
 
 def diagnose_step(host: Host, run_dir: Path, params: DiagnoseParams) -> dict:
-    """`darc.diagnose`: RUN_DIR/diagnosis.json."""
-    return diagnose(host, run_dir, run_dir, params)
+    """`darc.diagnose`: RUN_DIR/diagnosis.json; return its outcome (who diagnosed, the mode, why, the admissible
+    interventions, onsets per episode by mode)."""
+    result = diagnose(host, run_dir, run_dir, params)
+    return {key: result[key] for key in ("diagnoser", "mode", "why", "admissible_interventions", "modes_per_episode")}
 
 
-def evidence_step(host: Host, run_dir: Path, params: EvidenceParams) -> None:
-    """`darc.evidence`: RUN_DIR/evidence.csv, base.csv and evidence.json."""
+def evidence_step(host: Host, run_dir: Path, params: EvidenceParams) -> dict:
+    """`darc.evidence`: RUN_DIR/evidence.csv, base.csv and evidence.json; return the evidence's path, its
+    interventions and its number of tasks."""
     from playground.plugins.darc.evaluate import gather_evidence
 
     try:
-        gather_evidence(host, run_dir, run_dir, params.diagnosis, params.base_from)
+        path, names, tasks = gather_evidence(host, run_dir, run_dir, params.diagnosis, params.base_from)
     except ValueError as exc:
         raise StepError(str(exc)) from None
+    return {"evidence": str(path), "interventions": names, "tasks": tasks}
 
 
 def distill_step(host: Host, run_dir: Path, params: DistillParams) -> None:
