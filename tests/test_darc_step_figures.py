@@ -57,7 +57,7 @@ def _graded(folder: Path, mode: str | None, replies: list[tuple[str, str, str]])
 def test_the_instrument_diagnoser_columns_read_its_grades(tmp_path):
     """`darc_diagnoser_right` (per episode), `darc_family_agrees` (the family's mode against the injected majority)
     and `darc_families_resampled` (families of 11 resampled from the folder's graded episodes)."""
-    from playground.plugins.darc.figures import majority
+    from playground.plugins.darc.llm_diagnosis import majority
 
     column = {f.name: f for f in FIGURES}
     replies = [("e1", "action_validity", "action_validity"), ("e2", "none", "action_validity"),

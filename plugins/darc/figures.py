@@ -23,9 +23,9 @@ agreement.json).
 
 from __future__ import annotations
 
+import functools
 import json
 import random
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,13 +73,10 @@ FAMILY_SIZE = 11  # failed episodes per resampled family: the failures of a 50-g
 FAMILY_DRAWS = 2000
 
 
-def majority(modes: Sequence[str | None]) -> str | None:
-    """The mode named strictly most often ("none", None, is no vote; a tie is no mode), as DARC's diagnoser
-    takes a family's verdict from its episodes'."""
-    ranked = Counter(mode for mode in modes if mode is not None).most_common()
-    if not ranked or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
-        return None
-    return ranked[0][0]
+@functools.lru_cache(maxsize=32)
+def _instrument_grades(path: str, stamp: int) -> dict[str, Any]:
+    """instrument.json's grades by episode, read once per version of the file (three figures read them per cell)."""
+    return json.loads(Path(path).read_text())["episodes"]
 
 
 def _graded_pairs(folder: Path, records: Sequence[EpisodeRecord]) -> list[tuple[str | None, str | None]] | None:
@@ -88,7 +85,7 @@ def _graded_pairs(folder: Path, records: Sequence[EpisodeRecord]) -> list[tuple[
     path = folder / "instrument.json"
     if not path.is_file():
         return None
-    grades = json.loads(path.read_text())["episodes"]
+    grades = _instrument_grades(str(path), path.stat().st_mtime_ns)
     mine = [grades[str(r.episode_id)] for r in records if str(r.episode_id) in grades]
 
     def mode(value: Any) -> str | None:
@@ -102,6 +99,8 @@ def _diagnoser_right(folder: Path, records: Sequence[EpisodeRecord]) -> float | 
 
 
 def _family_agrees(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
+    from playground.plugins.darc.llm_diagnosis import majority  # (the diagnoser's own rule)
+
     pairs = _graded_pairs(folder, records)
     if not pairs or not (folder / "diagnosis.json").is_file():
         return None
@@ -109,6 +108,8 @@ def _family_agrees(folder: Path, records: Sequence[EpisodeRecord]) -> float | No
 
 
 def _families_resampled(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
+    from playground.plugins.darc.llm_diagnosis import majority
+
     pairs = _graded_pairs(folder, records)
     if not pairs:
         return None

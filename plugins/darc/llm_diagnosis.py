@@ -16,6 +16,7 @@ reply with no JSON object can be told from one naming an off-list mode.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from playground.core.events import Event, ResetEvent, StepEvent
@@ -80,6 +81,15 @@ def describe_modes(modes: list[str], labels: LabelRegistry) -> str:
     return "\n".join(lines)
 
 
+def majority(modes: Sequence[str | None]) -> str | None:
+    """The mode named strictly most often (None is no vote; a tie at the top is no mode): how DARC's LLM diagnoser
+    takes a family's verdict from its episodes'."""
+    ranked = Counter(mode for mode in modes if mode is not None).most_common()
+    if not ranked or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
+        return None
+    return ranked[0][0]
+
+
 class LLMDiagnoser:
     """Asks a judge model for the failure mode of each failed dev episode, then takes the majority."""
 
@@ -121,14 +131,12 @@ class LLMDiagnoser:
         """{"mode", "why", "per_episode"}: the judge's verdict per failed episode, and the family's majority."""
         per_episode = [self.diagnose_episode(modes, events) for _, events in failed]
         votes = Counter(v["mode"] for v in per_episode if v["mode"] is not None)
-        ranked = sorted(votes.items(), key=lambda item: (-item[1], mode_order(item[0])))
-        if not ranked:
-            return {"mode": None, "why": f"{NO_DOMINANT}: the judge named no mode for the {len(failed)} failed "
-                                         f"episodes", "per_episode": per_episode}
-        if len(ranked) > 1 and ranked[1][1] == ranked[0][1]:
-            tied = [m for m, n in ranked if n == ranked[0][1]]
-            return {"mode": None, "why": f"{NO_DOMINANT}: the judge named {' and '.join(tied)} equally often",
-                    "per_episode": per_episode}
-        mode, n = ranked[0]
-        return {"mode": mode, "why": f"{mode}: the judge named it for {n} of {len(failed)} failed episodes",
-                "per_episode": per_episode}
+        mode = majority([v["mode"] for v in per_episode])
+        if mode is not None:
+            why = f"{mode}: the judge named it for {votes[mode]} of {len(failed)} failed episodes"
+        elif not votes:
+            why = f"{NO_DOMINANT}: the judge named no mode for the {len(failed)} failed episodes"
+        else:
+            tied = sorted((m for m, n in votes.items() if n == max(votes.values())), key=mode_order)
+            why = f"{NO_DOMINANT}: the judge named {' and '.join(tied)} equally often"
+        return {"mode": mode, "why": why, "per_episode": per_episode}
