@@ -274,10 +274,11 @@ def print_table(study: Study, cells: list[Cell]) -> None:
         table.add_column(column, justify="left" if named else "right", overflow="fold" if named else "ellipsis",
                          min_width=max((len(str(row[column])) for row in rows), default=0) if named else None)
     for row in rows:
-        versus = "-" if row["versus"] is None else f"{row['diff']:+.0%} ({row['p']:.2g})"
+        versus = "-" if row["versus"] is None else f"{shown_value('diff', row['diff'])} ({shown_value('p', row['p'])})"
+        interval = f"{shown_value('ci_low', row['ci_low'])}-{shown_value('ci_high', row['ci_high'])}"
         table.add_row(*([] if one_grid else [escape(row["grid"])]), escape(row["harness"]), str(row["n"]),
                       shown_value("success", row["success"]),
-                      f"{row['ci_low']:.0%}-{row['ci_high']:.0%}", versus,
+                      interval, versus,
                       *(shown_value(m, row[m]) for m in shown[1:]),
                       *(shown_value(column, row.get(column), figure.share) for column, figure in figures.items()),
                       *(shown_value(m, row[f"paper {m}"]) for m in papers))
