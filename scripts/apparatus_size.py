@@ -5,9 +5,11 @@ speed).
 Apparatus is the code a method carries to run experiments about itself rather than to be the method: run-driving
 protocols, counters and tables, bench loops, and the CLI that fronts them. Each method's apparatus modules are
 listed in APPARATUS (a module that is gone counts 0 lines); a module that is the method (detectors, repair,
-distillation, diagnosis, the sidecar) is not. Options are counted on the live command tree: every `click.Option`
-of every command, owned by a plugin when the command's callback lives in `playground.plugins` or the command is a
-plugin's pipeline step mounted as a command (its options are the step's parameters).
+distillation, diagnosis, the sidecar) is not. Lines are counted twice: every line, and code lines only (no blank
+line, comment or docstring: what the code does, apart from how much it explains itself). Options are counted on
+the live command tree: every `click.Option` of every command, owned by a plugin when the command's callback lives
+in `playground.plugins` or the command is a plugin's pipeline step mounted as a command (its options are the
+step's parameters).
 
     python scripts/apparatus_size.py                  # now
     python scripts/apparatus_size.py --base 0256f21   # a base revision beside now (a git worktree under /tmp)
@@ -16,9 +18,12 @@ plugin's pipeline step mounted as a command (its options are the step's paramete
 from __future__ import annotations
 
 import argparse
+import ast
+import io
 import json
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 from checkout_tree import ROOT, python_env, worktree
@@ -61,11 +66,28 @@ print(json.dumps(counts))
 """
 
 
-def lines_at(tree: Path) -> dict[str, int]:
-    """Apparatus lines per method in the source tree `tree`."""
+def code_lines(source: str) -> int:
+    """The lines of `source` that hold code: not blank, not only a comment, not part of a docstring."""
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                docstrings.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    lines: set[int] = set()
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type not in skip:
+            lines.update(n for n in range(token.start[0], token.end[0] + 1) if n not in docstrings)
+    return len(lines)
+
+
+def lines_at(tree: Path, count=lambda text: len(text.splitlines())) -> dict[str, int]:
+    """Apparatus lines per method in the source tree `tree` (`count`: every line, or `code_lines`)."""
     out = {}
     for method, modules in APPARATUS.items():
-        out[method] = sum(len((tree / m).read_text().splitlines()) for m in modules if (tree / m).is_file())
+        out[method] = sum(count((tree / m).read_text()) for m in modules if (tree / m).is_file())
     return out
 
 
@@ -87,16 +109,18 @@ def main() -> None:
     parser.add_argument("--base", help="a git revision to compare with")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    now = {"lines": lines_at(ROOT), "options": options_at(ROOT)}
+    now = {"lines": lines_at(ROOT), "code": lines_at(ROOT, code_lines), "options": options_at(ROOT)}
     base = None
     if args.base:
         tree = worktree(args.base)
-        base = {"lines": lines_at(tree), "options": options_at(tree)}
+        base = {"lines": lines_at(tree), "code": lines_at(tree, code_lines), "options": options_at(tree)}
     if args.json:
         print(json.dumps({"base": base, "now": now, "base_rev": args.base}, indent=2))
         return
     rows = [(f"apparatus lines, {m}", now["lines"][m], base and base["lines"][m]) for m in APPARATUS]
     rows.append(("apparatus lines, all", sum(now["lines"].values()), base and sum(base["lines"].values())))
+    rows += [(f"  code lines, {m}", now["code"][m], base and base["code"][m]) for m in APPARATUS]
+    rows.append(("  code lines, all", sum(now["code"].values()), base and sum(base["code"].values())))
     for key in ("plugins", "host", "plugin_commands", "commands"):
         label = {"plugins": "options owned by plugins", "host": "options owned by the host",
                  "plugin_commands": "commands owned by plugins", "commands": "commands"}[key]
