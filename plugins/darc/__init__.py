@@ -141,8 +141,8 @@ def register_commands(cli) -> None:
 
 @hookimpl
 def register_studies(register) -> None:
-    """Ship the plugin's studies as data (the paper's Tables 5, 6, 7, 9, 10, 13 and 14 that are grids of runs; the
-    frozen policies they deploy are `studies/policies/*.json`): every `studies/*.toml` beside this module."""
+    """Ship the plugin's studies as data (the paper's Tables 5, 6, 7, 9, 10, 13, 14 and 15, the instrument sweep;
+    each distils the policies it deploys in its own pipelines): every `studies/*.toml` beside this module."""
     from pathlib import Path
 
     for path in sorted((Path(__file__).parent / "studies").glob("*.toml")):
