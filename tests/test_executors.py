@@ -439,15 +439,25 @@ def test_a_ray_run_killed_mid_way_resumes_to_the_serial_summary(tmp_path):
 @pytest.mark.slow
 @needs_ray
 @needs_linux
-def test_a_ray_worker_that_dies_costs_its_episode_alone(tmp_path):
+def test_a_ray_worker_that_dies_costs_only_the_episodes_it_held(tmp_path):
+    """A worker SIGKILLed in task 20001 costs that episode, and at most the one other it held (PREFETCH: the reply
+    of the episode it finished just before may die with the process, a race Ray does not close), each left
+    unfinished for the rerun: none is an error record, none is recorded twice, and the rerun plays exactly them."""
+    from playground.run.executors.ray_tasks import PREFETCH
+
     env = plugin_env(tmp_path, DIE_TASK="tiny-20001")
-    done = subprocess.run([sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent",
-                           "dies-noisy", "--harness", "base", "--episodes", "4", "--executor", "ray", "--workers", "2",
-                           "--quiet", "--out", str(tmp_path / "run")], env=env, capture_output=True, text=True,
-                          timeout=600)
+    args = [sys.executable, "-m", "playground.cli.main", "run", "--env", "tiny", "--agent", "dies-noisy", "--harness",
+            "base", "--episodes", "4", "--executor", "ray", "--workers", "2", "--quiet", "--out", str(tmp_path / "run")]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 3, done.stderr  # the episode the worker died in is left unfinished, for a rerun
     by_task = {r["task_id"]: r for r in records(tmp_path / "run")}
-    assert sorted(by_task) == ["tiny-20000", "tiny-20002", "tiny-20003"]
     assert all(r["status"] != "error" for r in by_task.values())
-    (died,) = [json.loads(line) for line in (tmp_path / "run" / "unfinished.jsonl").read_text().splitlines()]
-    assert died["task_id"] == "tiny-20001" and "Ray worker died" in died["error"]
+    lost = [json.loads(line) for line in (tmp_path / "run" / "unfinished.jsonl").read_text().splitlines()]
+    assert "tiny-20001" in [e["task_id"] for e in lost] and 1 <= len(lost) <= PREFETCH
+    assert all("Ray worker died" in e["error"] for e in lost)
+    assert sorted([*by_task, *(e["task_id"] for e in lost)]) == [f"tiny-2000{i}" for i in range(4)]
+    env.pop("DIE_TASK")
+    again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    keys = [r["key"] for r in records(tmp_path / "run")]
+    assert len(keys) == len(set(keys)) == 4
