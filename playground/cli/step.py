@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import json
-import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -27,16 +26,16 @@ from pydantic.fields import FieldInfo
 from playground.cli.options import CLIError, parse_pairs
 from playground.core.pipeline_step import PipelineStep
 from playground.host.manager import Host, get_host
+from playground.run.parameters import type_members
 from playground.run.paths import path_callback
 from playground.run.pipelines import copy_run, read_record, run_step
+from playground.run.rundir import records_so_far
 
 
 def _bare(annotation: Any) -> Any:
-    """`annotation` without an `Optional[...]` around it."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
-        return args[0]
-    return annotation
+    """`annotation` without an `Optional[...]` around it (a union of several types stays as it is)."""
+    members, _ = type_members(annotation)
+    return members[0] if len(members) == 1 else annotation
 
 
 def field_option(name: str, field: FieldInfo) -> tuple[list[str], dict[str, Any]]:
@@ -119,7 +118,7 @@ def _folder(run_dir: Path, out: str | None) -> Path:
             made = f"a copy of {record.get('grid')}" if record else "a folder with other files in it"
             raise CLIError(f"--out {folder}: {made}, not a copy of {run_dir} made by a step; name a new folder")
         return folder  # a copy an earlier step made: this step runs in it too
-    copy_run(run_dir, folder, str(run_dir.resolve()))
+    copy_run(run_dir, folder, str(run_dir.resolve()), len(records_so_far(run_dir)))
     return folder
 
 

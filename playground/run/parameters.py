@@ -115,7 +115,7 @@ def declaration_problem(intervention: str, model: type[BaseModel], values: dict[
     return None
 
 
-def _parts(annotation: Any) -> tuple[list[Any], bool]:
+def type_members(annotation: Any) -> tuple[list[Any], bool]:
     """The non-None members of a field's type, and whether None (JSON null) is allowed."""
     if get_origin(annotation) in (Union, types.UnionType):
         members = list(get_args(annotation))
@@ -147,7 +147,7 @@ def _number_rule(noun: str, bounds: dict[str, Any]) -> str:
 
 def field_rule(field: FieldInfo) -> str:
     """What a declared parameter takes, in words: "true or false", "one of a, b", "a non-negative number", ..."""
-    members, nullable = _parts(field.annotation)
+    members, nullable = type_members(field.annotation)
     rules = []
     for member in members:
         if member is bool:
@@ -167,7 +167,7 @@ def field_rule(field: FieldInfo) -> str:
 
 def field_type(field: FieldInfo) -> str:
     """A declared parameter's type for a listing: bool, int, float, str (a choice's values' type), or a union."""
-    members, nullable = _parts(field.annotation)
+    members, nullable = type_members(field.annotation)
     names = []
     for member in members:
         if get_origin(member) is Literal:
@@ -178,7 +178,7 @@ def field_type(field: FieldInfo) -> str:
 
 def field_allowed(field: FieldInfo) -> str:
     """A declared parameter's range or choices for a listing ("" when any value of its type will do)."""
-    members, _ = _parts(field.annotation)
+    members, _ = type_members(field.annotation)
     choices = [get_args(m) for m in members if get_origin(m) is Literal]
     if choices:
         return "|".join(str(value) for found in choices for value in found)

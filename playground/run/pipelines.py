@@ -82,7 +82,7 @@ def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[di
         if finished < expected:
             raise StudyError(f"pipeline {pipeline.name!r} runs over grid {grid.name!r}, which has "
                              f"{expected - finished} episode(s) left to play: run the grid first")
-        record = copy_run(out / grid.name, folder, grid.name)
+        record = copy_run(out / grid.name, folder, grid.name, finished)
     done = record["done"]
     for number, (call, params) in enumerate(steps, start=1):
         if number <= len(done):
@@ -94,13 +94,13 @@ def run_pipeline(host: Any, pipeline: Pipeline, grid: Grid, steps: list[tuple[di
         run_step(host, call["step"], folder, params, call)
 
 
-def copy_run(source: Path, folder: Path, grid: str) -> dict[str, Any]:
-    """Copy the finished run `source` (grid `grid`'s) to `folder`, traces hard-linked; write and return its
-    `pipeline.json` record (no step done yet). A folder left by a copy cut short is replaced."""
+def copy_run(source: Path, folder: Path, grid: str, episodes: int) -> dict[str, Any]:
+    """Copy the finished run `source` (grid `grid`'s, `episodes` records) to `folder`, traces hard-linked; write and
+    return its `pipeline.json` record (no step done yet). A folder left by a copy cut short is replaced."""
     if folder.exists():
         shutil.rmtree(folder)
     shutil.copytree(source, folder, copy_function=_link_traces)
-    record = {"grid": grid, "episodes": len(records_so_far(folder)), "done": []}
+    record = {"grid": grid, "episodes": episodes, "done": []}
     atomic_write_text(folder / RECORD, json.dumps(record, indent=2) + "\n")
     return record
 
