@@ -34,9 +34,12 @@ class DiagnoseParams(JudgeSettings):
     instrument_accuracy: float | None = Field(
         default=None, ge=0.0, le=1.0, description="the failure-injection instrument answers as the diagnoser, right "
                                                   "with this probability, from the truth the run's `noisy` traces "
-                                                  "recorded (instrument figures, not a model's)")
+                                                  "recorded (instrument figures, not a model's); its grades go to "
+                                                  "aed/instrument.json")
     api_key_env: str = Field(default="OPENAI_API_KEY", description="the environment variable holding the API key")
-    proposals: int = Field(default=1, ge=1, description="candidate corrections per pair (each checked)")
+    proposals: int = Field(default=1, ge=1, description="candidate corrections per pair (distinct, each checked; the "
+                                                        "first is the pair's correction): replay plays each and "
+                                                        "keeps the one that replays best (search-selected)")
 
 
 class ReplayParams(BaseModel):
@@ -45,11 +48,13 @@ class ReplayParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     agent: str | None = Field(default=None, description="the continuation agent [default: the diagnosed episode's "
-                                                        "own agent and options]")
+                                                        "own agent and options]; one that follows the expert plan "
+                                                        "(expert, noisy) is an oracle continuation, labelled so")
     agent_options: dict[str, Any] = Field(default_factory=dict, description="options of `agent`")
     trials: int = Field(default=2, ge=1, description="trials per arm")
     seed: int = Field(default=0, description="seed of trial 0 (trial i: seed + i, both arms)")
-    limit: int | None = Field(default=None, ge=1, description="only the first N pairs with a correction")
+    limit: int | None = Field(default=None, ge=1, description="only the first N pairs with a correction (in "
+                                                              "diagnoses.jsonl order) [default: all]")
 
 
 def diagnose(host: Host, run_dir: Path, params: DiagnoseParams) -> dict:
