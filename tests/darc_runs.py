@@ -17,12 +17,12 @@ def play(capsys, out: Path, options: list[str], harnesses: list[str]) -> Path:
 
 
 def profile(capsys, out: Path, options: list[str], *diagnose: str, detectors: str = "sentry") -> dict:
-    """Play the profiling run in OUT/profile-run (the base agent watched by `detectors`), diagnose it into
-    OUT/diagnosis.json with the `darc diagnose` options `diagnose`; the diagnosis."""
+    """Play the profiling run in OUT/profile-run (the base agent watched by `detectors`), diagnose it there
+    (OUT/profile-run/diagnosis.json) with the `darc diagnose` options `diagnose`; the diagnosis."""
     run_dir = play(capsys, out / "profile-run", options, [f"darc-profile:{detectors}"])
-    code, _, err = cli(capsys, "darc", "diagnose", str(run_dir), *diagnose, "--out", str(out))
+    code, _, err = cli(capsys, "darc", "diagnose", str(run_dir), *diagnose)
     assert code == 0, err
-    return json.loads((out / "diagnosis.json").read_text())
+    return json.loads((run_dir / "diagnosis.json").read_text())
 
 
 def evidence_run(capsys, out: Path, options: list[str], interventions: list[str]) -> Path:

@@ -355,7 +355,7 @@ def test_darc_counts_40_diagnosed_and_400_full_chains_from_evaluate_evidence(cac
     # the evidence run of the diagnosed interventions, then the same run grown to the whole library
     evaluate = [*common, "--param", f"prior_games={PRIOR_GAMES}"]
     run_dir = evidence_run(capsys, p / "evaluate-run", evaluate, diagnosis["admissible_interventions"])
-    _darc(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(p / "diagnosis.json"),
+    _darc(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(p / "profile-run" / "diagnosis.json"),
           "--out", str(p / "diagnosed"))
     names = _library("alfworld")
     assert len(names) == 8 and set(diagnosis["admissible_interventions"]) < set(names)
@@ -402,14 +402,14 @@ def test_distillation_on_action_validity_evidence_can_select_the_ranked_view_ope
     assert diagnosis["mode"] == "action_validity" and "action_pruning" in diagnosis["admissible_interventions"]
     run_dir = evidence_run(capsys, p / "av" / "evaluate-run", [*common, "--param", f"prior_games={PRIOR_GAMES}"],
                            diagnosis["admissible_interventions"])
-    _darc(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(p / "diagnosis.json"), "--out", str(p / "av"))
+    _darc(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(p / "profile-run" / "diagnosis.json"))
     # what the agent saw under the evaluated operator: at most 12 commands, and the phase prompt every step
     traces = (run_dir / "traces" / "darc-eval:action_pruning").glob("*.jsonl")
     events = [json.loads(line) for path in traces for line in path.read_text().splitlines()]
     proposals = [e for e in events if e["type"] == "proposal" and e["attempt"] == 0]
     assert proposals and all(len(e["admissible_actions"]) <= 12 and e["notes"] for e in proposals)
     assert any(len(e.get("env_admissible_actions") or []) > 12 for e in proposals)
-    _darc(capsys, "darc", "distill", "--evidence", str(p / "av" / "evidence.csv"),
+    _darc(capsys, "darc", "distill", "--evidence", str(run_dir / "evidence.csv"),
           "--interventions", "action_pruning,loop_fallback,validity-guard", "--out", str(tmp_path / "policy.json"))
     assert json.loads((tmp_path / "policy.json").read_text())["chain"][0] == "action_pruning"
 
@@ -433,7 +433,7 @@ def test_darc_controls_run_from_the_cli(cache, tmp_path, capsys):
     from playground.plugins.darc.steps import ControlsParams, policy_controls
 
     controls = (p / "full" / "evidence.csv", tmp_path / "t6" / "policies",
-                ControlsParams(diagnosis=str(p / "diagnosis.json")))
+                ControlsParams(diagnosis=str(p / "profile-run" / "diagnosis.json")))
     _, policies = policy_controls(*controls)
     assert sorted(policies) == ["correct", "generic", "mismatched"]
     written = {name: path.read_text() for name, path in policies.items()}

@@ -28,9 +28,10 @@ def test_darc_pipeline_on_tiny(capsys, tmp_path):
 
     names = sorted(spec.name for spec in library(host, "tiny"))  # the whole library
     run_dir = evidence_run(capsys, p / "evidence-run", [*COMMON, "--split", "train"], names)
-    code, out, err = cli(capsys, "darc", "evidence", str(run_dir), "--out", str(p))
+    code, out, err = cli(capsys, "darc", "evidence", str(run_dir), "--out", str(p / "evidence"))
     assert code == 0, err
-    assert f"evidence of {len(names)} interventions on 8 tasks" in out
+    p = p / "evidence"  # a copy of the evidence run, its evidence written into it
+    assert json.loads(out) == {"evidence": str(p / "evidence.csv"), "interventions": names, "tasks": 8}
     lines = (p / "evidence.csv").read_text().splitlines()
     assert lines[0] == "task_id,intervention,success,cost"
     interventions = {line.split(",")[1] for line in lines[1:]}

@@ -24,10 +24,14 @@ def in_docs(monkeypatch):
 
 @pytest.mark.parametrize("library", ["av", "full"])
 def test_the_evidence_files_are_what_darc_evidence_reads_from_the_committed_run(capsys, tmp_path, library):
-    code, _, err = cli(capsys, "darc", "evidence", f"{P}/{library}/evaluate-run", "--out", str(tmp_path))
+    code, _, err = cli(capsys, "darc", "evidence", f"{P}/{library}/evaluate-run", "--out", str(tmp_path / "copy"))
     assert code == 0, err
-    for name in ("evidence.csv", "base.csv", "evidence.json"):
-        assert (tmp_path / name).read_text() == (DOCS / P / library / name).read_text(), name
+    for name in ("evidence.csv", "base.csv"):
+        assert (tmp_path / "copy" / name).read_text() == (DOCS / P / library / name).read_text(), name
+    meta = json.loads((tmp_path / "copy" / "evidence.json").read_text())
+    assert meta["base"].pop("played_in") == str(tmp_path / "copy")  # read from the copy of the run
+    committed = json.loads((DOCS / P / library / "evidence.json").read_text())
+    assert committed["base"].pop("played_in") == f"{P}/{library}/evaluate-run" and meta == committed
 
 
 @pytest.mark.parametrize("library", ["av", "full"])

@@ -41,9 +41,9 @@ def test_profiling_invalid_actions_diagnoses_action_validity_and_evaluates_exact
     out = tmp_path / "darc"
     common = ["--env", "tiny", "--agent", "noisy", *noisy_options(invalid="0.3"), "--quiet"]
     play(capsys, out / "profile-run", [*common, "--episodes", "6"], ["darc-profile:validity-guard"])
-    code, stdout, err = cli(capsys, "darc", "diagnose", str(out / "profile-run"), "--out", str(out))
+    code, stdout, err = cli(capsys, "darc", "diagnose", str(out / "profile-run"))
     assert code == 0, err
-    diagnosis = json.loads((out / "diagnosis.json").read_text())
+    diagnosis = json.loads((out / "profile-run" / "diagnosis.json").read_text())
     assert diagnosis["detectors"] == ["validity-guard"]
     assert diagnosis["mode"] == "action_validity"
     assert set(diagnosis["histogram"]) == {"action_validity"} and diagnosis["invalid_actions"] > 0
@@ -73,10 +73,12 @@ def test_profiling_invalid_actions_diagnoses_action_validity_and_evaluates_exact
                       and not spec.name.startswith("detect-only:")})
     assert admissible < set(library)
     run_dir = evidence_run(capsys, out / "evidence-run", [*common, "--episodes", "3"], library)
-    code, stdout, err = cli(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(out / "diagnosis.json"),
-                            "--out", str(out))
+    code, stdout, err = cli(capsys, "darc", "evidence", str(run_dir), "--diagnosis",
+                            str(out / "profile-run" / "diagnosis.json"), "--out", str(out / "evidence"))
     assert code == 0, err
-    assert f"evidence of {len(admissible)} interventions on 3 tasks" in stdout
+    assert {k: len(v) if k == "interventions" else v for k, v in json.loads(stdout).items()} == {
+        "evidence": str(out / "evidence" / "evidence.csv"), "interventions": len(admissible), "tasks": 3}
+    out = out / "evidence"  # a copy of the evidence run, the evidence written into it
     rows = evidence_rows(out / "evidence.csv")
     assert {r["intervention"] for r in rows} == admissible
     assert len(rows) == 3 * len(admissible)
@@ -120,10 +122,9 @@ def test_finance_format_failures_diagnose_format_precision_and_restrict_to_finan
     (out / "diagnosis.json").write_text(json.dumps(diagnosis))
     run_dir = evidence_run(capsys, out / "evidence-run", [*common, "--episodes", "2"],
                            ["demos-k1", "demos-k2", "format-guard"])
-    code, _, err = cli(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(out / "diagnosis.json"),
-                       "--out", str(out))
+    code, _, err = cli(capsys, "darc", "evidence", str(run_dir), "--diagnosis", str(out / "diagnosis.json"))
     assert code == 0, err
-    rows = evidence_rows(out / "evidence.csv")
+    rows = evidence_rows(run_dir / "evidence.csv")
     assert sorted((r["task_id"], r["intervention"]) for r in rows) == sorted(
         (t, n) for t in {r["task_id"] for r in rows} for n in ("demos-k1", "format-guard"))
     assert len(rows) == 4
@@ -231,7 +232,7 @@ def test_profiling_detectors_never_intervene_and_a_streak_counts_once(tmp_path):
     run_dir = tmp_path / "darc" / "profile-run"
     run(host, RunConfig(env="tiny", task_set="default", split="dev", tasks=tasks, agent="expert",
                         harnesses=["darc-profile:nag"], out=str(run_dir), strict=True))
-    result = diagnose_run(host, run_dir, tmp_path / "darc")
+    result = diagnose_run(host, run_dir)
     assert result["detectors"] == ["nag"]
     records = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
     assert result["success_rate"] == 1.0 and all(r["won"] for r in records)  # nag never stopped anything

@@ -38,7 +38,7 @@ def test_a_diagnosis_or_evidence_of_an_unfinished_run_is_refused(capsys, tmp_pat
 def test_darc_diagnose_opens_no_trace_outside_its_run_directory(capsys, tmp_path):
     run_dir = play(capsys, tmp_path / "p", ["--env", "tiny", "--agent", "noisy", "--episodes", "2", "--quiet"],
                    [PROFILE])
-    diagnose = ["darc", "diagnose", str(run_dir), "--out", str(tmp_path / "d")]
+    diagnose = ["darc", "diagnose", str(run_dir)]
     code, _, err = cli(capsys, *diagnose)
     assert code == 0, err
     secret = tmp_path / "secret.jsonl"

@@ -50,9 +50,9 @@ def profile_with(capsys, tmp_path, accuracy: str) -> tuple[list[dict], list[str 
     out = tmp_path / f"acc{accuracy}"
     run_dir = play(capsys, out / "profile-run", COMMON, ["darc-profile:sentry"])
     code, _, err = cli(capsys, "darc", "diagnose", str(run_dir), "--modes", "all", "--diagnoser", "instrument",
-                       "--diagnoser-accuracy", accuracy, "--out", str(out))
+                       "--diagnoser-accuracy", accuracy)
     assert code == 0, err
-    diagnosis = json.loads((out / "diagnosis.json").read_text())
+    diagnosis = json.loads((run_dir / "diagnosis.json").read_text())
     assert diagnosis["llm"]["model"] == f"instrument (accuracy {float(accuracy):g})"
     labels = Host().load().labels
     records = {r.task_id: r for r in load_records(run_dir)}
@@ -66,7 +66,7 @@ def test_at_accuracy_one_the_diagnoser_names_every_failed_episodes_injected_mode
     assert len(failed) >= 3 and len(set(truths)) >= 2  # the check can tell modes apart
     assert [e["llm"] for e in failed] == truths
     # the instrument's grades, for the figures (instrument.json beside diagnosis.json): one per failed episode
-    grades = json.loads((tmp_path / "acc1.0" / "instrument.json").read_text())
+    grades = json.loads((tmp_path / "acc1.0" / "profile-run" / "instrument.json").read_text())
     assert grades["graded"] == grades["right"] == len(failed) and grades["accuracy"] == 1.0
     assert sorted(g["truth"]["mode"] if g["truth"]["mode"] != "none" else None for g in grades["episodes"].values()
                   ) == sorted(truths, key=lambda t: (t is not None, t or ""))

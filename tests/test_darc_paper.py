@@ -117,10 +117,10 @@ def test_llm_diagnoser_and_agreement_table(capsys, tmp_path):
     run_dir = _profiled(capsys, p)
     with ScriptedChatServer(default=_judge) as server:
         code, out, err = cli(capsys, "darc", "diagnose", str(run_dir), "--diagnoser", "llm", "--judge-base-url",
-                             server.base_url, "--judge-model", "judge", "--modes", "all", "--out", str(p))
+                             server.base_url, "--judge-model", "judge", "--modes", "all")
         assert code == 0, err
         asked = len(server.requests)
-    diagnosis = json.loads((p / "diagnosis.json").read_text())
+    diagnosis = json.loads((run_dir / "diagnosis.json").read_text())
     failed = [e for e in diagnosis["per_episode"] if not e["won"]]
     assert asked == len(failed) > 0 and "Trace:" in server.requests[0]["messages"][-1]["content"]
     assert diagnosis["diagnoser"] == "llm" and diagnosis["mode"] == "progress"
@@ -136,7 +136,7 @@ def test_llm_diagnoser_and_agreement_table(capsys, tmp_path):
     from playground.plugins.darc.figures import FIGURES
     from playground.plugins.darc.steps import AgreementParams, agreement_step
 
-    agreement_step(get_host(), p / "dev", AgreementParams(diagnosis=str(p / "diagnosis.json")))
+    agreement_step(get_host(), p / "dev", AgreementParams(diagnosis=str(run_dir / "diagnosis.json")))
     result = json.loads((p / "dev" / "agreement.json").read_text())
     assert [r["diagnoser"] for r in result["rows"]] == ["majority", "uniform random", "rule", "LLM"]
     assert result["reference"] and result["fixable"] <= result["failures"]
@@ -151,9 +151,9 @@ def test_a_judge_reply_naming_no_candidate_is_no_mode(capsys, tmp_path):
     run_dir = _profiled(capsys, tmp_path)
     with ScriptedChatServer(default="I think it is bad luck") as server:
         code, _out, err = cli(capsys, "darc", "diagnose", str(run_dir), "--diagnoser", "llm", "--judge-base-url",
-                              server.base_url, "--judge-model", "judge", "--out", str(tmp_path))
+                              server.base_url, "--judge-model", "judge")
     assert code == 0, err
-    diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
+    diagnosis = json.loads((run_dir / "diagnosis.json").read_text())
     assert diagnosis["mode"] is None and diagnosis["why"].startswith(NO_DOMINANT)
     verdicts = [e["llm_verdict"] for e in diagnosis["per_episode"] if not e["won"]]
     assert verdicts and all(v["reason"] == "no JSON object in the reply: 'I think it is bad luck'" for v in verdicts)
@@ -169,9 +169,9 @@ def test_each_verdict_says_why_it_names_no_mode(capsys, tmp_path, reply, reason)
     run_dir = _profiled(capsys, tmp_path)
     with ScriptedChatServer(default=reply) as server:
         code, _out, err = cli(capsys, "darc", "diagnose", str(run_dir), "--diagnoser", "llm", "--judge-base-url",
-                              server.base_url, "--judge-model", "judge", "--out", str(tmp_path))
+                              server.base_url, "--judge-model", "judge")
     assert code == 0, err
-    diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
+    diagnosis = json.loads((run_dir / "diagnosis.json").read_text())
     failed = [e for e in diagnosis["per_episode"] if not e["won"]]
     assert failed and all(e["llm"] is None and e["llm_verdict"]["reason"] == reason for e in failed)
     assert diagnosis["mode"] is None
@@ -180,9 +180,9 @@ def test_each_verdict_says_why_it_names_no_mode(capsys, tmp_path, reply, reason)
 def test_a_failed_judge_call_is_a_verdict_with_its_error(capsys, tmp_path):
     run_dir = _profiled(capsys, tmp_path)
     code, _out, err = cli(capsys, "darc", "diagnose", str(run_dir), "--diagnoser", "llm", "--judge-base-url",
-                          "http://127.0.0.1:9/v1", "--judge-model", "judge", "--out", str(tmp_path))
+                          "http://127.0.0.1:9/v1", "--judge-model", "judge")
     assert code == 0, err
-    failed = [e for e in json.loads((tmp_path / "diagnosis.json").read_text())["per_episode"] if not e["won"]]
+    failed = [e for e in json.loads((run_dir / "diagnosis.json").read_text())["per_episode"] if not e["won"]]
     assert failed and all(e["llm_verdict"]["reason"].startswith("the judge call failed:") for e in failed)
 
 
@@ -304,16 +304,16 @@ def test_tau_free_defaults_to_the_mean_cost_of_a_base_attempt(capsys, tmp_path):
 
 def test_evidence_measures_the_base_attempt_and_states_cost_units(capsys, tmp_path):
     run_dir = evidence_run(capsys, tmp_path / "run", COMMON, ["sentry", "validity-guard"])
-    code, _, err = cli(capsys, "darc", "evidence", str(run_dir), "--out", str(tmp_path))
+    code, _, err = cli(capsys, "darc", "evidence", str(run_dir))
     assert code == 0, err
-    base = (tmp_path / "base.csv").read_text().splitlines()
+    base = (run_dir / "base.csv").read_text().splitlines()
     assert len(base) == 9 and all(",base," in line for line in base[1:])
-    meta = json.loads((tmp_path / "evidence.json").read_text())
+    meta = json.loads((run_dir / "evidence.json").read_text())
     assert meta["interventions"]["sentry"]["cost_unit"] == "steps" and meta["base"]["mean_cost"] > 0
     assert meta["base"]["played_in"] == str(run_dir)
-    code, _out, err = cli(capsys, "darc", "distill", "--evidence", str(tmp_path / "evidence.csv"))
+    code, _out, err = cli(capsys, "darc", "distill", "--evidence", str(run_dir / "evidence.csv"))
     assert code == 0, err
-    policy = json.loads((tmp_path / "policy.json").read_text())
+    policy = json.loads((run_dir / "policy.json").read_text())
     assert policy["tau_free"] == pytest.approx(meta["base"]["mean_cost"])
     assert policy["cost_units"] == {"sentry": "steps", "validity-guard": "steps"}
 

@@ -26,15 +26,15 @@ def test_profiling_and_evidence_runs_leave_the_host_registries_unchanged(tmp_pat
                        harnesses=[profile_harness_name(["validity-guard"])], out=str(tmp_path / "profile-run"),
                        strict=True)
     run(host, config)
-    result = diagnose_run(host, tmp_path / "profile-run", tmp_path / "darc")
+    result = diagnose_run(host, tmp_path / "profile-run")
     assert result["episodes"] == 2 and result["detectors"] == ["validity-guard"]
     assert names(host) == before
     harnesses = eval_harnesses(["validity-guard"])
     assert harnesses == ["base", "darc-eval:validity-guard"]
     run(host, RunConfig(env="tiny", task_set="default", split="dev", tasks=tasks, agent="expert",
                         harnesses=harnesses, out=str(tmp_path / "evidence-run"), strict=True))
-    path, interventions, n = gather_evidence(host, tmp_path / "evidence-run", tmp_path / "darc")
-    assert (interventions, n) == (["validity-guard"], 2) and path == tmp_path / "darc" / "evidence.csv"
+    path, interventions, n = gather_evidence(host, tmp_path / "evidence-run")
+    assert (interventions, n) == (["validity-guard"], 2) and path == tmp_path / "evidence-run" / "evidence.csv"
     played = sorted(json.loads(line)["harness"]
                     for line in (tmp_path / "evidence-run" / "episodes.jsonl").read_text().splitlines())
     assert played == ["base", "base", "darc-eval:validity-guard", "darc-eval:validity-guard"]

@@ -541,5 +541,10 @@ def test_one_host_lookup_gives_every_reader_the_envs_grade_text_remover():
 
     host = get_host()
     assert host.grade_text_remover("webshop") == host.envs.get("webshop").provider.remove_grade_text
-    with pytest.raises(KeyError, match="no-such-env"):
+    with pytest.raises(KeyError, match="no-such-env") as refused:
         host.grade_text_remover("no-such-env")
+    # a user's error (the CLI's one line, exit 2), printed as written: every reader refuses without wrapping it
+    from playground.core.errors import PlaygroundError
+
+    assert isinstance(refused.value, PlaygroundError)
+    assert str(refused.value).startswith("the grade text env 'no-such-env' prints cannot be removed")

@@ -6,7 +6,8 @@ The options are the fields of the step's parameter model (`--max-len` for `max_l
 bool as a flag, a list or a dict as a repeated option, a dict's items as KEY=VALUE), checked by that model, so a
 plugin writes no command-line code for its stages. The step runs in RUN_DIR itself, or with `--out DIR` in a copy
 of RUN_DIR at DIR made as a study's pipeline makes one (records copied, traces hard-linked, `pipeline.json`
-recording the steps done), which leaves RUN_DIR as it was; a second step over the same DIR runs in it again.
+recording the steps done), which leaves RUN_DIR as it was; a second step over the same DIR runs in it again, and
+a copy made for a step that is refused before it writes anything is removed.
 What the step returns is printed as JSON.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +25,7 @@ import click
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from playground.cli.options import CLIError, parse_pairs
+from playground.cli.options import CLIError, nonempty, parse_pairs
 from playground.core.pipeline_step import PipelineStep
 from playground.host.manager import Host, get_host
 from playground.run.parameters import type_members
@@ -109,7 +111,7 @@ def _folder(run_dir: Path, out: str | None) -> Path:
         raise CLIError(f"{run_dir}: not a run directory (no config.json)")
     if out is None:
         return run_dir
-    folder = Path(out)
+    folder = Path(nonempty(out, "--out"))
     if folder.resolve() == run_dir.resolve():
         raise CLIError("--out names RUN_DIR itself; leave --out out to run the step in RUN_DIR")
     if folder.exists() and any(folder.iterdir()):
@@ -126,9 +128,15 @@ def step_command(step: PipelineStep, name: str) -> click.Command:
     """The command that runs `step` over a run directory."""
     def run(run_dir: str, out: str | None, **given: Any) -> None:
         params = params_from(step.params_model, given)
+        fresh = bool(out) and not (Path(str(out)).is_dir() and any(Path(str(out)).iterdir()))
         folder = _folder(Path(run_dir), out)
-        host = get_host()
-        result = run_step(host, step.name, folder, params)
+        copied = sorted(folder.rglob("*")) if fresh else []
+        try:
+            result = run_step(get_host(), step.name, folder, params)
+        except Exception:
+            if fresh and sorted(folder.rglob("*")) == copied:  # refused before writing: no copy left behind
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
         if result is not None:
             click.echo(json.dumps(result, indent=2, default=str))
         click.echo(f"{step.name}: done in {folder}", err=True)

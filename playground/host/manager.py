@@ -65,6 +65,14 @@ class PluginLoadError(PlaygroundError):
     """A plugin could not be loaded and strict mode is on."""
 
 
+class GradeTextUnremovable(PlaygroundError, KeyError):
+    """No loaded plugin provides the env a run played, so the grade text it prints cannot be removed from what a
+    judge, a diagnoser or a training view would read: refused (a KeyError too, as a registry lookup is)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # the message as written (a KeyError would print it quoted)
+
+
 @dataclass
 class PluginRecord:
     """What `playground plugins` shows about one plugin."""
@@ -290,9 +298,14 @@ class Host:
 
     def grade_text_remover(self, env: str) -> Callable[[str], str]:
         """The `remove_grade_text` of env `env`'s provider: what anything that shows observations to a judge, a
-        diagnoser or a training view applies first, so that no grade text the env prints reaches it. KeyError
-        (its message names the loaded envs) when no loaded plugin provides `env`: the text cannot be cleaned."""
-        return self.envs.get(env).provider.remove_grade_text
+        diagnoser or a training view applies first, so that no grade text the env prints reaches it.
+        GradeTextUnremovable (naming the loaded envs) when no loaded plugin provides `env`: the text cannot be
+        cleaned, and nothing may read it uncleaned."""
+        try:
+            return self.envs.get(env).provider.remove_grade_text
+        except KeyError as exc:
+            raise GradeTextUnremovable(f"the grade text env {env!r} prints cannot be removed from what a judge, a "
+                                       f"diagnoser or a training view reads: {exc.args[0]}") from None
 
     def call_plugins(self, hook: str, **kwargs: Any) -> list[Any]:
         """Call a run hook (`check_playbook`, `discard_episodes`) on every loaded plugin that implements it, in

@@ -85,7 +85,9 @@ def diagnose(host: Host, run_dir: Path, params: DiagnoseParams) -> dict:
                                      api_key=os.environ.get(params.api_key_env) or None)
         except ValueError as exc:
             raise StepError(str(exc)) from None
-    remove_grade_text = grade_text_remover(host, run_dir) if producer == "llm" else keep_text
+    # the LLM producer's prompt shows no grade text the env prints (refused for an env no plugin loaded)
+    remove_grade_text = host.grade_text_remover(str(run_config(run_dir).get("env", ""))) if producer == "llm" \
+        else keep_text
     return diagnose_run(run_dir, producer, chat, remove_grade_text, params.proposals)
 
 
@@ -106,17 +108,6 @@ def instrument_diagnoser(host: Host, run_dir: Path, accuracy: float):
             raise StepError(f"{run_dir}: a diagnosis by the instrument at accuracy {before} was stopped part-way; "
                             f"resume it with --llm-instrument {before}, or diagnose a fresh copy of the run")
     return diagnoser(host, accuracy, grades)
-
-
-def grade_text_remover(host: Host, run_dir: Path):
-    """The `remove_grade_text` of the env RUN_DIR played (its config.json names it), through the host's registry:
-    the LLM producer's prompt shows no grade text the env prints."""
-    env = str(run_config(run_dir).get("env", ""))
-    try:
-        return host.grade_text_remover(env)
-    except KeyError as exc:
-        raise StepError(f"{run_dir}: the grade text its env prints cannot be removed from the LLM producer's prompt: "
-                        f"{exc.args[0]}") from None
 
 
 def run_config(run_dir: Path) -> dict:

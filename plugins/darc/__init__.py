@@ -114,14 +114,15 @@ def register_figures(register) -> None:
 @hookimpl
 def register_pipeline_steps(register) -> None:
     """DARC's stages as a study's pipeline steps (`steps.py`): diagnose, evidence, distill, policy controls,
-    agreement."""
+    agreement; diagnose and evidence are also `playground darc diagnose` and `darc evidence`."""
     from playground.api import PipelineStep
     from playground.plugins.darc import steps
 
     register(PipelineStep("darc.diagnose", "a profiling run's failure signatures to a mode and its admissible "
-                                           "interventions (diagnosis.json)", steps.diagnose_step, steps.DiagnoseParams))
+                                           "interventions (diagnosis.json)", steps.diagnose_step, steps.DiagnoseParams,
+                          command="diagnose"))
     register(PipelineStep("darc.evidence", "each intervention alone beside base, as evidence (evidence.csv)",
-                          steps.evidence_step, steps.EvidenceParams))
+                          steps.evidence_step, steps.EvidenceParams, command="evidence"))
     register(PipelineStep("darc.distill", "the cost-aware chain that wins on the evidence, frozen (policy.json)",
                           steps.distill_step, steps.DistillParams))
     register(PipelineStep("darc.policy_controls", "Table 6's correct, generic and mismatched policies "

@@ -1,72 +1,21 @@
-"""`playground darc ...`: the method over run directories: diagnose a profiling run, gather the evidence of a run
-of the library's interventions, distil a policy (deploy with `playground run --harness darc:POLICY`). Each command's
-options are its pipeline step's parameters (`steps.py`, through `model_options`); the runs themselves are
-`playground run` or a study (docs/methods/darc.md)."""
+"""`playground darc distill`: distil a policy from an evidence table (deploy it with `playground run --harness
+darc:POLICY`); its options are the `darc.distill` step's parameters (`steps.py`, through `model_options`). The
+group's `diagnose` and `evidence` are the pipeline steps themselves, mounted as commands by the host
+(`PipelineStep.command`); the runs are `playground run` or a study (docs/methods/darc.md)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from playground.host_api import CLIError, model_options, nonempty, pass_host, path_callback
-from playground.plugins.darc.steps import DiagnoseParams, DistillParams, EvidenceParams
-
-if TYPE_CHECKING:
-    from playground.host_api import Host
+from playground.host_api import CLIError, model_options, nonempty, path_callback
+from playground.plugins.darc.steps import DistillParams
 
 
 @click.group("darc")
 def darc_group() -> None:
     """DARC: diagnose failures, gather evidence, distil a cost-aware recovery chain."""
-
-
-@darc_group.command("diagnose")
-@click.argument("run_dir", callback=path_callback)
-@click.option("--out", callback=path_callback, required=True, help="folder for diagnosis.json")
-@model_options(DiagnoseParams)
-@pass_host
-def diagnose_command(host: Host, run_dir: str, out: str, params: DiagnoseParams) -> None:
-    """Count the failure signatures of a profiling run (RUN_DIR, played with --harness darc-profile:DETECTORS),
-    write OUT/diagnosis.json."""
-    from playground.plugins.darc.evaluate import eval_harnesses
-    from playground.plugins.darc.profile import library
-    from playground.plugins.darc.steps import StepError, diagnose
-
-    nonempty(out, "--out")
-    try:
-        result = diagnose(host, Path(run_dir), Path(out), params)
-    except StepError as exc:
-        raise CLIError(str(exc)) from None
-    click.echo(json.dumps({k: result[k] for k in ("diagnoser", "mode", "why", "admissible_interventions",
-                                                  "modes_per_episode")}, indent=2))
-    env = str(json.loads((Path(run_dir) / "config.json").read_text()).get("env"))
-    names = result["admissible_interventions"] or sorted(spec.name for spec in library(host, env))
-    if result["mode"] is None:
-        click.echo(f"{result['why']}: no intervention is admissible; gather the whole library's evidence", err=True)
-    click.echo(f"diagnosis: {Path(out) / 'diagnosis.json'}", err=True)
-    click.echo("evidence run (on the train split): playground run " + " ".join(
-        f"--harness {h}" for h in eval_harnesses(names)) + " ...; then darc evidence RUN_DIR", err=True)
-
-
-@darc_group.command("evidence")
-@click.argument("run_dir", callback=path_callback)
-@click.option("--out", callback=path_callback, required=True, help="folder for evidence.csv, base.csv, evidence.json")
-@model_options(EvidenceParams)
-@pass_host
-def evidence_command(host: Host, run_dir: str, out: str, params: EvidenceParams) -> None:
-    """Read a run of base and each intervention alone (--harness darc-eval:NAME) on every task; write
-    OUT/evidence.csv."""
-    from playground.plugins.darc.evaluate import gather_evidence
-
-    nonempty(out, "--out")
-    try:
-        path, names, tasks = gather_evidence(host, run_dir, out, params.diagnosis, params.base_from)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-    click.echo(f"evidence of {len(names)} interventions on {tasks} tasks: {path}")
 
 
 @darc_group.command("distill")

@@ -44,10 +44,8 @@ ORACLE_KEYS = frozenset({"expert_plan"})
 class DiagnosisNote:
     """Label-only control: a standing note naming the diagnosed failure mode, and nothing else."""
 
-    def __init__(self, params: DiagnosisNoteParams | Mapping[str, Any]) -> None:
-        """`params`: a `DiagnosisNoteParams` (the host validated it), or a dict validated by it (strictly)."""
-        if not isinstance(params, DiagnosisNoteParams):
-            params = DiagnosisNoteParams.model_validate(dict(params), strict=True)
+    def __init__(self, params: DiagnosisNoteParams) -> None:
+        """`params`: validated by the host against the declaration."""
         mode = params.mode.strip()
         if not mode:
             raise ValueError(f"{LABEL_NOTE} needs the parameter mode (the diagnosed failure mode)")
@@ -64,10 +62,8 @@ class DiagnosisNote:
 class MetadataNote:
     """Metadata-only control: a standing note with the env's task facts named by `keys` (from its reset info)."""
 
-    def __init__(self, params: MetadataNoteParams | Mapping[str, Any]) -> None:
-        """`params`: a `MetadataNoteParams` (the host validated it), or a dict validated by it (strictly)."""
-        if not isinstance(params, MetadataNoteParams):
-            params = MetadataNoteParams.model_validate(dict(params), strict=True)
+    def __init__(self, params: MetadataNoteParams) -> None:
+        """`params`: validated by the host against the declaration."""
         self.keys = [k.strip() for k in params.keys.split(",") if k.strip()]
         if not self.keys:
             raise ValueError(f"{METADATA_NOTE}: the parameter keys names no reset-info key")

@@ -100,17 +100,17 @@ def profiled_base_records(profile_run: str | Path, config: dict[str, Any]) -> li
     return [by_task[t] for t in tasks]
 
 
-def gather_evidence(host: Host, run_dir: str | Path, out: str | Path, diagnosis_path: str | None = None,
+def gather_evidence(host: Host, run_dir: str | Path, diagnosis_path: str | None = None,
                     base_from: str | Path | None = None) -> tuple[Path, list[str], int]:
-    """Write the evidence of the run in `run_dir`; return (its path, the interventions, the number of tasks).
+    """Write the evidence of the run in `run_dir` into it; return (its path, the interventions, the number of tasks).
 
-    Writes `out/evidence.csv` (one row per task and intervention), `out/base.csv` (the bare
+    Writes `evidence.csv` (one row per task and intervention), `base.csv` (the bare
     agent's attempt on each task, in the same format, intervention `base`: the standard
-    attempt whose mean cost is distill's default tau_free) and `out/evidence.json` (what
+    attempt whose mean cost is distill's default tau_free) and `evidence.json` (what
     each cost is counted in, and the base attempt's mean cost and success). With
     `base_from` the base attempts are the profiling run's episodes (`profiled_base_records`).
     """
-    out = Path(out)
+    out = Path(run_dir)
     config, records = read_run(run_dir)
     interventions = chosen_interventions(host, played(config), diagnosis_path)
     if base_from:

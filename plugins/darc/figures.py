@@ -49,13 +49,18 @@ def solved_within(records: Sequence[EpisodeRecord], events: Any = None) -> dict[
     return {str(b): sum(1 for r in records if r.won and r.steps <= b) / len(records) for b in BUDGETS}
 
 
+def _written(folder: Path, name: str) -> Any:
+    """The JSON file NAME a pipeline step wrote into the folder, or None where none wrote it there."""
+    path = folder / name
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def _policy(read: str):
     """A figure from the folder's policy.json (None where no pipeline distilled one there)."""
     def of(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
-        path = folder / "policy.json"
-        if not path.is_file():
+        policy = _written(folder, "policy.json")
+        if policy is None:
             return None
-        policy = json.loads(path.read_text())
         if read == "length":
             return float(len(policy["chain"]))
         if read == "success":
@@ -65,8 +70,8 @@ def _policy(read: str):
 
 
 def _admissible(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
-    path = folder / "diagnosis.json"
-    return float(len(json.loads(path.read_text()).get("admissible_interventions") or [])) if path.is_file() else None
+    diagnosis = _written(folder, "diagnosis.json")
+    return None if diagnosis is None else float(len(diagnosis.get("admissible_interventions") or []))
 
 
 FAMILY_SIZE = 11  # failed episodes per resampled family: the failures of a 50-game profile
@@ -101,10 +106,8 @@ def _diagnoser_right(folder: Path, records: Sequence[EpisodeRecord]) -> float | 
 def _family_agrees(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
     from playground.plugins.darc.llm_diagnosis import majority  # (the diagnoser's own rule)
 
-    pairs = _graded_pairs(folder, records)
-    if not pairs or not (folder / "diagnosis.json").is_file():
-        return None
-    return float(json.loads((folder / "diagnosis.json").read_text())["mode"] == majority([t for _, t in pairs]))
+    pairs, diagnosis = _graded_pairs(folder, records), _written(folder, "diagnosis.json")
+    return float(diagnosis["mode"] == majority([t for _, t in pairs])) if pairs and diagnosis else None
 
 
 def _families_resampled(folder: Path, records: Sequence[EpisodeRecord]) -> float | None:
@@ -122,10 +125,8 @@ def _families_resampled(folder: Path, records: Sequence[EpisodeRecord]) -> float
 
 
 def _agreement(folder: Path, records: Sequence[EpisodeRecord]) -> dict[str, float | None] | None:
-    path = folder / "agreement.json"
-    if not path.is_file():
-        return None
-    return {row["diagnoser"]: row["agreement"] for row in json.loads(path.read_text())["rows"]}
+    agreement = _written(folder, "agreement.json")
+    return None if agreement is None else {row["diagnoser"]: row["agreement"] for row in agreement["rows"]}
 
 
 FIGURES = (

@@ -204,9 +204,9 @@ def profile_harnesses(harnesses: list[str]) -> list[str]:
     return [h for h in harnesses if h.startswith(PROFILE_HARNESS + ":")]
 
 
-def diagnose_run(host: Host, run_dir: str | Path, out: str | Path, diagnoser: Any = None,
+def diagnose_run(host: Host, run_dir: str | Path, diagnoser: Any = None,
                  modes: tuple[str, ...] | None = PAPER_MODES, harness: str | None = None) -> dict:
-    """Diagnose the profiling episodes of a finished run, write `out/diagnosis.json` and return its content.
+    """Diagnose the profiling episodes of a finished run, write `run_dir/diagnosis.json` and return its content.
 
     The episodes are those of `harness` (default: the run's one `darc-profile:DETECTORS` harness), which must cover
     every task of the run. The rule diagnosis is always made; with a `diagnoser` (an `LLMDiagnoser`) the LLM's
@@ -215,7 +215,6 @@ def diagnose_run(host: Host, run_dir: str | Path, out: str | Path, diagnoser: An
     `modes` (default: the paper's three; None: every mode).
     """
     allowed = (lambda mode: True) if modes is None else (lambda mode: mode in modes)
-    out = Path(out)
     config, all_records = read_run(run_dir)
     if harness is None:
         found = profile_harnesses(played(config))
@@ -276,5 +275,5 @@ def diagnose_run(host: Host, run_dir: str | Path, out: str | Path, diagnoser: An
         result.update(diagnoser="llm", mode=llm["mode"], why=llm["why"],
                       admissible_interventions=list(sets.get(llm["mode"], [])) if llm["mode"] else [],
                       llm={"mode": llm["mode"], "why": llm["why"], "model": diagnoser.name})
-    atomic_write_text(out / "diagnosis.json", json.dumps(result, indent=2) + "\n")
+    atomic_write_text(Path(run_dir) / "diagnosis.json", json.dumps(result, indent=2) + "\n")
     return result

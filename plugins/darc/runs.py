@@ -16,11 +16,8 @@ class RunNotReady(ValueError):
 def read_run(run_dir: str | Path) -> tuple[dict[str, Any], list[EpisodeRecord]]:
     """(config.json, the episode records) of a run directory (RunDirError when it is not one)."""
     path = Path(run_dir)
-    if (path / "episodes.jsonl").is_file() or not (path / "config.json").is_file():
-        records = load_records(path)  # names a folder that is not a run directory
-    else:
-        records = []  # a run that recorded no episode yet
-    return read_config(path / "config.json"), records
+    config = read_config(path / "config.json")
+    return config, load_records(path) if (path / "episodes.jsonl").is_file() else []  # [] before any episode
 
 
 def played(config: dict[str, Any]) -> list[str]:

@@ -4,8 +4,9 @@ intervention alone, beside base, as evidence), `darc.distill` (the cost-aware ch
 frozen to policy.json), `darc.policy_controls` (Table 6's correct, generic and mismatched policies) and
 `darc.agreement` (Table 15: the rule's and the LLM's diagnoses against the mode the evidence says fixes most
 failures). Each step writes into the pipeline's folder; `playground darc diagnose` and `evidence` are the steps
-themselves as commands (`PipelineStep.command`), and `playground darc distill` calls the same function as its step,
-so a study and the commands do one thing (the controls and the agreement are experiments about the method, run as
+themselves as commands (`PipelineStep.command`: they run in RUN_DIR, or in a copy of it with `--out`), and
+`playground darc distill` (over any evidence.csv) calls the same function as its step, so a study and the
+commands do one thing (the controls and the agreement are experiments about the method, run as
 the darc-table6 and darc-table15 studies).
 """
 
@@ -105,12 +106,14 @@ class AgreementParams(BaseModel):
                                        "an LLM or instrument diagnoser gives the LLM row)")
 
 
-def diagnose(host: Host, run_dir: Path, out: Path, params: DiagnoseParams) -> dict:
-    """Diagnose the profiling run RUN_DIR into OUT/diagnosis.json (and, with the instrument as the diagnoser, its
-    grade of each reply by episode into OUT/instrument.json); return the diagnosis. StepError names what is
-    wrong."""
-    from playground.host_api import read_config
-    from playground.plugins.darc.profile import diagnose_run
+def diagnose_step(host: Host, run_dir: Path, params: DiagnoseParams) -> dict:
+    """`darc.diagnose` (and `playground darc diagnose`): RUN_DIR/diagnosis.json (and, with the instrument as the
+    diagnoser, its grade of each reply by episode in RUN_DIR/instrument.json); return its outcome (who diagnosed,
+    the mode, why, the admissible interventions, onsets per episode by mode) and the harnesses of the evidence run
+    that comes next. StepError names what is wrong."""
+    from playground.host_api import atomic_write_text, read_config
+    from playground.plugins.darc.evaluate import eval_harnesses
+    from playground.plugins.darc.profile import diagnose_run, library
 
     judged = bool(params.judge_base_url or params.judge_model or params.judge_local)
     if params.diagnoser != "llm" and judged:
@@ -123,17 +126,19 @@ def diagnose(host: Host, run_dir: Path, out: Path, params: DiagnoseParams) -> di
     if params.diagnoser != "rule":
         judge = model_diagnoser(host, run_dir, config, params)
     try:
-        diagnosis = diagnose_run(host, run_dir, out, judge, modes, params.harness)
+        diagnosis = diagnose_run(host, run_dir, judge, modes, params.harness)
     except ValueError as exc:
         raise StepError(str(exc)) from None
     if params.diagnoser == "instrument" and judge is not None:  # its grade of each reply: figures, never the method
-        from playground.host_api import atomic_write_text
-
         grades = judge.model.grades
-        atomic_write_text(out / INSTRUMENT_FILE, json.dumps(
+        atomic_write_text(run_dir / INSTRUMENT_FILE, json.dumps(
             {"accuracy": params.diagnoser_accuracy, "graded": len(grades),
              "right": sum(bool(g["correct"]) for g in grades.values()), "episodes": grades}, indent=1) + "\n")
-    return diagnosis
+    # no mode (so no admissible set): the evidence run gathers the whole library usable on the env
+    names = diagnosis["admissible_interventions"] or sorted(spec.name for spec in library(host, str(config["env"])))
+    return {**{key: diagnosis[key] for key in ("diagnoser", "mode", "why", "admissible_interventions",
+                                               "modes_per_episode")},
+            "evidence_harnesses": eval_harnesses(names)}
 
 
 def model_diagnoser(host: Host, run_dir: Path, config: dict, params: DiagnoseParams) -> Any:
@@ -141,10 +146,7 @@ def model_diagnoser(host: Host, run_dir: Path, config: dict, params: DiagnosePar
     from playground.host_api import TraceInstrumentJudge
     from playground.plugins.darc.llm_diagnosis import LLMDiagnoser, make_model
 
-    try:
-        remove_grade_text = host.grade_text_remover(str(config.get("env")))
-    except KeyError as exc:
-        raise StepError(str(exc.args[0])) from None
+    remove_grade_text = host.grade_text_remover(str(config.get("env")))  # refused for an env not loaded
     if params.diagnoser == "instrument":
         if config.get("agent") != "noisy":
             raise StepError(f"--diagnoser instrument reads the failures the noisy agent injected: {run_dir} was "
@@ -221,20 +223,13 @@ def policy_controls(evidence_path: str | Path, out: Path, params: ControlsParams
         raise StepError(str(exc)) from None
 
 
-def diagnose_step(host: Host, run_dir: Path, params: DiagnoseParams) -> dict:
-    """`darc.diagnose`: RUN_DIR/diagnosis.json; return its outcome (who diagnosed, the mode, why, the admissible
-    interventions, onsets per episode by mode)."""
-    result = diagnose(host, run_dir, run_dir, params)
-    return {key: result[key] for key in ("diagnoser", "mode", "why", "admissible_interventions", "modes_per_episode")}
-
-
 def evidence_step(host: Host, run_dir: Path, params: EvidenceParams) -> dict:
     """`darc.evidence`: RUN_DIR/evidence.csv, base.csv and evidence.json; return the evidence's path, its
     interventions and its number of tasks."""
     from playground.plugins.darc.evaluate import gather_evidence
 
     try:
-        path, names, tasks = gather_evidence(host, run_dir, run_dir, params.diagnosis, params.base_from)
+        path, names, tasks = gather_evidence(host, run_dir, params.diagnosis, params.base_from)
     except ValueError as exc:
         raise StepError(str(exc)) from None
     return {"evidence": str(path), "interventions": names, "tasks": tasks}
