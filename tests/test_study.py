@@ -51,12 +51,78 @@ def write(tmp_path: Path, text: str) -> Path:
     (STUDY.replace('["base", "sentry"]', '["base", "base"]'), "grids.0.harnesses: Value error, a harness is listed twice"),
     (STUDY.replace("episodes = 3", "episodes = 0"), "grids.0.episodes: Input should be greater than or equal to 1"),
     (STUDY.replace('kind = "machinery"', 'kind = "guess"'), "kind: String should match pattern"),
+    (STUDY.replace("[[grids]]", "[grid_defaults]\nname = \"x\"\n\n[[grids]]"),
+     "grid_defaults: name belongs to each grid"),
+    (STUDY.replace("[[grids]]", "[grid_defaults]\nmax_step = 5\n\n[[grids]]"),
+     "grid_defaults: unknown grid field(s) max_step; choose from env, split,"),
+    (STUDY.replace("[[grids]]", "[grid_defaults]\nmax_steps = 0\n\n[[grids]]"),
+     "grids.0.max_steps: Input should be greater than or equal to 1"),
 ])
 def test_a_bad_study_file_is_refused_naming_the_file_and_the_place(tmp_path, text, words):
     path = write(tmp_path, text)
     with pytest.raises(StudyError) as raised:
         load_study(path)
     assert str(path) in str(raised.value) and words in str(raised.value)
+
+
+SHORT = """
+name = "short"
+title = "grid defaults"
+
+[grid_defaults]
+env = "tiny"
+max_steps = 7
+agent_options = { stall = 0.1 }
+params = { window = 2 }
+
+[[grids]]
+name = "first"
+episodes = 3
+agent_options = { repeat = 0.5 }
+harnesses = ["base", "sentry"]
+
+[[grids]]
+name = "other"
+episodes = 1
+max_steps = 9
+harnesses = ["base"]
+"""
+
+LONG = """
+name = "short"
+title = "grid defaults"
+
+[[grids]]
+name = "first"
+env = "tiny"
+episodes = 3
+max_steps = 7
+agent_options = { repeat = 0.5 }
+params = { window = 2 }
+harnesses = ["base", "sentry"]
+
+[[grids]]
+name = "other"
+env = "tiny"
+episodes = 1
+max_steps = 9
+agent_options = { stall = 0.1 }
+params = { window = 2 }
+harnesses = ["base"]
+"""
+
+
+def test_grid_defaults_fill_what_a_grid_leaves_out_and_the_grid_wins(tmp_path):
+    study = load_study(write(tmp_path, SHORT))
+    first, other = study.grids
+    # a key the grid sets replaces the default whole (agent_options is the grid's own, not merged)
+    assert (first.env, first.max_steps, first.agent_options, first.params) == ("tiny", 7, {"repeat": 0.5},
+                                                                               {"window": 2})
+    assert (other.env, other.max_steps, other.agent_options, other.params) == ("tiny", 9, {"stall": 0.1},
+                                                                               {"window": 2})
+    # the study written out in full is the same study; study.json holds the grids whole, not the defaults
+    assert study.model_dump() == load_study(write(tmp_path, LONG)).model_dump()
+    assert "grid_defaults" not in study.model_dump()
 
 
 def test_a_study_runs_resumes_and_tabulates(host, tmp_path):

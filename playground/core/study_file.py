@@ -162,6 +162,9 @@ class Study(BaseModel):
     kind: str = Field(default="machinery", pattern="^(instrument|real-model|machinery)$",
                       description="which of the three kinds of figure the table is")
     paper: str = Field(default="", description="the paper table it reproduces, if any")
+    # what every grid takes unless it sets the key itself (any grid field but its name); applied as the file is
+    # read, so the grids (and study.json) hold the whole of each
+    grid_defaults: dict[str, Any] = Field(default_factory=dict, exclude=True)
     grids: list[Grid] = Field(min_length=1)
     pipelines: list[Pipeline] = Field(default_factory=list)
     smoke: Smoke = Field(default_factory=Smoke)
@@ -172,6 +175,27 @@ class Study(BaseModel):
     # the plugins' table columns (`register_figures`) to show; None: every one some cell has a value for
     figures: list[str] | None = None
     _here: str | None = PrivateAttr(default=None)  # the study file's folder (`{here}`), set by load_study
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_grid_defaults(cls, data: Any) -> Any:
+        """Each grid table as written over `grid_defaults` (a key the grid sets replaces the default's value whole,
+        a table such as agent_options too)."""
+        defaults = data.get("grid_defaults") if isinstance(data, dict) else None
+        if not defaults:
+            return data
+        if not isinstance(defaults, dict):
+            raise ValueError("grid_defaults: a table of grid fields")
+        if "name" in defaults:
+            raise ValueError("grid_defaults: name belongs to each grid (its folder)")
+        unknown = sorted(set(defaults) - set(Grid.model_fields))
+        if unknown:
+            raise ValueError(f"grid_defaults: unknown grid field(s) {', '.join(unknown)}; choose from "
+                             f"{', '.join(f for f in Grid.model_fields if f != 'name')}")
+        grids = data.get("grids")
+        if isinstance(grids, list):
+            data = {**data, "grids": [{**defaults, **grid} if isinstance(grid, dict) else grid for grid in grids]}
+        return data
 
     @field_validator("grids")
     @classmethod
