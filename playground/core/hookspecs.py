@@ -289,7 +289,9 @@ def copy_playbook(source: str, target: str) -> bool | None:
     `playbook_from`, the held-out protocol) plays its first episode: once per harness of that grid, with the
     playbook the source cell grew and the one the harness will use, only where the target does not exist yet
     (so a resumed grid keeps the copy it had). A missing `source` (a source cell that stored nothing) copies
-    as an empty playbook. The copy is whole or absent: never a part of one at `target`.
+    as an empty playbook. The copy is whole or absent: never a part of one at `target`. Called by `playground
+    playbook copy` too. A plugin that keeps something of its own beside a playbook implements it as a wrapper
+    (`@hookimpl(wrapper=True)`): it checks before `yield` and writes after it, once the owner copied the playbook.
     """
 
 

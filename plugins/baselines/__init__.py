@@ -140,3 +140,19 @@ def register_commands(cli) -> None:
     from playground.plugins.baselines.cli import baselines_group
 
     cli.add_command(baselines_group)
+
+
+@hookimpl(wrapper=True)
+def copy_playbook(source: str, target: str):
+    """Around the playbook's own copy: carry what the baselines keep beside the playbook at `source` (ACE's curated
+    playbook and delta log, Reflexion's reflections, AWM's workflows, ReasoningBank's items) to beside `target`,
+    so a copy (`playbook copy`, a held-out grid's `playbook_from`) starts where the source's baselines stopped.
+    Checked before the playbook is copied (a target holding other memories is refused, nothing written), written
+    once it is."""
+    from playground.plugins.baselines.memory import memories_to_copy, write_memories
+
+    plan = memories_to_copy(source, target)
+    copied = yield
+    if copied:
+        write_memories(target, plan)
+    return copied

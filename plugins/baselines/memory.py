@@ -41,6 +41,7 @@ class Memory(Protocol):
 
     def records(self) -> list[dict]: ...
     def append(self, record: dict) -> None: ...
+    def write_records(self, records: list[dict]) -> None: ...
     def locked(self) -> Any: ...
     def read_text(self) -> str: ...
     def write_text(self, text: str) -> None: ...
@@ -76,6 +77,10 @@ class FileMemory:
     def append(self, record: dict) -> None:
         """Append one record (call under `locked()`)."""
         append_record(self.path, record)
+
+    def write_records(self, records: list[dict]) -> None:
+        """Replace the file with `records`, whole (atomically)."""
+        self.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
 
     def locked(self) -> Any:
         """The file's exclusive lock, while the block runs."""
@@ -146,6 +151,16 @@ class PostgresMemory:
             connection.execute(f"INSERT INTO {self.schema}.baseline_records (name, record) VALUES (%s, %s)",
                                (self.name, Jsonb(record)))
 
+    def write_records(self, records: list[dict]) -> None:
+        """Replace the memory's records with `records`, whole (one transaction)."""
+        from psycopg.types.json import Jsonb
+
+        with self.pool.connection() as connection, connection.transaction():
+            connection.execute(f"DELETE FROM {self.schema}.baseline_records WHERE name = %s", (self.name,))
+            for record in records:
+                connection.execute(f"INSERT INTO {self.schema}.baseline_records (name, record) VALUES (%s, %s)",
+                                   (self.name, Jsonb(record)))
+
     @contextmanager
     def locked(self) -> Iterator[None]:
         """A session advisory lock on the memory's name, held on one connection while the block runs."""
@@ -185,4 +200,65 @@ def memory_for(start: EpisodeStart, suffix: str, override: str = "", param: str 
     return FileMemory(path) if path is not None else None
 
 
-__all__ = ["FileMemory", "Memory", "MemoryFileError", "PostgresMemory", "append_once", "memory_for", "written_before"]
+# What the baselines keep beside a playbook, by name: ACE's curated playbook (one text) and its delta log,
+# Reflexion's reflections, AWM's workflows and ReasoningBank's items (records). A copy of the playbook carries them.
+BESIDE_PLAYBOOK = {"ace.txt": "text", "ace.txt.deltas.jsonl": "records", "reflections.jsonl": "records",
+                   "workflows.jsonl": "records", "memory.jsonl": "records"}
+
+
+def _beside(playbook: str, name: str, make: bool = False) -> Memory | None:
+    """The memory `name` beside the playbook at `playbook` (a file, or a `postgresql://` URL). For PostgreSQL
+    without the memory's tables: None, or with `make` the memory with its tables made (reading makes nothing)."""
+    if not playbook.startswith(("postgresql://", "postgres://")):
+        path = Path(playbook)
+        return FileMemory(path.with_name(f"{path.stem}.{name}"))
+    if not make:
+        from playground.plugins.playbook.backend import postgres
+
+        pg = postgres()
+        where = pg.Location(playbook)
+        with pg.pool(where).connection() as connection:
+            made = connection.execute("SELECT to_regclass(%s)", (f"{where.schema}_memory.baseline_texts",)).fetchone()
+        if not (made and made[0]):
+            return None
+    return PostgresMemory(playbook, name)
+
+
+def _content(memory: Memory | None, kind: str) -> Any:
+    """A memory's text or records (None for no memory)."""
+    if memory is None:
+        return None
+    return memory.read_text() if kind == "text" else memory.records()
+
+
+def memories_to_copy(source: str, target: str) -> list[tuple[str, Any]]:
+    """The memories kept beside the playbook at `source` (BESIDE_PLAYBOOK) that a copy of it to `target` carries,
+    as (name, content); writes nothing. A memory already beside `target` must equal the source's (what a copy cut
+    short left); one that differs is a MemoryFileError naming it."""
+    plan = []
+    for name, kind in BESIDE_PLAYBOOK.items():
+        here = _beside(source, name)
+        held = _content(here, kind)
+        if here is None or not held:
+            continue
+        there = _beside(target, name)
+        if there is not None and _content(there, kind) not in (held, "", []):
+            raise MemoryFileError(f"{there.location} holds another memory than {here.location}; a copy of the "
+                                  f"playbook would mix the two: give a new target")
+        plan.append((name, held))
+    return plan
+
+
+def write_memories(target: str, plan: list[tuple[str, Any]]) -> None:
+    """Write each memory of `plan` (`memories_to_copy`) beside the playbook at `target`, each whole."""
+    for name, held in plan:
+        there = _beside(target, name, make=True)
+        assert there is not None  # (made)
+        if BESIDE_PLAYBOOK[name] == "text":
+            there.write_text(held)
+        else:
+            there.write_records(held)
+
+
+__all__ = ["BESIDE_PLAYBOOK", "FileMemory", "Memory", "MemoryFileError", "PostgresMemory", "append_once",
+           "memories_to_copy", "memory_for", "write_memories", "written_before"]

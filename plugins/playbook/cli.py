@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from playground.core.labels import UnknownFailure
-from playground.host_api import CLIError, default_labels, path_callback, visible
+from playground.host_api import CLIError, Host, default_labels, pass_host, path_callback, visible
 from playground.plugins.playbook.cli_output import (
     ImportProgress,
     lesson_line,
@@ -251,19 +251,23 @@ def _backup(playbook) -> Path | str:
 @playbook_group.command("copy")
 @click.argument("source", callback=PLAYBOOK_PATH)
 @click.argument("target", callback=PLAYBOOK_PATH)
-def copy_command(source: str, target: str) -> None:
+@pass_host
+def copy_command(host: Host, source: str, target: str) -> None:
     """Copy the whole playbook SOURCE (lessons with their ids and counters, origins, change log) to a new playbook
     TARGET: an SQLite file to a PostgreSQL URL, back, or between the same kind. TARGET must hold no playbook yet;
-    the copy is made whole or not at all, and its export is byte for byte SOURCE's."""
+    the copy is made whole or not at all, and its export is byte for byte SOURCE's. What other plugins keep beside
+    the playbook (the baselines' memories) is copied with it, through the host's `copy_playbook` hook."""
     from playground.plugins.playbook.backend import shown
     from playground.plugins.playbook.store import PlaybookError
 
-    with _open(source, read_only=True) as playbook:
-        try:
-            playbook.copy_to(target)
-        except PlaybookError as exc:
-            raise PlaybookCLIError(str(exc)) from None
+    with _open(source, read_only=True) as playbook:  # a playbook, or a named error
         count = len(playbook)
+    try:
+        copied = host.pm.hook.copy_playbook(source=source, target=target)
+    except PlaybookError as exc:
+        raise PlaybookCLIError(str(exc)) from None
+    if not copied:
+        raise PlaybookCLIError(f"no loaded plugin copies the playbook at {shown(source)!r}")
     click.echo(f"copied {count} lessons from {shown(source)} to {shown(target)}")
 
 
