@@ -46,6 +46,8 @@ class ScriptedModel:
             gold = next(a for q, a in self.answers.items() if current.startswith(q[:700]))
             return f"Thought: compute it\nAction: {gold}" if HINT in user else f"Thought: compute it\nAction: " \
                                                                                f"The answer is {gold}"
+        if "Your output fields are:" not in system:
+            return "OK"  # the command's one-token probe of the endpoint, before the optimiser starts
         section = system.split("Your output fields are:", 1)[1].split("All interactions", 1)[0]
         values = {name: HINT if "instruction" in name else "A short note." for name in re.findall(r"`(\w+)`", section)}
         if "Outputs will be a JSON object" in system:
@@ -81,8 +83,10 @@ def test_optimise_on_dev_then_deploy_the_prompt_frozen_as_a_harness(tmp_path, op
         assert written["lm_calls"] > 0 and written["proposer_calls"] > 0
         # every call is capped as the agent's own client caps it (`max_tokens`): llama.cpp's server ignores
         # `max_completion_tokens`, which litellm's `openai/` provider sends, and then generates to the context's end
-        assert server.requests and all(r.get("max_tokens") == 256 and "max_completion_tokens" not in r
-                                       for r in server.requests)
+        probe, *optimiser = server.requests  # first, one one-token request: does the endpoint answer at all
+        assert probe["max_tokens"] == 1 and probe["messages"] == [{"role": "user", "content": "Reply with OK."}]
+        assert optimiser and all(r.get("max_tokens") == 256 and "max_completion_tokens" not in r
+                                 for r in optimiser)
 
         listed = run_cli("harnesses")
         assert "prompt-opt:" in listed.stdout
@@ -148,6 +152,17 @@ def test_optimise_refuses_a_test_split(tmp_path):
     done = run_cli("baselines", "optimise", "--optimizer", "gepa", "--env", "finance:formula", "--split", "test",
                    "--llm-base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(tmp_path / "p.json"))
     assert done.returncode == 2 and "test split" in done.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_optimise_against_an_endpoint_that_does_not_answer_stops_at_once_naming_it(tmp_path):
+    require_extra("prompt-opt", "dspy")
+    with ScriptedChatServer() as server:
+        url = server.base_url  # closed once the block ends: nothing answers there
+    done = run_cli("baselines", "optimise", "--optimizer", "miprov2", "--env", "finance:formula",
+                   "--llm-base-url", url, "--model", "m", "--out", str(tmp_path / "p.json"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "the agent's endpoint does not answer" in done.stderr and "Connection refused" in done.stderr
     assert not (tmp_path / "p.json").exists()
 
 

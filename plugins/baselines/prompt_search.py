@@ -119,6 +119,20 @@ def make_lm(dspy, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY"
                    temperature=0.0, max_tokens=max_tokens, seed=0, num_retries=3)
 
 
+def answers(base_url: str, model: str, api_key_env: str, role: str) -> None:
+    """One one-token request to the endpoint, before the optimiser starts: PromptSearchError naming the endpoint
+    when it cannot be reached or refuses the model (the optimisers would log each failed example and go on for
+    minutes, then stop with a traceback)."""
+    from playground.host_api import HTTPChatModel, LLMError
+
+    client = HTTPChatModel(base_url, model, api_key=os.environ.get(api_key_env) or None, retries=1, timeout=30.0)
+    try:
+        client.complete([{"role": "user", "content": "Reply with OK."}], max_tokens=1)
+    except LLMError as exc:
+        raise PromptSearchError(f"{role} endpoint does not answer ({exc}); start it or check its URL and model "
+                                "name") from None
+
+
 def raw_reply_adapter(dspy, base):
     """DSPy's adapter `base`, except that a reply it cannot parse for a one-field signature (MIPROv2's instruction
     proposal and summaries with the chat adapter, GEPA's reflection with the JSON adapter) is taken whole as that
@@ -189,6 +203,10 @@ def optimise(optimizer: str, train: list[DevTask], val: list[DevTask], grader: G
         raise PromptSearchError(f"unknown optimiser {optimizer!r}; choose from: {', '.join(OPTIMIZERS)}")
     if not train or not val:
         raise PromptSearchError("prompt optimisation needs at least one train and one val task")
+    endpoints = {(base_url, model): "the agent's"}
+    endpoints.setdefault((reflection_base_url or base_url, reflection_model or model), "the proposer's")
+    for (url, name), role in endpoints.items():
+        answers(url, name, api_key_env, role)
     dspy = _dspy()
     lm = make_lm(dspy, base_url, model, api_key_env, max_tokens)
     proposer = make_lm(dspy, reflection_base_url or base_url, reflection_model or model, api_key_env, max_tokens)
