@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 TOP = 64  # the highest-scoring tokens checked together when the grammar refuses the highest
+VERSIONS = ("0.3.",)  # llama-cpp-python releases whose sampler chain this extends (the lock pins 0.3.36)
 
 
 class GrammarFirstCheck:
@@ -96,6 +97,8 @@ def greedy_grammar_llama(llama_class: type) -> type:
             import llama_cpp
             from llama_cpp import _internals
 
+            if not llama_cpp.__version__.startswith(VERSIONS):  # its sampler internals are what this builds on
+                return super()._init_sampler(*args, **kwargs)
             chain = _internals.LlamaSampler()
             chain.add_penalties(n_vocab=self._n_vocab, penalty_last_n=self.last_n_tokens_size,
                                 penalty_repeat=kwargs.get("repeat_penalty", 1.0),
