@@ -7,7 +7,9 @@ response cache off so every call is the model's work:
 - `sliding, 1 context`: the history is the last W steps, and one llama.cpp context serves the agent and every judge
   (how the embedded model ran before; `--agent-option history=sliding --agent-option contexts=1`);
 - `blocks, 4 contexts`: the history starts at a multiple of W, so consecutive prompts share all but the newest
-  step, and each system prompt (the agent's, each judge role's) keeps its own context and KV cache (the default).
+  step, and up to 4 system prompts keep their own context and KV cache (the default before: Sentry's four judge
+  roles and the agent are five, so one of them gave its context away);
+- `blocks, 5 contexts`: the same, a context for each of the five system prompts (the default).
 
 For every model call the child process records the prompt tokens, the tokens llama.cpp actually evaluated (those
 past the prefix its context already holds) and the completion tokens. llama.cpp's raw throughput on the same cores
@@ -46,7 +48,8 @@ from playground.run.rundir import load_records
 
 CONFIGS = {
     "sliding, 1 context": ["--agent-option", "history=sliding", "--agent-option", "contexts=1"],
-    "blocks, 4 contexts": [],
+    "blocks, 4 contexts": ["--agent-option", "contexts=4"],
+    "blocks, 5 contexts": [],
 }
 
 

@@ -279,7 +279,7 @@ HTTP_DEFAULTS: dict[str, Any] = {
 }
 LOCAL_DEFAULTS: dict[str, Any] = {
     "gguf": "", "temperature": 0.0, "seed": 0, "max_tokens": 64, "threads": "auto", "n_ctx": 8192,
-    "constrained": False, "think": False, "cache_dir": "", "contexts": 4,
+    "constrained": False, "think": False, "cache_dir": "", "contexts": 5,
     "window": 5, "max_obs_chars": 600, "history": "blocks",
 }
 

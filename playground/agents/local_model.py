@@ -97,7 +97,7 @@ class LocalChatModel:
 
     def __init__(self, gguf: str | None = None, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
                  n_ctx: int = 8192, threads: int = 2, cache_dir: str | os.PathLike | None = None,
-                 contexts: int = 4) -> None:
+                 contexts: int = 5) -> None:
         try:
             import llama_cpp  # noqa: F401
         except ImportError:
