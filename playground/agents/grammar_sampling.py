@@ -4,8 +4,8 @@ same), for the embedded model's constrained replies.
 llama-cpp-python applies a grammar to every token of the vocabulary (49,152 for SmolLM2) before the greedy pick,
 at every step: 17 ms a token against 11 ms unconstrained on these cores. Greedy decoding needs less. If the
 highest-scoring token is one the grammar admits, it is also the highest-scoring admissible token, so only that
-token is checked; only when the grammar refuses it is the grammar applied to the whole vocabulary, as before. The
-reply is the same token for token (`tests/test_grammar_sampling.py` compares the two paths); only greedy decoding
+token is checked; when the grammar refuses it, the 64 highest-scoring tokens are checked together; only when it
+refuses them all is the grammar applied to the whole vocabulary, as before. The reply is the same token for token (`tests/test_grammar_sampling.py` compares the two paths); only greedy decoding
 (temperature 0, no logits processor) takes this path, any other sampling keeps llama-cpp-python's.
 """
 
@@ -24,8 +24,9 @@ VERSIONS = ("0.3.",)  # llama-cpp-python releases whose sampler chain this exten
 
 class GrammarFirstCheck:
     """A llama.cpp sampler (for a sampler chain, before the greedy pick) that holds a grammar sampler of its own:
-    it lets the highest-scoring token through alone when the grammar admits it, else applies the grammar to every
-    candidate; every accepted token advances the grammar. `checks` and `fallbacks` count the two paths."""
+    it lets the best-scoring token the grammar admits through alone, looking at the highest first, then the TOP
+    highest, else applies the grammar to every candidate; every accepted token advances the grammar. `checks`
+    counts the tokens decoded, `fallbacks` those that needed the whole vocabulary."""
 
     def __init__(self, llama_cpp: Any, vocab: Any, grammar: Any) -> None:
         self.llama_cpp = llama_cpp
