@@ -19,18 +19,12 @@ from llama_cpp import Llama, LlamaGrammar
 from playground.agents.chat import grammar_schema
 from playground.agents.grammar_sampling import greedy_grammar_llama
 from playground.agents.local_model import _grammar_alternative, default_gguf_path
+from playground.plugins.sentry.judges import LLMDetector, LLMVerifier
 
-# the shapes the judges and the agent ask for: Sentry's detector reply, a verifier's verdict, a choice of commands
-DETECTOR = {"type": "object", "properties": {
-    "failure": {"type": "boolean"},
-    "failure_type": {"type": "string", "enum": ["progress", "grounding", "action_validity"]},
-    "labels": {"type": "array", "items": {"type": "string", "enum": ["over_exploration", "planning_stall",
-                                                                      "repetition_or_looping", "hallucination"]}},
-    "confidence": {"type": "integer"}, "evidence": {"type": "string", "maxLength": 40}},
-    "required": ["failure", "failure_type", "labels", "confidence", "evidence"]}
-VERDICT = {"type": "object", "properties": {"resolved": {"type": "boolean"},
-                                            "evidence": {"type": "string", "maxLength": 60}},
-           "required": ["resolved", "evidence"]}
+# the shapes the judges ask for, as Sentry's judges send them: the detector's reply (`{"failure": false}`, or a
+# detection naming its type, labels, confidence and evidence) and the verifier's verdict
+DETECTOR = LLMDetector(None).schema
+VERDICT = LLMVerifier.SCHEMA
 COMMANDS = ["go north", "go south", "take the red key", "open the wooden door", "inventory", "look",
             "take vacuum", "drop vacuum", "open fridge", "examine counter"]
 STORY = ("You are in a kitchen. There is a fridge, a counter with a vacuum on it, and doors to the north and south. "

