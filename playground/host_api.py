@@ -54,7 +54,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     # Models and structured replies
     "playground.agents.chat": ("ChatModel", "LLMError",),
-    "playground.agents.http_model": ("HTTPChatModel",),
+    "playground.agents.http_model": ("HTTPChatModel", "endpoint_answers",),
     "playground.agents.local_model": ("default_gguf_path", "LocalChatModel",),
     "playground.agents.structured": ("ask_structured", "CALL_FAILED", "json_object_in", "shared_agent_model",),
     "playground.agents.response_cache": ("default_cache_dir",),
@@ -82,7 +82,7 @@ __all__ = sorted(_WHERE)
 if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this file in pyproject.toml)
     from playground.agents.base import bind_env, expert_action, parse_options
     from playground.agents.chat import ChatModel, LLMError
-    from playground.agents.http_model import HTTPChatModel
+    from playground.agents.http_model import HTTPChatModel, endpoint_answers
     from playground.agents.instrument_judge import TraceInstrumentJudge, show_episode, state_from_events
     from playground.agents.judge_model import build_judge_model, judge_or_shared
     from playground.agents.llm import parse_reply, render_prompt

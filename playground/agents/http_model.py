@@ -304,3 +304,10 @@ def _response_format(mode: str, with_schema: bool, schema: dict) -> dict | None:
 def refuses_response_format(status: int, raw: bytes) -> bool:
     """Whether an error reply refuses a request's `response_format`: a refusal status, or a body naming it."""
     return status in REFUSAL_STATUS or b"response_format" in raw[:20_000]
+
+
+def endpoint_answers(base_url: str, model: str, api_key: str | None = None, timeout: float = 30.0) -> None:
+    """Ask the endpoint for one token (no response cache, one retry): whether it answers for `model` now, before a
+    long job that would find out call by call. LLMError naming the endpoint when it cannot be reached or refuses."""
+    HTTPChatModel(base_url, model, api_key, retries=1, timeout=timeout).complete(
+        [{"role": "user", "content": "Reply with OK."}], max_tokens=1)

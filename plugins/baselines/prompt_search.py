@@ -120,14 +120,13 @@ def make_lm(dspy, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY"
 
 
 def answers(base_url: str, model: str, api_key_env: str, role: str) -> None:
-    """One one-token request to the endpoint, before the optimiser starts: PromptSearchError naming the endpoint
-    when it cannot be reached or refuses the model (the optimisers would log each failed example and go on for
-    minutes, then stop with a traceback)."""
-    from playground.host_api import HTTPChatModel, LLMError
+    """Whether the endpoint answers, before the optimiser starts: PromptSearchError naming it when it cannot be
+    reached or refuses the model (the optimisers would log each failed example and go on for minutes, then stop
+    with a traceback)."""
+    from playground.host_api import LLMError, endpoint_answers
 
-    client = HTTPChatModel(base_url, model, api_key=os.environ.get(api_key_env) or None, retries=1, timeout=30.0)
     try:
-        client.complete([{"role": "user", "content": "Reply with OK."}], max_tokens=1)
+        endpoint_answers(base_url, model, os.environ.get(api_key_env) or None)
     except LLMError as exc:
         raise PromptSearchError(f"{role} endpoint does not answer ({exc}); start it or check its URL and model "
                                 "name") from None
