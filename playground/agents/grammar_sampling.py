@@ -5,8 +5,9 @@ llama-cpp-python applies a grammar to every token of the vocabulary (49,152 for 
 at every step: 17 ms a token against 11 ms unconstrained on these cores. Greedy decoding needs less. If the
 highest-scoring token is one the grammar admits, it is also the highest-scoring admissible token, so only that
 token is checked; when the grammar refuses it, the 64 highest-scoring tokens are checked together; only when it
-refuses them all is the grammar applied to the whole vocabulary, as before. The reply is the same token for token (`tests/test_grammar_sampling.py` compares the two paths); only greedy decoding
-(temperature 0, no logits processor) takes this path, any other sampling keeps llama-cpp-python's.
+refuses them all is the grammar applied to the whole vocabulary, as before. The reply is the same token for
+token (`tests/test_grammar_sampling.py` compares the two paths); only greedy decoding (temperature 0, no logits
+processor) takes this path, any other sampling keeps llama-cpp-python's.
 """
 
 from __future__ import annotations
