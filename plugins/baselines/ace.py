@@ -31,7 +31,7 @@ from playground import EpisodeEnd, EpisodeStart
 from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
-from playground.plugins.baselines.memory import Memory, memory_for, written_before
+from playground.plugins.baselines.memory import ACE_DELTAS, ACE_PLAYBOOK, Memory, memory_for, written_before
 from playground.plugins.baselines.params import AceParams, defaults_of
 from playground.plugins.baselines.trajectory import Trajectory, abstract_action, approx_tokens, verb_of, words
 from playground.plugins.playbook.io import ACE_FAILURE_TYPE, ACE_SECTIONS, ace_text, read_ace
@@ -393,7 +393,7 @@ class AcePlugin(MemoryBaseline):
     def begin(self, start: EpisodeStart) -> None:
         """Render the playbook into the note, within the budget; remember the bullets shown."""
         self.start = start
-        self.memory = memory_for(start, "ace.txt", str(self.p["ace_playbook"]), "ace_playbook")
+        self.memory = memory_for(start, ACE_PLAYBOOK, str(self.p["ace_playbook"]), "ace_playbook")
         playbook = self._playbook()
         self.note, shown_ids = playbook.render(int(self.p["ace_budget"]))
         self.shown = [b for b in playbook.bullets if b.id in shown_ids]
@@ -420,7 +420,7 @@ class AcePlugin(MemoryBaseline):
         assert self.memory is not None
         ids = end.ids
         key = episode_key(ids)
-        log = self.memory.sibling(".deltas.jsonl")
+        log = self.memory.sibling(ACE_DELTAS)
         with self.memory.locked():
             if written_before(log, key):
                 return []  # a replayed episode: its deltas are in already

@@ -22,7 +22,7 @@ from playground import EpisodeEnd, EpisodeStart
 from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
-from playground.plugins.baselines.memory import append_once, memory_for
+from playground.plugins.baselines.memory import WORKFLOWS, append_once, memory_for
 from playground.plugins.baselines.params import AwmParams, defaults_of
 from playground.plugins.baselines.success import succeeded
 from playground.plugins.baselines.trajectory import Trajectory, approx_tokens, goal_gist
@@ -91,7 +91,7 @@ class AwmPlugin(MemoryBaseline):
 
     def begin(self, start: EpisodeStart) -> None:
         """Read the memory's workflows into the note."""
-        self.memory = memory_for(start, "workflows.jsonl", str(self.p["awm_memory"]), "awm_memory")
+        self.memory = memory_for(start, WORKFLOWS, str(self.p["awm_memory"]), "awm_memory")
         self.note = render(workflows(self.memory.records() if self.memory else []), int(self.p["awm_budget"]))
 
     def learn(self, end: EpisodeEnd) -> None:

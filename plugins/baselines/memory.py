@@ -200,10 +200,13 @@ def memory_for(start: EpisodeStart, suffix: str, override: str = "", param: str 
     return FileMemory(path) if path is not None else None
 
 
-# What the baselines keep beside a playbook, by name: ACE's curated playbook (one text) and its delta log,
-# Reflexion's reflections, AWM's workflows and ReasoningBank's items (records). A copy of the playbook carries them.
-BESIDE_PLAYBOOK = {"ace.txt": "text", "ace.txt.deltas.jsonl": "records", "reflections.jsonl": "records",
-                   "workflows.jsonl": "records", "memory.jsonl": "records"}
+# What the baselines keep beside a playbook, by name (the file suffix beside a file playbook, the memory's name in
+# PostgreSQL): ACE's curated playbook (one text) and its delta log beside it (`Memory.sibling`), Reflexion's
+# reflections, AWM's workflows and ReasoningBank's items (records). A copy of the playbook carries them all.
+ACE_PLAYBOOK, ACE_DELTAS = "ace.txt", ".deltas.jsonl"
+REFLECTIONS, WORKFLOWS, RB_ITEMS = "reflections.jsonl", "workflows.jsonl", "memory.jsonl"
+BESIDE_PLAYBOOK = {ACE_PLAYBOOK: "text", ACE_PLAYBOOK + ACE_DELTAS: "records", REFLECTIONS: "records",
+                   WORKFLOWS: "records", RB_ITEMS: "records"}
 
 
 def _beside(playbook: str, name: str, make: bool = False) -> Memory | None:
@@ -260,5 +263,6 @@ def write_memories(target: str, plan: list[tuple[str, Any]]) -> None:
             there.write_records(held)
 
 
-__all__ = ["BESIDE_PLAYBOOK", "FileMemory", "Memory", "MemoryFileError", "PostgresMemory", "append_once",
-           "memories_to_copy", "memory_for", "write_memories", "written_before"]
+__all__ = ["ACE_DELTAS", "ACE_PLAYBOOK", "BESIDE_PLAYBOOK", "FileMemory", "Memory", "MemoryFileError", "PostgresMemory",
+           "RB_ITEMS", "REFLECTIONS", "WORKFLOWS", "append_once", "memories_to_copy", "memory_for", "write_memories",
+           "written_before"]

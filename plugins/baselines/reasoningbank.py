@@ -23,7 +23,7 @@ from playground import EpisodeEnd, EpisodeStart
 from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, array_schema, object_schema, string_schema
-from playground.plugins.baselines.memory import append_once, memory_for
+from playground.plugins.baselines.memory import RB_ITEMS, append_once, memory_for
 from playground.plugins.baselines.params import ReasoningBankParams, defaults_of
 from playground.plugins.baselines.success import succeeded
 from playground.plugins.baselines.trajectory import Trajectory, goal_gist
@@ -129,7 +129,7 @@ class ReasoningBankPlugin(MemoryBaseline):
 
     def begin(self, start: EpisodeStart) -> None:
         """Retrieve the memory items most similar to the goal into the note."""
-        self.memory = memory_for(start, "memory.jsonl", str(self.p["rb_memory"]), "rb_memory")
+        self.memory = memory_for(start, RB_ITEMS, str(self.p["rb_memory"]), "rb_memory")
         self.retrieved = retrieve(self.memory.records() if self.memory else [], start.goal, int(self.p["rb_k"]))
         self.note = render(self.retrieved)
 

@@ -20,7 +20,7 @@ from playground import EpisodeEnd, EpisodeStart
 from playground.host_api import episode_key
 from playground.plugins.baselines.episode import MemoryBaseline
 from playground.plugins.baselines.judge import Judge, object_schema, string_schema
-from playground.plugins.baselines.memory import memory_for
+from playground.plugins.baselines.memory import REFLECTIONS, memory_for
 from playground.plugins.baselines.params import ReflexionParams, defaults_of
 from playground.plugins.baselines.trajectory import Trajectory, words
 
@@ -100,7 +100,7 @@ class ReflexionPlugin(MemoryBaseline):
 
     def begin(self, start: EpisodeStart) -> None:
         """Read this episode's earlier trials' reflections into the note."""
-        self.memory = memory_for(start, "reflections.jsonl")
+        self.memory = memory_for(start, REFLECTIONS)
         ids = start.ids
         latest: dict[int, str] = {}  # trial -> its reflection (the last written, should a trial be replayed)
         for record in self.memory.records() if self.memory else []:
