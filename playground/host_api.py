@@ -30,7 +30,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.cli.main": ("pass_host",),
     # Run folders, records and traces
     "playground.core.records": ("AttemptOutcome", "EpisodeRecord", "read_record", "RecordError",),
-    "playground.run.rundir": ("identity_mismatch", "load_records", "read_config", "record_trace", "RunDirError",),
+    "playground.run.rundir": ("identity_mismatch", "load_records", "read_config", "record_trace", "records_so_far",
+                              "RunDirError",),
     "playground.run.traces": ("read_events", "read_header", "read_jsonl", "read_trace", "TraceError", "TraceWriter",),
     "playground.run.lock": ("git_state", "plugin_distributions",),
     "playground.run.forks": (
@@ -124,7 +125,14 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.run.lock import git_state, plugin_distributions
     from playground.run.paths import path_callback, plain_path, register_url_scheme
     from playground.run.report import merge_judge_replies, summarise_harness, wilson_interval
-    from playground.run.rundir import RunDirError, identity_mismatch, load_records, read_config, record_trace
+    from playground.run.rundir import (
+        RunDirError,
+        identity_mismatch,
+        load_records,
+        read_config,
+        record_trace,
+        records_so_far,
+    )
     from playground.run.secrets import redact_url
     from playground.run.services import build_intervention
     from playground.run.stats import Metric, bootstrap_ci, compare, holm, mcnemar_exact, sign_flip_p, split_by_harness

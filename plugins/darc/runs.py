@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from playground.host_api import EpisodeRecord, load_records, read_config
+from playground.host_api import EpisodeRecord, read_config, records_so_far
 
 
 class RunNotReady(ValueError):
@@ -15,9 +15,7 @@ class RunNotReady(ValueError):
 
 def read_run(run_dir: str | Path) -> tuple[dict[str, Any], list[EpisodeRecord]]:
     """(config.json, the episode records) of a run directory (RunDirError when it is not one)."""
-    path = Path(run_dir)
-    config = read_config(path / "config.json")
-    return config, load_records(path) if (path / "episodes.jsonl").is_file() else []  # [] before any episode
+    return read_config(Path(run_dir) / "config.json"), records_so_far(run_dir)
 
 
 def played(config: dict[str, Any]) -> list[str]:
