@@ -105,12 +105,13 @@ def params_from(model: type[BaseModel], given: dict[str, Any]) -> BaseModel:
         raise CLIError(f"{where}: {error['msg']} (given: {error.get('input')!r})") from None
 
 
-def _folder(run_dir: Path, out: str | None) -> Path:
-    """Where the step runs: RUN_DIR, or a copy of it at `out` (made now, or made by an earlier step)."""
+def _folder(run_dir: Path, out: str | None) -> tuple[Path, bool]:
+    """Where the step runs: RUN_DIR, or a copy of it at `out` (made now, or made by an earlier step); and whether
+    the copy was made now."""
     if not (run_dir / "config.json").is_file():
         raise CLIError(f"{run_dir}: not a run directory (no config.json)")
     if out is None:
-        return run_dir
+        return run_dir, False
     folder = Path(nonempty(out, "--out"))
     if folder.resolve() == run_dir.resolve():
         raise CLIError("--out names RUN_DIR itself; leave --out out to run the step in RUN_DIR")
@@ -119,17 +120,16 @@ def _folder(run_dir: Path, out: str | None) -> Path:
         if record is None or record.get("grid") != str(run_dir.resolve()):
             made = f"a copy of {record.get('grid')}" if record else "a folder with other files in it"
             raise CLIError(f"--out {folder}: {made}, not a copy of {run_dir} made by a step; name a new folder")
-        return folder  # a copy an earlier step made: this step runs in it too
+        return folder, False  # a copy an earlier step made: this step runs in it too
     copy_run(run_dir, folder, str(run_dir.resolve()), len(records_so_far(run_dir)))
-    return folder
+    return folder, True
 
 
 def step_command(step: PipelineStep, name: str) -> click.Command:
     """The command that runs `step` over a run directory."""
     def run(run_dir: str, out: str | None, **given: Any) -> None:
         params = params_from(step.params_model, given)
-        fresh = bool(out) and not (Path(str(out)).is_dir() and any(Path(str(out)).iterdir()))
-        folder = _folder(Path(run_dir), out)
+        folder, fresh = _folder(Path(run_dir), out)
         copied = sorted(folder.rglob("*")) if fresh else []
         try:
             result = run_step(get_host(), step.name, folder, params)
