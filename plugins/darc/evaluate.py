@@ -110,7 +110,7 @@ def gather_evidence(host: Host, run_dir: str | Path, diagnosis_path: str | None 
     each cost is counted in, and the base attempt's mean cost and success). With
     `base_from` the base attempts are the profiling run's episodes (`profiled_base_records`).
     """
-    out = Path(run_dir)
+    folder = Path(run_dir)  # the evidence goes beside the run's records
     config, records = read_run(run_dir)
     interventions = chosen_interventions(host, played(config), diagnosis_path)
     if base_from:
@@ -124,7 +124,7 @@ def gather_evidence(host: Host, run_dir: str | Path, diagnosis_path: str | None 
             rows.append((record.task_id, name, int(record.won), attempt_cost([spec], record)))
     base_rows = sorted((r.task_id, BASE, int(r.won), attempt_cost([], r)) for r in base_records)
     rows.sort()
-    write_evidence(out / BASE_FILE, base_rows)
+    write_evidence(folder / BASE_FILE, base_rows)
     specs = {name: host.interventions.get(name) for name in interventions}
     meta = {
         "env": f"{config.get('env')}:{config.get('task_set')}", "split": config.get("split"),
@@ -136,5 +136,5 @@ def gather_evidence(host: Host, run_dir: str | Path, diagnosis_path: str | None 
                  "mean_cost": sum(r[3] for r in base_rows) / max(len(base_rows), 1),
                  "success_rate": sum(r[2] for r in base_rows) / max(len(base_rows), 1)},
     }
-    atomic_write_text(out / META_FILE, json.dumps(meta, indent=2) + "\n")
-    return write_evidence(out / "evidence.csv", rows), interventions, len(base_rows)
+    atomic_write_text(folder / META_FILE, json.dumps(meta, indent=2) + "\n")
+    return write_evidence(folder / "evidence.csv", rows), interventions, len(base_rows)
