@@ -33,7 +33,9 @@ def models():
     """The embedded model twice: llama-cpp-python's own grammar path, and the one that checks its choice first."""
     options = {"model_path": str(default_gguf_path()), "n_ctx": 2048, "n_threads": 2, "n_threads_batch": 2,
                "verbose": False, "seed": 0}
-    return llama_cpp.Llama(**options), greedy_grammar_llama(llama_cpp.Llama)(**options)
+    fast = greedy_grammar_llama(llama_cpp.Llama)(**options)
+    fast.lookup_decoding = False  # one token per forward pass, as llama-cpp-python (test_lookup_decoding: batches)
+    return llama_cpp.Llama(**options), fast
 
 
 def grammars() -> dict[str, object]:

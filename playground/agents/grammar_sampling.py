@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from playground.agents.lookup_decoding import LookupGuesser, generate_in_batches
+
 TOP = 64  # the highest-scoring tokens checked together when the grammar refuses the highest
 VERSIONS = ("0.3.",)  # llama-cpp-python releases whose sampler chain this extends (the lock pins 0.3.36)
 
@@ -90,7 +92,10 @@ def greedy_grammar_llama(llama_class: type) -> type:
     first (`GrammarFirstCheck`); every other sampling is the base class's."""
 
     class GreedyGrammarLlama(llama_class):
-        """`Llama`, with `GrammarFirstCheck` in the sampler chain of greedy decoding under a grammar."""
+        """`Llama`, with `GrammarFirstCheck` in the sampler chain of greedy decoding under a grammar, and greedy
+        decoding checking guessed tokens in batches (`lookup_decoding`) while `lookup_decoding` is true."""
+
+        lookup_decoding = True
 
         def _init_sampler(self, *args: Any, **kwargs: Any) -> Any:
             grammar, temp = kwargs.get("grammar"), kwargs.get("temp", 0.8)
@@ -114,5 +119,17 @@ def greedy_grammar_llama(llama_class: type) -> type:
             chain.add_greedy()
             self.grammar_checks = check
             return chain
+
+        def generate(self, tokens: Any, *args: Any, **kwargs: Any) -> Any:
+            """`Llama.generate`; greedy decoding (temperature 0, no logits processor), with or without a grammar,
+            evaluates every token in a batch of two or more and checks guessed tokens in batches
+            (`lookup_decoding`) while `lookup_decoding` is true."""
+            if (args or kwargs.get("temp", 0.8) != 0.0 or kwargs.get("logits_processor") is not None
+                    or self.draft_model is not None or not self.lookup_decoding or not kwargs.get("reset", True)
+                    or self._is_recurrent or self._is_hybrid):
+                return super().generate(tokens, *args, **kwargs)
+            if not hasattr(self, "lookup"):
+                self.lookup = LookupGuesser()
+            return generate_in_batches(self, tokens, self.lookup, **kwargs)
 
     return GreedyGrammarLlama

