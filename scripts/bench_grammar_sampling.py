@@ -49,6 +49,7 @@ def main() -> None:
     options = {"model_path": str(default_gguf_path()), "n_ctx": 2048, "n_threads": args.threads,
                "n_threads_batch": args.threads, "verbose": False, "seed": 0}
     paths = {"llama-cpp-python": Llama(**options), "checked first": greedy_grammar_llama(Llama)(**options)}
+    paths["checked first"].lookup_decoding = False  # one token per pass, as llama-cpp-python (bench_lookup_decoding)
     shapes = {
         "detector (JSON)": (LlamaGrammar.from_json_schema(json.dumps(grammar_schema(DETECTOR)), verbose=False), 80,
                             "Did the agent fail? Reply with JSON only."),

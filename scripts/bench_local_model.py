@@ -16,13 +16,17 @@ past the prefix its context already holds) and the completion tokens. llama.cpp'
 is measured first: prompt evaluation (tokens/s over a fresh 512-token prompt) and generation (tokens/s). The limit
 of a configuration is (evaluated prompt tokens / eval rate + completion tokens / generation rate) per step: the
 time the tokens it must process take at llama.cpp's own speed; "over limit" is its seconds per step over that.
+Replies decoded in batches (`playground.agents.lookup_decoding`, the default) count one forward pass per batch at
+the generation rate and the batch's other tokens at the eval rate (`limit`); the prompt's last two tokens are
+always evaluated there.
 "must eval" counts the prompt tokens that are new against the previous request with the same system prompt, the
 least any cache can evaluate.
 
 The independent measurement of the same run: llama.cpp's own performance counters (`llama_perf_context`: the
 prompt tokens it evaluated and the tokens it decoded, and the milliseconds each took), read from every model context
-the run used, at the end of each of its calls. Printed beside the script's own count: evaluated prompt tokens per
-step (the script's prefix accounting against llama.cpp's count; the two should agree within 10%) and the limit
+the run used, at the end of each of its calls. Printed beside the script's own count: evaluated tokens per step
+(the script's prefix accounting plus the tokens of the reply's batches, against llama.cpp's count of every token it
+evaluated; the two should agree within 10%) and the limit
 (raw rates) against llama.cpp's own seconds per step (eval plus decode; sampling and Python are outside it).
 
     python scripts/bench_local_model.py [--games 2] [--steps 15] [--threads 2] [--out FILE.json]
@@ -87,18 +91,33 @@ def child(args: argparse.Namespace) -> None:
     import llama_cpp
     from llama_cpp import Llama
 
+    from playground.agents import lookup_decoding
+    from playground.agents.grammar_sampling import greedy_grammar_llama
     from playground.cli.main import main
 
     calls: list[dict] = []
     last_by_system: dict[bytes, list[int]] = {}
     perf: dict[int, dict[str, float]] = {}  # per model context: llama.cpp's own cumulative counters
-    original_generate = Llama.generate
+    model_class = greedy_grammar_llama(Llama)  # the class the embedded model's contexts are
+    original_generate = model_class.generate
+    decoded = {"batches": 0, "tokens": 0}  # the reply's batches (lookup_decoding) and the tokens evaluated in them
+    original_evaluate = lookup_decoding._evaluate
+
+    def counted_evaluate(llm, batch, every_position):
+        if every_position:
+            decoded["batches"] += 1
+            decoded["tokens"] += len(batch)
+        return original_evaluate(llm, batch, every_position)
+
+    lookup_decoding._evaluate = counted_evaluate
 
     def counted_generate(self, tokens, *a, **k):
         tokens = list(tokens)
         held = self._input_ids.tolist()
         reused = Llama.longest_token_prefix(held, tokens)
-        if reused == len(tokens):  # llama.cpp evaluates the last token again to get its logits
+        if self.lookup_decoding:  # the last two prompt tokens at least are evaluated (a batch of one differs)
+            reused = max(0, min(reused, len(tokens) - 2))
+        elif reused == len(tokens):  # llama.cpp evaluates the last token again to get its logits
             reused -= 1
         system = bytes(str(tokens[:48]), "ascii")  # the system prompt's tokens identify the role
         previous = last_by_system.get(system, [])
@@ -106,16 +125,19 @@ def child(args: argparse.Namespace) -> None:
         last_by_system[system] = tokens
         record = {"prompt": len(tokens), "evaluated": len(tokens) - reused, "must": max(must, 1), "completion": 0}
         calls.append(record)
+        before = dict(decoded)
         try:
             for token in original_generate(self, tokens, *a, **k):
                 record["completion"] += 1
                 yield token
         finally:  # also when the caller stops early (a grammar's end, max_tokens): the counters so far
+            record["batches"] = decoded["batches"] - before["batches"]
+            record["decoded"] = decoded["tokens"] - before["tokens"]
             data = llama_cpp.llama_perf_context(self._ctx.ctx)
             perf[id(self)] = {"prompt_ms": data.t_p_eval_ms, "prompt_tokens": data.n_p_eval,
                               "decode_ms": data.t_eval_ms, "decode_tokens": data.n_eval}
 
-    Llama.generate = counted_generate
+    model_class.generate = counted_generate
     code = main(["run", "--episodes", str(args.games), "--max-steps", str(args.steps), "--quiet",
                  "--no-response-cache", "--out", args.run, "--agent-option", f"threads={args.threads}", *args.extra])
     Path(args.counts).write_text(json.dumps({"code": code, "calls": calls, "perf": list(perf.values()),
@@ -137,12 +159,16 @@ def measure(name: str, extra: list[str], args: argparse.Namespace, folder: Path,
     steps = sum(r.steps for r in records)
     seconds = sum(r.seconds for r in records)
     calls = data["calls"]
-    total = {key: sum(c[key] for c in calls) for key in ("prompt", "evaluated", "must", "completion")}
+    total = {key: sum(c.get(key, 0) for c in calls)
+             for key in ("prompt", "evaluated", "must", "completion", "batches", "decoded")}
     llama = {key: sum(p[key] for p in data["perf"]) for key in ("prompt_ms", "prompt_tokens", "decode_ms",
                                                                  "decode_tokens")}
-    return {"config": name, "llama_evaluated_tokens_per_step": llama["prompt_tokens"] / max(steps, 1),
+    return {"config": name,
+            # every token llama.cpp evaluated: the prompts' and, decoded in batches, the replies' (lookup_decoding)
+            "llama_evaluated_tokens_per_step": (llama["prompt_tokens"] + llama["decode_tokens"]) / max(steps, 1),
             "llama_seconds_per_step": (llama["prompt_ms"] + llama["decode_ms"]) / 1000 / max(steps, 1),
-            "llama_decoded_tokens_per_step": llama["decode_tokens"] / max(steps, 1), "threads": threads, "wall_s": wall, "cpu_s": cpu,
+            "llama_decoded_tokens_per_step": llama["decode_tokens"] / max(steps, 1), "threads": threads,
+            "wall_s": wall, "cpu_s": cpu,
             "cpu_seconds_per_step": cpu / max(steps, 1), "steps": steps, "episodes": len(records),
             "won": sum(r.won for r in records), "seconds_per_step": seconds / max(steps, 1),
             "calls_per_step": len(calls) / max(steps, 1), "peak_rss_mb": data["peak_rss_mb"],
@@ -151,6 +177,18 @@ def measure(name: str, extra: list[str], args: argparse.Namespace, folder: Path,
                 h: sum(r.seconds for r in records if r.harness == h)
                 / max(sum(r.steps for r in records if r.harness == h), 1)
                 for h in sorted({r.harness for r in records})}}
+
+
+def limit(row: dict, rates: dict[str, float], prompt: str) -> float:
+    """Seconds per step the tokens take at llama.cpp's raw rates: the `prompt` tokens (evaluated or must) at the
+    prompt-eval rate; the reply one forward pass per token at the generation rate, or, decoded in batches
+    (`lookup_decoding`), one pass per batch plus its other tokens at the prompt-eval rate."""
+    prompt_seconds = row[f"{prompt}_tokens_per_step"] / rates["prompt_eval_tokens_per_s"]
+    batches = row["batches_tokens_per_step"]
+    if not batches:
+        return prompt_seconds + row["completion_tokens_per_step"] / rates["generation_tokens_per_s"]
+    return (prompt_seconds + batches / rates["generation_tokens_per_s"]
+            + (row["decoded_tokens_per_step"] - batches) / rates["prompt_eval_tokens_per_s"])
 
 
 def main() -> None:
@@ -179,10 +217,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in CONFIGS.items():
             row = measure(name, extra, args, Path(tmp), args.threads)
-            per_step = lambda tokens: (row[f"{tokens}_tokens_per_step"] / rates["prompt_eval_tokens_per_s"]  # noqa: E731
-                                       + row["completion_tokens_per_step"] / rates["generation_tokens_per_s"])
-            row["limit_seconds_per_step"] = per_step("evaluated")
-            row["must_limit_seconds_per_step"] = per_step("must")
+            row["limit_seconds_per_step"] = limit(row, rates, "evaluated")
+            row["must_limit_seconds_per_step"] = limit(row, rates, "must")
             rows.append(row)
     header = (f"{'configuration':<20} {'s/step':>7} {'limit':>6} {'over limit':>10} {'calls/step':>10} "
               f"{'prompt/step':>11} {'evaluated':>9} {'must eval':>9} {'over must':>9} {'won':>5} {'RSS MB':>7}")
@@ -197,12 +233,13 @@ def main() -> None:
     for row in rows:
         print(f"  {row['config']}: seconds per step by harness "
               + ", ".join(f"{h} {v:.2f}" for h, v in row["seconds_per_step_by_harness"].items()))
-    print("against llama.cpp's own counters of the same run (perf context): evaluated prompt tokens per step, "
+    print("against llama.cpp's own counters of the same run (perf context): evaluated tokens per step (prompts, and "
+          "replies decoded in batches), "
           "script / llama.cpp; limit / llama.cpp's eval+decode seconds per step")
     for row in rows:
-        print(f"  {row['config']}: evaluated {row['evaluated_tokens_per_step']:.0f} / "
-              f"{row['llama_evaluated_tokens_per_step']:.0f} = "
-              f"{row['evaluated_tokens_per_step'] / max(row['llama_evaluated_tokens_per_step'], 1e-9):.3f}; "
+        counted = row["evaluated_tokens_per_step"] + row["decoded_tokens_per_step"]
+        print(f"  {row['config']}: evaluated {counted:.0f} / {row['llama_evaluated_tokens_per_step']:.0f} = "
+              f"{counted / max(row['llama_evaluated_tokens_per_step'], 1e-9):.3f}; "
               f"limit {row['limit_seconds_per_step']:.2f} / {row['llama_seconds_per_step']:.2f} s = "
               f"{row['limit_seconds_per_step'] / max(row['llama_seconds_per_step'], 1e-9):.3f}")
     first, last = rows[0], rows[-1]
@@ -221,8 +258,7 @@ def compare_threads(args: argparse.Namespace, counts: list[int]) -> None:
             rates = raw_throughput(threads)
             row = measure(f"{threads} threads", [], args, Path(tmp), threads)
             row["raw"] = rates
-            row["limit_seconds_per_step"] = (row["evaluated_tokens_per_step"] / rates["prompt_eval_tokens_per_s"]
-                                             + row["completion_tokens_per_step"] / rates["generation_tokens_per_s"])
+            row["limit_seconds_per_step"] = limit(row, rates, "evaluated")
             rows.append(row)
     print(f"{'threads':>7} {'raw eval t/s':>12} {'raw gen t/s':>11} {'s/step':>7} {'CPU s/step':>10} {'limit':>6} "
           f"{'over limit':>10} {'won':>5}")

@@ -75,7 +75,7 @@ def child(mode: str, folder: Path, args: argparse.Namespace, **extra: str) -> No
                "--requests", str(folder / "requests.json")]
     for key, value in extra.items():
         command += [f"--{key}", value]
-    subprocess.run(command, check=True)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)  # (the recorded run prints its table)
 
 
 def main() -> None:

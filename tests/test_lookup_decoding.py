@@ -123,6 +123,12 @@ def test_the_reply_does_not_depend_on_what_the_context_held_or_guessed(fast):
     for other in (PROMPTS[1], f"{STORY} {STORY}\nDescribe the room.\n"):  # other prompts, other replies to guess from
         reply_of(fast, other, "verdict", 40)
         reply_of(fast, other, "free", 30)
+    # a request at a temperature decodes one token at a time: what it leaves in the context is not reused
+    sampled = fast.create_completion(prompt + '{"failure": true, "evidence": "', max_tokens=8, temperature=0.9,
+                                     seed=3)["choices"][0]["text"]
+    assert fast.batched_tokens == 0
+    assert reply_of(fast, prompt + '{"failure": true, "evidence": "' + sampled, "free", 12) == reply_of(
+        fresh, prompt + '{"failure": true, "evidence": "' + sampled, "free", 12)
     fast.lookup.replies.append([-1] + fast.tokenize(b'{"failure": false, "evidence": "nothing"}', add_bos=False))
     assert reply_of(fast, prompt, "detector", 80) == first
     assert reply_of(fast, prompt, "detector", 80) == first  # with its own reply to guess from

@@ -124,9 +124,12 @@ def greedy_grammar_llama(llama_class: type) -> type:
             """`Llama.generate`; greedy decoding (temperature 0, no logits processor), with or without a grammar,
             evaluates every token in a batch of two or more and checks guessed tokens in batches
             (`lookup_decoding`) while `lookup_decoding` is true."""
+            import llama_cpp
+
             if (args or kwargs.get("temp", 0.8) != 0.0 or kwargs.get("logits_processor") is not None
                     or self.draft_model is not None or not self.lookup_decoding or not kwargs.get("reset", True)
-                    or self._is_recurrent or self._is_hybrid):
+                    or not llama_cpp.__version__.startswith(VERSIONS) or self._is_recurrent or self._is_hybrid):
+                self.batched_tokens = 0  # what this leaves in the context was evaluated one token at a time
                 return super().generate(tokens, *args, **kwargs)
             if not hasattr(self, "lookup"):
                 self.lookup = LookupGuesser()

@@ -102,6 +102,7 @@ def generate_in_batches(llm: Any, tokens: Sequence[int], guesser: LookupGuesser,
                     continue
                 llm.n_tokens = start + index + 1  # the guessed tokens after this position leave the cache
                 llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+                llm.batched_tokens = min(llm.batched_tokens, llm.n_tokens)
                 break
             guess = guesser.guess(prompt, reply, min(GUESS, llm.n_ctx() - llm.n_tokens - 1))
             guesser.guesses += len(guess)
@@ -114,8 +115,9 @@ def generate_in_batches(llm: Any, tokens: Sequence[int], guesser: LookupGuesser,
 
 
 def _evaluate_prompt(llm: Any, prompt: list[int]) -> None:
-    """Evaluate the prompt after the longest prefix the context holds, at least its last two tokens."""
-    held = llm.input_ids[:llm.n_tokens].tolist()
+    """Evaluate the prompt after the longest prefix the context holds that was evaluated in batches of two or more
+    (`batched_tokens`: a request decoded otherwise, at a temperature, sets it to 0), at least its last two tokens."""
+    held = llm.input_ids[:min(llm.n_tokens, getattr(llm, "batched_tokens", 0))].tolist()
     reused = 0
     for held_token, token in zip(held, prompt):
         if held_token != token:
@@ -140,3 +142,5 @@ def _evaluate(llm: Any, batch: list[int], every_position: bool) -> None:
     llm._ctx.decode(llm._batch)
     llm.input_ids[start:start + len(batch)] = batch
     llm.n_tokens = start + len(batch)
+    # the leading tokens evaluated in batches of two or more (a batch of one: only at the context's very end)
+    llm.batched_tokens = llm.n_tokens if len(batch) > 1 else start
