@@ -86,7 +86,8 @@ def generate_in_batches(llm: Any, tokens: Sequence[int], guesser: LookupGuesser,
     stopping_criteria = kwargs.get("stopping_criteria")
     prompt = list(tokens)
     _evaluate_prompt(llm, prompt)
-    start, outputs, guess = llm.n_tokens - 1, [-1], []  # the prompt's last position gives the first pick
+    start, outputs = llm.n_tokens - 1, [-1]  # the prompt's last position gives the first pick
+    guess: list[int] = []
     reply: list[int] = []
     try:
         while True:
