@@ -66,7 +66,7 @@ def answer(args: argparse.Namespace) -> None:
         replies.append(completion.text)
     guessers = [llm.lookup for llm in LocalChatModel._pools[model._key].values() if hasattr(llm, "lookup")]
     Path(args.result).write_text(json.dumps({
-        "seconds": seconds, "tokens": tokens, "replies": replies,
+        "time_s": seconds, "tokens": tokens, "replies": replies,
         "guessed": sum(g.guesses for g in guessers), "kept": sum(g.kept for g in guessers)}))
 
 
@@ -111,8 +111,8 @@ def main() -> None:
     figures = {}
     for lookup, runs in results.items():
         figures[lookup] = {
-            "agent_seconds": statistics.mean(r["seconds"]["agent"] for r in runs),
-            "judge_seconds": statistics.mean(r["seconds"]["judge"] for r in runs),
+            "agent_seconds": statistics.mean(r["time_s"]["agent"] for r in runs),
+            "judge_seconds": statistics.mean(r["time_s"]["judge"] for r in runs),
             "agent_tokens": runs[0]["tokens"]["agent"], "judge_tokens": runs[0]["tokens"]["judge"],
             "guessed": runs[0]["guessed"], "kept": runs[0]["kept"], "loads": [round(r["load"], 1) for r in runs]}
     differ = sum(a != b for a, b in zip(results["on"][0]["replies"], results["off"][0]["replies"]))
