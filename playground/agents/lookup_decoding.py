@@ -119,11 +119,7 @@ def _evaluate_prompt(llm: Any, prompt: list[int]) -> None:
     """Evaluate the prompt after the longest prefix the context holds that was evaluated in batches of two or more
     (`batched_tokens`: a request decoded otherwise, at a temperature, sets it to 0), at least its last two tokens."""
     held = llm.input_ids[:min(llm.n_tokens, getattr(llm, "batched_tokens", 0))].tolist()
-    reused = 0
-    for held_token, token in zip(held, prompt):
-        if held_token != token:
-            break
-        reused += 1
+    reused = llm.longest_token_prefix(held, prompt)
     llm.n_tokens = max(0, min(reused, len(prompt) - 2))
     llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
     rest = prompt[llm.n_tokens:]
