@@ -17,7 +17,7 @@ lessons whose provenance names no finished episode or whose counters differ from
     python scripts/bench_cluster.py --episodes 200              # a check of the script, about a minute
     python scripts/bench_cluster.py --url 'postgresql://me@db/lessons'   # a server of yours (PGPASSWORD)
     python scripts/bench_cluster.py --episodes 3000 --split-costs  # also `local` with the PostgreSQL playbook
-    python scripts/bench_cluster.py --episodes 10000 --split-costs --rounds 2  # all of it twice, in turn
+    python scripts/bench_cluster.py --episodes 10000 --split-costs --rounds 2  # twice, the second time in reverse
 
 `--split-costs` adds a third run between the two, `local-pg`: `--workers W` on one node with the playbook in
 PostgreSQL, so the gap divides into what the server costs (local-pg against local) and what Ray's nodes cost (ray
@@ -102,8 +102,9 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="folder for the run directories [a temporary one]")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     parser.add_argument("--rounds", type=int, default=1,
-                        help="play the runs this many times in turn, each with fresh playbooks (the ratio of each, and "
-                             "their median: a drift in the machine's speed shows as a spread) [1]")
+                        help="play the runs this many times in turn, each with fresh playbooks, every second round in "
+                             "the opposite order (the ratio of each, and their median: a drift in the machine's speed "
+                             "shows as a spread, and no run always plays last) [1]")
     parser.add_argument("--split-costs", action="store_true",
                         help="also play `local` with the PostgreSQL playbook (the server's cost apart from Ray's)")
     args = parser.parse_args()
@@ -121,7 +122,8 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(dir=args.out) as folder:
             for number in range(args.rounds):
-                rounds.append(play_round(Path(folder) / f"round-{number + 1}", f"{url}_{number + 1}", args))
+                rounds.append(play_round(Path(folder) / f"round-{number + 1}", f"{url}_{number + 1}", args,
+                                         reverse=number % 2 == 1))
     finally:
         if server is not None:
             server.stop()
@@ -136,7 +138,8 @@ def main() -> int:
         runs = [name for name in ("local", "local-pg", "ray") if name in figures]
         for name in runs:
             row = figures[name]
-            label = labels[name] + (f" (round {number})" if args.rounds > 1 else "")
+            label = labels[name] + (f" (round {number}{', reversed' if figures['order'] == 'reversed' else ''})"
+                                    if args.rounds > 1 else "")
             print(f"{label:<42} {row['seconds']:8.1f} {row['episodes_per_s']:10.1f} {row['records']:8,} "
                   f"{row['duplicate_records']:4} {row['lessons']:8,} {row['problems']:8}")
             exact = exact and row["duplicate_records"] == 0 and row["problems"] == 0 and row["unfinished"] == 0 \
@@ -156,35 +159,33 @@ def main() -> int:
     return 0 if exact else 1
 
 
-def play_round(folder: Path, url: str, args: argparse.Namespace) -> dict[str, Any]:
+def play_round(folder: Path, url: str, args: argparse.Namespace, reverse: bool = False) -> dict[str, Any]:
     """One round: `local` (SQLite), `local-pg` with --split-costs, then `ray` on a cluster started for it and shut down
-    after (so its raylets take no CPU from the next round's one-node runs); each run a fresh run directory and
-    playbook. Returns each run's figures, the ratio and, with --split-costs, the two costs it divides into."""
+    right after (so its raylets take no CPU from the one-node runs); with `reverse`, the same runs in the opposite
+    order (ABBA over rounds: on a machine whose speed drifts, each run plays first as often as last). Each run has a
+    fresh run directory and playbook. Returns each run's figures, the ratio and, with --split-costs, the two costs it
+    divides into."""
     from playground.plugins.playbook.postgres import drop
 
-    figures: dict[str, Any] = {"episodes": args.episodes, "workers": args.workers, "cores": os.cpu_count()}
+    figures: dict[str, Any] = {"episodes": args.episodes, "workers": args.workers, "cores": os.cpu_count(),
+                               "order": "reversed" if reverse else "forward"}
     plays = [("local", "local", str(folder / "local.sqlite"))]
     if args.split_costs:
         plays.append(("local-pg", "local", f"{url}_local"))
     plays.append(("ray", "ray", url))
-    nodes = None
-    try:
-        for name, executor, book in plays:
-            if executor == "ray":
-                nodes = start_cluster(args.workers)
-            try:
-                seconds, summary = timed(executor, args.workers, config(folder / name, book, args.episodes))
-                figures[name] = {"seconds": seconds, "unfinished": summary["unfinished"],
-                                 **checked(book, folder / name)}
-            finally:
-                if "://" in book:
-                    drop(book)
-    finally:
-        if nodes is not None:
-            import ray
+    for name, executor, book in reversed(plays) if reverse else plays:
+        nodes = start_cluster(args.workers) if executor == "ray" else None
+        try:
+            seconds, summary = timed(executor, args.workers, config(folder / name, book, args.episodes))
+            figures[name] = {"seconds": seconds, "unfinished": summary["unfinished"], **checked(book, folder / name)}
+        finally:
+            if "://" in book:
+                drop(book)
+            if nodes is not None:
+                import ray
 
-            ray.shutdown()
-            nodes.shutdown()
+                ray.shutdown()
+                nodes.shutdown()
     for name, _, _ in plays:
         figures[name]["episodes_per_s"] = figures[name]["records"] / figures[name]["seconds"]
     figures["ratio"] = figures["ray"]["episodes_per_s"] / figures["local"]["episodes_per_s"]

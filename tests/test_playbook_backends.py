@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -208,10 +209,11 @@ def test_the_commands_show_search_and_merge(location, tmp_path, capsys):
 # ---- concurrent writers --------------------------------------------------------------------------------------------
 
 WRITER = textwrap.dedent("""
-    import sys
+    import sys, time
     from playground.plugins.playbook.store import Playbook
-    location, worker = sys.argv[1], int(sys.argv[2])
+    location, worker, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     with Playbook(location) as book:
+        time.sleep(max(0.0, start - time.time()))  # all at once: the writers' transactions overlap and conflict
         ids = []
         for n in range(12):  # every worker stores the same 12 lessons (the same origins): each stored once
             origin = {"run": "r", "episode": f"e{n}", "attempt": 1, "step": 1}
@@ -231,10 +233,12 @@ def test_concurrent_writers_from_several_processes_keep_exactly_once(location, t
     script.write_text(WRITER)
     with open_playbook(location):
         pass  # made once, so the workers race on the lessons, not on making the playbook
-    workers = [subprocess.Popen([sys.executable, str(script), location, str(n)], stdout=subprocess.PIPE,
+    start = str(time.time() + 5)  # once every worker has loaded the playbook
+    workers = [subprocess.Popen([sys.executable, str(script), location, str(n), start], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=ROOT) for n in range(4)]
     outputs = [worker.communicate(timeout=240) for worker in workers]
     assert all(worker.returncode == 0 for worker in workers), [err for _, err in outputs]
+    assert not any(err for _, err in outputs), [err for _, err in outputs]  # conflicts retried without a word
     assert len({out for out, _ in outputs}) == 1  # every worker got the same ids
     with open_playbook(location) as book:
         lessons = list(book.all())
@@ -242,6 +246,24 @@ def test_concurrent_writers_from_several_processes_keep_exactly_once(location, t
         shared = [lesson for lesson in lessons if lesson.labels == (LOOP,)]
         assert [(lesson.retrieved, lesson.verified, lesson.helped) for lesson in shared] == [(4, 4, 2)] * 12
         assert sum(change.op == "outcome" for change in book.changes()) == 48
+
+
+def test_a_write_that_fails_midway_is_rolled_back_and_said_once(location, caplog):
+    # a write's statements are pipelined on PostgreSQL: a failure can be raised only when COMMIT is sent, with COMMIT
+    # already behind it; leaving the pipeline must neither log it again nor keep what came before it
+    with open_playbook(location) as book:
+        book.add("progress", [LOOP], "kept", "p")
+
+        def work(db):
+            db.execute("UPDATE lessons SET principle = 'changed'")
+            db.execute("SELECT missing FROM lessons")  # fails: no such column
+            time.sleep(0.5)  # its failure has come back before COMMIT is sent
+
+        with pytest.raises(PlaybookError if "://" in location else Exception, match="missing"):
+            book._write(work)
+        assert [lesson.principle for lesson in book.all()] == ["p"]
+        assert book.add("progress", [LOOP], "next", "p") == 2  # the connection is fit for the next write
+    assert not [record.getMessage() for record in caplog.records if record.name.startswith("psycopg")]
 
 
 # ---- copy between backends -----------------------------------------------------------------------------------------

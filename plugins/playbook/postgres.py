@@ -101,7 +101,7 @@ def pg_sql(sql: str) -> str:
 
 class Session:
     """A connection inside one transaction, as the playbook's parts use one: `execute(sql, params)` returns a
-    cursor (`fetchone`, `fetchall`, `rowcount`, iteration)."""
+    cursor (`fetchone`, `fetchall`, iteration; not `rowcount`, which a pipelined transaction does not know yet)."""
 
     dialect = "postgresql"
 
@@ -195,16 +195,18 @@ class PostgresBackend:
         return self.transaction(work, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", pipelined=True)
 
     def write(self, work: Callable[[Session], Any]) -> Any:
-        """Run `work` in one SERIALIZABLE transaction, from the start again after a serialization failure."""
+        """Run `work` in one SERIALIZABLE transaction, from the start again after a serialization failure; pipelined
+        as reads are (a write whose rows are not read is one round trip, BEGIN and COMMIT included)."""
         if self.read_only:
             raise PlaybookError(f"{self.location}: opened read-only; it cannot be changed")
-        return self.transaction(work, "BEGIN ISOLATION LEVEL SERIALIZABLE")
+        return self.transaction(work, "BEGIN ISOLATION LEVEL SERIALIZABLE", pipelined=True)
 
     def transaction(self, work: Callable[[Session], Any], begin: str, pipelined: bool = False) -> Any:
         """Run `work` between `begin` and COMMIT on a pooled connection set to the playbook's schema; retried with a
         growing pause on a serialization failure or deadlock until the busy timeout; PlaybookError for any other
-        database error. `pipelined` (reads): statements go out as they are made and are waited for only when their
-        rows are read, so BEGIN travels with the first query and queries made together share one round trip."""
+        database error. `pipelined`: statements go out as they are made and are waited for only when their rows are
+        read, so BEGIN travels with the first statement, statements made together share one round trip, and COMMIT
+        travels with the last (a cursor's `rowcount` is not known until its rows are read: use RETURNING)."""
         delay, deadline = 0.002, time.monotonic() + self.busy_timeout_s
         while True:
             try:
@@ -243,10 +245,15 @@ def _in_transaction(connection: psycopg.Connection, schema: str, begin: str, wor
         connection.execute("SELECT pg_catalog.set_config('search_path', %s, false)", (quoted(schema),))
         _SEARCH_PATH[connection] = schema
     try:
-        with connection.pipeline() if pipelined else contextlib.nullcontext():
-            connection.execute(begin)
-            result = work(Session(connection))
-            connection.execute("COMMIT")
+        with connection.pipeline() if pipelined else contextlib.nullcontext() as pipeline:
+            try:
+                connection.execute(begin)
+                result = work(Session(connection))
+                connection.execute("COMMIT")
+            except BaseException:
+                if pipeline is not None:
+                    _settle(pipeline)
+                raise
         return result
     except BaseException:
         if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -255,6 +262,15 @@ def _in_transaction(connection: psycopg.Connection, schema: str, begin: str, wor
             except psycopg.Error:
                 pass  # a broken connection: the pool drops it
         raise
+
+
+def _settle(pipeline: psycopg.Pipeline) -> None:
+    """Take what a pipeline that failed still holds (the statements the server skipped after the first error, which
+    is already being raised), so that leaving it does not log the same failure again as an error ignored."""
+    try:
+        pipeline.sync()
+    except psycopg.Error:
+        pass
 
 
 def _tables(db: Session, schema: str) -> list[str]:

@@ -113,9 +113,9 @@ def first_use(db: Any, key: tuple[str, str, str, str] | None, lesson_id: int, ki
     if key is None:
         return True
     inserted = db.execute("INSERT INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, "
-                          "retrieved, verified, helped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                          (*key, lesson_id, kind, *added)).rowcount
-    return inserted == 1
+                          "retrieved, verified, helped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING "
+                          "RETURNING lesson_id", (*key, lesson_id, kind, *added)).fetchone()
+    return inserted is not None
 
 
 # PostgreSQL: `count_retrieved` of distinct lessons in one statement (one round trip instead of three per lesson)

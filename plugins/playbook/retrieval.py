@@ -19,16 +19,20 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from playground.plugins.playbook.backend import dialect
-from playground.plugins.playbook.schema import COLUMNS, CREATED_AT, GROUP, ID, Lesson, lesson_from_row
+from playground.plugins.playbook.schema import COLUMNS, GROUP, Lesson, lesson_from_row
 
 REPEATS_CHECK = 128  # rows retrieval reads at one overlap level before it looks up the unseen triggers
 GROUPS_CHECK_LIMIT = 1_000  # ... provided the level has at most this many distinct (subtype, trigger)
-LESSONS_COLUMNS = ", ".join(f"lessons.{name}" for name in COLUMNS.split(", "))  # COLUMNS, named by table
+# Ranking reads only what it ranks by: a candidate is (id, created_at, trigger_group) until it is picked, and the
+# picked lessons' whole rows are read at the end, in one statement (most rows a ranking reads are passed over)
+RANKED = "id, created_at, trigger_group"
+RANKED_ID, RANKED_CREATED_AT, RANKED_GROUP = 0, 1, 2  # positions in a row of RANKED
+LESSONS_RANKED = ", ".join(f"lessons.{name}" for name in RANKED.split(", "))  # RANKED, named by table
 RETRIEVAL_MODES = ("labels", "type", "any", "random")  # `Playbook.retrieve(mode=...)`; all but "labels" are ablations
 
-NEWEST = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
+NEWEST = (f"SELECT {RANKED} FROM lessons WHERE failure_type = ? AND label_key = ? "
           "ORDER BY created_at DESC, id DESC LIMIT ?")
-NEWEST_BEFORE = (f"SELECT {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
+NEWEST_BEFORE = (f"SELECT {RANKED} FROM lessons WHERE failure_type = ? AND label_key = ? "
                  "AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?")
 # the newest lesson of each trigger group of a label set, smallest group first: the groups walked by a loose index
 # scan (one index probe a group), each group's newest row found by its id (one more)
@@ -81,10 +85,10 @@ def _pick(db: Any, failure_type: str, query: set[str], k: int,
         streams = [_newest(db, failure_type, key, k, first) for key, first in zip(keys, firsts)]
         check_at = max(REPEATS_CHECK, 2 * k)
         for scanned, row in enumerate(heapq.merge(*streams, key=_rank), start=1):
-            if row[GROUP] in seen:
+            if row[RANKED_GROUP] in seen:
                 repeats.append((overlap, row))
             else:
-                seen.add(row[GROUP])
+                seen.add(row[RANKED_GROUP])
                 picked.append((overlap, row))
             if len(picked) == k:
                 break
@@ -94,13 +98,22 @@ def _pick(db: Any, failure_type: str, query: set[str], k: int,
                 unseen = _unseen_newest(db, failure_type, keys, seen)
                 if unseen is not None:
                     picked += [(overlap, row) for row in unseen[:k - len(picked)]]
-                    seen.update(row[GROUP] for row in unseen)
+                    seen.update(row[RANKED_GROUP] for row in unseen)
                     break
                 check_at *= 2
         if len(picked) == k:
             break
     picked += repeats[:k - len(picked)]
-    return [_retrieved(overlap, row, query, reason) for overlap, row in picked]
+    rows = _whole_rows(db, [row[RANKED_ID] for _, row in picked])
+    return [_retrieved(overlap, rows[row[RANKED_ID]], query, reason) for overlap, row in picked]
+
+
+def _whole_rows(db: Any, ids: list[int]) -> dict[int, tuple]:
+    """The rows (COLUMNS) of the lessons `ids`, by id: one statement."""
+    if not ids:
+        return {}
+    marks = ", ".join("?" * len(ids))
+    return {row[0]: row for row in db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id IN ({marks})", ids)}
 
 
 def _pick_any(db: Any, query: set[str], k: int) -> list[Retrieved]:
@@ -126,16 +139,17 @@ def _pick_random(db: Any, query: set[str], k: int, rng: random.Random) -> list[R
 
 
 def _rank(row: tuple) -> tuple[float, int]:
-    return -row[CREATED_AT], -row[ID]
+    """The sort key of a RANKED row: newest first, then the higher id."""
+    return -row[RANKED_CREATED_AT], -row[RANKED_ID]
 
 
 def _unseen_newest(db: Any, failure_type: str, keys: list[str], seen: set[int]) -> list[tuple] | None:
-    """Return the newest lesson of each trigger group not in `seen` among lessons with these label
+    """Return the newest lesson (a RANKED row) of each trigger group not in `seen` among lessons with these label
     sets, in rank order; None when the label sets hold more than GROUPS_CHECK_LIMIT groups."""
     query = NEWEST_OF_GROUPS
     if dialect(db) == "postgresql":
         from playground.plugins.playbook.postgres_schema import NEWEST_OF_GROUPS as query
-    query = query.format(columns=LESSONS_COLUMNS)
+    query = query.format(columns=LESSONS_RANKED)
     groups: set[tuple[str, int]] = set()
     newest: dict[int, tuple] = {}
     # every label set's groups asked for before any is read: one round trip to a server in a pipeline
@@ -143,24 +157,26 @@ def _unseen_newest(db: Any, failure_type: str, keys: list[str], seen: set[int]) 
              for key in keys]
     for key, found in asked:
         for row in found:
-            groups.add((key, row[GROUP]))
+            group = row[RANKED_GROUP]
+            groups.add((key, group))
             if len(groups) > GROUPS_CHECK_LIMIT:
                 return None
-            if row[GROUP] not in seen and (row[GROUP] not in newest or _rank(row) < _rank(newest[row[GROUP]])):
-                newest[row[GROUP]] = row
+            if group not in seen and (group not in newest or _rank(row) < _rank(newest[group])):
+                newest[group] = row
     return sorted(newest.values(), key=_rank)
 
 
 def _newest(db: Any, failure_type: str, key: str, page: int, first: Any) -> Iterator[tuple]:
-    """Yield the lessons with exactly this label set, newest first (`first`: the executed query of the first page
-    of `page` rows), reading larger pages as it goes."""
+    """Yield the lessons (RANKED rows) with exactly this label set, newest first (`first`: the executed query of the
+    first page of `page` rows), reading larger pages as it goes (the second at least REPEATS_CHECK rows)."""
     rows = first.fetchall()
     while True:
         yield from rows
         if len(rows) < page:
             return
-        page *= 4
-        rows = db.execute(NEWEST_BEFORE, (failure_type, key, rows[-1][CREATED_AT], rows[-1][ID], page)).fetchall()
+        page = max(4 * page, REPEATS_CHECK)  # past the first page, straight to where `_pick` checks for repeats
+        last = rows[-1]
+        rows = db.execute(NEWEST_BEFORE, (failure_type, key, last[RANKED_CREATED_AT], last[RANKED_ID], page)).fetchall()
 
 
 def _retrieved(overlap: int, row: tuple, query: set[str], fallback: str = "fallback: most recent of type") -> Retrieved:
