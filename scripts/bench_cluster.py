@@ -129,7 +129,7 @@ def main() -> int:
             server.stop()
     print(f"{args.episodes:,} noisy episodes under sentry on tiny, {args.workers} workers, {os.cpu_count()} cores "
           f"(a machinery figure){f', {args.rounds} rounds' if args.rounds > 1 else ''}")
-    print(f"{'run':<42} {'seconds':>8} {'episodes/s':>10} {'records':>8} {'dup':>4} {'lessons':>8} {'problems':>8}")
+    print(f"{'run':<52} {'seconds':>8} {'episodes/s':>10} {'records':>8} {'dup':>4} {'lessons':>8} {'problems':>8}")
     labels = {"local": f"local --workers {args.workers}, SQLite",
               "local-pg": f"local --workers {args.workers}, PostgreSQL",
               "ray": f"ray, {args.workers + 1} nodes, PostgreSQL"}
@@ -140,7 +140,7 @@ def main() -> int:
             row = figures[name]
             label = labels[name] + (f" (round {number}{', reversed' if figures['order'] == 'reversed' else ''})"
                                     if args.rounds > 1 else "")
-            print(f"{label:<42} {row['seconds']:8.1f} {row['episodes_per_s']:10.1f} {row['records']:8,} "
+            print(f"{label:<52} {row['seconds']:8.1f} {row['episodes_per_s']:10.1f} {row['records']:8,} "
                   f"{row['duplicate_records']:4} {row['lessons']:8,} {row['problems']:8}")
             exact = exact and row["duplicate_records"] == 0 and row["problems"] == 0 and row["unfinished"] == 0 \
                 and row["records"] == args.episodes

@@ -248,19 +248,21 @@ def test_concurrent_writers_from_several_processes_keep_exactly_once(location, t
         assert sum(change.op == "outcome" for change in book.changes()) == 48
 
 
-def test_a_write_that_fails_midway_is_rolled_back_and_said_once(location, caplog):
-    # a write's statements are pipelined on PostgreSQL: a failure can be raised only when COMMIT is sent, with COMMIT
-    # already behind it; leaving the pipeline must neither log it again nor keep what came before it
+def test_a_write_that_fails_midway_is_rolled_back_and_a_failed_read_is_said_once(location, caplog):
     with open_playbook(location) as book:
         book.add("progress", [LOOP], "kept", "p")
 
-        def work(db):
+        def write(db):
             db.execute("UPDATE lessons SET principle = 'changed'")
             db.execute("SELECT missing FROM lessons")  # fails: no such column
-            time.sleep(0.5)  # its failure has come back before COMMIT is sent
 
-        with pytest.raises(PlaybookError if "://" in location else Exception, match="missing"):
-            book._write(work)
+        def read(db):
+            db.execute("SELECT missing FROM lessons")
+            time.sleep(0.5)  # on PostgreSQL (pipelined) its failure comes back before COMMIT is sent, behind it
+
+        for transaction, work in ((book._write, write), (book._read, read)):
+            with pytest.raises(PlaybookError if "://" in location else Exception, match="missing"):
+                transaction(work)
         assert [lesson.principle for lesson in book.all()] == ["p"]
         assert book.add("progress", [LOOP], "next", "p") == 2  # the connection is fit for the next write
     assert not [record.getMessage() for record in caplog.records if record.name.startswith("psycopg")]

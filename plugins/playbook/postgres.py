@@ -101,7 +101,7 @@ def pg_sql(sql: str) -> str:
 
 class Session:
     """A connection inside one transaction, as the playbook's parts use one: `execute(sql, params)` returns a
-    cursor (`fetchone`, `fetchall`, iteration; not `rowcount`, which a pipelined transaction does not know yet)."""
+    cursor (`fetchone`, `fetchall`, `rowcount`, iteration)."""
 
     dialect = "postgresql"
 
@@ -195,18 +195,19 @@ class PostgresBackend:
         return self.transaction(work, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", pipelined=True)
 
     def write(self, work: Callable[[Session], Any]) -> Any:
-        """Run `work` in one SERIALIZABLE transaction, from the start again after a serialization failure; pipelined
-        as reads are (a write whose rows are not read is one round trip, BEGIN and COMMIT included)."""
+        """Run `work` in one SERIALIZABLE transaction, from the start again after a serialization failure. Not
+        pipelined: a write that fails in a pipeline can leave psycopg holding a prepared statement the server
+        skipped, and every later use of it on that connection fails ("prepared statement _pg3_N does not exist";
+        measured under the cluster bench's concurrent writers)."""
         if self.read_only:
             raise PlaybookError(f"{self.location}: opened read-only; it cannot be changed")
-        return self.transaction(work, "BEGIN ISOLATION LEVEL SERIALIZABLE", pipelined=True)
+        return self.transaction(work, "BEGIN ISOLATION LEVEL SERIALIZABLE")
 
     def transaction(self, work: Callable[[Session], Any], begin: str, pipelined: bool = False) -> Any:
         """Run `work` between `begin` and COMMIT on a pooled connection set to the playbook's schema; retried with a
         growing pause on a serialization failure or deadlock until the busy timeout; PlaybookError for any other
-        database error. `pipelined`: statements go out as they are made and are waited for only when their rows are
-        read, so BEGIN travels with the first statement, statements made together share one round trip, and COMMIT
-        travels with the last (a cursor's `rowcount` is not known until its rows are read: use RETURNING)."""
+        database error. `pipelined` (reads): statements go out as they are made and are waited for only when their
+        rows are read, so BEGIN travels with the first query and queries made together share one round trip."""
         delay, deadline = 0.002, time.monotonic() + self.busy_timeout_s
         while True:
             try:
@@ -255,12 +256,17 @@ def _in_transaction(connection: psycopg.Connection, schema: str, begin: str, wor
                     _settle(pipeline)
                 raise
         return result
-    except BaseException:
-        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            try:
+    except BaseException as error:
+        try:
+            if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 connection.execute("ROLLBACK")
-            except psycopg.Error:
-                pass  # a broken connection: the pool drops it
+            if pipelined and isinstance(error, psycopg.Error):
+                # a statement the server skipped after the failure may be one psycopg counts as prepared, and would
+                # fail on it later ("prepared statement _pg3_N does not exist"): both sides forget them (psycopg
+                # clears its own list when it sees this command)
+                connection.execute("DEALLOCATE ALL")
+        except psycopg.Error:
+            pass  # a broken connection: the pool drops it
         raise
 
 
