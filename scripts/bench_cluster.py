@@ -26,6 +26,8 @@ against local-pg).
 Without `--url` it starts a throw-away PostgreSQL as the tests do (tests/postgres_server.py: the pgserver wheel of the
 `test` extra); the playbook's schema is dropped at the end either way. Needs the `ray` and `postgres` extras. The
 figures are wall-clock on whatever cores the machine has: run it on otherwise idle ones, and give the core count.
+Beside them, CPU milliseconds per episode: `cpu ms/ep` of this process and a local run's worker processes (a Ray
+run's workers are the raylets' children, not counted), `server ms/ep` of the PostgreSQL server it started.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -66,6 +69,12 @@ def timed(executor: str, workers: int, run_config: Any) -> tuple[float, dict]:
     started = time.perf_counter()
     summary = run(host, run_config, executor=executor, workers=workers)
     return time.perf_counter() - started, summary
+
+
+def process_cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended (a local run's workers, once it is over)."""
+    own, ended = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
 
 
 def checked(playbook: str, out: Path) -> dict:
@@ -110,10 +119,12 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     server = None
+    args.server_pid = None
     if args.url is None:
         from tests.postgres_server import PASSWORD, PostgresServer
 
         server = PostgresServer().start()
+        args.server_pid = server.process.pid if server.process else None
         os.environ["PGPASSWORD"] = PASSWORD  # before the cluster starts: every node's workers inherit it
         args.url = server.url()
     url = f"{args.url}{'&' if '?' in args.url else '?'}schema=bench_{uuid.uuid4().hex[:12]}"
@@ -129,7 +140,8 @@ def main() -> int:
             server.stop()
     print(f"{args.episodes:,} noisy episodes under sentry on tiny, {args.workers} workers, {os.cpu_count()} cores "
           f"(a machinery figure){f', {args.rounds} rounds' if args.rounds > 1 else ''}")
-    print(f"{'run':<52} {'seconds':>8} {'episodes/s':>10} {'records':>8} {'dup':>4} {'lessons':>8} {'problems':>8}")
+    print(f"{'run':<52} {'seconds':>8} {'episodes/s':>10} {'records':>8} {'dup':>4} {'lessons':>8} {'problems':>8} "
+          f"{'cpu ms/ep':>9} {'server ms/ep':>12}")
     labels = {"local": f"local --workers {args.workers}, SQLite",
               "local-pg": f"local --workers {args.workers}, PostgreSQL",
               "ray": f"ray, {args.workers + 1} nodes, PostgreSQL"}
@@ -141,7 +153,8 @@ def main() -> int:
             label = labels[name] + (f" (round {number}{', reversed' if figures['order'] == 'reversed' else ''})"
                                     if args.rounds > 1 else "")
             print(f"{label:<52} {row['seconds']:8.1f} {row['episodes_per_s']:10.1f} {row['records']:8,} "
-                  f"{row['duplicate_records']:4} {row['lessons']:8,} {row['problems']:8}")
+                  f"{row['duplicate_records']:4} {row['lessons']:8,} {row['problems']:8} {_ms(row['cpu_ms']):>9} "
+                  f"{_ms(row['server_cpu_ms']):>12}")
             exact = exact and row["duplicate_records"] == 0 and row["problems"] == 0 and row["unfinished"] == 0 \
                 and row["records"] == args.episodes
         print(f"throughput ratio ray/local: {figures['ratio']:.2f}x (floor 0.8x)")
@@ -159,12 +172,18 @@ def main() -> int:
     return 0 if exact else 1
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def play_round(folder: Path, url: str, args: argparse.Namespace, reverse: bool = False) -> dict[str, Any]:
     """One round: `local` (SQLite), `local-pg` with --split-costs, then `ray` on a cluster started for it and shut down
     right after (so its raylets take no CPU from the one-node runs); with `reverse`, the same runs in the opposite
     order (ABBA over rounds: on a machine whose speed drifts, each run plays first as often as last). Each run has a
     fresh run directory and playbook. Returns each run's figures, the ratio and, with --split-costs, the two costs it
     divides into."""
+    from count_playbook_statements import server_cpu_s
+
     from playground.plugins.playbook.postgres import drop
 
     figures: dict[str, Any] = {"episodes": args.episodes, "workers": args.workers, "cores": os.cpu_count(),
@@ -176,8 +195,15 @@ def play_round(folder: Path, url: str, args: argparse.Namespace, reverse: bool =
     for name, executor, book in reversed(plays) if reverse else plays:
         nodes = start_cluster(args.workers) if executor == "ray" else None
         try:
+            watched = args.server_pid if "://" in book else None  # the server's CPU, where this script started it
+            cpu, server_cpu = process_cpu_s(), server_cpu_s(watched) if watched else 0.0
             seconds, summary = timed(executor, args.workers, config(folder / name, book, args.episodes))
+            cpu, server_cpu = process_cpu_s() - cpu, server_cpu_s(watched) - server_cpu if watched else None
             figures[name] = {"seconds": seconds, "unfinished": summary["unfinished"], **checked(book, folder / name)}
+            episodes = max(1, figures[name]["records"])
+            # per episode, in ms: this process and a local run's workers (a Ray run's are not its children); the server
+            figures[name]["cpu_ms"] = cpu * 1000 / episodes if executor == "local" else None
+            figures[name]["server_cpu_ms"] = server_cpu * 1000 / episodes if server_cpu is not None else None
         finally:
             if "://" in book:
                 drop(book)

@@ -23,14 +23,17 @@ from playground.plugins.playbook.schema import COLUMNS, GROUP, Lesson, lesson_fr
 
 REPEATS_CHECK = 128  # rows retrieval reads at one overlap level before it looks up the unseen triggers
 GROUPS_CHECK_LIMIT = 1_000  # ... provided the level has at most this many distinct (subtype, trigger)
-# Ranking reads only what it ranks by: a candidate is (id, created_at, trigger_group) until it is picked, and the
-# picked lessons' whole rows are read at the end, in one statement (most rows a ranking reads are passed over)
+# Ranking reads only what it ranks by past each label set's first page: a candidate there is (id, created_at,
+# trigger_group) until it is picked, and the whole rows of the lessons picked so are read at the end, in one statement
+# (most rows a long ranking reads are passed over). A first page (k rows, where most retrievals stop) carries the
+# whole rows after those three columns, so a retrieval picked from first pages makes no extra statement.
 RANKED = "id, created_at, trigger_group"
 RANKED_ID, RANKED_CREATED_AT, RANKED_GROUP = 0, 1, 2  # positions in a row of RANKED
-LESSONS_RANKED = ", ".join(f"lessons.{name}" for name in RANKED.split(", "))  # RANKED, named by table
+RANKED_COLUMNS = RANKED.split(", ")
+LESSONS_RANKED = ", ".join(f"lessons.{name}" for name in RANKED_COLUMNS)  # RANKED, named by table
 RETRIEVAL_MODES = ("labels", "type", "any", "random")  # `Playbook.retrieve(mode=...)`; all but "labels" are ablations
 
-NEWEST = (f"SELECT {RANKED} FROM lessons WHERE failure_type = ? AND label_key = ? "
+NEWEST = (f"SELECT {RANKED}, {COLUMNS} FROM lessons WHERE failure_type = ? AND label_key = ? "
           "ORDER BY created_at DESC, id DESC LIMIT ?")
 NEWEST_BEFORE = (f"SELECT {RANKED} FROM lessons WHERE failure_type = ? AND label_key = ? "
                  "AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?")
@@ -104,16 +107,20 @@ def _pick(db: Any, failure_type: str, query: set[str], k: int,
         if len(picked) == k:
             break
     picked += repeats[:k - len(picked)]
-    rows = _whole_rows(db, [row[RANKED_ID] for _, row in picked])
+    rows = _whole_rows(db, [row for _, row in picked])
     return [_retrieved(overlap, rows[row[RANKED_ID]], query, reason) for overlap, row in picked]
 
 
-def _whole_rows(db: Any, ids: list[int]) -> dict[int, tuple]:
-    """The rows (COLUMNS) of the lessons `ids`, by id: one statement."""
-    if not ids:
-        return {}
-    marks = ", ".join("?" * len(ids))
-    return {row[0]: row for row in db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id IN ({marks})", ids)}
+def _whole_rows(db: Any, ranked: list[tuple]) -> dict[int, tuple]:
+    """The rows (COLUMNS) of the `ranked` lessons, by id: a first page's carry theirs, the others are read in one
+    statement."""
+    rows = {row[RANKED_ID]: row[len(RANKED_COLUMNS):] for row in ranked if len(row) > len(RANKED_COLUMNS)}
+    missing = [row[RANKED_ID] for row in ranked if row[RANKED_ID] not in rows]
+    if missing:
+        marks = ", ".join("?" * len(missing))
+        found = db.execute(f"SELECT {COLUMNS} FROM lessons WHERE id IN ({marks})", missing)
+        rows.update((row[0], row) for row in found)
+    return rows
 
 
 def _pick_any(db: Any, query: set[str], k: int) -> list[Retrieved]:
@@ -167,8 +174,9 @@ def _unseen_newest(db: Any, failure_type: str, keys: list[str], seen: set[int]) 
 
 
 def _newest(db: Any, failure_type: str, key: str, page: int, first: Any) -> Iterator[tuple]:
-    """Yield the lessons (RANKED rows) with exactly this label set, newest first (`first`: the executed query of the
-    first page of `page` rows), reading larger pages as it goes (the second at least REPEATS_CHECK rows)."""
+    """Yield the lessons (RANKED rows; the first page's with their whole rows after) with exactly this label set,
+    newest first (`first`: the executed query of the first page of `page` rows), reading larger pages as it goes (the
+    second at least REPEATS_CHECK rows)."""
     rows = first.fetchall()
     while True:
         yield from rows
