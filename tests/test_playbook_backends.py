@@ -268,6 +268,16 @@ def test_a_write_that_fails_midway_is_rolled_back_and_a_failed_read_is_said_once
     assert not [record.getMessage() for record in caplog.records if record.name.startswith("psycopg")]
 
 
+def test_a_one_statement_write_is_held_to_one_statement_on_postgresql(postgres_url):
+    # Sent alone, with no BEGIN: a second statement would be a transaction of its own, so it is refused as a bug.
+    with open_playbook(postgres_url) as book:
+        book.add("progress", [LOOP], "kept", "p", provenance=origin("e1"))  # one statement with an origin
+        with pytest.raises(RuntimeError, match="second statement"):
+            book._write(lambda db: [db.execute("SELECT 1"), db.execute("SELECT 2")], one_statement=True)
+        assert book._write(lambda db: db.execute("SELECT COUNT(*) FROM lessons").fetchone()[0],
+                           one_statement=True) == 1
+
+
 # ---- copy between backends -----------------------------------------------------------------------------------------
 
 def _exports(location, folder: Path) -> tuple[bytes, bytes, list]:

@@ -36,9 +36,10 @@ class Backend(Protocol):
         """Run `work(connection)` in one read transaction (a consistent snapshot) and return what it returns."""
         ...
 
-    def write(self, work: Callable[[Any], T]) -> T:
+    def write(self, work: Callable[[Any], T], *, one_statement: bool = False) -> T:
         """Run `work(connection)` in one write transaction, committed when it returns (retried while busy);
-        PlaybookError when the playbook was opened read-only."""
+        PlaybookError when the playbook was opened read-only. With `one_statement` (`work` makes exactly one
+        statement in PostgreSQL's dialect), a backend may send that statement alone as its own transaction."""
         ...
 
     def close(self) -> None:

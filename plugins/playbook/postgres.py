@@ -105,11 +105,16 @@ class Session:
 
     dialect = "postgresql"
 
-    def __init__(self, connection: psycopg.Connection):
+    def __init__(self, connection: psycopg.Connection, at_most: int | None = None):
         self.connection = connection
+        self.left = at_most  # statements this session may still run (None: any number)
 
     def execute(self, sql: str, params: Any = ()) -> psycopg.Cursor:
         """Run one statement with its parameters (a sequence for `?`, a mapping for `:name`)."""
+        if self.left is not None:
+            if self.left == 0:  # a write declared to make one statement made another: a bug, not a user's error
+                raise RuntimeError(f"a one-statement write ran a second statement: {' '.join(sql.split())[:80]}")
+            self.left -= 1
         if not params:
             return self.connection.execute(sql)
         return self.connection.execute(pg_sql(sql), params)
@@ -126,6 +131,9 @@ class Session:
 # server's CPU: `scripts/count_playbook_statements.py`). Off, a scan is the planner's last resort (a statement with no
 # index to use still scans).
 INDEXES_ONLY = "-c enable_seqscan=off"
+# A statement sent outside BEGIN (a one-statement write, `PostgresBackend.write(one_statement=True)`) is its own
+# transaction, at this isolation level: the level of every write.
+SERIALIZABLE_ALONE = "-c default_transaction_isolation=serializable"
 
 
 def pool(location: Location) -> ConnectionPool:
@@ -141,7 +149,7 @@ def pool(location: Location) -> ConnectionPool:
                 raise PlaybookError(f"{location.shown}: cannot connect: {_said(error)}") from None
             found = ConnectionPool(location.conninfo, min_size=1, max_size=POOL_MAX, open=True,
                                    kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
-                                           "options": INDEXES_ONLY},
+                                           "options": f"{INDEXES_ONLY} {SERIALIZABLE_ALONE}"},
                                    name=f"playbook-{len(_POOLS)}", timeout=60.0)
             _POOLS[key] = found
     return found
@@ -180,11 +188,12 @@ class PostgresBackend:
         if read_only:
             problem = self.transaction(lambda db: _problem(db, self.where.schema) or (
                 None if _tables(db, self.where.schema) else "no playbook to open read-only (the schema holds none)"),
-                "BEGIN READ ONLY")
+                "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY")
             if problem:
                 raise PlaybookError(f"{self.location}: {problem}")
         elif (self.where.conninfo, self.where.schema) not in _READY:
-            self.transaction(self._set_up, "BEGIN")  # read committed: sees a playbook another process just made
+            # read committed: sees a playbook another process just made
+            self.transaction(self._set_up, "BEGIN ISOLATION LEVEL READ COMMITTED")
             _READY.add((self.where.conninfo, self.where.schema))
 
     def close(self) -> None:
@@ -194,17 +203,19 @@ class PostgresBackend:
         """Run `work` in one REPEATABLE READ READ ONLY transaction (a consistent snapshot)."""
         return self.transaction(work, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", pipelined=True)
 
-    def write(self, work: Callable[[Session], Any]) -> Any:
-        """Run `work` in one SERIALIZABLE transaction, from the start again after a serialization failure. Not
-        pipelined: a write that fails in a pipeline can leave psycopg holding a prepared statement the server
-        skipped, and every later use of it on that connection fails ("prepared statement _pg3_N does not exist";
-        measured under the cluster bench's concurrent writers)."""
+    def write(self, work: Callable[[Session], Any], *, one_statement: bool = False) -> Any:
+        """Run `work` in one SERIALIZABLE transaction, from the start again after a serialization failure; with
+        `one_statement` (`work` makes exactly one statement), that statement alone, as its own transaction: one
+        round trip instead of three (BEGIN, it, COMMIT), at the same level (SERIALIZABLE_ALONE). Not pipelined: a
+        write that fails in a pipeline can leave psycopg holding a prepared statement the server skipped, and every
+        later use of it on that connection fails ("prepared statement _pg3_N does not exist"; measured under the
+        cluster bench's concurrent writers)."""
         if self.read_only:
             raise PlaybookError(f"{self.location}: opened read-only; it cannot be changed")
-        return self.transaction(work, "BEGIN ISOLATION LEVEL SERIALIZABLE")
+        return self.transaction(work, None if one_statement else "BEGIN ISOLATION LEVEL SERIALIZABLE")
 
-    def transaction(self, work: Callable[[Session], Any], begin: str, pipelined: bool = False) -> Any:
-        """Run `work` between `begin` and COMMIT on a pooled connection set to the playbook's schema; retried with a
+    def transaction(self, work: Callable[[Session], Any], begin: str | None, pipelined: bool = False) -> Any:
+        """Run `work` between `begin` and COMMIT (begin None: `work`'s one statement alone) on a pooled connection set to the playbook's schema; retried with a
         growing pause on a serialization failure or deadlock until the busy timeout; PlaybookError for any other
         database error. `pipelined` (reads): statements go out as they are made and are waited for only when their
         rows are read, so BEGIN travels with the first query and queries made together share one round trip."""
@@ -240,11 +251,13 @@ class PostgresBackend:
                        [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)), ("created_at", str(time.time()))])
 
 
-def _in_transaction(connection: psycopg.Connection, schema: str, begin: str, work: Callable[[Session], Any],
+def _in_transaction(connection: psycopg.Connection, schema: str, begin: str | None, work: Callable[[Session], Any],
                     pipelined: bool = False) -> Any:
     if _SEARCH_PATH.get(connection) != schema:  # a session setting, made outside any transaction
         connection.execute("SELECT pg_catalog.set_config('search_path', %s, false)", (quoted(schema),))
         _SEARCH_PATH[connection] = schema
+    if begin is None:  # one statement, its own transaction (autocommit)
+        return work(Session(connection, at_most=1))
     try:
         with connection.pipeline() if pipelined else contextlib.nullcontext() as pipeline:
             try:

@@ -73,10 +73,7 @@ def origin_part(value: Any) -> str:
 
 def insert(db: Any, record: dict, op: str, details: dict) -> int:
     """Insert a checked lesson record, log it as `op` with `details`, and return its id."""
-    values = (record["failure_type"], label_key(record["labels"]), record["subtype"], record["trigger"],
-              record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str),
-              record["created_at"], record["retrieved"], record["verified"], record["helped"],
-              trigger_group(record["subtype"], record["trigger"]))
+    values = _values(record)
     if dialect(db) == "postgresql":
         lesson_id = db.execute(INSERT + " RETURNING id", values).fetchone()[0]
     else:
@@ -86,9 +83,33 @@ def insert(db: Any, record: dict, op: str, details: dict) -> int:
     return lesson_id
 
 
+# PostgreSQL: `insert_once` with an origin in one statement (one round trip instead of four): the lesson the origin
+# stored, or a new one with its change logged and its origin kept
+INSERT_ONCE = (
+    "WITH found AS (SELECT lesson_id FROM lesson_origins WHERE run = ? AND episode = ? AND attempt = ? AND step = ?), "
+    f"added AS ({INSERT.split(' VALUES ')[0]} SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+    "WHERE NOT EXISTS (SELECT 1 FROM found) RETURNING id), "
+    "logged AS (INSERT INTO changes (at, op, lesson_id, details) SELECT ?, 'add', id, ? FROM added), "
+    "kept AS (INSERT INTO lesson_origins (run, episode, attempt, step, lesson_id) SELECT ?, ?, ?, ?, id FROM added) "
+    "SELECT lesson_id FROM found UNION ALL SELECT id FROM added")
+
+
+def _values(record: dict) -> tuple:
+    """The values of INSERT's columns for a checked lesson record."""
+    return (record["failure_type"], label_key(record["labels"]), record["subtype"], record["trigger"],
+            record["principle"], json.dumps(record["provenance"], ensure_ascii=False, default=str),
+            record["created_at"], record["retrieved"], record["verified"], record["helped"],
+            trigger_group(record["subtype"], record["trigger"]))
+
+
 def insert_once(db: Any, record: dict) -> int:
-    """Insert a lesson unless its provenance (run, episode, attempt, step) already stored one; return the id."""
+    """Insert a lesson unless its provenance (run, episode, attempt, step) already stored one; return the id. With an
+    origin, one statement on PostgreSQL (`in_one_statement`)."""
     origin = origin_key(record["provenance"])
+    if origin is not None and dialect(db) == "postgresql":
+        details = json.dumps({"failure_type": record["failure_type"], "labels": list(record["labels"])},
+                             ensure_ascii=False, default=str)
+        return db.execute(INSERT_ONCE, (*origin, *_values(record), time.time(), details, *origin)).fetchone()[0]
     if origin is not None:
         found = db.execute("SELECT lesson_id FROM lesson_origins WHERE run = ? AND episode = ? AND attempt = ? "
                            "AND step = ?", origin).fetchone()
@@ -99,6 +120,12 @@ def insert_once(db: Any, record: dict) -> int:
         db.execute("INSERT INTO lesson_origins (run, episode, attempt, step, lesson_id) VALUES (?, ?, ?, ?, ?)",
                    (*origin, lesson_id))
     return lesson_id
+
+
+def in_one_statement(lesson_ids: list[int] | None, key: tuple[str, str, str, str] | None) -> bool:
+    """Whether, on PostgreSQL, a write under origin `key` is one statement (`Backend.write(one_statement=True)`):
+    `insert_once` (lesson_ids None), or `count_retrieved` and `count_outcomes` of distinct lessons."""
+    return key is not None and (lesson_ids is None or len(set(lesson_ids)) == len(lesson_ids))
 
 
 # ---- counting uses ------------------------------------------------------------------------
@@ -128,7 +155,7 @@ COUNT_RETRIEVED_ONCE = (
 
 def count_retrieved(db: Any, lesson_ids: list[int], key: tuple[str, str, str, str] | None) -> None:
     """Raise the `retrieved` counter of each lesson whose retrieval under origin `key` is a first use."""
-    if key is not None and dialect(db) == "postgresql" and len(set(lesson_ids)) == len(lesson_ids):
+    if key is not None and dialect(db) == "postgresql" and in_one_statement(lesson_ids, key):
         db.execute(COUNT_RETRIEVED_ONCE, (list(lesson_ids), *key))
         return
     for lesson_id in lesson_ids:
@@ -137,11 +164,13 @@ def count_retrieved(db: Any, lesson_ids: list[int], key: tuple[str, str, str, st
 
 
 # PostgreSQL: `count_outcomes` with an origin in one statement (one round trip instead of five a lesson): which of
-# the lessons exist, each use recorded once per origin, the counters raised and the change logged for first uses only
+# the lessons exist, each use recorded once per origin, the counters raised and the change logged for first uses only;
+# nothing counted unless every lesson exists (the statement is its own transaction: none to roll back)
 COUNT_OUTCOMES_ONCE = (
     "WITH present AS (SELECT id FROM lessons WHERE id = ANY(?)), "
     "used AS (INSERT INTO lesson_uses (run, episode, attempt, step, lesson_id, kind, retrieved, verified, helped) "
-    "SELECT ?, ?, ?, ?, id, 'outcome', 0, ?, ? FROM present ON CONFLICT DO NOTHING RETURNING lesson_id), "
+    "SELECT ?, ?, ?, ?, id, 'outcome', 0, ?, ? FROM present WHERE (SELECT COUNT(*) FROM present) = ? "
+    "ON CONFLICT DO NOTHING RETURNING lesson_id), "
     "counted AS (UPDATE lessons SET verified = verified + ?, helped = helped + ? "
     "WHERE id IN (SELECT lesson_id FROM used) RETURNING id), "
     "logged AS (INSERT INTO changes (at, op, lesson_id, details) SELECT ?, 'outcome', id, ? FROM counted "
@@ -156,10 +185,11 @@ def count_outcomes(db: Any, path: Path | str, lesson_ids: list[int], key: tuple[
     added = (0, int(bool(verified)), int(bool(helped)))
     details = {"verified": bool(verified), "helped": bool(helped),
                **({"origin": dict(zip(ORIGIN_KEYS, key))} if key else {})}
-    if key is not None and dialect(db) == "postgresql" and len(set(lesson_ids)) == len(lesson_ids):
+    if key is not None and dialect(db) == "postgresql" and in_one_statement(lesson_ids, key):
         logged = json.dumps(details, ensure_ascii=False, default=str)
         present = {row[0] for row in db.execute(COUNT_OUTCOMES_ONCE, (list(lesson_ids), *key, *added[1:],
-                                                                      *added[1:], time.time(), logged))}
+                                                                      len(lesson_ids), *added[1:], time.time(),
+                                                                      logged))}
         missing = [lesson_id for lesson_id in lesson_ids if lesson_id not in present]
         if missing:
             raise KeyError(f"no lesson {missing[0]} in {path}")

@@ -87,23 +87,28 @@ def _pick(db: Any, failure_type: str, query: set[str], k: int,
         firsts = [db.execute(NEWEST, (failure_type, key, k)) for key in keys]
         streams = [_newest(db, failure_type, key, k, first) for key, first in zip(keys, firsts)]
         check_at = max(REPEATS_CHECK, 2 * k)
+        level_picks = 0  # picked at this level
         for scanned, row in enumerate(heapq.merge(*streams, key=_rank), start=1):
             if row[RANKED_GROUP] in seen:
                 repeats.append((overlap, row))
             else:
                 seen.add(row[RANKED_GROUP])
                 picked.append((overlap, row))
+                level_picks += 1
             if len(picked) == k:
                 break
-            if scanned == check_at:
-                # Mostly repeats so far (and >= k of them kept): rather than read on through them,
-                # take the newest lesson of each trigger group of this level not seen yet.
+            # Mostly repeats so far: rather than read on through them, take the newest lesson of each trigger group
+            # of this level not seen yet. Checked at the end of the first page (k rows, when more than half were
+            # repeats), then at check_at rows, doubled while the level has too many groups for the check.
+            first_page_end = scanned == k and 2 * level_picks < k
+            if first_page_end or scanned == check_at:
                 unseen = _unseen_newest(db, failure_type, keys, seen)
                 if unseen is not None:
                     picked += [(overlap, row) for row in unseen[:k - len(picked)]]
                     seen.update(row[RANKED_GROUP] for row in unseen)
                     break
-                check_at *= 2
+                if not first_page_end:
+                    check_at *= 2
         if len(picked) == k:
             break
     picked += repeats[:k - len(picked)]

@@ -44,8 +44,9 @@ class SQLiteBackend:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.write(lambda db: migrate(db, self.path))
 
-    def write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
-        """Run `work` in one write transaction, retried from the start while the file is busy."""
+    def write(self, work: Callable[[sqlite3.Connection], Any], *, one_statement: bool = False) -> Any:
+        """Run `work` in one write transaction, retried from the start while the file is busy (`one_statement`
+        changes nothing here: SQLite's transactions cost no round trips)."""
         if self.read_only:
             raise PlaybookError(f"{self.path}: opened read-only; it cannot be changed")
 

@@ -51,6 +51,7 @@ from playground.plugins.playbook.provenance import (
     discard,
     env_counts,
     has_writes,
+    in_one_statement,
     insert_once,
     origin_key,
     origin_part,
@@ -122,7 +123,8 @@ class Playbook:
         record = _checked({"failure_type": failure_type, "labels": _as_list(labels), "trigger": trigger,
                            "principle": principle, "subtype": subtype, "provenance": provenance or {},
                            "created_at": created_at}, self.labels)
-        return self._write(lambda db: insert_once(db, record))
+        key = origin_key(record["provenance"])
+        return self._write(lambda db: insert_once(db, record), one_statement=in_one_statement(None, key))
 
     def add_many(self, records: Iterable[dict]) -> list[int]:
         """Store many lesson records (dicts with `add`'s arguments as keys) in one transaction and
@@ -225,7 +227,7 @@ class Playbook:
         if self.read_only:
             return
         ids, key = list(lesson_ids), origin_key(origin or {})
-        self._write(lambda db: count_retrieved(db, ids, key))
+        self._write(lambda db: count_retrieved(db, ids, key), one_statement=in_one_statement(ids, key))
 
     def record_outcome(self, lesson_id: int, verified: bool, helped: bool,
                        origin: dict[str, Any] | None = None) -> None:
@@ -242,7 +244,8 @@ class Playbook:
         """`record_outcome` for each of `lesson_ids` (the lessons one repair showed), in one transaction: all are
         counted, or none (KeyError names the first that is not there)."""
         ids, key = list(lesson_ids), origin_key(origin or {})
-        self._write(lambda db: count_outcomes(db, self.location, ids, key, verified, helped))
+        self._write(lambda db: count_outcomes(db, self.location, ids, key, verified, helped),
+                    one_statement=in_one_statement(ids, key))
 
     def discard_episodes(self, run_id: str, episode_ids: Iterable[str]) -> tuple[int, int]:
         """Take back what unfinished plays of these episodes of run `run_id` wrote; return (lessons removed,
@@ -381,9 +384,10 @@ class Playbook:
 
     # ---- transactions -------------------------------------------------------------------
 
-    def _write(self, work: Callable[[Any], Any]) -> Any:
-        """Run `work` in one write transaction, retried from the start while the store is busy."""
-        return self._backend.write(work)
+    def _write(self, work: Callable[[Any], Any], one_statement: bool = False) -> Any:
+        """Run `work` in one write transaction, retried from the start while the store is busy (`one_statement`:
+        `work` makes one statement on PostgreSQL, `Backend.write`)."""
+        return self._backend.write(work, one_statement=one_statement)
 
     def _read(self, work: Callable[[Any], Any]) -> Any:
         """Run `work` in one read transaction (a consistent snapshot), retried while the store is busy."""
