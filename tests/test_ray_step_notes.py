@@ -65,7 +65,16 @@ def audited_ray(tmp_path, monkeypatch):
         ray.shutdown()
 
 
-def test_each_step_played_on_ray_reaches_the_step_callback_before_its_record(audited_ray):
+@pytest.mark.parametrize("batch_share, batch", [(16, 1), (1, 2)])  # 4 episodes on 2 actors: 1 or 2 per call
+def test_each_step_played_on_ray_reaches_the_step_callback_before_its_record(audited_ray, monkeypatch, batch_share,
+                                                                              batch):
+    from playground.run.executors import ray_tasks
+
+    monkeypatch.setattr(ray_tasks, "BATCH_SHARE", batch_share)
+    answered: list[int] = []
+    answer = ray_tasks._Actors._answer
+    monkeypatch.setattr(ray_tasks._Actors, "_answer",
+                        lambda self, ref, jobs, actor: (answered.append(len(jobs)), answer(self, ref, jobs, actor))[1])
     out = audited_ray / "runs" / "run"
     config = RunConfig(env="tiny", task_set="default", split="test", tasks=TASKS, agent="paced-noisy",
                        harnesses=["base"], out=str(out), max_steps=12, agent_options={"invalid": 0.3})
@@ -94,5 +103,6 @@ def test_each_step_played_on_ray_reaches_the_step_callback_before_its_record(aud
     # notes came while the episodes played (pulled from the actors), not all with their records
     assert any(finished[key] - first[key] > 0.3 for key in steps), (first, finished)
     opened = [line for log in (audited_ray / "audit").glob("*.log") for line in log.read_text().splitlines()]
+    assert answered == [batch] * (len(TASKS) // batch)  # the episodes went in calls of `batch`
     assert not [line for line in opened if str(audited_ray / "runs") in line], opened  # no file under --out
     assert any("ray_step_notes_agents" in line for line in opened), opened  # the hook ran where the plugins loaded

@@ -2,14 +2,15 @@
 
 Each worker is a Ray actor (one CPU) that loads the plugins once, with this process's
 PLAYGROUND_* variables, and keeps one player, so one env and one agent, for every episode it
-is given. The executor gives each actor PREFETCH episodes at once (it plays one while the next
+is given. The executor gives each actor PREFETCH calls at once (it plays one while the next
 waits on it, so no round trip to the run's process comes between two episodes; once the run
 stops handing out episodes those still waiting are cancelled, left unplayed as a local run
-leaves them, while one that started as the last ended plays on) and yields each record as it
-comes back, an actor's in the order they were given.
+leaves them, while one that started as the last ended plays on), each call a batch of up to
+BATCH episodes (Ray's own cost is per call), and yields each record as it comes back, an
+actor's in the order they were given.
 Workers never open a file under the run directory: they play the detached work
 (`Work.detach`), whose players keep each episode's trace lines in memory; the actor returns
-them with the record (one object through Ray's object store per episode), and the run's
+them with the record (one object through Ray's object store per batch), and the run's
 process writes the traces, then the record. So `--out` need not be visible to any worker,
 and a Ray run resumes like a local one.
 
@@ -28,9 +29,11 @@ file, with a worker on another machine, stops the run before any episode with a
 postgresql://...`). The response cache is per node: each node's workers use that node's own
 cache folder.
 
-A worker that dies (its node lost, the OOM killer) costs the episodes it held (the one it played
+A worker that dies (its node lost, the OOM killer) costs the episodes it held (the batch it played
 and the one waiting on it): they are left unfinished for the next run, and a new actor is asked
-for in its place; until the cluster has room for it the other actors play on.
+for in its place; until the cluster has room for it the other actors play on. An episode that
+raises (a strict run's fault, or a bug) stops the run, as in a local run; the episodes of its
+batch that had ended are then not recorded either, and the rerun plays them again.
 
 Without an address the run starts a private Ray on 127.0.0.1 with `workers` CPUs, no
 dashboard, and shuts it down at the end. Its processes carry a mark in their environment
@@ -64,7 +67,9 @@ START_GRACE = 30.0  # seconds the first workers are waited for together; those w
 PLACE_TIMEOUT = 600.0  # seconds to wait for a replacement worker when no other is left playing
 NOTES_EVERY = 0.5  # seconds between the run's pulls of the step notes of the episodes in play
 NOTES_WAIT = 10.0  # seconds an ended episode's last pull is waited for (a dead actor's notes are lost)
-PREFETCH = 2  # episodes given to an actor at once: while it plays one, the next waits on it, not on a round trip
+PREFETCH = 2  # calls given to an actor at once: while it plays one, the next waits on it, not on a round trip
+BATCH = 4  # episodes per call at most: Ray's cost per call (about 1 ms of CPU, run and actor together) is shared
+BATCH_SHARE = 16  # ... and at most 1/BATCH_SHARE of an actor's share of the jobs: the actors end together
 NOTES_GROUP = "notes"  # the actors' concurrency group for `notes`: answered while `play` runs
 LOST_STARTS = 8  # workers that may die before they start (their node lost) before the run gives up
 STARTUP_HINT = ("Ray's raylet gives its agents about 15 s to start, which a busy machine may not meet: try again, "
@@ -182,17 +187,20 @@ class EpisodeActor:
         self.player = self.work.player(Host(strict=self.strict).load())
         return ray.get_runtime_context().get_node_id()
 
-    def play(self, job: Job) -> tuple[EpisodeRecord, list[Any], list[StepNote]]:
-        """Play one episode; return its record, its traces (kept in memory, for the run to write) and the step notes
-        `notes` has not taken yet."""
-        try:
-            with steps_reported(self.steps.append):
-                record = self.player.play(job)
-        except BaseException:
-            self.player.take_traces()  # an episode that raised leaves no trace or note behind for the next one
-            self.steps.clear()
-            raise
-        return record, self.player.take_traces(), self.notes()
+    def play(self, jobs: list[Job]) -> list[tuple[EpisodeRecord, list[Any], list[StepNote]]]:
+        """Play a batch of episodes, one after the other; return, for each, its record, its traces (kept in memory,
+        for the run to write) and the step notes `notes` had not taken when it ended."""
+        played = []
+        for job in jobs:
+            try:
+                with steps_reported(self.steps.append):
+                    record = self.player.play(job)
+            except BaseException:
+                self.player.take_traces()  # an episode that raised leaves no trace or note behind for the next one
+                self.steps.clear()
+                raise
+            played.append((record, self.player.take_traces(), self.notes()))
+        return played
 
     def notes(self) -> list[StepNote]:
         """Take the step notes reported so far (called in NOTES_GROUP: it is answered while an episode plays)."""
@@ -209,7 +217,8 @@ class EpisodeActor:
 
 
 class _Actors:
-    """`size` actors playing a queue of jobs, PREFETCH given to each at once; a dead actor's episodes are recorded as
+    """`size` actors playing a queue of jobs, PREFETCH calls of up to BATCH given to each at once (fewer for a short
+    queue, so that every actor has work: `batch`); a dead actor's episodes are recorded as
     errors and another actor is asked for in its place (a strict run stops instead). `playbooks` are the run's
     playbook files (`Work.playbook_files`): every actor must then be on this machine. With `on_step`, the step notes
     of the episodes in play are pulled every NOTES_EVERY s and handed to it."""
@@ -225,6 +234,7 @@ class _Actors:
         self.waiting_cancelled = False  # once the run stopped handing out jobs (`_cancel_waiting`)
         self.pulled_at = 0.0  # when the last round of `notes` calls was made (time.monotonic)
         self.lost_starts = 0  # actors that died before they started (`_replace`)
+        self.batch = 1  # episodes per `play` call (`play`: from the number of jobs)
         # a concurrency group of its own answers `notes` while `play` runs; `ready`, `play` and `close` share one
         # other thread (no longer the worker's main thread), so the player is built and used on one thread
         self.remote_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0,
@@ -236,9 +246,10 @@ class _Actors:
     def play(self, jobs: Sequence[Job]) -> Iterator[EpisodeRecord]:
         ray = self.ray
         queue = JobQueue(jobs, self.halt)
+        self.batch = max(1, min(BATCH, len(jobs) // (BATCH_SHARE * self.size)))
         actors = [self._start() for _ in range(self.size)]
         started: list[Any] = []  # the actors that loaded the plugins (those `close` is asked of at the end)
-        running: dict[Any, tuple[Any, Job | None]] = {}  # a pending ref -> its actor and job (None: its start)
+        running: dict[Any, tuple[Any, list[Job] | None]] = {}  # a pending ref -> its actor and jobs (None: start)
         try:
             for actor in self._first(actors, running):
                 started.append(actor)
@@ -246,7 +257,7 @@ class _Actors:
             while running:
                 if self.halt is not None and self.halt.is_set() and not self.waiting_cancelled:
                     self._cancel_waiting()
-                playing = any(job is not None for _, job in running.values())
+                playing = any(batch is not None for _, batch in running.values())
                 if not playing and not queue:
                     break  # only replacements still waiting for room on the cluster, and nothing for them
                 timeout = self._pull(running) if playing else PLACE_TIMEOUT  # None: until a record comes
@@ -259,8 +270,8 @@ class _Actors:
                                         "left (the workers died and the cluster has no free CPU for another); they "
                                         "are not played: rerun the same command when the cluster has room")
                 [ref] = done
-                actor, job = running[ref]
-                if job is None:  # a replacement started: it plays the next jobs
+                actor, batch = running[ref]
+                if batch is None:  # a replacement started: it plays the next jobs
                     del running[ref]
                     node = self._ready(ref)
                     if node is None:  # it died before it started (its node lost): another is asked for
@@ -271,31 +282,29 @@ class _Actors:
                     self._fill(running, actor, queue)
                     continue
                 first = self.given[actor].popleft()  # an actor's records are taken in the order its jobs were given
-                record, died = self._answer(first, _taken(running, first), actor)
+                records, died = self._answer(first, _taken(running, first), actor)
                 if not died:
-                    self._fill(running, actor, queue)  # the next job first: it plays while the run writes the record
-                    if record is not None:
-                        yield record
+                    self._fill(running, actor, queue)  # the next jobs first: they play while the run writes the records
+                    yield from records
                     continue
                 actors.remove(actor)
                 queue.give_back(actor)
                 ray.kill(actor)
                 # the jobs given to it after that one: error records too (whether one had started is not known)
                 later = [each for ref in self.given.pop(actor)
-                         if (each := self._answer(ref, _taken(running, ref), actor)[0]) is not None]
+                         for each in self._answer(ref, _taken(running, ref), actor)[0]]
                 if queue:  # another actor takes its place once the cluster has room for it
                     actor = self._start()
                     actors.append(actor)
                     running[actor.ready.remote()] = (actor, None)
-                if record is not None:
-                    yield record
+                yield from records
                 yield from later
             self._close([actor for actor in started if actor in actors])
         finally:
             for actor in actors:
                 ray.kill(actor)
 
-    def _first(self, actors: list[Any], running: dict[Any, tuple[Any, Job | None]]) -> list[Any]:
+    def _first(self, actors: list[Any], running: dict[Any, tuple[Any, list[Job] | None]]) -> list[Any]:
         """Wait for the first actors to start (all of them, or those the cluster has room for after START_GRACE s:
         the others are left in `running` to start when it has); return those that started. Nothing is played before:
         a fault loading the plugins raises here, and so does a playbook file with a worker on another machine."""
@@ -319,7 +328,7 @@ class _Actors:
         self._placed(nodes)
         return started
 
-    def _replace(self, dead: Any, actors: list[Any], running: dict[Any, tuple[Any, Job | None]]) -> None:
+    def _replace(self, dead: Any, actors: list[Any], running: dict[Any, tuple[Any, list[Job] | None]]) -> None:
         """Put a new actor in the place of one that died before it started (its start left in `running`);
         ExecutorError once LOST_STARTS have died so."""
         self.lost_starts += 1
@@ -336,13 +345,15 @@ class _Actors:
         actors.append(actor)
         running[actor.ready.remote()] = (actor, None)
 
-    def _fill(self, running: dict[Any, tuple[Any, Job | None]], actor: Any, queue: JobQueue) -> None:
-        """Give `actor` jobs from `queue` until it holds PREFETCH."""
+    def _fill(self, running: dict[Any, tuple[Any, list[Job] | None]], actor: Any, queue: JobQueue) -> None:
+        """Give `actor` calls of `batch` jobs from `queue` (fewer at its end) until it holds PREFETCH."""
         given = self.given.setdefault(actor, deque())
         while queue and len(given) < PREFETCH:
-            job = queue.next_for(actor)
-            ref = actor.play.remote(job)
-            running[ref] = (actor, job)
+            batch = []
+            while queue and len(batch) < self.batch:
+                batch.append(queue.next_for(actor))
+            ref = actor.play.remote(batch)
+            running[ref] = (actor, batch)
             given.append(ref)
 
     def _cancel_waiting(self) -> None:
@@ -353,7 +364,7 @@ class _Actors:
             for ref in list(given)[1:]:
                 self.ray.cancel(ref)
 
-    def _pull(self, running: dict[Any, tuple[Any, Job | None]]) -> float | None:
+    def _pull(self, running: dict[Any, tuple[Any, list[Job] | None]]) -> float | None:
         """Ask each actor playing an episode for its step notes, every NOTES_EVERY s (one call pending at most each);
         return how long to wait for a record before the next round (None: no notes are wanted)."""
         if self.on_step is None:
@@ -361,8 +372,8 @@ class _Actors:
         now = time.monotonic()
         if now - self.pulled_at >= NOTES_EVERY:
             self.pulled_at = now
-            for actor, job in running.values():
-                if job is not None and actor not in self.pulls:
+            for actor, batch in running.values():
+                if batch is not None and actor not in self.pulls:
                     self.pulls[actor] = actor.notes.options(concurrency_group=NOTES_GROUP).remote()
         return max(0.0, self.pulled_at + NOTES_EVERY - now)
 
@@ -423,34 +434,39 @@ class _Actors:
         here, addresses = machines(self.ray)
         check_playbook_placement(self.playbooks, here, [addresses.get(node, f"node {node}") for node in nodes])
 
-    def _answer(self, ref: Any, job: Job, actor: Any) -> tuple[EpisodeRecord | None, bool]:
-        """The record of `job` (its traces written to the run directory and its last step notes handed to `on_step`
-        first), and False; or, when its actor died, its error record and True; or None and False for a job cancelled
-        before it started (`_cancel_waiting`). A strict run's error, and a dead actor in a strict run, raise."""
+    def _answer(self, ref: Any, batch: list[Job], actor: Any) -> tuple[list[EpisodeRecord], bool]:
+        """The records of `batch` (each one's traces written to the run directory and its last step notes handed to
+        `on_step` first), and False; or, when its actor died, their error records and True; or none and False for a
+        batch cancelled before it started (`_cancel_waiting`). A strict run's error, and a dead actor in a strict
+        run, raise."""
         exceptions = self.ray.exceptions
         self._pass_notes(actor)  # the notes its pending `notes` call took come before those `play` returned
         try:
-            record, traces, notes = self.ray.get(ref)
+            played = self.ray.get(ref)
         except exceptions.TaskCancelledError:
-            return None, False
-        except exceptions.RayTaskError as exc:  # the episode raised: a strict run's error, or a bug
+            return [], False
+        except exceptions.RayTaskError as exc:  # an episode raised: a strict run's error, or a bug
             cause = getattr(exc, "cause", None)
             raise (cause if isinstance(cause, Exception) else exc) from None
         except exceptions.RayActorError as exc:
             why = f"the Ray worker died while playing this episode ({type(exc).__name__})"
             if self.work.strict:
+                job = batch[0]
                 raise ExecutorError(f"{job.harness}/{job.task_id} (trial {job.trial}): {why}: {exc}") from None
-            return self.work.failed(job, why), True
-        self.work.write_traces(traces)  # before the record: a recorded episode's trace is always there
-        self._hand_on(notes)
-        return record, False
+            return [self.work.failed(job, why) for job in batch], True
+        records = []
+        for record, traces, notes in played:
+            self.work.write_traces(traces)  # before the record: a recorded episode's trace is always there
+            self._hand_on(notes)
+            records.append(record)
+        return records, False
 
 
-def _taken(running: dict[Any, tuple[Any, Job | None]], ref: Any) -> Job:
-    """The job of the `play` call `ref`, taken out of `running`."""
-    _, job = running.pop(ref)
-    assert job is not None, "a `play` call's ref, not a start's"
-    return job
+def _taken(running: dict[Any, tuple[Any, list[Job] | None]], ref: Any) -> list[Job]:
+    """The jobs of the `play` call `ref`, taken out of `running`."""
+    _, batch = running.pop(ref)
+    assert batch is not None, "a `play` call's ref, not a start's"
+    return batch
 
 
 def machines(ray: Any) -> tuple[str | None, dict[str, str]]:
