@@ -349,7 +349,7 @@ class _Actors:
         """Give `actor` calls of `batch` jobs from `queue` (fewer at its end) until it holds PREFETCH."""
         given = self.given.setdefault(actor, deque())
         while queue and len(given) < PREFETCH:
-            batch = []
+            batch: list[Job] = []
             while queue and len(batch) < self.batch:
                 batch.append(queue.next_for(actor))
             ref = actor.play.remote(batch)
