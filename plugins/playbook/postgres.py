@@ -217,8 +217,9 @@ class PostgresBackend:
     def transaction(self, work: Callable[[Session], Any], begin: str | None, pipelined: bool = False) -> Any:
         """Run `work` between `begin` and COMMIT (`begin` None: `work`'s one statement alone) on a pooled connection
         set to the playbook's schema; retried with a growing pause on a serialization failure or deadlock until the
-        busy timeout; PlaybookError for any other database error. `pipelined` (reads): statements go out as they are made and are waited for only when their
-        rows are read, so BEGIN travels with the first query and queries made together share one round trip."""
+        busy timeout; PlaybookError for any other database error. `pipelined` (reads): statements go out as they are
+        made and are waited for only when their rows are read, so BEGIN travels with the first query and queries made
+        together share one round trip."""
         delay, deadline = 0.002, time.monotonic() + self.busy_timeout_s
         while True:
             try:
