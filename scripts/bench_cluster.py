@@ -27,7 +27,9 @@ Without `--url` it starts a throw-away PostgreSQL as the tests do (tests/postgre
 `test` extra); the playbook's schema is dropped at the end either way. Needs the `ray` and `postgres` extras. The
 figures are wall-clock on whatever cores the machine has: run it on otherwise idle ones, and give the core count.
 Beside them, CPU milliseconds per episode: `cpu ms/ep` of this process and a local run's worker processes (a Ray
-run's workers are the raylets' children, not counted), `server ms/ep` of the PostgreSQL server it started.
+run's workers are the raylets' children, not counted), `server ms/ep` of the PostgreSQL server it started, and
+`machine ms/ep` of every process on the machine (Ray's nodes, the server, anything else running: the figure to compare
+between runs on otherwise idle cores).
 """
 
 from __future__ import annotations
@@ -75,6 +77,17 @@ def process_cpu_s() -> float:
     """CPU seconds of this process and of its children that have ended (a local run's workers, once it is over)."""
     own, ended = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds every process of this machine has used since it started, all cores together (Linux's /proc/stat:
+    user, nice, system, irq, softirq and steal time); 0.0 where there is no /proc/stat."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return 0.0
+    busy = sum(int(fields[i]) for i in (0, 1, 2, 5, 6, 7) if i < len(fields))
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def checked(playbook: str, out: Path) -> dict:
@@ -141,7 +154,7 @@ def main() -> int:
     print(f"{args.episodes:,} noisy episodes under sentry on tiny, {args.workers} workers, {os.cpu_count()} cores "
           f"(a machinery figure){f', {args.rounds} rounds' if args.rounds > 1 else ''}")
     print(f"{'run':<52} {'seconds':>8} {'episodes/s':>10} {'records':>8} {'dup':>4} {'lessons':>8} {'problems':>8} "
-          f"{'cpu ms/ep':>9} {'server ms/ep':>12}")
+          f"{'cpu ms/ep':>9} {'server ms/ep':>12} {'machine ms/ep':>13}")
     labels = {"local": f"local --workers {args.workers}, SQLite",
               "local-pg": f"local --workers {args.workers}, PostgreSQL",
               "ray": f"ray, {args.workers + 1} nodes, PostgreSQL"}
@@ -154,7 +167,7 @@ def main() -> int:
                                     if args.rounds > 1 else "")
             print(f"{label:<52} {row['seconds']:8.1f} {row['episodes_per_s']:10.1f} {row['records']:8,} "
                   f"{row['duplicate_records']:4} {row['lessons']:8,} {row['problems']:8} {_ms(row['cpu_ms']):>9} "
-                  f"{_ms(row['server_cpu_ms']):>12}")
+                  f"{_ms(row['server_cpu_ms']):>12} {_ms(row['machine_cpu_ms']):>13}")
             exact = exact and row["duplicate_records"] == 0 and row["problems"] == 0 and row["unfinished"] == 0 \
                 and row["records"] == args.episodes
         print(f"throughput ratio ray/local: {figures['ratio']:.2f}x (floor 0.8x)")
@@ -196,14 +209,16 @@ def play_round(folder: Path, url: str, args: argparse.Namespace, reverse: bool =
         nodes = start_cluster(args.workers) if executor == "ray" else None
         try:
             watched = args.server_pid if "://" in book else None  # the server's CPU, where this script started it
-            cpu, server_cpu = process_cpu_s(), server_cpu_s(watched) if watched else 0.0
+            cpu, server_cpu, machine = process_cpu_s(), server_cpu_s(watched) if watched else 0.0, machine_cpu_s()
             seconds, summary = timed(executor, args.workers, config(folder / name, book, args.episodes))
             cpu, server_cpu = process_cpu_s() - cpu, server_cpu_s(watched) - server_cpu if watched else None
+            machine = machine_cpu_s() - machine
             figures[name] = {"seconds": seconds, "unfinished": summary["unfinished"], **checked(book, folder / name)}
             episodes = max(1, figures[name]["records"])
             # per episode, in ms: this process and a local run's workers (a Ray run's are not its children); the server
             figures[name]["cpu_ms"] = cpu * 1000 / episodes if executor == "local" else None
             figures[name]["server_cpu_ms"] = server_cpu * 1000 / episodes if server_cpu is not None else None
+            figures[name]["machine_cpu_ms"] = machine * 1000 / episodes if machine else None
         finally:
             if "://" in book:
                 drop(book)
