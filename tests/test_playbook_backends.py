@@ -276,6 +276,14 @@ def test_a_one_statement_write_is_held_to_one_statement_on_postgresql(postgres_u
             book._write(lambda db: [db.execute("SELECT 1"), db.execute("SELECT 2")], one_statement=True)
         assert book._write(lambda db: db.execute("SELECT COUNT(*) FROM lessons").fetchone()[0],
                            one_statement=True) == 1
+    from playground.plugins.playbook.postgres import Location, pool
+
+    def level(**options) -> str:
+        with pool(Location(postgres_url), **options).connection() as connection:
+            return connection.execute("SHOW default_transaction_isolation").fetchone()[0]
+
+    # the playbook's statements alone are SERIALIZABLE; the baselines' memories keep the server's default
+    assert (level(), level(serializable_alone=False)) == ("serializable", "read committed")
 
 
 # ---- copy between backends -----------------------------------------------------------------------------------------

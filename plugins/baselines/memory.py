@@ -119,7 +119,7 @@ class PostgresMemory:
         pg = postgres()
         self.url, self.name = url, name
         where = pg.Location(url)
-        self.pool = pg.pool(where)
+        self.pool = pg.pool(where, serializable_alone=False)
         self.schema = pg.quoted(f"{where.schema}_memory")
         self.location = f"{where.shown} ({where.schema}_memory: {name})"
         with _MADE_LOCK:
@@ -220,7 +220,7 @@ def _beside(playbook: str, name: str, make: bool = False) -> Memory | None:
 
         pg = postgres()
         where = pg.Location(playbook)
-        with pg.pool(where).connection() as connection:
+        with pg.pool(where, serializable_alone=False).connection() as connection:
             made = connection.execute("SELECT to_regclass(%s)", (f"{where.schema}_memory.baseline_texts",)).fetchone()
         if not (made and made[0]):
             return None

@@ -48,7 +48,7 @@ from playground.plugins.playbook.schema import FORMAT, SCHEMA_VERSION, newer_sch
 POOL_MAX = 4  # connections per server and process
 CONNECT_TIMEOUT_S = 10
 RETRIED = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
-_POOLS: dict[tuple[int, str], ConnectionPool] = {}  # (process, conninfo) -> its pool
+_POOLS: dict[tuple[int, str, bool], ConnectionPool] = {}  # (process, conninfo, serializable_alone) -> its pool
 _POOLS_LOCK = threading.Lock()
 _SEARCH_PATH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # connection -> the schema it is set to
 # (conninfo, schema) of the playbooks this process has opened for writing (checked, made where missing): opened again
@@ -136,10 +136,12 @@ INDEXES_ONLY = "-c enable_seqscan=off"
 SERIALIZABLE_ALONE = "-c default_transaction_isolation=serializable"
 
 
-def pool(location: Location) -> ConnectionPool:
+def pool(location: Location, *, serializable_alone: bool = True) -> ConnectionPool:
     """This process's pool for the server `location` names; the first call connects once, so that a server that
-    cannot be reached, or refuses the credentials, is a PlaybookError saying libpq's reason."""
-    key = (os.getpid(), location.conninfo)
+    cannot be reached, or refuses the credentials, is a PlaybookError saying libpq's reason. With
+    `serializable_alone` (the playbook's), a statement sent outside BEGIN runs SERIALIZABLE (SERIALIZABLE_ALONE);
+    without (the baselines' memories, which count on the server's default), a pool of its own keeps the default."""
+    key = (os.getpid(), location.conninfo, serializable_alone)
     with _POOLS_LOCK:
         found = _POOLS.get(key)
         if found is None:
@@ -149,7 +151,8 @@ def pool(location: Location) -> ConnectionPool:
                 raise PlaybookError(f"{location.shown}: cannot connect: {_said(error)}") from None
             found = ConnectionPool(location.conninfo, min_size=1, max_size=POOL_MAX, open=True,
                                    kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
-                                           "options": f"{INDEXES_ONLY} {SERIALIZABLE_ALONE}"},
+                                           "options": f"{INDEXES_ONLY} {SERIALIZABLE_ALONE}"
+                                           if serializable_alone else INDEXES_ONLY},
                                    name=f"playbook-{len(_POOLS)}", timeout=60.0)
             _POOLS[key] = found
     return found
@@ -158,7 +161,7 @@ def pool(location: Location) -> ConnectionPool:
 def close_pools() -> None:
     """Close this process's pools (at exit; a pool made by a parent process is left to it)."""
     with _POOLS_LOCK:
-        for (pid, _), each in list(_POOLS.items()):
+        for (pid, _, _), each in list(_POOLS.items()):
             if pid == os.getpid():
                 each.close()
         _POOLS.clear()
