@@ -106,9 +106,9 @@ class TraceBuffer:
         """Nothing to close: the lines stay until they are written."""
 
     def __getstate__(self) -> dict:
-        """Pickled with its lines compressed (zlib level 1: a cluster-bench episode's 26 kB in 3 kB, 0.12 ms): a trace is
-        mostly the same JSON keys again, and a Ray reply of a few episodes stays under Ray's inline limit (100 kB),
-        so it skips the object store. The bytes `write` writes are the same."""
+        """Pickled with its lines compressed (zlib level 1: a cluster-bench episode's 26 kB in 3 kB, 0.12 ms): a
+        trace is mostly the same JSON keys again, and a Ray reply of a few episodes stays under Ray's inline limit
+        (100 kB), so it skips the object store. The bytes `write` writes are the same."""
         return {"path": self.path, "packed": zlib.compress("".join(self.lines).encode("utf-8", TEXT_ERRORS), 1)}
 
     def __setstate__(self, state: dict) -> None:
