@@ -79,7 +79,7 @@ def insert(db: Any, record: dict, op: str, details: dict) -> int:
     else:
         lesson_id = db.execute(INSERT, values).lastrowid
     assert lesson_id is not None  # set by an INSERT
-    log(db, op, lesson_id, {"failure_type": record["failure_type"], "labels": list(record["labels"]), **details})
+    log(db, op, lesson_id, _added(record, details))
     return lesson_id
 
 
@@ -102,13 +102,18 @@ def _values(record: dict) -> tuple:
             trigger_group(record["subtype"], record["trigger"]))
 
 
+def _added(record: dict, details: dict) -> dict:
+    """The change log's details of a lesson added (`insert`, `insert_once`): its failure type and labels, then
+    `details`."""
+    return {"failure_type": record["failure_type"], "labels": list(record["labels"]), **details}
+
+
 def insert_once(db: Any, record: dict) -> int:
     """Insert a lesson unless its provenance (run, episode, attempt, step) already stored one; return the id. With an
     origin, one statement on PostgreSQL (`in_one_statement`)."""
     origin = origin_key(record["provenance"])
     if origin is not None and dialect(db) == "postgresql":
-        details = json.dumps({"failure_type": record["failure_type"], "labels": list(record["labels"])},
-                             ensure_ascii=False, default=str)
+        details = json.dumps(_added(record, {}), ensure_ascii=False, default=str)  # as `log` writes them
         return db.execute(INSERT_ONCE, (*origin, *_values(record), time.time(), details, *origin)).fetchone()[0]
     if origin is not None:
         found = db.execute("SELECT lesson_id FROM lesson_origins WHERE run = ? AND episode = ? AND attempt = ? "
