@@ -60,7 +60,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "playground.agents.structured": ("ask_structured", "CALL_FAILED", "json_object_in", "shared_agent_model",),
     "playground.agents.response_cache": ("default_cache_dir",),
     "playground.agents.judge_model": ("build_judge_model", "judge_or_shared",),
-    "playground.agents.llm": ("parse_reply", "render_prompt",),
+    "playground.agents.llm": ("history_start", "parse_reply", "render_prompt",),
     # The failure-injection instrument as the judges' model, for roles that read recorded episodes
     "playground.agents.instrument_judge": ("show_episode", "state_from_events", "TraceInstrumentJudge",),
     # Agents
@@ -86,7 +86,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (F401 is off for this fil
     from playground.agents.http_model import HTTPChatModel, endpoint_answers
     from playground.agents.instrument_judge import TraceInstrumentJudge, show_episode, state_from_events
     from playground.agents.judge_model import build_judge_model, judge_or_shared
-    from playground.agents.llm import parse_reply, render_prompt
+    from playground.agents.llm import history_start, parse_reply, render_prompt
     from playground.agents.local_model import LocalChatModel, default_gguf_path
     from playground.agents.noisy import NoisyAgent
     from playground.agents.response_cache import default_cache_dir

@@ -353,3 +353,48 @@ def test_the_detector_ends_its_reply_at_no_failure_and_states_the_prompt_it_stat
     # the need check's reason is decoded short; its prompt still states the longer bound
     assert LLMNeedCheck.SCHEMA["properties"]["why"]["maxLength"] == 60
     assert LLMNeedCheck.DESCRIBED["properties"]["why"]["maxLength"] == 160
+
+
+@pytest.mark.parametrize("history", ["window", "blocks"])
+def test_the_detector_and_need_check_show_the_steps_judge_history_names(history):
+    """`judge_history=window` shows the detector and the need check the last W steps; `blocks` shows W to 2W-1
+    (every one of the last W among them), and from one step to the next the steps it showed stay the start of what
+    it shows, except when the block moves."""
+    from playground.core.payloads import Detection, Proposal
+    from playground.plugins.sentry.blind import BlindTurn, BlindView
+    from playground.plugins.sentry.detectors import make_window
+    from playground.plugins.sentry.judges import LLMDetector, LLMNeedCheck
+
+    size = 3
+    turns = tuple(BlindTurn(i, "", f"go {i}", f"room {i}\nmore of room {i}", True, "move") for i in range(9))
+    detection = Detection("sentry", "progress", ("planning_stall",), 0.8, "stuck")
+    shown: list[list[str]] = []
+    with ScriptedChatServer(default=Reply(content='{"failure": false}')) as server:
+        model = HTTPChatModel(server.base_url, "m", cache_dir=None)
+        detector, need_check = LLMDetector(model, history, size), LLMNeedCheck(model, history, size)
+        for step in range(len(turns) + 1):
+            view = BlindView(step, "reach room 9", f"room {step}", None, turns[:step])
+            proposal = Proposal("", f"go {step}", False)
+            detector.detect(view, proposal, make_window(view, size))
+            need_check.decide(view, detection, proposal, make_window(view, size))
+        for request in server.requests:
+            user = request["messages"][1]["content"]
+            shown.append(user.split("Last steps:\n")[1].split("\nCurrent observation")[0].splitlines())
+    detector_shown, need_shown = shown[0::2], shown[1::2]
+    assert detector_shown == need_shown
+    for step, lines in enumerate(detector_shown):
+        last = [f"- go {i} -> room {i}" for i in range(max(0, step - size), step)]
+        if not last:
+            assert lines == ["(no steps yet)"]
+        elif history == "window":
+            assert lines == last
+        else:
+            assert lines[-len(last):] == last and size <= len(lines) < 2 * size or step < size
+            first = int(lines[0].split()[2])
+            assert first % size == 0  # the block starts at a multiple of W
+            previous = detector_shown[step - 1]
+            if step > 1 and int(previous[0].split()[2]) == first:
+                assert lines[:len(previous)] == previous  # only the newest step is new
+    # the first line shown changes: at the first step, then every step past W (window) or every W steps (blocks)
+    moves = sum(a[0] != b[0] for a, b in zip(detector_shown, detector_shown[1:]))
+    assert moves == {"window": 1 + len(turns) - size, "blocks": 3}[history]

@@ -1,7 +1,7 @@
 """Sentry: test-time failure recovery with an external playbook of verified lessons.
 
 Registers the `sentry` and `validity-guard` interventions, the harness `sentry` (the paper's
-configuration), its variants (`VARIANTS`: `sentry-rules`, `sentry-shortlist`) and
+configuration), its variants (`VARIANTS`: `sentry-rules`, `sentry-shortlist`, `sentry-judge-blocks`) and
 ablations (`ABLATIONS`), `sentry-persistent`, `sentry-frozen-persistent`, `guard-only` and
 `sentry-llm`, `sentry-detect-only`, the pipeline step `sentry.paired_forks` (each intervention point forked with
 and without the repair, `paired.py`), its study table columns (`figures.py`: among them the
@@ -98,6 +98,10 @@ VARIANTS = (
      "Sentry whose repairs restrict the agent to a harness-picked list (actions not tried recently after a "
      "progress repair, the ranked valid actions after a hard repair) and replace a still-invalid action "
      "with the top-ranked one (a variant, not the paper's configuration)"),
+    ("sentry-judge-blocks", {"judge_history": "blocks"},
+     "Sentry whose LLM detector and need check see the steps from the last multiple of W (W to 2W-1 of them), "
+     "so consecutive prompts share their prefix and a local model evaluates less (a variant: the paper's "
+     "detector sees the last W)"),
     ("sentry-detect-only", {"hard_repair": False, "soft_repair": False, "update_playbook": False},
      "Sentry's detectors alone: nothing repaired or stored (the trajectory is base's; its detections measured)"),
 )

@@ -111,12 +111,13 @@ class SentryPlugin:
 
             if self.roles["verifier"] == "llm":
                 self.verifier = LLMVerifier(judge, horizon, quiet, admission)
+            steps = (str(self.p["judge_history"]), int(self.p["window"]))  # what the detector and need check see
             if self.roles["detector"] in ("llm", "both"):
-                self.judge_detector = LLMDetector(judge)
+                self.judge_detector = LLMDetector(judge, *steps)
             if self.roles["summariser"] == "llm":
                 self.summarise = LLMSummariser(judge).summarise
             if self.roles["need_judge"] == "llm":
-                self.need_judge = LLMNeedCheck(judge)
+                self.need_judge = LLMNeedCheck(judge, *steps)
         self.memory = DetectionMemory(int(self.p["window"]))
         self.remove_grade_text: Callable[[str], str] = keep_text  # the env's, once the episode starts
         self.playbook: Playbook | None = None

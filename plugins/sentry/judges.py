@@ -16,7 +16,14 @@ from typing import Any
 
 from playground.core.labels import UnknownFailure
 from playground.core.payloads import Detection, Proposal
-from playground.host_api import ChatModel, ask_structured, build_judge_model, default_labels, judge_or_shared
+from playground.host_api import (
+    ChatModel,
+    ask_structured,
+    build_judge_model,
+    default_labels,
+    history_start,
+    judge_or_shared,
+)
 from playground.plugins.sentry.blind import BlindOutcome, BlindView
 from playground.plugins.sentry.detectors import Window
 from playground.plugins.sentry.labels import label_text
@@ -50,9 +57,13 @@ def judge_model_or_none(params: dict[str, Any]) -> ChatModel | None:
     return judge_or_shared(params, "sentry", retries=int(params.get("judge_retries", 3)))
 
 
-def _steps_text(context: BlindView, window: Window) -> str:
+def _steps_text(context: BlindView, window: Window, history: str = "window", size: int = 5) -> str:
+    """The steps a judge is shown, a line each: the window's last W (`window`), or from the last multiple of W
+    `size` (`blocks`: W to 2W-1 steps, so that from one step to the next the prompt changes only past the newest
+    step, and the judge's context need not evaluate the rest again)."""
+    turns = window.turns if history == "window" else context.history[history_start(len(context.history), size):]
     lines = [f"- {t.action} -> {t.observation.strip().splitlines()[0][:160] if t.observation.strip() else ''}"
-             for t in window.turns]
+             for t in turns]
     return "\n".join(lines) or "(no steps yet)"
 
 
@@ -61,8 +72,9 @@ class LLMDetector:
 
     ROLE = DETECTOR_ROLE
 
-    def __init__(self, model: ChatModel) -> None:
+    def __init__(self, model: ChatModel, history: str = "window", size: int = 5) -> None:
         self.model = model
+        self.history, self.size = history, size  # the steps shown (`_steps_text`)
         self.labels = default_labels()
         progress, grounding = sorted(self.labels.labels_of("progress")), sorted(self.labels.labels_of("grounding"))
         self.SYSTEM = ("You diagnose failures of an agent acting in a text environment: does its proposed action show "
@@ -83,7 +95,7 @@ class LLMDetector:
 
     def detect(self, context: BlindView, proposal: Proposal, window: Window) -> Detection | None:
         """Return the judge's detection, or None (no failure, or an unusable reply)."""
-        user = (f"Goal: {context.goal}\nLast steps:\n{_steps_text(context, window)}\n"
+        user = (f"Goal: {context.goal}\nLast steps:\n{_steps_text(context, window, self.history, self.size)}\n"
                 f"Current observation: {context.observation[:400]}\nProposed thought: {proposal.thought}\n"
                 f"Proposed action: {'(stop)' if proposal.finish else proposal.action}")
         answer = ask_structured(self.model, self.ROLE, self.SYSTEM, user, self.schema, described=self.described).value
@@ -115,14 +127,15 @@ class LLMNeedCheck:
     DESCRIBED = _object({"intervene": {"type": "boolean"}, "why": EVIDENCE})
     SCHEMA = _object({"intervene": {"type": "boolean"}, "why": SHORT_EVIDENCE})
 
-    def __init__(self, model: ChatModel) -> None:
+    def __init__(self, model: ChatModel, history: str = "window", size: int = 5) -> None:
         self.model = model
+        self.history, self.size = history, size  # the steps shown (`_steps_text`)
 
     def decide(self, view: BlindView, detection: Detection, proposal: Proposal,
                window: Window) -> tuple[bool | None, str]:
         """Whether to intervene on `detection` now, and the judge's reason; None when the reply is unusable."""
         labels = ", ".join(detection.labels) or "-"
-        user = (f"Goal: {view.goal}\nLast steps:\n{_steps_text(view, window)}\n"
+        user = (f"Goal: {view.goal}\nLast steps:\n{_steps_text(view, window, self.history, self.size)}\n"
                 f"Current observation: {view.observation[:400]}\nProposed thought: {proposal.thought}\n"
                 f"Proposed action: {'(stop)' if proposal.finish else proposal.action}\n"
                 f"Flagged: {detection.failure_type} ({labels}), confidence {detection.confidence:.2f}; "

@@ -57,6 +57,11 @@ class SentryParams(BaseModel):
                                                                           "judge model when there is one, else rules)")
     verifier: Literal["rules", "llm", "auto"] = Field(default="auto", description="the recovery verifier")
     summariser: Literal["template", "llm", "auto"] = Field(default="auto", description="the lesson summariser")
+    judge_history: Literal["window", "blocks"] = Field(default="window",
+                                                      description="the steps the LLM detector and need check are "
+                                                                  "shown: the last W (window), or from the last "
+                                                                  "multiple of W (blocks: W to 2W-1 steps, a prefix "
+                                                                  "shared from step to step; a variant)")
     judge_base_url: str = Field(default="", description="the judge model's OpenAI-compatible endpoint ...")
     judge_model: str = Field(default="", description="... and its model name")
     judge_local: bool = Field(default=False, description="... or the embedded GGUF model (default: the agent's model)")
