@@ -389,7 +389,7 @@ def test_the_detector_and_need_check_show_the_steps_judge_history_names(history)
         elif history == "window":
             assert lines == last
         else:
-            assert lines[-len(last):] == last and size <= len(lines) < 2 * size or step < size
+            assert lines[-len(last):] == last and (size <= len(lines) < 2 * size or step < size)
             first = int(lines[0].split()[2])
             assert first % size == 0  # the block starts at a multiple of W
             previous = detector_shown[step - 1]
