@@ -21,7 +21,11 @@
   ask this time, and its commands the engine's parser rejects here: see `_skip_stale_gold`;
   a question it does not answer gets "0").
   ScienceWorld's gold path generator orders independent steps differently from load to
-  load, so the first gold path of a task is kept for the process.
+  load, so the first gold path of a task is kept for the process (a reset of the same task
+  gives the same plan) and a restore keeps the episode's. The generator's path does not
+  always win (`mendelian-genetics-known-plant-90`: one load in six gave a 259-step path that
+  focuses on the wrong box): a kept path that was played to its end and lost is dropped, and
+  the next reset of the task takes its own load's.
 - snapshot/restore: the engine has no copy of its state, so a snapshot is the task plus
   the actions played since reset and restoring is reset + replay. The same replay puts
   an env's episode back when another env of the process used the shared engine meanwhile.
@@ -121,6 +125,7 @@ class ScienceWorldEnv(TextEnv):
         self._task = ""
         self._actions: list[str] = []
         self._gold: list[str] = []
+        self._gold_task = ""  # the task whose gold path `_gold` is
         self._gold_at = 0
         self._text = ""
         self._goal = ""
@@ -136,7 +141,7 @@ class ScienceWorldEnv(TextEnv):
         if parse_task_id(task) is None:
             raise ValueError(f"scienceworld: {task!r} is not '<task>-<variation>' of a ScienceWorld task")
         self._task = task
-        self._load()
+        self._load(new_episode=True)
         return self._text, self._info(valid=True)
 
     def step(self, action: str):
@@ -155,6 +160,8 @@ class ScienceWorldEnv(TextEnv):
         self._actions.append(command)
         self._read(text, info, bool(done))
         self._advance_gold(command)
+        if self.expert and self._done and self._score < 0 and self._gold_at >= len(self._gold):
+            self._drop_losing_gold()
         return text, float(reward), self._done, False, self._info(valid=True)
 
     def check_action(self, action: str) -> list[SchemaProblem]:
@@ -194,16 +201,20 @@ class ScienceWorldEnv(TextEnv):
         if _owner[0] is self:
             _owner[0] = None
 
-    def _load(self, actions=()) -> None:
-        """Load and reset the task in the engine, then replay `actions` (gold path pointer included)."""
+    def _load(self, actions=(), new_episode: bool = False) -> None:
+        """Load and reset the task in the engine, then replay `actions` (gold path pointer included).
+
+        The expert's gold path is the process's for the task on a `new_episode` (a reset) or when the one held is
+        another task's; otherwise (a restore, or an episode put back) it stays the episode's."""
         name, variation = parse_task_id(self._task) or ("", 0)
         sw = engines.engine()
         sw.load(name, variation, "", generateGoldPath=True)
         text, info = sw.reset()
         _owner[0] = self
         self._goal = sw.get_task_description().strip()
-        if self.expert:
+        if self.expert and (new_episode or self._gold_task != self._task):
             self._gold = list(_gold.setdefault(self._task, tuple(sw.get_gold_action_sequence())))
+            self._gold_task = self._task
         self._gold_at = 0
         self._actions = []
         self._read(text, info, False)
@@ -220,6 +231,13 @@ class ScienceWorldEnv(TextEnv):
             text = self._text
             self._load(tuple(self._actions))
             self._text = text
+
+    def _drop_losing_gold(self) -> None:
+        """The episode played the gold path to its end and lost: the process stops keeping that path, so the next
+        reset of the task takes the path generated on its own load (ScienceWorld's generator does not always
+        give a winning one). The expert is an oracle: its plan may read the engine's score, no judge does."""
+        if _gold.get(self._task) == tuple(self._gold):
+            del _gold[self._task]
 
     def _advance_gold(self, command: str) -> None:
         """After `command` was played (or "" after the reset): the gold path moves past it (`_follow_gold`), then
