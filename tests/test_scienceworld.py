@@ -100,10 +100,10 @@ def provider():
 def test_the_expert_wins_a_test_variation(provider, task):
     env = provider.make(task, expert=True)
     task_id = TASK_SETS[task].tasks("test")[0]
-    # ScienceWorld's own gold path for this Mendelian variation loses on some loads (1 of 6 measured on 2026-12-07:
+    # ScienceWorld's own gold path for this Mendelian variation loses on some loads (2 of 18 measured on 2026-12-07:
     # 259 steps, then the focus on the wrong box; its API takes no seed). The process kept such a path and lost 3
     # loads of 3 in one CI run; now a kept path that lost is dropped and the next reset takes its own load's. Up to
-    # 4 loads (all four lost: about 1 in 1300); every other task one.
+    # 4 loads; every other task one.
     tries = []  # what each load came to, for the message should none be won
     for _ in range(4 if task.startswith("mendelian") else 1):
         _, info = env.reset(options={"task": task_id})

@@ -23,8 +23,8 @@
   ScienceWorld's gold path generator orders independent steps differently from load to
   load, so the first gold path of a task is kept for the process (a reset of the same task
   gives the same plan) and a restore keeps the episode's. The generator's path does not
-  always win (`mendelian-genetics-known-plant-90`: one load in six gave a 259-step path that
-  focuses on the wrong box): a kept path that was played to its end and lost is dropped, and
+  always win (`mendelian-genetics-known-plant-90`: 2 loads of 18 measured gave a 259-step
+  path that focuses on the wrong box): a kept path that was played to its end and lost is dropped, and
   the next reset of the task takes its own load's.
 - snapshot/restore: the engine has no copy of its state, so a snapshot is the task plus
   the actions played since reset and restoring is reset + replay. The same replay puts
