@@ -9,7 +9,7 @@ learn online, such as `sentry`, may differ slightly: their playbook grows in ano
 
     python scripts/bench_scale.py [--episodes 160] [--trials 18] [--workers 2] [--no-ray]
 
-The default job is 160 tasks x 18 trials x 2 harnesses = 5,760 episodes, about 2.5 minutes
+The default job is 160 tasks x 18 trials x 2 harnesses = 5,760 episodes, about 3.5 minutes
 with one worker on a free core. Use `--episodes 10 --trials 1` to check the script. Run it
 on otherwise idle cores: the figures are wall-clock; the CPU seconds beside them show
 whether the workers had the cores to themselves.
